@@ -1,0 +1,533 @@
+package ipam
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go4.org/netipx"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
+)
+
+// DefaultRetention is how long a reservation outlives its Service when the
+// pool does not say: long enough to survive a Helm upgrade that re-creates it.
+const DefaultRetention = 24 * time.Hour
+
+// Family is an IP address family of a pool.
+type Family string
+
+const (
+	IPv4 Family = "IPv4"
+	IPv6 Family = "IPv6"
+)
+
+// Config is the pool file.
+type Config struct {
+	// ClusterName is written into the ledger; it must be unique among the
+	// clusters that share a Private Network.
+	ClusterName string `json:"clusterName"`
+	Region      string `json:"region"`
+	// ClusterPrivateNetworkID is the nodes' Private Network: always kept in
+	// the pn-ids annotation so the LB can reach its backends.
+	ClusterPrivateNetworkID string  `json:"clusterPrivateNetworkID"`
+	Pools                   []*Pool `json:"pools"`
+}
+
+// Pool is one named set of addresses on a Private Network.
+type Pool struct {
+	Name             string `json:"name"`
+	PrivateNetworkID string `json:"privateNetworkID"`
+	// Subnet may be left empty when the Private Network has a single subnet
+	// of the pool's family; Resolve fills it in.
+	Subnet   string   `json:"subnet,omitempty"`
+	IPFamily Family   `json:"ipFamily,omitempty"`
+	Ranges   []string `json:"ranges,omitempty"`
+	Exclude  []string `json:"exclude,omitempty"`
+	// Namespaces that may use the pool, as path.Match globs; empty means
+	// every opted-in namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// AutoAssign false restricts the pool to explicit address requests.
+	AutoAssign *bool    `json:"autoAssign,omitempty"`
+	Default    bool     `json:"default,omitempty"`
+	Disabled   bool     `json:"disabled,omitempty"`
+	Retention  Duration `json:"retention,omitempty"`
+
+	prefix   netip.Prefix
+	subnetID string
+	include  *netipx.IPSet // ranges, or the whole subnet
+	exclude  *netipx.IPSet
+	picks    bool // we pick addresses (ranges or exclude set); otherwise IPAM does
+}
+
+// Duration is a time.Duration written as "90m", "24h" or "7d".
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"24h\" or \"7d\"")
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// ParseDuration accepts Go durations and a whole number of days ("7d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("duration %q: days must be a whole number such as \"7d\"", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: use a form such as \"90m\", \"24h\" or \"7d\"", s)
+	}
+	return v, nil
+}
+
+// Regions where Scaleway IPAM is offered.
+var regions = []string{"fr-par", "nl-ams", "pl-waw", "it-mil"}
+
+// dnsLabel is what names must look like: they end up in tags and annotations.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// ParseConfig reads a pool file strictly (unknown fields are errors) and
+// validates it. The Private Networks are checked later by Resolve.
+func ParseConfig(data []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("pool file: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks everything that needs no API call, and compiles the
+// pools' address sets. Every problem is reported, each naming its pool and
+// field.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case c.ClusterName == "":
+		add("clusterName", "required; a name unique among the clusters sharing these Private Networks, e.g. \"prod-par\"")
+	case !dnsLabel.MatchString(c.ClusterName):
+		add("clusterName", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters)", c.ClusterName)
+	}
+	if !slices.Contains(regions, c.Region) {
+		add("region", "%q is not a Scaleway region with IPAM; use one of %s", c.Region, strings.Join(regions, ", "))
+	}
+	if err := uuid.Validate(c.ClusterPrivateNetworkID); err != nil {
+		add("clusterPrivateNetworkID", "%q is not a Private Network ID (a UUID); it is the nodes' Private Network, the CCM's PN_ID", c.ClusterPrivateNetworkID)
+	}
+	if len(c.Pools) == 0 {
+		add("pools", "at least one pool is required")
+	}
+	seen := map[string]int{}
+	defaults := []string{}
+	for i, p := range c.Pools {
+		where := fmt.Sprintf("pools[%d]", i)
+		if p == nil {
+			add(where, "empty pool")
+			continue
+		}
+		if p.Name != "" {
+			where = fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		}
+		for _, err := range p.compile() {
+			errs = append(errs, fmt.Errorf("%s.%w", where, err))
+		}
+		if p.Name != "" {
+			if j, dup := seen[p.Name]; dup {
+				add(where+".name", "%q is already the name of pools[%d]; pool names must be unique", p.Name, j)
+			}
+			seen[p.Name] = i
+		}
+		if p.Default {
+			defaults = append(defaults, p.Name)
+			switch {
+			case p.IPFamily == IPv6:
+				add(where+".default", "an IPv6 pool cannot be the default: a Service that asks for nothing would get only an IPv6 address, and the CCM reports IPv4 status only")
+			case p.Disabled:
+				add(where+".default", "a disabled pool cannot be the default: every Service that asks for nothing would be denied; move default to another pool")
+			case !p.autoAssign():
+				add(where+".default", "a pool with autoAssign: false cannot be the default: it only serves explicit address requests")
+			}
+		}
+	}
+	if len(defaults) > 1 {
+		add("pools", "%d pools are marked default (%s); at most one may be", len(defaults), strings.Join(defaults, ", "))
+	}
+	errs = append(errs, c.overlaps()...)
+	if len(errs) > 0 {
+		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
+	}
+	return nil
+}
+
+// joinIndented joins errors one per line, for the log and the reload event.
+func joinIndented(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "\n  "))
+}
+
+// compile checks one pool's own fields and builds its address sets.
+func (p *Pool) compile() (errs []error) {
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if !dnsLabel.MatchString(p.Name) {
+		add("name", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters): it is used in annotations and tags", p.Name)
+	}
+	if err := uuid.Validate(p.PrivateNetworkID); err != nil {
+		add("privateNetworkID", "%q is not a Private Network ID (a UUID)", p.PrivateNetworkID)
+	}
+	switch p.IPFamily {
+	case IPv4, IPv6:
+	case "":
+		p.IPFamily = IPv4
+	default:
+		add("ipFamily", "%q is not a family; use IPv4 or IPv6", p.IPFamily)
+		return errs
+	}
+	p.prefix = netip.Prefix{}
+	if p.Subnet != "" {
+		pr, err := netip.ParsePrefix(p.Subnet)
+		switch {
+		case err != nil:
+			add("subnet", "%q is not a CIDR block such as 172.16.4.0/22", p.Subnet)
+		case pr != pr.Masked():
+			add("subnet", "%q has host bits set; did you mean %s?", p.Subnet, pr.Masked())
+		case pr.Addr().Is4() != (p.IPFamily == IPv4):
+			add("subnet", "%s is not an %s subnet; set ipFamily to match", pr, p.IPFamily)
+		default:
+			p.prefix = pr
+		}
+	}
+	include, ierrs := p.parseSet("ranges", p.Ranges)
+	exclude, xerrs := p.parseSet("exclude", p.Exclude)
+	errs = append(errs, ierrs...)
+	errs = append(errs, xerrs...)
+	p.include, p.exclude = include, exclude
+	p.picks = len(p.Ranges) > 0 || len(p.Exclude) > 0
+	if d := p.Retention.Duration; d < 0 {
+		add("retention", "%s is negative; use 0 to release as soon as the LB lets go", d)
+	} else if d == 0 && p.Retention == (Duration{}) {
+		p.Retention.Duration = DefaultRetention
+	}
+	for i, ns := range p.Namespaces {
+		if _, err := path.Match(ns, ""); err != nil || ns == "" {
+			add(fmt.Sprintf("namespaces[%d]", i), "%q is not a namespace name or glob such as \"edge-*\"", ns)
+		}
+	}
+	if p.prefix.IsValid() && len(errs) == 0 {
+		errs = append(errs, p.checkInsideSubnet()...)
+	}
+	return errs
+}
+
+// parseSet reads ranges such as "172.16.4.200-172.16.4.250", "172.16.5.0/28"
+// or a single address, all of the pool's family.
+func (p *Pool) parseSet(field string, items []string) (*netipx.IPSet, []error) {
+	var b netipx.IPSetBuilder
+	var errs []error
+	for i, it := range items {
+		r, err := parseRange(it)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q is not an address, a range \"a-b\" or a CIDR block", field, i, it))
+			continue
+		}
+		if r.From().Is4() != (p.IPFamily == IPv4) {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q is not %s, the pool's ipFamily", field, i, it, p.IPFamily))
+			continue
+		}
+		b.AddRange(r)
+	}
+	s, _ := b.IPSet() // the builder only errs on invalid ranges, filtered above
+	return s, errs
+}
+
+func parseRange(s string) (netipx.IPRange, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		pr, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		return netipx.RangeOfPrefix(pr.Masked()), nil
+	}
+	if strings.Contains(s, "-") {
+		r, err := netipx.ParseIPRange(s)
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		return r, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netipx.IPRange{}, err
+	}
+	return netipx.IPRangeFrom(a, a), nil
+}
+
+// checkInsideSubnet needs the subnet, known from the file or from Resolve.
+func (p *Pool) checkInsideSubnet() []error {
+	var errs []error
+	sub := netipx.RangeOfPrefix(p.prefix)
+	for i, it := range p.Ranges {
+		if r, err := parseRange(it); err == nil && !(sub.Contains(r.From()) && sub.Contains(r.To())) {
+			errs = append(errs, fmt.Errorf("ranges[%d]: %q is outside subnet %s; a range must lie inside the pool's subnet", i, it, p.prefix))
+		}
+	}
+	if len(p.Ranges) == 0 {
+		var b netipx.IPSetBuilder
+		b.AddPrefix(p.prefix)
+		p.include, _ = b.IPSet()
+	}
+	if p.picks && len(errs) == 0 {
+		if _, err := p.NewSpace(); err != nil {
+			errs = append(errs, fmt.Errorf("ranges: %w", err))
+		}
+	}
+	return errs
+}
+
+// overlaps reports pools of one Private Network whose addresses intersect:
+// they would compete for the same addresses with different rules.
+func (c *Config) overlaps() []error {
+	var errs []error
+	for i, a := range c.Pools {
+		for _, b := range c.Pools[i+1:] {
+			if a == nil || b == nil || a.PrivateNetworkID != b.PrivateNetworkID || a.include == nil || b.include == nil {
+				continue
+			}
+			if a.IPFamily != b.IPFamily {
+				continue
+			}
+			if a.include.Overlaps(b.include) {
+				errs = append(errs, fmt.Errorf("pools %q and %q: their addresses overlap on Private Network %s; give each pool its own ranges", a.Name, b.Name, a.PrivateNetworkID))
+			}
+		}
+	}
+	return errs
+}
+
+// Resolve checks the pools against the live Private Networks: each must
+// exist and hold the pool's subnet (or exactly one subnet of its family when
+// the file names none). It fills in the subnet and its IPAM ID.
+func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
+	var errs []error
+	pns := map[string]*PrivateNetwork{}
+	get := func(id string) (*PrivateNetwork, error) {
+		if pn, ok := pns[id]; ok {
+			return pn, nil
+		}
+		pn, err := cloud.GetPrivateNetwork(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		pns[id] = pn
+		return pn, nil
+	}
+	if _, err := get(c.ClusterPrivateNetworkID); err != nil {
+		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
+	}
+	for i, p := range c.Pools {
+		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		pn, err := get(p.PrivateNetworkID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(err)))
+			continue
+		}
+		var match []Subnet
+		for _, s := range pn.Subnets {
+			if s.Prefix.Addr().Is4() != (p.IPFamily == IPv4) {
+				continue
+			}
+			if !p.prefix.IsValid() || s.Prefix == p.prefix {
+				match = append(match, s)
+			}
+		}
+		switch {
+		case len(match) == 1:
+			p.prefix, p.subnetID = match[0].Prefix, match[0].ID
+			for _, err := range p.checkInsideSubnet() {
+				errs = append(errs, fmt.Errorf("%s.%w", where, err))
+			}
+		case p.Subnet != "":
+			errs = append(errs, fmt.Errorf("%s.subnet: %s is not a subnet of Private Network %s (%s has %s)", where, p.Subnet, p.PrivateNetworkID, pn.Name, subnetList(pn)))
+		case len(match) == 0:
+			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s has no %s subnet (it has %s)", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+		default:
+			errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("pool file does not match the Private Networks:\n  %w", joinIndented(errs))
+	}
+	return nil
+}
+
+func subnetList(pn *PrivateNetwork) string {
+	if len(pn.Subnets) == 0 {
+		return "no subnets"
+	}
+	s := make([]string, len(pn.Subnets))
+	for i, sn := range pn.Subnets {
+		s[i] = sn.Prefix.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// describe words an API error for a configuration message.
+func describe(err error) string {
+	switch Classify(err) {
+	case KindNotFound:
+		return "not found in this region and project; check the ID and SCW_DEFAULT_REGION"
+	case KindPermissionDenied:
+		return "permission denied; the API key needs VPC read and IPAM rights (PrivateNetworksReadOnly, IPAMFullAccess)"
+	}
+	return err.Error()
+}
+
+// Pool returns the pool called name.
+func (c *Config) Pool(name string) (*Pool, bool) {
+	for _, p := range c.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// DefaultPool is the pool for Services that ask for nothing, or nil.
+func (c *Config) DefaultPool() *Pool {
+	for _, p := range c.Pools {
+		if p.Default {
+			return p
+		}
+	}
+	return nil
+}
+
+// PoolBySubnet finds the pool whose subnet is subnetID and that contains a.
+func (c *Config) PoolBySubnet(subnetID string, a netip.Addr) *Pool {
+	for _, p := range c.Pools {
+		if p.subnetID == subnetID && p.Contains(a) {
+			return p
+		}
+	}
+	return nil
+}
+
+// AllowedPools lists the pools namespace may use, in file order.
+func (c *Config) AllowedPools(namespace string) []*Pool {
+	var out []*Pool
+	for _, p := range c.Pools {
+		if p.Allows(namespace) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Allows reports whether namespace may use the pool.
+func (p *Pool) Allows(namespace string) bool {
+	if len(p.Namespaces) == 0 {
+		return true
+	}
+	for _, g := range p.Namespaces {
+		if ok, _ := path.Match(g, namespace); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Pool) autoAssign() bool { return p.AutoAssign == nil || *p.AutoAssign }
+
+// AutoAssigns reports whether the pool hands out addresses to Services that
+// name the pool without an address.
+func (p *Pool) AutoAssigns() bool { return p.autoAssign() }
+
+// Prefix is the pool's subnet (valid once known from the file or Resolve).
+func (p *Pool) Prefix() netip.Prefix { return p.prefix }
+
+// SubnetID is the IPAM ID of the pool's subnet, known after Resolve.
+func (p *Pool) SubnetID() string { return p.subnetID }
+
+// PicksAddresses reports whether the project picks addresses itself (the
+// pool has ranges or exclusions) rather than letting IPAM choose.
+func (p *Pool) PicksAddresses() bool { return p.picks }
+
+// Contains reports whether a may be handed out by the pool: inside its
+// ranges (or subnet), not excluded, and not one of the subnet's first two or
+// last two addresses, which IPAM keeps for itself.
+func (p *Pool) Contains(a netip.Addr) bool {
+	if p.include == nil || !p.include.Contains(a) || (p.exclude != nil && p.exclude.Contains(a)) {
+		return false
+	}
+	if p.prefix.IsValid() {
+		for _, r := range reservedAddrs(p.prefix) {
+			if r == a {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// NewSpace builds the pool's candidate set for picking.
+func (p *Pool) NewSpace() (*addrspace.Space, error) {
+	var x netipx.IPSetBuilder
+	x.AddSet(p.exclude)
+	for _, a := range reservedAddrs(p.prefix) {
+		x.Add(a)
+	}
+	exclude, _ := x.IPSet()
+	return addrspace.New(p.include, exclude)
+}
+
+// Total is the number of addresses the pool can hand out.
+func (p *Pool) Total() uint64 {
+	if s, err := p.NewSpace(); err == nil {
+		return s.Size()
+	}
+	return 0
+}
+
+// reservedAddrs are the first two and last two addresses of a subnet.
+func reservedAddrs(pr netip.Prefix) []netip.Addr {
+	if !pr.IsValid() {
+		return nil
+	}
+	r := netipx.RangeOfPrefix(pr)
+	first, last := r.From(), r.To()
+	return []netip.Addr{first, first.Next(), last.Prev(), last}
+}

@@ -1,0 +1,158 @@
+package ipam
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	pnA = "11111111-1111-4111-8111-111111111111"
+	pnB = "22222222-2222-4222-8222-222222222222"
+	pnC = "33333333-3333-4333-8333-333333333333"
+)
+
+const validConfig = `
+clusterName: prod-par
+region: fr-par
+clusterPrivateNetworkID: ` + pnC + `
+pools:
+  - name: dc-link
+    privateNetworkID: ` + pnA + `
+    subnet: 172.16.4.0/22
+    ipFamily: IPv4
+    ranges: ["172.16.4.200-172.16.4.250", "172.16.5.0/28"]
+    exclude: ["172.16.4.201"]
+    namespaces: ["payments", "edge-*"]
+    autoAssign: true
+    default: false
+    disabled: false
+    retention: 24h
+  - name: general
+    privateNetworkID: ` + pnB + `
+    default: true
+    retention: 7d
+`
+
+func TestParseConfigValid(t *testing.T) {
+	c, err := ParseConfig([]byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := c.Pool("dc-link")
+	if !ok {
+		t.Fatal("dc-link missing")
+	}
+	if got, want := p.Total(), uint64(51+16-1); got != want {
+		t.Errorf("dc-link total = %d, want %d", got, want)
+	}
+	if !p.PicksAddresses() || p.Retention.Duration != 24*time.Hour {
+		t.Errorf("dc-link picks=%v retention=%v", p.PicksAddresses(), p.Retention)
+	}
+	g, _ := c.Pool("general")
+	if g.IPFamily != IPv4 || g.PicksAddresses() || g.Retention.Duration != 7*24*time.Hour || !g.AutoAssigns() {
+		t.Errorf("general defaults: family=%s picks=%v retention=%v auto=%v", g.IPFamily, g.PicksAddresses(), g.Retention, g.AutoAssigns())
+	}
+	if c.DefaultPool() != g {
+		t.Errorf("default pool = %v", c.DefaultPool())
+	}
+	for ns, want := range map[string][]string{"payments": {"dc-link", "general"}, "edge-eu": {"dc-link", "general"}, "web": {"general"}} {
+		var got []string
+		for _, p := range c.AllowedPools(ns) {
+			got = append(got, p.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("AllowedPools(%s) = %v, want %v", ns, got, want)
+		}
+	}
+}
+
+func TestPoolDefaultsRetention(t *testing.T) {
+	c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := c.Pool("general")
+	if g.Retention.Duration != DefaultRetention {
+		t.Fatalf("retention = %v, want %v", g.Retention, DefaultRetention)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	base := func(pools string) string {
+		return "clusterName: prod-par\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" + pools
+	}
+	pool := func(name, pn string, extra ...string) string {
+		s := "  - name: " + name + "\n    privateNetworkID: " + pn + "\n"
+		for _, e := range extra {
+			s += "    " + e + "\n"
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		file string
+		want []string // each must appear in the error
+	}{
+		{"not yaml", "pools: [", []string{"pool file"}},
+		{"unknown top-level field", base(pool("a", pnA)) + "colour: blue\n", []string{"unknown field", "colour"}},
+		{"unknown pool field", base(pool("a", pnA, "rangez: []")), []string{"unknown field", "rangez"}},
+		{"missing cluster name", strings.Replace(base(pool("a", pnA)), "clusterName: prod-par", "clusterName: \"\"", 1), []string{"clusterName: required"}},
+		{"bad cluster name", strings.Replace(base(pool("a", pnA)), "prod-par", "Prod_Par", 1), []string{"clusterName", "DNS label"}},
+		{"bad region", strings.Replace(base(pool("a", pnA)), "fr-par", "mars-1", 1), []string{"region", "mars-1", "fr-par, nl-ams"}},
+		{"bad cluster PN", strings.Replace(base(pool("a", pnA)), pnC, "nope", 1), []string{"clusterPrivateNetworkID", "nope"}},
+		{"no pools", base(""), []string{"pools: at least one pool"}},
+		{"bad pool name", base(pool("DC_link", pnA)), []string{"pools[0] (DC_link).name", "DNS label"}},
+		{"missing PN", base("  - name: a\n"), []string{"pools[0] (a).privateNetworkID"}},
+		{"duplicate names", base(pool("a", pnA) + pool("a", pnB)), []string{"pools[1] (a).name", "pools[0]", "unique"}},
+		{"two defaults", base(pool("a", pnA, "default: true") + pool("b", pnB, "default: true")), []string{"2 pools are marked default (a, b)"}},
+		{"bad family", base(pool("a", pnA, "ipFamily: IPv5")), []string{"pools[0] (a).ipFamily", "IPv5", "IPv4 or IPv6"}},
+		{"subnet not CIDR", base(pool("a", pnA, "subnet: 172.16.4.0")), []string{"pools[0] (a).subnet", "not a CIDR"}},
+		{"subnet host bits", base(pool("a", pnA, "subnet: 172.16.4.1/22")), []string{"host bits", "172.16.4.0/22"}},
+		{"subnet wrong family", base(pool("a", pnA, "subnet: fd00::/64")), []string{"not an IPv4 subnet"}},
+		{"range not parseable", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.9-"]`)), []string{"ranges[0]", "not an address"}},
+		{"range outside subnet", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.8.1-172.16.8.9"]`)), []string{"pools[0] (a).ranges[0]", "outside subnet 172.16.4.0/22"}},
+		{"range wrong family", base(pool("a", pnA, `ranges: ["fd00::1-fd00::9"]`)), []string{"ranges[0]", "not IPv4"}},
+		{"exclude wrong family", base(pool("a", pnA, `exclude: ["fd00::1"]`)), []string{"exclude[0]", "not IPv4"}},
+		{"everything excluded", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.11"]`, `exclude: ["172.16.4.10/31"]`)), []string{"leave no address"}},
+		{"ipv6 range too wide", base(pool("a", pnA, "ipFamily: IPv6", "subnet: fd00::/64", `ranges: ["fd00::/80"]`)), []string{"more than"}},
+		{"overlap on one PN", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.20"]`) + pool("b", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.20-172.16.4.30"]`)), []string{`pools "a" and "b"`, "overlap"}},
+		{"ipv6 default", base(pool("a", pnA, "ipFamily: IPv6", "default: true")), []string{"pools[0] (a).default", "IPv6", "IPv4 status only"}},
+		{"disabled default", base(pool("a", pnA, "default: true", "disabled: true")), []string{"disabled pool cannot be the default"}},
+		{"manual default", base(pool("a", pnA, "default: true", "autoAssign: false")), []string{"autoAssign: false cannot be the default"}},
+		{"negative retention", base(pool("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
+		{"bad retention", base(pool("a", pnA, "retention: soon")), []string{"soon", "24h"}},
+		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.file))
+			if err == nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestOverlapOnDistinctPNsIsFine(t *testing.T) {
+	file := "clusterName: c\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" +
+		"  - {name: a, privateNetworkID: " + pnA + ", subnet: 172.16.4.0/22}\n" +
+		"  - {name: b, privateNetworkID: " + pnB + ", subnet: 172.16.4.0/22}\n"
+	if _, err := ParseConfig([]byte(file)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPoolContainsSkipsReservedAddresses(t *testing.T) {
+	file := "clusterName: c\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" +
+		"  - {name: a, privateNetworkID: " + pnA + ", subnet: 172.16.4.0/30, ranges: [172.16.4.0/30]}\n"
+	_, err := ParseConfig([]byte(file))
+	if err == nil || !strings.Contains(err.Error(), "leave no address") {
+		t.Fatalf("a /30 has only reserved addresses; err = %v", err)
+	}
+}

@@ -1,0 +1,119 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Reason says why the allocator refused a request; the webhook maps it to
+// its denial and metrics.
+type Reason string
+
+const (
+	ReasonPoolDisabled       Reason = "PoolDisabled"
+	ReasonPoolNotAllowed     Reason = "PoolNotAllowed"
+	ReasonAddressRequired    Reason = "AddressRequired"
+	ReasonAddressOutsidePool Reason = "AddressOutsidePool"
+	ReasonAddressTaken       Reason = "AddressTaken"
+	ReasonPoolExhausted      Reason = "PoolExhausted"
+	ReasonIDNotFound         Reason = "IPNotFound"
+	ReasonIDNotUsable        Reason = "IPNotUsable"
+	ReasonUnavailable        Reason = "ScalewayUnavailable"
+	ReasonPermissionDenied   Reason = "ScalewayPermissionDenied"
+	ReasonInternal           Reason = "Internal"
+)
+
+// Error is a refusal with a message for the person who applied the Service:
+// what was asked, what is wrong, and how to fix it.
+type Error struct {
+	Reason  Reason
+	Message string
+	Err     error // the API error behind it, if any; never shown to users
+}
+
+func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason of err, ReasonInternal when it has none.
+func ReasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonInternal
+}
+
+func refuse(r Reason, format string, args ...any) *Error {
+	return &Error{Reason: r, Message: fmt.Sprintf(format, args...)}
+}
+
+// apiError words a failed Scaleway call for users, keeping the cause.
+func apiError(what string, err error) *Error {
+	switch Classify(err) {
+	case KindPermissionDenied:
+		return &Error{Reason: ReasonPermissionDenied, Err: err,
+			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam; the operator must give its API key IPAM rights", what)}
+	case KindUnavailable:
+		return &Error{Reason: ReasonUnavailable, Err: err,
+			Message: fmt.Sprintf("%s: the Scaleway IPAM API is unavailable after retries; nothing was reserved, apply again in a moment", what)}
+	}
+	return &Error{Reason: ReasonInternal, Err: err, Message: fmt.Sprintf("%s: unexpected Scaleway API error: %v", what, err)}
+}
+
+// Request is one reservation to make: an address from one pool for one
+// Service.
+type Request struct {
+	Pool    *Pool
+	Service types.NamespacedName
+	// Address is the specific address asked for; zero lets the pool choose.
+	Address netip.Addr
+	// DryRun validates and predicts without booking or re-tagging anything.
+	DryRun bool
+}
+
+// Reservation is an IP reserved (or validated) for a Service.
+type Reservation struct {
+	ID               string
+	Address          netip.Addr // zero in a dry run where IPAM would choose
+	Pool             string
+	PrivateNetworkID string
+	// Reused: an earlier reservation of the same Service and pool was
+	// taken back (the sticky path).
+	Reused bool
+	// Booked: this call booked the IP. The caller releases it when the rest
+	// of the admission fails, so nothing leaks until the sweeper's grace.
+	Booked bool
+	// BringYourOwn: the ID was reserved outside this project; never released.
+	BringYourOwn bool
+}
+
+// Holder describes who holds an address, for denials and the status command.
+type Holder struct {
+	IPID     string
+	Cluster  string
+	Service  types.NamespacedName
+	Resource *Resource
+}
+
+func (h Holder) String() string {
+	switch {
+	case h.Resource != nil:
+		return h.Resource.String()
+	case h.Service.Name != "" && h.Cluster != "":
+		return fmt.Sprintf("Service %s (cluster %s)", h.Service, h.Cluster)
+	case h.IPID != "":
+		return "IPAM IP " + h.IPID
+	}
+	return "another reservation"
+}
+
+func holderOf(ip *IP) Holder {
+	h := Holder{IPID: ip.ID, Resource: ip.Resource}
+	if e, ok := ParseEntry(ip.Tags); ok {
+		h.Cluster, h.Service = e.Cluster, e.Service
+	}
+	return h
+}
