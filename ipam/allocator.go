@@ -19,18 +19,16 @@ import (
 // out to be taken by someone the occupancy view did not know about yet.
 const MaxPickAttempts = 8
 
-// References answers "which live Service references this IPAM ID?" from an
+// References answers "which live Services reference this IPAM ID?" from an
 // informer cache of Services.
 type References interface {
-	ReferencedBy(id string) (types.NamespacedName, bool)
+	ReferencedBy(id string) []types.NamespacedName
 }
 
 // NoReferences is References for callers without a Service cache.
 type NoReferences struct{}
 
-func (NoReferences) ReferencedBy(string) (types.NamespacedName, bool) {
-	return types.NamespacedName{}, false
-}
+func (NoReferences) ReferencedBy(string) []types.NamespacedName { return nil }
 
 // AllocatorOptions configures NewAllocator.
 type AllocatorOptions struct {
@@ -161,8 +159,7 @@ func (a *Allocator) reusable(cfg *Config, req Request, ip *IP) bool {
 	if ip.Resource != nil || (req.Address.IsValid() && ip.Address != req.Address) {
 		return false
 	}
-	_, referenced := a.refs.ReferencedBy(ip.ID)
-	return !referenced
+	return len(a.refs.ReferencedBy(ip.ID)) == 0
 }
 
 // reuse takes a retained IP back. Clearing orphaned-since in the same
@@ -404,8 +401,10 @@ func (a *Allocator) ValidateID(ctx context.Context, id string, svc types.Namespa
 	if ip.Resource != nil {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
 	}
-	if other, ok := a.refs.ReferencedBy(id); ok && other != svc {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", id, ip.Address, other)
+	for _, other := range a.refs.ReferencedBy(id) {
+		if other != svc {
+			return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", id, ip.Address, other)
+		}
 	}
 	if e, ok := ParseEntry(ip.Tags); ok && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)

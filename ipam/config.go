@@ -388,6 +388,8 @@ func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
 			errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
 		}
 	}
+	// Pools that named no subnet only now cover one: check overlaps again.
+	errs = append(errs, c.overlaps()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("pool file does not match the Private Networks:\n  %w", joinIndented(errs))
 	}

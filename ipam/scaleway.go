@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type CloudOptions struct {
 // deadline cuts it shorter inside an admission.
 var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
 
+// quoted matches the values the SDK quotes in its configuration errors.
+var quoted = regexp.MustCompile(`'[^']*'`)
+
 // scwCloud implements Cloud on scaleway-sdk-go.
 type scwCloud struct {
 	region   scw.Region
@@ -78,8 +82,8 @@ func NewCloud(ctx context.Context, opts CloudOptions) (Cloud, error) {
 	clientOpts = append(clientOpts, opts.ClientOptions...)
 	client, err := scw.NewClient(clientOpts...)
 	if err != nil {
-		// The SDK's validation messages name keys, never their values.
-		return nil, fmt.Errorf("scaleway client: %w", err)
+		// The SDK quotes the offending value, which may be a secret key.
+		return nil, fmt.Errorf("scaleway client settings (SCW_* environment or profile): %s", quoted.ReplaceAllString(err.Error(), "'<redacted>'"))
 	}
 	// The SDK caches the API metadata in the client without a lock; reading
 	// it once here, before any concurrent use, keeps later calls read-only.

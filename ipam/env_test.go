@@ -1,0 +1,111 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// Credentials of the emulator; shaped like real ones, so the SDK accepts them.
+const (
+	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
+	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+	testProject   = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
+)
+
+// env is one emulator, a Cloud talking to it through the real SDK, and the
+// Private Networks a test's pool file refers to.
+type env struct {
+	srv   *ipamtest.Server
+	cloud Cloud
+	pns   map[string]ipamtest.PrivateNetwork
+}
+
+// newEnv starts an emulator with the named Private Networks ("name=cidr").
+func newEnv(t *testing.T, pns ...string) *env {
+	t.Helper()
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
+	e := &env{srv: srv, pns: map[string]ipamtest.PrivateNetwork{}}
+	for _, spec := range append([]string{"nodes=172.16.0.0/22"}, pns...) {
+		name, cidr, _ := strings.Cut(spec, "=")
+		pn, err := srv.AddPrivateNetwork(name, strings.Split(cidr, ",")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.pns[name] = pn
+	}
+	e.cloud = e.newCloud(t)
+	return e
+}
+
+func (e *env) newCloud(t *testing.T) Cloud {
+	t.Helper()
+	c, err := NewCloud(context.Background(), CloudOptions{
+		Region: "fr-par",
+		ClientOptions: []scw.ClientOption{
+			scw.WithAPIURL(e.srv.URL()),
+			scw.WithAuth(testAccessKey, testSecretKey),
+			scw.WithDefaultProjectID(testProject),
+		},
+		// Short steps keep retry tests quick; the shape is the production one.
+		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
+		PageSize: 50,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// config parses and resolves a pool file whose PN IDs are written as {{name}}.
+func (e *env) config(t *testing.T, file string) *Config {
+	t.Helper()
+	for name, pn := range e.pns {
+		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
+	}
+	c, err := ParseConfig([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resolve(context.Background(), e.cloud); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func poolFile(pools string) string {
+	return "clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" + pools
+}
+
+// refs is a fixed answer to "which live Service references this ID": the
+// webhook feeds the allocator from its informer cache.
+type refs map[string]types.NamespacedName
+
+func (r refs) ReferencedBy(id string) []types.NamespacedName {
+	if s, ok := r[id]; ok {
+		return []types.NamespacedName{s}
+	}
+	return nil
+}
+
+func svc(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// calls returns the emulator's call counts as "Op=n" for the operations
+// that count in a test, for compact assertions.
+func (e *env) calls(ops ...ipamtest.Op) string {
+	var parts []string
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s=%d", op, e.srv.Count(op)))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,228 @@
+package ipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// TestClassifyThroughSDK sends real requests through scaleway-sdk-go to the
+// emulator answering with real Scaleway error bodies, and checks the kind:
+// some arrive as typed SDK errors with no status, others as ResponseError.
+func TestClassifyThroughSDK(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	ctx := context.Background()
+	pn := e.pns["dc"].ID
+	taken, err := e.srv.AddIP(pn, mustAddr("172.16.32.7"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := e.srv.AddPrivateNetwork("full", "10.0.0.0/30") // only IPAM's own four
+	if err != nil {
+		t.Fatal(err)
+	}
+	book := func(pnID, addr string) error {
+		req := BookRequest{PrivateNetworkID: pnID}
+		if addr != "" {
+			req.Address = mustAddr(addr)
+		}
+		_, err := e.cloud.BookIP(ctx, req)
+		return err
+	}
+	tests := []struct {
+		name  string
+		fault *ipamtest.Fault
+		call  func() error
+		want  Kind
+	}{
+		{"404 typed not_found", nil, func() error { _, err := e.cloud.GetIP(ctx, "00000000-0000-4000-8000-000000000000"); return err }, KindNotFound},
+		{"404 unknown private network", nil, func() error {
+			_, err := e.cloud.GetPrivateNetwork(ctx, "00000000-0000-4000-8000-000000000001")
+			return err
+		}, KindNotFound},
+		{"409 already_exists", nil, func() error { return book(pn, "172.16.32.7") }, KindAddressTaken},
+		{"out_of_stock", nil, func() error { return book(full.ID, "") }, KindExhausted},
+		{"400 invalid_arguments", nil, func() error { return book(pn, "10.9.9.9") }, KindInvalid},
+		{"412 precondition on release of attached", nil, func() error {
+			if err := e.srv.Attach(taken, ipamtest.Resource{Type: "lb_server", ID: "lb", Name: "lb"}); err != nil {
+				return err
+			}
+			defer e.srv.Detach(taken)
+			return e.cloud.ReleaseIP(ctx, taken)
+		}, KindInvalid},
+		{"401 denied_authentication", &ipamtest.Fault{Status: 401}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
+		{"403 permissions_denied", &ipamtest.Fault{Status: 403}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
+		{"429 after retries", &ipamtest.Fault{Status: 429}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"500 after retries", &ipamtest.Fault{Status: 500}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"503 after retries", &ipamtest.Fault{Status: 503}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"dropped connection", &ipamtest.Fault{Drop: true}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.fault != nil {
+				e.srv.FailNext(ipamtest.OpGetIP, 100, *tt.fault)
+				defer e.srv.FailNext(ipamtest.OpGetIP, 0, ipamtest.Fault{})
+			}
+			err := tt.call()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := Classify(err); got != tt.want {
+				t.Fatalf("Classify = %s, want %s (%T: %v)", got, tt.want, err, err)
+			}
+		})
+	}
+}
+
+func TestClassifyTypedAndStatus(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want Kind
+	}{
+		{&scw.ResourceNotFoundError{Resource: "ip"}, KindNotFound},
+		{&scw.PermissionsDeniedError{}, KindPermissionDenied},
+		{&scw.DeniedAuthenticationError{}, KindPermissionDenied},
+		{&scw.OutOfStockError{}, KindExhausted},
+		{&scw.QuotasExceededError{}, KindExhausted},
+		{&scw.TransientStateError{}, KindUnavailable},
+		{&scw.InvalidArgumentsError{}, KindInvalid},
+		{&scw.ResponseError{StatusCode: 409, Type: "already_exists"}, KindAddressTaken},
+		{&scw.ResponseError{StatusCode: 409, Type: "transient_state"}, KindUnavailable},
+		{&scw.ResponseError{StatusCode: 403, Type: "authorization_required"}, KindPermissionDenied},
+		{&scw.ResponseError{StatusCode: 404, Message: "certificate not Found"}, KindNotFound},
+		{&scw.ResponseError{StatusCode: 429}, KindUnavailable},
+		{&scw.ResponseError{StatusCode: 502}, KindUnavailable},
+		{&scw.ResponseError{StatusCode: 422}, KindInvalid},
+		{fmt.Errorf("wrapped: %w", &scw.ResourceNotFoundError{}), KindNotFound},
+		{context.DeadlineExceeded, KindUnavailable},
+		{errors.New("something else"), KindOther},
+	} {
+		if got := Classify(tt.err); got != tt.want {
+			t.Errorf("Classify(%T %v) = %s, want %s", tt.err, tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestRetriesThenSucceeds(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
+	e.srv.FailNext(ipamtest.OpGetIP, 2, ipamtest.Fault{Status: 503})
+	e.srv.ResetCounts()
+	ip, err := e.cloud.GetIP(context.Background(), id)
+	if err != nil || ip.Address != mustAddr("172.16.32.9") {
+		t.Fatalf("ip=%+v err=%v", ip, err)
+	}
+	if n := e.srv.Count(ipamtest.OpGetIP); n != 3 {
+		t.Fatalf("%d calls, want 3 (two failures, one success)", n)
+	}
+}
+
+func TestBookIsNotRetriedBlindly(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500})
+	e.srv.ResetCounts()
+	_, err := e.cloud.BookIP(context.Background(), BookRequest{PrivateNetworkID: e.pns["dc"].ID})
+	if Classify(err) != KindUnavailable || e.srv.Count(ipamtest.OpBookIP) != 1 {
+		t.Fatalf("err=%v calls=%d: a 500 on booking may have committed and must reach the allocator", err, e.srv.Count(ipamtest.OpBookIP))
+	}
+	// A 429 is a refusal before any work: retried.
+	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 429})
+	e.srv.ResetCounts()
+	if _, err := e.cloud.BookIP(context.Background(), BookRequest{PrivateNetworkID: e.pns["dc"].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.srv.Count(ipamtest.OpBookIP); n != 2 {
+		t.Fatalf("%d calls, want 2", n)
+	}
+}
+
+func TestRetryNeverPassesDeadline(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
+	// The server asks for 30 s of patience; the caller has 300 ms.
+	e.srv.FailNext(ipamtest.OpGetIP, 100, ipamtest.Fault{Status: 429, RetryAfter: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.cloud.GetIP(ctx, id)
+	if Classify(err) != KindUnavailable {
+		t.Fatalf("err = %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("returned after %s: waited past the caller's deadline", took)
+	}
+	if n := e.srv.Count(ipamtest.OpGetIP); n != 1 {
+		t.Fatalf("%d calls: a Retry-After beyond the deadline must stop the retries", n)
+	}
+}
+
+func TestSlowAnswerPastDeadline(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
+	e.srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Delay: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := e.cloud.GetIP(ctx, id)
+	if !errors.Is(err, context.DeadlineExceeded) || Classify(err) != KindUnavailable {
+		t.Fatalf("err = %v (%s)", err, Classify(err))
+	}
+}
+
+func TestNewCloudRejectsBadCredentials(t *testing.T) {
+	e := newEnv(t)
+	_, err := NewCloud(context.Background(), CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{scw.WithAPIURL(e.srv.URL()), scw.WithAuth(testAccessKey, "not-a-uuid-secret")}})
+	if err == nil {
+		t.Fatal("accepted a malformed secret key")
+	}
+	if strings.Contains(err.Error(), "not-a-uuid-secret") {
+		t.Fatalf("the secret key appears in the error: %v", err)
+	}
+	if _, err := NewCloud(context.Background(), CloudOptions{Region: "mars-1"}); err == nil || !strings.Contains(err.Error(), "mars-1") {
+		t.Fatalf("bad region: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
+	ctx := context.Background()
+	resolve := func(pools string) error {
+		file := poolFile(pools)
+		for name, pn := range e.pns {
+			file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
+		}
+		c, err := ParseConfig([]byte(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Resolve(ctx, e.cloud)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}"}`); err != nil {
+		t.Fatalf("single subnet inferred: %v", err)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}", ipFamily: IPv6}`); err != nil {
+		t.Fatalf("the PN's IPv6 /64 inferred: %v", err)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{two}}", subnet: 10.2.0.0/24, ranges: [10.2.0.10-10.2.0.20]}`); err != nil {
+		t.Fatalf("named subnet: %v", err)
+	}
+	for _, tt := range []struct{ pools, want string }{
+		{`  - {name: a, privateNetworkID: "{{two}}"}`, "several IPv4 subnets (10.1.0.0/24, 10.2.0.0/24"},
+		{`  - {name: a, privateNetworkID: "{{one}}", subnet: 10.9.0.0/24}`, "10.9.0.0/24 is not a subnet of Private Network"},
+		{`  - {name: a, privateNetworkID: "00000000-0000-4000-8000-000000000009"}`, "pools[0] (a).privateNetworkID: Private Network 00000000-0000-4000-8000-000000000009: not found"},
+		{`  - {name: a, privateNetworkID: "{{one}}", ranges: ["172.16.40.1-172.16.40.9"]}`, "outside subnet 172.16.32.0/22"},
+		{`  - {name: a, privateNetworkID: "{{one}}"}
+  - {name: b, privateNetworkID: "{{one}}", ranges: ["172.16.33.1-172.16.33.9"]}`, `pools "a" and "b"`},
+	} {
+		err := resolve(tt.pools)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("pools %s: err = %v, want it to mention %q", tt.pools, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package webhook
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// Annotations and labels users and the CCM depend on.
+const (
+	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
+	LabelEnabled = "scw-lb-ipam.io/enabled"
+
+	// AnnotationPool names the pool, or pools on distinct Private Networks.
+	AnnotationPool = "scw-lb-ipam.io/pool"
+	// AnnotationAddress asks for specific addresses, one per Private Network.
+	AnnotationAddress = "scw-lb-ipam.io/address"
+	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
+	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
+	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs.
+	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
+	// AnnotationAddresses is written back: the reserved addresses, readable
+	// before the Load Balancer exists.
+	AnnotationAddresses = "scw-lb-ipam.io/addresses"
+
+	// AnnotationPrivateIPIDs is the CCM's: IPAM IDs of the LB's private IPs.
+	AnnotationPrivateIPIDs = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
+	// AnnotationPNIDs is the CCM's: the Private Networks to attach the LB to.
+	AnnotationPNIDs = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
+)
+
+// maxListItems bounds comma lists: the CCM takes one IP per Private Network,
+// and no LB is attached to more than a handful.
+const maxListItems = 8
+
+// request is what a Service's annotations ask for.
+type request struct {
+	Pools         []string
+	Addresses     []netip.Addr
+	IDs           []string // scw-lb-ipam.io/ipam-ids
+	RawIDs        []string // private-ip-ids written by hand
+	PNIDs         []string // pn-ids as the user set them
+	AllowIPChange bool
+}
+
+// empty reports a Service that asks for nothing of its own.
+func (r request) empty() bool {
+	return len(r.Pools) == 0 && len(r.Addresses) == 0 && len(r.IDs) == 0
+}
+
+// sameAsk reports whether two requests ask for the same thing; the written
+// annotations do not count.
+func (r request) sameAsk(o request) bool {
+	return slices.Equal(r.Pools, o.Pools) && slices.Equal(r.Addresses, o.Addresses) && slices.Equal(r.IDs, o.IDs)
+}
+
+// annotationError is a denial about one annotation's value.
+type annotationError struct {
+	Annotation, Value, Problem string
+}
+
+func (e *annotationError) Error() string {
+	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, e.Value, e.Problem)
+}
+
+// parseRequest reads the annotations strictly: every list item must parse,
+// nothing is silently dropped.
+func parseRequest(ann map[string]string) (request, error) {
+	var r request
+	var err error
+	if r.Pools, err = list(ann, AnnotationPool, func(s string) error {
+		if !poolName(s) {
+			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", s)
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	addrs, err := list(ann, AnnotationAddress, func(s string) error {
+		if _, perr := netip.ParseAddr(s); perr != nil {
+			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", s)
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	for _, a := range addrs {
+		r.Addresses = append(r.Addresses, netip.MustParseAddr(a))
+	}
+	isID := func(s string) error {
+		if uuid.Validate(s) != nil {
+			return fmt.Errorf("%q is not an IPAM IP ID (a UUID such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", s)
+		}
+		return nil
+	}
+	if r.IDs, err = list(ann, AnnotationIPAMIDs, isID); err != nil {
+		return r, err
+	}
+	if r.RawIDs, err = list(ann, AnnotationPrivateIPIDs, isID); err != nil {
+		return r, err
+	}
+	if r.PNIDs, err = list(ann, AnnotationPNIDs, func(s string) error {
+		// The CCM accepts zonal IDs as "zone/uuid"; keep them as written.
+		_, id, _ := strings.Cut(s, "/")
+		if id == "" {
+			id = s
+		}
+		if uuid.Validate(id) != nil {
+			return fmt.Errorf("%q is not a Private Network ID", s)
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	switch v := ann[AnnotationAllowIPChange]; v {
+	case "", "false":
+	case "true":
+		r.AllowIPChange = true
+	default:
+		return r, &annotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`}
+	}
+	if len(r.IDs) > 0 && (len(r.Pools) > 0 || len(r.Addresses) > 0) {
+		return r, &annotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one"}
+	}
+	return r, nil
+}
+
+// list splits a comma list, trimming spaces, refusing empty items,
+// duplicates and overly long lists.
+func list(ann map[string]string, key string, check func(string) error) ([]string, error) {
+	v, ok := ann[key]
+	if !ok {
+		return nil, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return nil, &annotationError{key, v, "is empty; remove the annotation or give a value"}
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > maxListItems {
+		return nil, &annotationError{key, truncate(v), fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems)}
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, &annotationError{key, v, "has an empty item; separate items with single commas"}
+		}
+		if err := check(p); err != nil {
+			return nil, &annotationError{key, truncate(v), err.Error()}
+		}
+		if slices.Contains(out, p) {
+			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", p)}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// truncate keeps denials readable when someone pastes a huge value.
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func poolName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(s)-1) {
+			return false
+		}
+	}
+	return true
+}
