@@ -1,0 +1,268 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jsonpatch5 "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+const (
+	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
+	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+	testProject   = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
+)
+
+// harness runs the mutator behind a real HTTP server, the way the apiserver
+// calls it, with the allocator talking to the emulator through the SDK.
+type harness struct {
+	t      *testing.T
+	srv    *ipamtest.Server
+	pns    map[string]ipamtest.PrivateNetwork
+	kube   client.Client
+	url    string
+	events *recordedEvents
+	alloc  *ipam.Allocator
+}
+
+// The pool file of the handler tests, over five Private Networks.
+const harnessPools = `
+clusterName: test
+region: fr-par
+clusterPrivateNetworkID: "{{nodes}}"
+pools:
+  - {name: dc-link, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.203"], namespaces: ["payments", "edge-*"]}
+  - {name: general, privateNetworkID: "{{edge}}", default: true}
+  - {name: manual, privateNetworkID: "{{lab}}", ranges: ["10.30.0.0/24"], autoAssign: false}
+  - {name: drained, privateNetworkID: "{{old}}", disabled: true}
+  - {name: v6, privateNetworkID: "{{dc}}", ipFamily: IPv6}
+  - {name: dc-other, privateNetworkID: "{{dc}}", ranges: ["172.16.34.10-172.16.34.20"]}
+`
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, pns: map[string]ipamtest.PrivateNetwork{}, events: &recordedEvents{}}
+	h.srv = ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
+	file := harnessPools
+	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24"} {
+		name, cidr, _ := strings.Cut(spec, "=")
+		pn, err := h.srv.AddPrivateNetwork(name, cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.pns[name] = pn
+		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
+	}
+	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{
+		Region: "fr-par",
+		ClientOptions: []scw.ClientOption{
+			scw.WithAPIURL(h.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject),
+		},
+		Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ipam.ParseConfig([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+		t.Fatal(err)
+	}
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	ns := func(name string, labelled bool) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if labelled {
+			n.Labels = map[string]string{LabelEnabled: "true"}
+		}
+		return n
+	}
+	h.kube = fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(ns("payments", true), ns("web", true), ns("edge-eu", true), ns("plain", false), ns("kube-system", true), ns("scw-lb-ipam", true)).
+		WithIndex(&corev1.Service{}, IndexPrivateIPIDs, liveIDs).
+		Build()
+	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: References{Reader: h.kube}})
+	m := &ServiceMutator{
+		Allocator:  h.alloc,
+		Namespaces: h.kube,
+		Excluded:   []string{"kube-system", "scw-lb-ipam"},
+		Recorder:   h.events,
+		Log:        logr.Discard(),
+	}
+	hook := &admission.Webhook{Handler: m}
+	web := httptest.NewServer(WithAdmissionDeadline(hook))
+	t.Cleanup(web.Close)
+	h.url = web.URL
+	return h
+}
+
+// service builds a LoadBalancer Service.
+func service(ns, name string, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},
+		},
+	}
+}
+
+// review is an AdmissionReview as the apiserver sends it.
+func review(op admissionv1.Operation, obj, old *corev1.Service, dryRun bool) []byte {
+	raw := func(s *corev1.Service) runtime.RawExtension {
+		if s == nil {
+			return runtime.RawExtension{}
+		}
+		b, _ := json.Marshal(s)
+		return runtime.RawExtension{Raw: b}
+	}
+	ar := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "d1c8a9e2-0000-4000-8000-000000000001",
+			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Service"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "services"},
+			Namespace: obj.Namespace,
+			Name:      obj.Name,
+			Operation: op,
+			Object:    raw(obj),
+			OldObject: raw(old),
+			DryRun:    &dryRun,
+		},
+	}
+	b, _ := json.Marshal(ar)
+	return b
+}
+
+// send posts a body and returns the decoded review response.
+func (h *harness) send(body []byte) (*admissionv1.AdmissionResponse, int) {
+	h.t.Helper()
+	resp, err := http.Post(h.url+"/mutate?timeout=10s", "application/json", bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(data, &ar); err != nil || ar.Response == nil {
+		h.t.Fatalf("not an AdmissionReview answer (%d): %s", resp.StatusCode, data)
+	}
+	return ar.Response, resp.StatusCode
+}
+
+// patchOps decodes a response's JSON patch, sorted by path.
+func patchOps(t *testing.T, r *admissionv1.AdmissionResponse) []jsonpatch.Operation {
+	t.Helper()
+	if len(r.Patch) == 0 {
+		return nil
+	}
+	var ops []jsonpatch.Operation
+	if err := json.Unmarshal(r.Patch, &ops); err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	return ops
+}
+
+// addOps are the three annotation additions of a reservation onto a
+// Service that already has annotations.
+func addOps(ids, pnIDs, addrs string) []jsonpatch.Operation {
+	return []jsonpatch.Operation{
+		{Operation: "add", Path: "/metadata/annotations/scw-lb-ipam.io~1addresses", Value: addrs},
+		{Operation: "add", Path: "/metadata/annotations/service.beta.kubernetes.io~1scw-loadbalancer-pn-ids", Value: pnIDs},
+		{Operation: "add", Path: "/metadata/annotations/service.beta.kubernetes.io~1scw-loadbalancer-private-ip-ids", Value: ids},
+	}
+}
+
+// store records an admitted Service in the cache, as the apiserver would
+// persist it, so that later admissions see it as live.
+func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *corev1.Service {
+	h.t.Helper()
+	out := svc.DeepCopy()
+	if len(r.Patch) > 0 {
+		orig, _ := json.Marshal(svc)
+		patched := applyPatch(h.t, orig, r.Patch)
+		out = &corev1.Service{}
+		if err := json.Unmarshal(patched, out); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	out.ResourceVersion = ""
+	if err := h.kube.Create(context.Background(), out); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func applyPatch(t *testing.T, doc, patch []byte) []byte {
+	t.Helper()
+	p, err := jsonpatch5.DecodePatch(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ipByAddress finds the emulator's IP at an address.
+func (h *harness) ipByAddress(addr string) (id string, tags []string) {
+	for _, ip := range h.srv.IPs() {
+		if strings.HasPrefix(ip.Address.String(), addr+"/") {
+			return ip.ID, ip.Tags
+		}
+	}
+	h.t.Fatalf("no IP at %s", addr)
+	return "", nil
+}
+
+// recordedEvents keeps the events the mutator records.
+type recordedEvents struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (r *recordedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	svc := regarding.(*corev1.Service)
+	r.list = append(r.list, eventtype+" "+reason+" "+svc.Namespace+"/"+svc.Name)
+}
+
+func (r *recordedEvents) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.list
+	r.list = nil
+	return out
+}

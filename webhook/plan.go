@@ -1,0 +1,155 @@
+package webhook
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// plan is what an admission will reserve: one allocator request per pool,
+// or bring-your-own IDs to validate.
+type plan struct {
+	reserve []ipam.Request
+	ids     []string
+	// idsFrom names the annotation the IDs came from, for denials.
+	idsFrom string
+}
+
+// makePlan resolves a request against the pool file for a namespace. It
+// answers (nil, nil) for a Service that asks for nothing when there is no
+// default pool for it: such Services are left alone.
+func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
+	allowed := cfg.AllowedPools(namespace)
+	switch {
+	case len(r.IDs) > 0:
+		return &plan{ids: r.IDs, idsFrom: AnnotationIPAMIDs}, nil
+	case r.empty() && len(r.RawIDs) > 0:
+		return &plan{ids: r.RawIDs, idsFrom: AnnotationPrivateIPIDs}, nil
+	case r.empty():
+		def := cfg.DefaultPool()
+		if def == nil || !def.Allows(namespace) {
+			return nil, nil
+		}
+		return &plan{reserve: []ipam.Request{{Pool: def}}}, nil
+	}
+
+	var pools []*ipam.Pool
+	for _, name := range r.Pools {
+		p, ok := cfg.Pool(name)
+		if !ok {
+			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed))}
+		}
+		if !p.Allows(namespace) {
+			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed))}
+		}
+		pools = append(pools, p)
+	}
+
+	// Each address goes to a named pool that contains it, or, when no pool
+	// is named, to the allowed pool that contains it.
+	p := &plan{}
+	used := map[*ipam.Pool]bool{}
+	for _, a := range r.Addresses {
+		candidates := pools
+		if len(candidates) == 0 {
+			candidates = allowed
+		}
+		var match *ipam.Pool
+		for _, c := range candidates {
+			if c.Contains(a) && !used[c] {
+				match = c
+				break
+			}
+		}
+		if match == nil {
+			return nil, &annotationError{AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace)}
+		}
+		used[match] = true
+		p.reserve = append(p.reserve, ipam.Request{Pool: match, Address: a})
+	}
+	for _, pool := range pools {
+		if !used[pool] {
+			p.reserve = append(p.reserve, ipam.Request{Pool: pool})
+		}
+	}
+	return p, p.check()
+}
+
+// check holds the CCM's contract: one IP per Private Network, and at least
+// one IPv4 address (the CCM reports IPv4 status only).
+func (p *plan) check() error {
+	pns := map[string]string{}
+	v4 := false
+	for _, r := range p.reserve {
+		if other, dup := pns[r.Pool.PrivateNetworkID]; dup {
+			return &annotationError{AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID)}
+		}
+		pns[r.Pool.PrivateNetworkID] = r.Pool.Name
+		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
+	}
+	if !v4 {
+		return &annotationError{AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too"}
+	}
+	return nil
+}
+
+func addressProblem(a netip.Addr, named, allowed []*ipam.Pool, namespace string) string {
+	if len(named) > 0 {
+		return fmt.Sprintf("%s is not in pool %s; ask for an address inside it (scw-lb-ipam status lists the ranges) or name the pool that holds it", a, names(named))
+	}
+	return fmt.Sprintf("%s is in none of the pools namespace %s may use (%s); ask for an address inside one of them", a, namespace, names(allowed))
+}
+
+func names(pools []*ipam.Pool) string {
+	if len(pools) == 0 {
+		return "none (ask the cluster operator for a pool)"
+	}
+	s := make([]string, len(pools))
+	for i, p := range pools {
+		s[i] = p.Name
+	}
+	return strings.Join(s, ", ")
+}
+
+func poolList(rs []ipam.Request) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.Pool.Name
+	}
+	return strings.Join(s, ",")
+}
+
+func joinAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// unionPNs is the pn-ids annotation: what the user set, or the cluster's
+// Private Network, then every reservation's network, without duplicates.
+// The CCM detaches the LB from networks it is not told about.
+func unionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
+	out := slices.Clone(user)
+	if len(out) == 0 {
+		out = []string{clusterPN}
+	}
+	for _, r := range rs {
+		if !slices.ContainsFunc(out, func(s string) bool { return pnIDOf(s) == r.PrivateNetworkID }) {
+			out = append(out, r.PrivateNetworkID)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// pnIDOf strips the zone the CCM allows in front of a PN ID ("fr-par-1/<id>").
+func pnIDOf(s string) string {
+	if _, id, ok := strings.Cut(s, "/"); ok {
+		return id
+	}
+	return s
+}

@@ -1,0 +1,348 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// Event reasons recorded on Services.
+const (
+	EventIPReserved          = "IPReserved"
+	EventIPReused            = "IPReused"
+	EventIPReservationFailed = "IPReservationFailed"
+)
+
+// EventRecorder is the events API recorder (controller-runtime's
+// GetEventRecorder).
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Allocator is what the webhook needs of ipam.Allocator.
+type Allocator interface {
+	Config() *ipam.Config
+	Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error)
+	ValidateID(ctx context.Context, id string, svc types.NamespacedName) (*ipam.Reservation, error)
+	Release(ctx context.Context, r *ipam.Reservation) error
+}
+
+var _ Allocator = (*ipam.Allocator)(nil)
+
+// ServiceMutator reserves IPs for LoadBalancer Services at admission and
+// writes the CCM's annotations.
+type ServiceMutator struct {
+	Allocator Allocator
+	// Namespaces reads Namespace objects (a cache) to check the opt-in
+	// label: the webhook configuration's namespaceSelector is the first
+	// fence, this is the second.
+	Namespaces client.Reader
+	// Excluded namespaces are never touched (kube-system, the release's own).
+	Excluded []string
+	Recorder EventRecorder
+	Metrics  *Metrics
+	Log      logr.Logger
+}
+
+var _ admission.Handler = (*ServiceMutator)(nil)
+
+// Handle implements admission.Handler.
+func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, result := m.handle(ctx, req)
+	if m.Metrics != nil {
+		m.Metrics.observeAdmission(string(req.Operation), result, time.Since(start))
+	}
+	return resp
+}
+
+// Admission results for metrics.
+const (
+	resultSkipped  = "skipped"
+	resultPatched  = "patched"
+	resultAllowed  = "allowed"
+	resultDenied   = "denied"
+	resultErrored  = "errored"
+	resultDryRun   = "dry_run"
+	resultRestored = "restored"
+)
+
+func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	if req.Kind.Kind != "Service" || req.Kind.Group != "" {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("this webhook admits core/v1 Services, not %s", req.Kind.String())), resultErrored
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed(""), resultSkipped
+	}
+	svc := &corev1.Service{}
+	if err := json.Unmarshal(req.Object.Raw, svc); err != nil || svc.Kind != "Service" {
+		if err == nil {
+			err = errors.New("the object is not a Service")
+		}
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Service: %w", err)), resultErrored
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, req.Namespace) || !m.optedIn(ctx, req.Namespace) {
+		return admission.Allowed(""), resultSkipped
+	}
+	ask, err := parseRequest(svc.Annotations)
+	if err != nil {
+		return m.deny(svc, err), resultDenied
+	}
+
+	if req.Operation == admissionv1.Update {
+		old := &corev1.Service{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
+		}
+		if old.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			resp, result, next, done := m.update(req, old, svc, ask)
+			if done {
+				return resp, result
+			}
+			ask = next
+		}
+	}
+
+	cfg := m.Allocator.Config()
+	p, err := makePlan(cfg, req.Namespace, ask)
+	if err != nil {
+		return m.deny(svc, err), resultDenied
+	}
+	if p == nil {
+		return admission.Allowed(""), resultSkipped
+	}
+	name := req.Name
+	if name == "" {
+		name = svc.Name
+	}
+	if name == "" {
+		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
+	}
+	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
+	dryRun := req.DryRun != nil && *req.DryRun
+
+	reservations, err := m.reserve(ctx, key, p, dryRun)
+	if err != nil {
+		m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", err.Error())
+		return m.deny(svc, err), resultDenied
+	}
+	if dryRun {
+		return admission.Allowed("").WithWarnings(dryRunWarnings(reservations)...), resultDryRun
+	}
+
+	mutated := svc.DeepCopy()
+	writeAnnotations(mutated, cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
+	raw, err := json.Marshal(mutated)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), resultErrored
+	}
+	warnings := make([]string, 0, len(reservations)+1)
+	for _, r := range reservations {
+		warnings = append(warnings, reservedWarning(r))
+		reason, verb := EventIPReserved, "reserved"
+		if r.Reused {
+			reason, verb = EventIPReused, "reused"
+		}
+		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s", verb, r.Address, r.ID, r.Pool)
+	}
+	if w := proxyProtocolWarning(svc); w != "" {
+		warnings = append(warnings, w)
+	}
+	m.Log.Info("reserved", "service", key, "addresses", mutated.Annotations[AnnotationAddresses], "ids", mutated.Annotations[AnnotationPrivateIPIDs])
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...), resultPatched
+}
+
+// update decides UPDATEs of a Service that already was a LoadBalancer.
+// done is false when the update must allocate like a CREATE, for the
+// request it returns.
+func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) (resp admission.Response, result string, next request, done bool) {
+	prev, _ := parseRequest(old.Annotations)
+	oldIDs := old.Annotations[AnnotationPrivateIPIDs]
+	newIDs, hasIDs := svc.Annotations[AnnotationPrivateIPIDs]
+
+	if ask.sameAsk(prev) && (!hasIDs || newIDs == oldIDs) {
+		if oldIDs == "" {
+			// Nothing was reserved before (say the pool file had no default
+			// then): nothing to keep; allocate if the request now calls for it.
+			return admission.Response{}, "", ask, false
+		}
+		if !hasIDs || svc.Annotations[AnnotationAddresses] != old.Annotations[AnnotationAddresses] || svc.Annotations[AnnotationPNIDs] == "" {
+			// A server-side apply by a manager that does not own our
+			// annotations dropped them: put them back as they were.
+			mutated := svc.DeepCopy()
+			restoreAnnotations(mutated, old)
+			raw, err := json.Marshal(mutated)
+			if err != nil {
+				return admission.Errored(http.StatusInternalServerError, err), resultErrored, ask, true
+			}
+			return admission.PatchResponseFromRaw(req.Object.Raw, raw), resultRestored, ask, true
+		}
+		return admission.Allowed(""), resultAllowed, ask, true
+	}
+	if oldIDs != "" && !ask.AllowIPChange {
+		what := describeChange(prev, ask, oldIDs, newIDs)
+		return m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, AnnotationAllowIPChange)), resultDenied, ask, true
+	}
+	if !ask.sameAsk(prev) || !hasIDs {
+		return admission.Response{}, "", ask, false
+	}
+	// The request is the same but the IDs were edited by hand, with
+	// allow-ip-change: the new IDs are brought-your-own, to validate.
+	return admission.Response{}, "", request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}, false
+}
+
+func describeChange(prev, ask request, oldIDs, newIDs string) string {
+	switch {
+	case !slices.Equal(prev.Pools, ask.Pools):
+		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
+	case !slices.Equal(prev.Addresses, ask.Addresses):
+		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
+	case !slices.Equal(prev.IDs, ask.IDs):
+		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
+	}
+	return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationPrivateIPIDs, oldIDs, newIDs)
+}
+
+// reserve runs the plan. When one reservation fails, the ones this admission
+// booked are released again, best effort: the sweeper reclaims the rest.
+func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *plan, dryRun bool) ([]*ipam.Reservation, error) {
+	var out []*ipam.Reservation
+	fail := func(err error) ([]*ipam.Reservation, error) {
+		for _, r := range out {
+			if rerr := m.Allocator.Release(context.WithoutCancel(ctx), r); rerr != nil {
+				m.Log.Error(rerr, "releasing a reservation of a failed admission; the sweeper will reclaim it", "service", key, "ipamID", r.ID)
+			}
+		}
+		return nil, err
+	}
+	for _, id := range p.ids {
+		r, err := m.Allocator.ValidateID(ctx, id, key)
+		if err != nil {
+			return fail(&annotationError{p.idsFrom, strings.Join(p.ids, ","), err.Error()})
+		}
+		out = append(out, r)
+	}
+	for _, req := range p.reserve {
+		req.Service, req.DryRun = key, dryRun
+		r, err := m.Allocator.Reserve(ctx, req)
+		if err != nil {
+			return fail(wrapReserveError(req, err))
+		}
+		out = append(out, r)
+	}
+	pns := map[string]string{}
+	for _, r := range out {
+		if other, dup := pns[r.PrivateNetworkID]; dup {
+			return fail(fmt.Errorf("IPAM IDs %s and %s are both on Private Network %s, and a Load Balancer takes one IP per Private Network; keep one", other, r.ID, r.PrivateNetworkID))
+		}
+		pns[r.PrivateNetworkID] = r.ID
+	}
+	return out, nil
+}
+
+func wrapReserveError(req ipam.Request, err error) error {
+	switch ipam.ReasonOf(err) {
+	case ipam.ReasonAddressOutsidePool, ipam.ReasonAddressTaken, ipam.ReasonAddressRequired:
+		return &annotationError{AnnotationAddress, req.Address.String(), err.Error()}
+	case ipam.ReasonPoolDisabled, ipam.ReasonPoolExhausted:
+		return &annotationError{AnnotationPool, req.Pool.Name, err.Error()}
+	}
+	return err
+}
+
+func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response {
+	m.Log.V(1).Info("denied", "namespace", svc.Namespace, "name", svc.Name, "reason", err.Error())
+	return admission.Denied("scw-lb-ipam: " + err.Error())
+}
+
+func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
+	if m.Recorder != nil {
+		m.Recorder.Eventf(svc, nil, eventtype, reason, action, note, args...)
+	}
+}
+
+// optedIn reads the namespace's label. When the namespace cannot be read,
+// the Service is left alone: touching a namespace that did not opt in is
+// worse than a missed reservation.
+func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) bool {
+	if m.Namespaces == nil {
+		return true
+	}
+	ns := &corev1.Namespace{}
+	if err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		m.Log.Error(err, "reading the namespace's opt-in label; leaving the Service alone", "namespace", namespace)
+		return false
+	}
+	return ns.Labels[LabelEnabled] == "true"
+}
+
+// writeAnnotations sets the CCM's annotations and ours from the
+// reservations. spec.loadBalancerIP is never written: the CCM reads the IDs.
+func writeAnnotations(svc *corev1.Service, clusterPN string, userPNs []string, rs []*ipam.Reservation) {
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	ids := make([]string, len(rs))
+	addrs := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], addrs[i] = r.ID, r.Address.String()
+	}
+	svc.Annotations[AnnotationPrivateIPIDs] = strings.Join(ids, ",")
+	svc.Annotations[AnnotationPNIDs] = unionPNs(userPNs, clusterPN, rs)
+	svc.Annotations[AnnotationAddresses] = strings.Join(addrs, ",")
+}
+
+func restoreAnnotations(svc, old *corev1.Service) {
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	for _, k := range []string{AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationAddresses} {
+		if v, ok := old.Annotations[k]; ok {
+			svc.Annotations[k] = v
+		}
+	}
+}
+
+func reservedWarning(r *ipam.Reservation) string {
+	switch {
+	case r.BringYourOwn:
+		return fmt.Sprintf("scw-lb-ipam: using %s (IPAM ID %s, pool %s), validated; it was reserved outside scw-lb-ipam and will never be released by it", r.Address, r.ID, r.Pool)
+	case r.Reused:
+		return fmt.Sprintf("scw-lb-ipam: reused %s (IPAM ID %s) from pool %s, retained for this Service", r.Address, r.ID, r.Pool)
+	}
+	return fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", r.Address, r.ID, r.Pool)
+}
+
+func dryRunWarnings(rs []*ipam.Reservation) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		addr := "an address IPAM chooses"
+		if r.Address.IsValid() {
+			addr = r.Address.String()
+		}
+		switch {
+		case r.ID != "" && r.Reused:
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would reuse %s (IPAM ID %s) from pool %s; nothing was changed", addr, r.ID, r.Pool))
+		case r.ID != "":
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would use %s (IPAM ID %s) from pool %s; nothing was changed", addr, r.ID, r.Pool))
+		default:
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would reserve %s from pool %s; nothing was booked", addr, r.Pool))
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package webhook
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// counted are the emulator operations whose counts the tests pin.
+var counted = []ipamtest.Op{ipamtest.OpListIPs, ipamtest.OpBookIP, ipamtest.OpGetIP, ipamtest.OpUpdateIP, ipamtest.OpReleaseIP}
+
+func (h *harness) calls() string {
+	var parts []string
+	for _, op := range counted {
+		if n := h.srv.Count(op); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", op, n))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+type expect struct {
+	allowed  bool
+	code     int32    // status code of a denial
+	message  []string // fragments of the denial message
+	ops      func(h *harness) []jsonpatch.Operation
+	warnings func(h *harness) []string
+	calls    string // emulator calls, "" for none
+}
+
+func (h *harness) check(name string, r *admissionv1.AdmissionResponse, want expect) {
+	h.t.Helper()
+	if string(r.UID) != "d1c8a9e2-0000-4000-8000-000000000001" {
+		h.t.Errorf("%s: UID not echoed: %q", name, r.UID)
+	}
+	if r.Allowed != want.allowed {
+		msg := ""
+		if r.Result != nil {
+			msg = r.Result.Message
+		}
+		h.t.Fatalf("%s: allowed = %v, want %v (%s)", name, r.Allowed, want.allowed, msg)
+	}
+	if !want.allowed {
+		if r.Result == nil || r.Result.Code != want.code {
+			h.t.Errorf("%s: status = %+v, want code %d", name, r.Result, want.code)
+		}
+		for _, f := range want.message {
+			if !strings.Contains(r.Result.Message, f) {
+				h.t.Errorf("%s: message %q does not mention %q", name, r.Result.Message, f)
+			}
+		}
+	}
+	var wantOps []jsonpatch.Operation
+	if want.ops != nil {
+		wantOps = want.ops(h)
+	}
+	if got := patchOps(h.t, r); !reflect.DeepEqual(got, wantOps) {
+		h.t.Errorf("%s: patch\n got %+v\nwant %+v", name, got, wantOps)
+	}
+	var wantWarn []string
+	if want.warnings != nil {
+		wantWarn = want.warnings(h)
+	}
+	if !reflect.DeepEqual(r.Warnings, wantWarn) {
+		h.t.Errorf("%s: warnings\n got %q\nwant %q", name, r.Warnings, wantWarn)
+	}
+	if got := h.calls(); got != want.calls {
+		h.t.Errorf("%s: Scaleway calls = %q, want %q", name, got, want.calls)
+	}
+}
+
+func ann(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// reserved is the expected outcome of booking addr on the pools' networks.
+func reserved(pool, addr string, pns ...string) expect {
+	return expect{
+		allowed: true,
+		ops: func(h *harness) []jsonpatch.Operation {
+			id, _ := h.ipByAddress(addr)
+			return addOps(id, h.pnList(pns...), addr)
+		},
+		warnings: func(h *harness) []string {
+			id, _ := h.ipByAddress(addr)
+			return []string{fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", addr, id, pool)}
+		},
+		calls: "ListIPs=2 BookIP=1",
+	}
+}
+
+func (h *harness) pnList(names ...string) string {
+	ids := make([]string, len(names))
+	for i, n := range names {
+		ids[i] = h.pns[n].ID
+	}
+	return strings.Join(ids, ",")
+}
+
+func denied(fragments ...string) expect {
+	return expect{allowed: false, code: http.StatusForbidden, message: fragments}
+}
+
+// TestCreate is one row per CREATE semantics and denial reason, each on a
+// fresh emulator and cache.
+func TestCreate(t *testing.T) {
+	untouched := expect{allowed: true}
+	tests := []struct {
+		name   string
+		svc    *corev1.Service
+		dryRun bool
+		setup  func(h *harness)
+		want   expect
+	}{
+		{name: "pool from ranges", svc: service("payments", "api", ann(AnnotationPool, "dc-link")),
+			// ListIPs: the sticky lookup, then the subnet listing for the pick.
+			want: reserved("dc-link", "172.16.35.200", "nodes", "dc")},
+		{name: "default pool when nothing is asked", svc: service("web", "front", ann("team", "web")),
+			want: func() expect { e := reserved("general", "10.10.0.2", "nodes", "edge"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+		{name: "specific address infers its pool", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.202")),
+			want: func() expect { e := reserved("dc-link", "172.16.35.202", "nodes", "dc"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+		{name: "autoAssign false pool with address", svc: service("web", "lab", ann(AnnotationPool, "manual", AnnotationAddress, "10.30.0.50")),
+			want: func() expect { e := reserved("manual", "10.30.0.50", "nodes", "lab"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+		{name: "user pn-ids kept and extended", svc: service("web", "front", ann("service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "{{nodes}}")),
+			want: func() expect {
+				e := reserved("general", "10.10.0.2", "nodes", "edge")
+				e.calls = "ListIPs=1 BookIP=1"
+				e.ops = func(h *harness) []jsonpatch.Operation {
+					id, _ := h.ipByAddress("10.10.0.2")
+					ops := addOps(id, h.pnList("nodes", "edge"), "10.10.0.2")
+					ops[1].Operation = "replace"
+					return ops
+				}
+				return e
+			}()},
+		{name: "not a LoadBalancer", svc: func() *corev1.Service {
+			s := service("payments", "api", ann(AnnotationPool, "dc-link"))
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			return s
+		}(), want: untouched},
+		{name: "namespace not opted in", svc: service("plain", "api", ann(AnnotationPool, "dc-link", AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")), want: untouched},
+		{name: "kube-system excluded", svc: service("kube-system", "api", ann(AnnotationPool, "general")), want: untouched},
+		{name: "release namespace excluded", svc: service("scw-lb-ipam", "api", ann(AnnotationPool, "general")), want: untouched},
+		{name: "dry run books nothing", svc: service("payments", "api", ann(AnnotationPool, "dc-link")), dryRun: true,
+			want: expect{allowed: true, calls: "ListIPs=2",
+				warnings: func(*harness) []string {
+					return []string{"scw-lb-ipam: dry run: would reserve 172.16.35.200 from pool dc-link; nothing was booked"}
+				}}},
+		{name: "unknown pool", svc: service("payments", "api", ann(AnnotationPool, "nope")),
+			want: denied(`annotation scw-lb-ipam.io/pool: value "nope": there is no pool "nope"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)},
+		{name: "pool not allowed", svc: service("web", "api", ann(AnnotationPool, "dc-link")),
+			want: denied(`pool "dc-link" is not allowed for namespace web; pools it may use: general, manual, drained, v6, dc-other`)},
+		{name: "address outside pools", svc: service("payments", "api", ann(AnnotationAddress, "192.168.1.1")),
+			want: denied("annotation scw-lb-ipam.io/address", "192.168.1.1 is in none of the pools namespace payments may use")},
+		{name: "address outside the named pool", svc: service("payments", "api", ann(AnnotationPool, "dc-link", AnnotationAddress, "172.16.35.250")),
+			want: denied("172.16.35.250 is not in pool dc-link")},
+		{name: "disabled pool", svc: service("web", "api", ann(AnnotationPool, "drained")),
+			want: denied(`annotation scw-lb-ipam.io/pool: value "drained"`, "is disabled (draining)")},
+		{name: "autoAssign false without address", svc: service("web", "api", ann(AnnotationPool, "manual")),
+			want: denied("autoAssign: false", "set scw-lb-ipam.io/address")},
+		{name: "two pools on one network", svc: service("payments", "api", ann(AnnotationPool, "dc-link,dc-other")),
+			want: denied("same Private Network", "one IP per Private Network")},
+		{name: "IPv6 only", svc: service("web", "api", ann(AnnotationPool, "v6")),
+			want: denied("only IPv6 pools", "IPv4 status only")},
+		{name: "generateName", svc: func() *corev1.Service {
+			s := service("payments", "", ann(AnnotationPool, "dc-link"))
+			s.GenerateName = "api-"
+			return s
+		}(), want: denied("only generateName", "set one")},
+		{name: "bad address syntax", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.x")),
+			want: denied(`annotation scw-lb-ipam.io/address: value "172.16.35.x"`, "not an IP address")},
+		{name: "bad allow-ip-change", svc: service("payments", "api", ann(AnnotationPool, "dc-link", AnnotationAllowIPChange, "yes")),
+			want: denied(`must be "true" or "false"`)},
+		{name: "ids and pool together", svc: service("payments", "api", ann(AnnotationPool, "dc-link", AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")),
+			want: denied("cannot be combined")},
+		{name: "address held by another Service", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.201")),
+			setup: func(h *harness) {
+				r, _ := h.send(review(admissionv1.Create, service("payments", "other", ann(AnnotationAddress, "172.16.35.201")), nil, false))
+				if !r.Allowed {
+					h.t.Fatal(r.Result.Message)
+				}
+			},
+			want: func() expect {
+				e := denied("address 172.16.35.201 of pool \"dc-link\" is held by Service payments/other (cluster test)")
+				// The failed booking, then one listing to name the holder.
+				e.calls = "ListIPs=2 BookIP=1"
+				return e
+			}()},
+		{name: "address held by a resource", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.201")),
+			setup: func(h *harness) {
+				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &ipamtest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
+					h.t.Fatal(err)
+				}
+			},
+			want: func() expect {
+				e := denied("held by instance_server bastion")
+				e.calls = "ListIPs=2 BookIP=1"
+				return e
+			}()},
+		{name: "pool exhausted", svc: service("payments", "api", ann(AnnotationPool, "dc-link")),
+			setup: func(h *harness) {
+				for i := 200; i <= 203; i++ {
+					if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr(fmt.Sprint("172.16.35.", i)), nil, nil); err != nil {
+						h.t.Fatal(err)
+					}
+				}
+			},
+			want: func() expect {
+				e := denied(`pool "dc-link" is exhausted (4/4 used)`)
+				e.calls = "ListIPs=2"
+				return e
+			}()},
+		{name: "Scaleway unavailable", svc: service("payments", "api", ann(AnnotationPool, "dc-link")),
+			setup: func(h *harness) { h.srv.FailNext(ipamtest.OpListIPs, 100, ipamtest.Fault{Status: 503}) },
+			want: func() expect {
+				e := denied("Scaleway IPAM API is unavailable after retries", "nothing was reserved")
+				e.calls = "ListIPs=3"
+				return e
+			}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			for k, v := range tt.svc.Annotations {
+				for name, pn := range h.pns {
+					v = strings.ReplaceAll(v, "{{"+name+"}}", pn.ID)
+				}
+				tt.svc.Annotations[k] = v
+			}
+			if tt.setup != nil {
+				tt.setup(h)
+			}
+			h.srv.ResetCounts()
+			r, status := h.send(review(admissionv1.Create, tt.svc, nil, tt.dryRun))
+			if status != http.StatusOK {
+				t.Fatalf("HTTP %d", status)
+			}
+			h.check(tt.name, r, tt.want)
+		})
+	}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
