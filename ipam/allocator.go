@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -39,6 +41,7 @@ type AllocatorOptions struct {
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
 	// trusted before the next pick lists it again. Conflicts refresh sooner.
 	OccupancyTTL time.Duration
+	Log          logr.Logger
 }
 
 // Allocator turns requests into IPAM reservations. It is safe for
@@ -48,6 +51,7 @@ type Allocator struct {
 	refs  References
 	clock clock.PassiveClock
 	ttl   time.Duration
+	log   logr.Logger
 	cfg   atomic.Pointer[Config]
 
 	mu  sync.Mutex
@@ -56,7 +60,7 @@ type Allocator struct {
 
 // NewAllocator returns an Allocator over a resolved Config.
 func NewAllocator(o AllocatorOptions) *Allocator {
-	a := &Allocator{cloud: o.Cloud, refs: o.References, clock: o.Clock, ttl: o.OccupancyTTL, occ: map[string]*occupancy{}}
+	a := &Allocator{cloud: o.Cloud, refs: o.References, clock: o.Clock, ttl: o.OccupancyTTL, occ: map[string]*occupancy{}, log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
 	}
@@ -509,6 +513,45 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 	return o, nil
 }
 
+// Start keeps the occupancy views of pools that pick addresses fresh in the
+// background, so admissions rarely pay for a subnet listing. It lists them
+// once right away and then every half TTL until ctx ends; a failed listing
+// waits for the next tick (an admission lists by itself when its view is
+// stale). It implements controller-runtime's manager.Runnable.
+func (a *Allocator) Start(ctx context.Context) error {
+	tick := time.NewTicker(a.ttl / 2)
+	defer tick.Stop()
+	for {
+		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error(err, "refreshing the occupancy of pools that pick addresses")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Refresh lists the subnet of every pool that picks addresses, each subnet
+// once.
+func (a *Allocator) Refresh(ctx context.Context) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, p := range a.Config().Pools {
+		if !p.PicksAddresses() || seen[p.SubnetID()] {
+			continue
+		}
+		seen[p.SubnetID()] = true
+		a.invalidate(p)
+		if _, err := a.occupancy(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// invalidate drops a subnet's view so that the next pick lists it again.
 func (a *Allocator) invalidate(p *Pool) {
 	a.mu.Lock()
 	o := a.occ[p.SubnetID()]

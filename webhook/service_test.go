@@ -98,7 +98,7 @@ func reserved(pool, addr string, pns ...string) expect {
 			id, _ := h.ipByAddress(addr)
 			return []string{fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", addr, id, pool)}
 		},
-		calls: "ListIPs=2 BookIP=1",
+		calls: "ListIPs=1 BookIP=1",
 	}
 }
 
@@ -126,18 +126,16 @@ func TestCreate(t *testing.T) {
 		want   expect
 	}{
 		{name: "pool from ranges", svc: service("payments", "api", ann(AnnotationPool, "dc-link")),
-			// ListIPs: the sticky lookup, then the subnet listing for the pick.
 			want: reserved("dc-link", "172.16.35.200", "nodes", "dc")},
 		{name: "default pool when nothing is asked", svc: service("web", "front", ann("team", "web")),
-			want: func() expect { e := reserved("general", "10.10.0.2", "nodes", "edge"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+			want: reserved("general", "10.10.0.2", "nodes", "edge")},
 		{name: "specific address infers its pool", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.202")),
-			want: func() expect { e := reserved("dc-link", "172.16.35.202", "nodes", "dc"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+			want: reserved("dc-link", "172.16.35.202", "nodes", "dc")},
 		{name: "autoAssign false pool with address", svc: service("web", "lab", ann(AnnotationPool, "manual", AnnotationAddress, "10.30.0.50")),
-			want: func() expect { e := reserved("manual", "10.30.0.50", "nodes", "lab"); e.calls = "ListIPs=1 BookIP=1"; return e }()},
+			want: reserved("manual", "10.30.0.50", "nodes", "lab")},
 		{name: "user pn-ids kept and extended", svc: service("web", "front", ann("service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "{{nodes}}")),
 			want: func() expect {
 				e := reserved("general", "10.10.0.2", "nodes", "edge")
-				e.calls = "ListIPs=1 BookIP=1"
 				e.ops = func(h *harness) []jsonpatch.Operation {
 					id, _ := h.ipByAddress("10.10.0.2")
 					ops := addOps(id, h.pnList("nodes", "edge"), "10.10.0.2")
@@ -155,7 +153,7 @@ func TestCreate(t *testing.T) {
 		{name: "kube-system excluded", svc: service("kube-system", "api", ann(AnnotationPool, "general")), want: untouched},
 		{name: "release namespace excluded", svc: service("scw-lb-ipam", "api", ann(AnnotationPool, "general")), want: untouched},
 		{name: "dry run books nothing", svc: service("payments", "api", ann(AnnotationPool, "dc-link")), dryRun: true,
-			want: expect{allowed: true, calls: "ListIPs=2",
+			want: expect{allowed: true, calls: "ListIPs=1",
 				warnings: func(*harness) []string {
 					return []string{"scw-lb-ipam: dry run: would reserve 172.16.35.200 from pool dc-link; nothing was booked"}
 				}}},
@@ -195,8 +193,7 @@ func TestCreate(t *testing.T) {
 			},
 			want: func() expect {
 				e := denied("address 172.16.35.201 of pool \"dc-link\" is held by Service payments/other (cluster test)")
-				// The failed booking, then one listing to name the holder.
-				e.calls = "ListIPs=2 BookIP=1"
+				e.calls = "ListIPs=1 BookIP=1"
 				return e
 			}()},
 		{name: "address held by a resource", svc: service("payments", "api", ann(AnnotationAddress, "172.16.35.201")),
@@ -206,6 +203,7 @@ func TestCreate(t *testing.T) {
 				}
 			},
 			want: func() expect {
+				// Not in the occupancy view yet: the conflict lists the subnet to name the holder.
 				e := denied("held by instance_server bastion")
 				e.calls = "ListIPs=2 BookIP=1"
 				return e
@@ -217,10 +215,13 @@ func TestCreate(t *testing.T) {
 						h.t.Fatal(err)
 					}
 				}
+				if err := h.alloc.Refresh(h.t.Context()); err != nil {
+					h.t.Fatal(err)
+				}
 			},
 			want: func() expect {
 				e := denied(`pool "dc-link" is exhausted (4/4 used)`)
-				e.calls = "ListIPs=2"
+				e.calls = "ListIPs=1"
 				return e
 			}()},
 		{name: "Scaleway unavailable", svc: service("payments", "api", ann(AnnotationPool, "dc-link")),
@@ -239,6 +240,10 @@ func TestCreate(t *testing.T) {
 					v = strings.ReplaceAll(v, "{{"+name+"}}", pn.ID)
 				}
 				tt.svc.Annotations[k] = v
+			}
+			// Steady state: the pools' occupancy is listed in the background.
+			if err := h.alloc.Refresh(t.Context()); err != nil {
+				t.Fatal(err)
 			}
 			if tt.setup != nil {
 				tt.setup(h)

@@ -1,0 +1,166 @@
+package ipamtest
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Op names an API operation, as the SDK method that calls it.
+type Op string
+
+// The operations the emulator serves.
+const (
+	OpBookIP                        Op = "BookIP"
+	OpGetIP                         Op = "GetIP"
+	OpListIPs                       Op = "ListIPs"
+	OpUpdateIP                      Op = "UpdateIP"
+	OpReleaseIP                     Op = "ReleaseIP"
+	OpReleaseIPSet                  Op = "ReleaseIPSet"
+	OpAttachIP                      Op = "AttachIP"
+	OpDetachIP                      Op = "DetachIP"
+	OpMoveIP                        Op = "MoveIP"
+	OpGetPrivateNetwork             Op = "GetPrivateNetwork"
+	OpListPrivateNetworks           Op = "ListPrivateNetworks"
+	OpCreatePrivateNetwork          Op = "CreatePrivateNetwork"
+	OpDeletePrivateNetwork          Op = "DeletePrivateNetwork"
+	OpListSubnets                   Op = "ListSubnets"
+	OpCreateVPC                     Op = "CreateVPC"
+	OpGetVPC                        Op = "GetVPC"
+	OpListVPCs                      Op = "ListVPCs"
+	OpDeleteVPC                     Op = "DeleteVPC"
+	OpEnableCustomRoutesPropagation Op = "EnableCustomRoutesPropagation"
+	OpMetadata                      Op = "Metadata"
+	OpCreateProject                 Op = "CreateProject"
+	OpGetProject                    Op = "GetProject"
+	OpDeleteProject                 Op = "DeleteProject"
+)
+
+// Fault shapes the answer to one call.
+type Fault struct {
+	// Status answered, with the real Scaleway error body for that status
+	// (500: {"message":"Internal error","type":"server_error"}). 0 with no
+	// other field set answers normally.
+	Status int
+	// RetryAfter sets the Retry-After header (whole seconds, rounded up) on
+	// a 429 or 503.
+	RetryAfter time.Duration
+	// Delay is waited before anything else, in real time; the wait ends
+	// early when the client gives up (its context is done) or the server
+	// closes. With no other field set the call is then answered normally.
+	Delay time.Duration
+	// CommitThenFail performs the operation (state changes, audit events
+	// marked AnswerLost) and then answers Status, 500 when Status is 0: the
+	// client believes it failed.
+	CommitThenFail bool
+	// Drop ends the connection without an answer: the client gets a
+	// connection error. With CommitThenFail, the operation is performed
+	// first.
+	Drop bool
+}
+
+type queuedFault struct {
+	f Fault
+	n int
+}
+
+// SetLatency makes every call of op wait d (real time) before anything else;
+// op "" sets it for all operations without a latency of their own. d <= 0
+// removes it.
+func (s *Server) SetLatency(op Op, d time.Duration) {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	if d <= 0 {
+		delete(s.latency, op)
+		return
+	}
+	s.latency[op] = d
+}
+
+func (s *Server) latencyFor(op Op) time.Duration {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	if d, ok := s.latency[op]; ok {
+		return d
+	}
+	return s.latency[""]
+}
+
+// FailNext gives f to the next n calls of op, after those already queued for
+// op. n <= 0 empties op's queue.
+func (s *Server) FailNext(op Op, n int, f Fault) {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	if n <= 0 {
+		delete(s.queued, op)
+		return
+	}
+	s.queued[op] = append(s.queued[op], queuedFault{f: f, n: n})
+}
+
+// SetFaultFunc installs fn, consulted on every call whose FailNext queue is
+// empty: a nil result answers normally. fn runs outside the emulator's locks
+// and may be called concurrently; nil removes it. Meant for seeded chaos runs.
+func (s *Server) SetFaultFunc(fn func(op Op) *Fault) {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	s.faultFn = fn
+}
+
+func (s *Server) takeFault(op Op) *Fault {
+	s.obs.Lock()
+	if q := s.queued[op]; len(q) > 0 {
+		f := q[0].f
+		q[0].n--
+		if q[0].n == 0 {
+			q = q[1:]
+		}
+		if len(q) == 0 {
+			delete(s.queued, op)
+		} else {
+			s.queued[op] = q
+		}
+		s.obs.Unlock()
+		return &f
+	}
+	fn := s.faultFn
+	s.obs.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(op)
+}
+
+// writeFault answers f's status with the Scaleway body for it.
+func writeFault(w http.ResponseWriter, op Op, f *Fault) int {
+	status := f.Status
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if f.RetryAfter > 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+		secs := int64((f.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	return writeReply(w, reply{status: status, body: faultBody(op, status)})
+}
+
+// dropConnection ends the connection without an HTTP answer.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		// The server then aborts the response and closes the connection.
+		panic(http.ErrAbortHandler)
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	// A bare close on a reused keep-alive connection makes net/http's
+	// Transport silently replay idempotent requests (GET) on a new
+	// connection, so the client would never see the drop. A status line and
+	// then the close is a connection cut mid-answer: the client gets
+	// "unexpected EOF", never a response and never a replay.
+	_, _ = buf.WriteString("HTTP/1.1 502 Bad Gateway\r\n")
+	_ = buf.Flush()
+	_ = conn.Close()
+}

@@ -1,0 +1,507 @@
+package ipamtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// DefaultProjectID is the project of seeded objects when Options.ProjectID is
+// empty. It is also the organization when Options.OrganizationID is empty: a
+// Scaleway account's default project carries its organization's ID.
+const DefaultProjectID = "0d3e5f4a-6b7c-4d8e-9f01-23456789abcd"
+
+// DefaultRegion is the region served when Options.Region is empty.
+const DefaultRegion = "fr-par"
+
+// Options configures a Server.
+type Options struct {
+	// Region served; requests for any other region get 404. Default fr-par.
+	Region string
+	// ProjectID is the project of seeded objects and of API objects created
+	// without one. Default DefaultProjectID.
+	ProjectID string
+	// OrganizationID of the default project and of objects in projects the
+	// emulator does not know. Default ProjectID.
+	OrganizationID string
+	// SecretKey, when set, is the only X-Auth-Token accepted; otherwise any
+	// non-empty token is.
+	SecretKey string
+	// Clock gives every timestamp (created_at, updated_at, logs). Default
+	// the real clock. Injected delays always use real time.
+	Clock clock.PassiveClock
+	// Logf, when set, receives one line per HTTP request.
+	Logf func(format string, args ...any)
+}
+
+// maxRequests bounds the request log so that long benchmarks do not grow
+// without limit; the oldest entries go first.
+const maxRequests = 100_000
+
+// maxBody bounds a request body; real requests are a few hundred bytes.
+const maxBody = 4 << 20
+
+// Server is the emulator. It implements http.Handler; Start serves it on a
+// listener of its own. All methods are safe for concurrent use.
+type Server struct {
+	opts   Options
+	clock  clock.PassiveClock
+	routes []route
+
+	// mu guards st, the emulated Scaleway objects.
+	mu sync.RWMutex
+	st state
+
+	// obs guards the observation and fault state below.
+	obs      sync.Mutex
+	counts   map[Op]int
+	latency  map[Op]time.Duration
+	queued   map[Op][]queuedFault
+	faultFn  func(Op) *Fault
+	requests []Request
+
+	// life guards the listener state.
+	life      sync.Mutex
+	httpSrv   *http.Server
+	url       string
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Request is one HTTP call the emulator received.
+type Request struct {
+	Time   time.Time
+	Op     Op // "" when no route matched
+	Method string
+	Path   string // path and query
+	// Status answered; 0 when the connection was dropped or the client left
+	// before the answer.
+	Status int
+	// IPID is the IP the call was about (the booked one for BookIP), if any.
+	IPID string
+	// Fault tells that an injected fault shaped the answer.
+	Fault    bool
+	Duration time.Duration
+}
+
+// New returns an emulator with no objects but the default project. It does
+// not listen: use Start, NewTestServer, or mount it as an http.Handler.
+func New(opts Options) *Server {
+	if opts.Region == "" {
+		opts.Region = DefaultRegion
+	}
+	if opts.ProjectID == "" {
+		opts.ProjectID = DefaultProjectID
+	}
+	if opts.OrganizationID == "" {
+		opts.OrganizationID = opts.ProjectID
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	s := &Server{
+		opts:    opts,
+		clock:   opts.Clock,
+		routes:  buildRoutes(),
+		st:      newState(),
+		counts:  map[Op]int{},
+		latency: map[Op]time.Duration{},
+		queued:  map[Op][]queuedFault{},
+		done:    make(chan struct{}),
+	}
+	now := s.now()
+	s.st.projects[opts.ProjectID] = &project{
+		id: opts.ProjectID, name: "default", orgID: opts.OrganizationID,
+		createdAt: now, updatedAt: now,
+	}
+	return s
+}
+
+// NewTestServer starts an emulator on 127.0.0.1:0 and closes it when the test
+// ends.
+func NewTestServer(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := New(opts)
+	if _, err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatalf("ipamtest: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves in the background. It
+// returns the base URL to give to scw.WithAPIURL.
+func (s *Server) Start(addr string) (string, error) {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.httpSrv != nil {
+		return "", errors.New("ipamtest: already started")
+	}
+	select {
+	case <-s.done:
+		return "", errors.New("ipamtest: closed")
+	default:
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("ipamtest: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = srv
+	s.url = "http://" + ln.Addr().String()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logf("ipamtest: serve: %v", err)
+		}
+	}()
+	return s.url, nil
+}
+
+// URL is the base URL Start returned, or "" before Start.
+func (s *Server) URL() string {
+	s.life.Lock()
+	defer s.life.Unlock()
+	return s.url
+}
+
+// Close stops serving and ends pending injected delays. It does not wait for
+// handlers still running: delayed ones return as soon as Close is called.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { close(s.done) })
+	s.life.Lock()
+	srv := s.httpSrv
+	s.life.Unlock()
+	if srv == nil {
+		return nil
+	}
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("ipamtest: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) now() time.Time {
+	// The API shows microseconds; truncating here keeps what the SDK parses
+	// equal to what the emulator holds.
+	return s.clock.Now().UTC().Truncate(time.Microsecond)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// --- routing ---
+
+type handler func(s *Server, c *call) reply
+
+type route struct {
+	method string
+	segs   []string
+	op     Op
+	h      handler
+}
+
+func buildRoutes() []route {
+	const (
+		ipamR = "ipam/v1/regions/{region}/"
+		vpcR  = "vpc/v2/regions/{region}/"
+		acct  = "account/v3/"
+	)
+	table := []struct {
+		method, pattern string
+		op              Op
+		h               handler
+	}{
+		{"GET", "metadata", OpMetadata, (*Server).getMetadata},
+
+		{"POST", ipamR + "ips", OpBookIP, (*Server).bookIP},
+		{"GET", ipamR + "ips", OpListIPs, (*Server).listIPs},
+		{"GET", ipamR + "ips/{id}", OpGetIP, (*Server).getIP},
+		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, (*Server).updateIP},
+		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, (*Server).releaseIP},
+		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, (*Server).attachIP},
+		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, (*Server).detachIP},
+		{"POST", ipamR + "ips/{id}/move", OpMoveIP, (*Server).moveIP},
+		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, (*Server).releaseIPSet},
+
+		{"POST", vpcR + "vpcs", OpCreateVPC, (*Server).createVPC},
+		{"GET", vpcR + "vpcs", OpListVPCs, (*Server).listVPCs},
+		{"GET", vpcR + "vpcs/{id}", OpGetVPC, (*Server).getVPC},
+		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, (*Server).deleteVPC},
+		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, (*Server).enableCustomRoutesPropagation},
+		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, (*Server).createPrivateNetwork},
+		{"GET", vpcR + "private-networks", OpListPrivateNetworks, (*Server).listPrivateNetworks},
+		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, (*Server).getPrivateNetwork},
+		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, (*Server).deletePrivateNetwork},
+		{"GET", vpcR + "subnets", OpListSubnets, (*Server).listSubnets},
+
+		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
+		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
+		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+	}
+	routes := make([]route, len(table))
+	for i, e := range table {
+		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
+	}
+	return routes
+}
+
+// match finds the route of r, its region and its {id}.
+func (s *Server) match(r *http.Request) (rt *route, region, id string) {
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	for i := range s.routes {
+		cand := &s.routes[i]
+		if cand.method != r.Method || len(cand.segs) != len(segs) {
+			continue
+		}
+		reg, pid, ok := "", "", true
+		for j, p := range cand.segs {
+			switch p {
+			case "{region}":
+				reg = segs[j]
+			case "{id}":
+				pid = segs[j]
+			default:
+				ok = p == segs[j]
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return cand, reg, pid
+		}
+	}
+	return nil, "", ""
+}
+
+// call is one request on its way through a handler.
+type call struct {
+	op     Op
+	r      *http.Request
+	region string
+	id     string // the {id} of the path
+	body   []byte
+	query  map[string][]string
+
+	// Set by handlers.
+	ipID string
+	// lost marks the changes of a CommitThenFail call in the audit log.
+	lost bool
+}
+
+// reply is a handler's answer: a JSON body, or no body when body is nil.
+type reply struct {
+	status int
+	body   any
+}
+
+func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
+
+func noContent() reply { return reply{status: http.StatusNoContent} }
+
+// ServeHTTP answers one API request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt, region, id := s.match(r)
+	rec := Request{Time: s.clock.Now(), Method: r.Method, Path: r.URL.RequestURI()}
+	if rt != nil {
+		rec.Op = rt.op
+	}
+	c := &call{r: r, op: rec.Op, region: region, id: id, query: r.URL.Query()}
+	rec.Status, rec.Fault = s.serve(w, c, rt)
+	rec.IPID = c.ipID
+	rec.Duration = time.Since(start)
+	s.record(rec)
+	s.logf("%s %s -> %d (%s, %s)", rec.Method, rec.Path, rec.Status, opName(rec.Op), rec.Duration.Round(time.Microsecond))
+}
+
+func opName(op Op) string {
+	if op == "" {
+		return "no route"
+	}
+	return string(op)
+}
+
+// serve runs the fault plan and the handler; it returns the status written
+// (0 when none) and whether a fault shaped the answer.
+func (s *Server) serve(w http.ResponseWriter, c *call, rt *route) (int, bool) {
+	if rt == nil {
+		// Unknown routes are not an operation: not counted, no faults.
+		rep := s.handle(c, nil)
+		return writeReply(w, rep), false
+	}
+	s.count(c.op)
+	if !s.sleep(c.r.Context(), s.latencyFor(c.op)) {
+		return 0, false
+	}
+	f := s.takeFault(c.op)
+	if f == nil {
+		return writeReply(w, s.handle(c, rt)), false
+	}
+	if !s.sleep(c.r.Context(), f.Delay) {
+		return 0, true
+	}
+	if f.Drop {
+		if f.CommitThenFail {
+			c.lost = true
+			s.handle(c, rt)
+		}
+		dropConnection(w)
+		return 0, true
+	}
+	if f.CommitThenFail {
+		c.lost = true
+		s.handle(c, rt) // its answer is lost: the client gets the fault's
+		return writeFault(w, c.op, f), true
+	}
+	if f.Status != 0 {
+		return writeFault(w, c.op, f), true
+	}
+	// A pure delay: answer normally, late.
+	return writeReply(w, s.handle(c, rt)), true
+}
+
+// handle authenticates, checks the region, reads the body and runs rt.
+func (s *Server) handle(c *call, rt *route) reply {
+	if c.op != OpMetadata && !s.authorized(c.r) {
+		return errDeniedAuthentication()
+	}
+	if rt == nil {
+		return errUnknownRoute(c.r.Method, c.r.URL.Path)
+	}
+	if c.region != "" && c.region != s.opts.Region {
+		return errUnknownRegion(c.region)
+	}
+	if c.r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody))
+		if err != nil {
+			return errInvalidArguments("body", "reading the request body: "+err.Error())
+		}
+		c.body = b
+	}
+	return rt.h(s, c)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok := r.Header.Get("X-Auth-Token")
+	if tok == "" {
+		return false
+	}
+	return s.opts.SecretKey == "" || tok == s.opts.SecretKey
+}
+
+// decodeBody unmarshals the JSON body into v; an empty body reads as {}.
+func decodeBody(c *call, v any) *reply {
+	if len(bytes.TrimSpace(c.body)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(c.body, v); err != nil {
+		rep := errInvalidArguments("body", "the request body is not valid JSON for this operation: "+err.Error())
+		return &rep
+	}
+	return nil
+}
+
+func writeReply(w http.ResponseWriter, rep reply) int {
+	if rep.body == nil {
+		w.WriteHeader(rep.status)
+		return rep.status
+	}
+	b, err := json.Marshal(rep.body)
+	if err != nil {
+		// Bodies are the emulator's own types: failing here is a bug.
+		panic(fmt.Sprintf("ipamtest: encoding a reply: %v", err))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(b)
+	return rep.status
+}
+
+// sleep waits d of real time; false when the client left or the server
+// closed first.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// --- observation ---
+
+func (s *Server) count(op Op) {
+	s.obs.Lock()
+	s.counts[op]++
+	s.obs.Unlock()
+}
+
+func (s *Server) record(r Request) {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	if len(s.requests) >= maxRequests {
+		// Drop the oldest tenth at once so that trimming stays cheap.
+		n := copy(s.requests, s.requests[maxRequests/10:])
+		s.requests = s.requests[:n]
+	}
+	s.requests = append(s.requests, r)
+}
+
+// Count is the number of HTTP calls of op, answered with success or not,
+// since the start or the last ResetCounts.
+func (s *Server) Count(op Op) int {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	return s.counts[op]
+}
+
+// Counts is a copy of all per-operation call counts.
+func (s *Server) Counts() map[Op]int {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	out := make(map[Op]int, len(s.counts))
+	for k, v := range s.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCounts sets every call count to zero. The request log is kept.
+func (s *Server) ResetCounts() {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	clear(s.counts)
+}
+
+// Requests is a copy of the request log, oldest first (the most recent
+// 100,000 at most).
+func (s *Server) Requests() []Request {
+	s.obs.Lock()
+	defer s.obs.Unlock()
+	return append([]Request(nil), s.requests...)
+}
