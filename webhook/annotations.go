@@ -63,7 +63,7 @@ type annotationError struct {
 }
 
 func (e *annotationError) Error() string {
-	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, e.Value, e.Problem)
+	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
 }
 
 // parseRequest reads the annotations strictly: every list item must parse,
@@ -73,7 +73,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	var err error
 	if r.Pools, err = list(ann, AnnotationPool, func(s string) error {
 		if !poolName(s) {
-			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", s)
+			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
 		}
 		return nil
 	}); err != nil {
@@ -81,7 +81,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	}
 	addrs, err := list(ann, AnnotationAddress, func(s string) error {
 		if _, perr := netip.ParseAddr(s); perr != nil {
-			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", s)
+			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", truncate(s))
 		}
 		return nil
 	})
@@ -93,7 +93,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	}
 	isID := func(s string) error {
 		if uuid.Validate(s) != nil {
-			return fmt.Errorf("%q is not an IPAM IP ID (a UUID such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", s)
+			return fmt.Errorf("%q is not an IPAM IP ID (a UUID such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", truncate(s))
 		}
 		return nil
 	}
@@ -110,7 +110,7 @@ func parseRequest(ann map[string]string) (request, error) {
 			id = s
 		}
 		if uuid.Validate(id) != nil {
-			return fmt.Errorf("%q is not a Private Network ID", s)
+			return fmt.Errorf("%q is not a Private Network ID", truncate(s))
 		}
 		return nil
 	}); err != nil {
@@ -141,7 +141,7 @@ func list(ann map[string]string, key string, check func(string) error) ([]string
 	}
 	parts := strings.Split(v, ",")
 	if len(parts) > maxListItems {
-		return nil, &annotationError{key, truncate(v), fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems)}
+		return nil, &annotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems)}
 	}
 	out := make([]string, 0, len(parts))
 	for _, p := range parts {
@@ -150,10 +150,10 @@ func list(ann map[string]string, key string, check func(string) error) ([]string
 			return nil, &annotationError{key, v, "has an empty item; separate items with single commas"}
 		}
 		if err := check(p); err != nil {
-			return nil, &annotationError{key, truncate(v), err.Error()}
+			return nil, &annotationError{key, v, err.Error()}
 		}
 		if slices.Contains(out, p) {
-			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", p)}
+			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p))}
 		}
 		out = append(out, p)
 	}

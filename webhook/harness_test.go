@@ -219,6 +219,8 @@ func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *
 	if err := h.kube.Create(context.Background(), out); err != nil {
 		h.t.Fatal(err)
 	}
+	// The apiserver sends objects with their kind; the fake client strips it.
+	out.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 	return out
 }
 

@@ -115,6 +115,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 				return resp, result
 			}
 			ask = next
+			ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
 		}
 	}
 
@@ -204,6 +205,27 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 	// The request is the same but the IDs were edited by hand, with
 	// allow-ip-change: the new IDs are brought-your-own, to validate.
 	return admission.Response{}, "", request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}, false
+}
+
+// userPNs separates the networks a user asked for from those an earlier
+// admission added: when pn-ids is still what was written then, the pools'
+// networks come off it, so that a Service moving to another pool is not left
+// attached to the old pool's network.
+func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
+	if old.Annotations[AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[AnnotationPNIDs] {
+		return pnIDs
+	}
+	var out []string
+	for _, id := range pnIDs {
+		pooled := false
+		for _, p := range cfg.Pools {
+			pooled = pooled || (p.PrivateNetworkID == pnIDOf(id) && id != cfg.ClusterPrivateNetworkID)
+		}
+		if !pooled {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func describeChange(prev, ask request, oldIDs, newIDs string) string {

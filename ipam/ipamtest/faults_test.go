@@ -200,12 +200,14 @@ func TestDropIsAConnectionError(t *testing.T) {
 	if _, err := c.ipam.GetIP(&ipam.GetIPRequest{IPID: id}); err != nil {
 		t.Fatalf("after the drop: %v", err)
 	}
-	// The dropped request is logged when its handler returns, which may be
-	// after the next request: look for it rather than at a position.
+	// The dropped request is logged when its handler returns, which may come
+	// after the client has seen the connection close: wait for the entry.
 	dropped := 0
-	for _, r := range srv.Requests() {
-		if r.Fault && r.Status == 0 {
-			dropped++
+	for deadline := time.Now().Add(5 * time.Second); dropped == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, r := range srv.Requests() {
+			if r.Fault && r.Status == 0 {
+				dropped++
+			}
 		}
 	}
 	if dropped != 1 {
