@@ -604,3 +604,7 @@ func (a *Allocator) findHolder(ctx context.Context, p *Pool, addr netip.Addr) Ho
 	}
 	return Holder{}
 }
+
+// NeedLeaderElection is false: every webhook replica picks addresses and
+// needs its own fresh view.
+func (a *Allocator) NeedLeaderElection() bool { return false }

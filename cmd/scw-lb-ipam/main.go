@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
+
+Usage:
+  scw-lb-ipam serve [flags]    run the admission webhook
+  scw-lb-ipam help             show this text
+
+Scaleway credentials come from the SDK environment: SCW_ACCESS_KEY,
+SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID (and SCW_API_URL to point elsewhere).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "scw-lb-ipam:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("a command is required")
+	}
+	switch args[0] {
+	case "serve":
+		opts, err := parseServeFlags(args[1:])
+		if err != nil {
+			return err
+		}
+		return serve(ctx, opts)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

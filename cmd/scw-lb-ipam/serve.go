@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// WebhookPath is where the Service mutator is served; the chart's
+// MutatingWebhookConfiguration points here.
+const WebhookPath = "/mutate-v1-service"
+
+// serveOptions are the flags of "serve", validated before anything starts.
+type serveOptions struct {
+	ConfigFile      string
+	CertDir         string
+	WebhookHost     string
+	WebhookPort     int
+	MetricsAddr     string
+	ProbeAddr       string
+	Excluded        []string
+	LeaderElect     bool
+	LeaderElectNS   string
+	Kubeconfig      string
+	OccupancyTTL    time.Duration
+	ConfigPollEvery time.Duration
+	Zap             zap.Options
+}
+
+func parseServeFlags(args []string) (serveOptions, error) {
+	o := serveOptions{Zap: zap.Options{}}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file; reloaded when it changes (a bad file keeps the last good one)")
+	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key, reloaded when they change")
+	fs.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook server listens on (empty: all)")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	excluded := fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to the release namespace")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the sweeper (the webhook runs on every replica)")
+	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
+	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
+	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	o.Zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	for _, ns := range strings.Split(*excluded, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			o.Excluded = append(o.Excluded, ns)
+		}
+	}
+	// The release namespace (where the webhook's own pods run) is always
+	// excluded: the webhook must never be needed to admit itself.
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		o.Excluded = append(o.Excluded, ns)
+		if o.LeaderElectNS == "" {
+			o.LeaderElectNS = ns
+		}
+	}
+	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
+		return o, fmt.Errorf("--webhook-port %d is not a port", o.WebhookPort)
+	}
+	if o.OccupancyTTL < time.Second {
+		return o, fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
+	}
+	return o, nil
+}
+
+func serve(ctx context.Context, o serveOptions) error {
+	log := zap.New(zap.UseFlagOptions(&o.Zap))
+	ctrl.SetLogger(log)
+
+	cfg, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	calls := newCallMetrics(metrics.Registry)
+	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, Observe: calls.observe})
+	if err != nil {
+		return err
+	}
+	if err := cfg.Resolve(ctx, cloud); err != nil {
+		return err
+	}
+
+	restConfig, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "scw-lb-ipam-sweeper",
+		LeaderElectionNamespace: o.LeaderElectNS,
+		// The webhook keeps answering while a new leader is elected.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
+		}),
+		// Only Services and Namespaces are read, and only from the cache.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}: {}, &corev1.Namespace{}: {},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
+		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL,
+		References: webhook.References{Reader: mgr.GetCache()},
+		Log:        log.WithName("allocator"),
+	})
+	if err := setup(ctx, mgr, alloc, cloud, o, log); err != nil {
+		return err
+	}
+	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "webhookPort", o.WebhookPort)
+	return mgr.Start(ctx)
+}
+
+// setup wires every component into the manager: one entry point each.
+func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, o serveOptions, log logr.Logger) error {
+	if err := webhook.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing Services: %w", err)
+	}
+	mutator := &webhook.ServiceMutator{
+		Allocator:  alloc,
+		Namespaces: mgr.GetCache(),
+		Excluded:   o.Excluded,
+		Recorder:   mgr.GetEventRecorder("scw-lb-ipam"),
+		Metrics:    webhook.NewMetrics(metrics.Registry),
+		Log:        log.WithName("webhook"),
+	}
+	server := mgr.GetWebhookServer()
+	server.Register(WebhookPath, webhook.WithAdmissionDeadline(&admission.Webhook{Handler: mutator}))
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the webhook server serves: the Service endpoint only then
+	// routes the apiserver's calls to this pod.
+	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
+		return err
+	}
+	if err := mgr.Add(alloc); err != nil {
+		return err
+	}
+	reloader := &configReloader{path: o.ConfigFile, every: o.ConfigPollEvery, cloud: cloud, alloc: alloc, log: log.WithName("config")}
+	if err := mgr.Add(reloader); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadConfig reads and validates the pool file.
+func loadConfig(path string) (*ipam.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pool file: %w (set --config)", err)
+	}
+	cfg, err := ipam.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+var errNoKubeconfig = errors.New("no Kubernetes configuration: run in a cluster, set --kubeconfig or $KUBECONFIG")
