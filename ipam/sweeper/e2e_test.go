@@ -1,0 +1,152 @@
+package sweeper
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// admit runs a CREATE through the real mutator and stores the mutated
+// Service, as the apiserver would.
+func (w *world) admit(m *webhook.ServiceMutator, ns, name string, ann map[string]string) (*corev1.Service, admission.Response) {
+	w.t.Helper()
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	raw, _ := json.Marshal(svc)
+	resp := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Service"}, Namespace: ns, Name: name,
+		Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+	}})
+	if !resp.Allowed {
+		w.t.Fatalf("denied: %s", resp.Result.Message)
+	}
+	stored := svc.DeepCopy()
+	if stored.Annotations == nil {
+		stored.Annotations = map[string]string{}
+	}
+	for _, op := range resp.Patches {
+		if op.Operation == "add" || op.Operation == "replace" {
+			if v, ok := op.Value.(string); ok {
+				stored.Annotations[unescape(op.Path)] = v
+			}
+		}
+	}
+	stored.UID = types.UID("uid-" + name + "-" + w.clock.Now().Format(time.RFC3339))
+	if err := w.kube.Create(context.Background(), stored); err != nil {
+		w.t.Fatal(err)
+	}
+	return stored, resp
+}
+
+func unescape(path string) string {
+	const prefix = "/metadata/annotations/"
+	key := path[len(prefix):]
+	out := []rune{}
+	for i := 0; i < len(key); i++ {
+		if key[i] == '~' && i+1 < len(key) {
+			if key[i+1] == '1' {
+				out = append(out, '/')
+			} else {
+				out = append(out, '~')
+			}
+			i++
+			continue
+		}
+		out = append(out, rune(key[i]))
+	}
+	return string(out)
+}
+
+// TestRecreatedWithinRetentionGetsTheSameIP goes across the webhook and the
+// sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
+func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
+	w := newWorld(t)
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: webhook.References{Reader: w.kube}})
+	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+	s := w.sweeper()
+
+	first, _ := w.admit(m, "payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+	id := first.Annotations[webhook.AnnotationPrivateIPIDs]
+	if id == "" {
+		t.Fatalf("no IP: %v", first.Annotations)
+	}
+	w.sweep(s)
+	w.remove(first)
+	w.sweep(s)
+	if w.entry(id).OrphanedSince.IsZero() {
+		t.Fatal("not orphaned after delete")
+	}
+	w.clock.Step(12 * time.Hour) // within the 24h retention
+
+	again, resp := w.admit(m, "payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+	if got := again.Annotations[webhook.AnnotationPrivateIPIDs]; got != id {
+		t.Fatalf("re-created Service got %s, want %s back", got, id)
+	}
+	if len(resp.Warnings) == 0 || resp.Warnings[0][:len("scw-lb-ipam: reused")] != "scw-lb-ipam: reused" {
+		t.Fatalf("warnings %q", resp.Warnings)
+	}
+	if !w.entry(id).OrphanedSince.IsZero() {
+		t.Fatal("orphaned-since still set after reuse")
+	}
+	w.clock.Step(48 * time.Hour)
+	w.sweep(s)
+	if !w.exists(id) {
+		t.Fatal("released the IP of the re-created Service")
+	}
+	if e := w.entry(id); e.UID != string(again.UID) {
+		t.Fatalf("uid %q not moved to the new Service %q", e.UID, again.UID)
+	}
+}
+
+func TestStartRunsPeriodicallyAndOnTrigger(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "api")
+	svc := w.live("payments", "api", r.ID)
+	s := w.sweeper(func(o *Options) { o.Interval = time.Hour; o.Debounce = 5 * time.Second })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle at start")
+
+	w.remove(svc)
+	s.Handler().OnDelete(svc)
+	// The trigger waits out the debounce on the fake clock, far short of
+	// the hourly tick.
+	waitFor(t, func() bool {
+		w.clock.Step(time.Second)
+		return !w.entry(r.ID).OrphanedSince.IsZero()
+	}, "a cycle after the deletion")
+	if elapsed := w.clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
+		t.Fatalf("the cycle came from the periodic tick (%s), not the trigger", elapsed)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

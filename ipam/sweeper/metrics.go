@@ -1,0 +1,54 @@
+package sweeper
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the sweeper.
+type Metrics struct {
+	orphans  *prometheus.GaugeVec
+	releases prometheus.Counter
+	would    prometheus.Counter
+	errors   prometheus.Counter
+	cycle    prometheus.Histogram
+}
+
+// NewMetrics creates and registers the sweeper metrics.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scw_lb_ipam_sweeper_orphans", Help: "Reservations no live Service references, by pool, at the last cycle.",
+		}, []string{"pool"}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scw_lb_ipam_sweeper_releases_total", Help: "Reservations released by the sweeper.",
+		}),
+		would: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scw_lb_ipam_sweeper_would_release_total", Help: "Releases held back by report-only mode or the per-cycle cap.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scw_lb_ipam_sweeper_errors_total", Help: "Failed sweeper steps (API errors, unsynced cache).",
+		}),
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "scw_lb_ipam_sweeper_cycle_duration_seconds", Help: "Duration of sweeper cycles.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+	}
+	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle)
+	return m
+}
+
+func (m *Metrics) observeCycle(d time.Duration, r Report) {
+	m.cycle.Observe(d.Seconds())
+	m.releases.Add(float64(len(r.Released)))
+	m.would.Add(float64(len(r.WouldRelease)))
+	m.errors.Add(float64(r.Errors))
+}
+
+func (m *Metrics) setOrphans(byPool map[string]int) {
+	m.orphans.Reset()
+	for pool, n := range byPool {
+		m.orphans.WithLabelValues(pool).Set(float64(n))
+	}
+}

@@ -1,0 +1,373 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// Defaults of the sweeper's knobs.
+const (
+	DefaultInterval     = time.Minute
+	DefaultPendingGrace = 10 * time.Minute
+	DefaultMaxReleases  = 20
+	DefaultDebounce     = 5 * time.Second
+)
+
+// EventReasonIPSharedByServices is recorded on Services that reference the
+// same IPAM ID: a misconfiguration the sweeper reports and never resolves.
+const EventReasonIPSharedByServices = "IPSharedByServices"
+
+// EventRecorder is the events API recorder.
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Options configures a Sweeper.
+type Options struct {
+	Cloud ipam.Cloud
+	// Config returns the pool file in use (it may be reloaded).
+	Config func() *ipam.Config
+	// Services reads Services from the informer cache.
+	Services client.Reader
+	// Synced reports whether that cache has synced; the sweeper does
+	// nothing while it has not, since every reservation would look unused.
+	Synced func() bool
+	Clock  clock.WithTicker
+	// Interval between cycles; Trigger asks for one sooner.
+	Interval time.Duration
+	// Debounce gathers bursts of Service changes into one cycle.
+	Debounce time.Duration
+	// PendingGrace is the retention of a reservation whose Service never
+	// existed (the admission was booked, then the create failed).
+	PendingGrace time.Duration
+	// MaxReleasesPerCycle caps releases in one cycle: a sudden mass of
+	// orphans is more likely a bug or an outage than real deletions.
+	MaxReleasesPerCycle int
+	// ReportOnly logs and counts what would be released, releasing nothing.
+	ReportOnly bool
+	// ReleaseRemovedPools allows releasing reservations of pools no longer in
+	// the pool file; without it they are kept for an operator to decide.
+	ReleaseRemovedPools bool
+	Recorder            EventRecorder
+	Metrics             *Metrics
+	Log                 logr.Logger
+}
+
+// Sweeper is the leader-only background cleaner.
+type Sweeper struct {
+	o       Options
+	trigger chan struct{}
+	mu      sync.Mutex // one cycle at a time
+}
+
+// New returns a Sweeper with defaults filled in.
+func New(o Options) *Sweeper {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	if o.PendingGrace <= 0 {
+		o.PendingGrace = DefaultPendingGrace
+	}
+	if o.MaxReleasesPerCycle <= 0 {
+		o.MaxReleasesPerCycle = DefaultMaxReleases
+	}
+	if o.Synced == nil {
+		o.Synced = func() bool { return true }
+	}
+	return &Sweeper{o: o, trigger: make(chan struct{}, 1)}
+}
+
+// NeedLeaderElection is true: two sweepers would race to release.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Trigger asks for a cycle soon (after the debounce), e.g. after a Service
+// was deleted. It never blocks.
+func (s *Sweeper) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs cycles every Interval and after triggers until ctx ends.
+func (s *Sweeper) Start(ctx context.Context) error {
+	tick := s.o.Clock.NewTicker(s.o.Interval)
+	defer tick.Stop()
+	for {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.o.Log.Error(err, "sweep cycle failed; retrying at the next one")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+		case <-s.trigger:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.o.Clock.After(s.o.Debounce):
+			}
+		}
+	}
+}
+
+// Report is what one cycle saw and did.
+type Report struct {
+	Scanned      int
+	Referenced   int
+	Orphaned     int // unreferenced after the cycle
+	Tagged       int // orphaned-since set
+	Untagged     int // orphaned-since cleared
+	Backfilled   int // uid tag written
+	Released     []string
+	WouldRelease []string // report-only, or over the cap
+	Shared       int      // IPs referenced by more than one Service
+	Errors       int
+}
+
+// liveRef is a live Service referencing an IP.
+type liveRef struct {
+	key types.NamespacedName
+	uid types.UID
+	svc *corev1.Service
+}
+
+// ErrNotSynced is returned by Sweep while the Service cache is not synced.
+var ErrNotSynced = errors.New("the Service cache has not synced; nothing is done until it has")
+
+// Sweep runs one cycle: list this cluster's reservations, compare with the
+// IDs live Services reference, keep the ledger tags current, and release
+// what has been unreferenced past its retention and is attached to nothing.
+func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rep Report
+	start := s.o.Clock.Now()
+	defer func() {
+		if s.o.Metrics != nil {
+			s.o.Metrics.observeCycle(s.o.Clock.Since(start), rep)
+		}
+	}()
+	if !s.o.Synced() {
+		rep.Errors++
+		return rep, ErrNotSynced
+	}
+	cfg := s.o.Config()
+	refs, err := s.liveReferences(ctx)
+	if err != nil {
+		rep.Errors++
+		return rep, err
+	}
+	ips, err := s.o.Cloud.ListIPs(ctx, ipam.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
+	if err != nil {
+		rep.Errors++
+		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
+	}
+	// The live view is taken before the listing: an IP booked in between
+	// is at worst tagged orphaned for a cycle, never released, since any
+	// retention is longer than a cycle.
+	now := s.o.Clock.Now()
+	orphansByPool := map[string]int{}
+	for _, ip := range ips {
+		entry, ok := ipam.ParseEntry(ip.Tags)
+		if !ok || !entry.Owns(cfg.ClusterName) {
+			continue // the tag filter is OR: foreign IPs may come back too
+		}
+		rep.Scanned++
+		if r := refs[ip.ID]; len(r) > 0 {
+			rep.Referenced++
+			s.referenced(ctx, ip, entry, r, &rep)
+			continue
+		}
+		rep.Orphaned++
+		orphansByPool[entry.Pool]++
+		s.unreferenced(ctx, cfg, ip, entry, now, &rep)
+	}
+	if s.o.Metrics != nil {
+		s.o.Metrics.setOrphans(orphansByPool)
+	}
+	return rep, nil
+}
+
+// liveReferences maps IPAM IDs to the live LoadBalancer Services using them.
+func (s *Sweeper) liveReferences(ctx context.Context) (map[string][]liveRef, error) {
+	var list corev1.ServiceList
+	if err := s.o.Services.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing Services from the cache: %w", err)
+	}
+	refs := map[string][]liveRef{}
+	for i := range list.Items {
+		svc := &list.Items[i]
+		if !webhook.Live(svc) {
+			continue
+		}
+		for _, id := range webhook.ReferencedIDs(svc) {
+			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, svc: svc})
+		}
+	}
+	return refs, nil
+}
+
+// referenced clears orphaned-since, back-fills the uid, and reports an IP
+// shared by several Services.
+func (s *Sweeper) referenced(ctx context.Context, ip *ipam.IP, e ipam.Entry, refs []liveRef, rep *Report) {
+	if len(refs) > 1 {
+		rep.Shared++
+		for _, r := range refs {
+			s.event(r.svc, corev1.EventTypeWarning, EventReasonIPSharedByServices,
+				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
+		}
+	}
+	next := e
+	next.OrphanedSince = time.Time{}
+	// The uid follows the Service of the tag: a re-created Service that took
+	// its IP back has a new one.
+	for _, r := range refs {
+		if r.key == e.Service && r.uid != "" {
+			next.UID = string(r.uid)
+		}
+	}
+	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
+		return
+	}
+	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
+		rep.Errors++
+		s.o.Log.Error(err, "updating the ledger of a referenced IP", "ipamID", ip.ID)
+		return
+	}
+	if !e.OrphanedSince.IsZero() {
+		rep.Untagged++
+	}
+	if next.UID != e.UID {
+		rep.Backfilled++
+	}
+}
+
+// unreferenced starts the retention clock, or releases once it has run out.
+func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.IP, e ipam.Entry, now time.Time, rep *Report) {
+	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
+	if e.OrphanedSince.IsZero() {
+		e.OrphanedSince = now
+		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
+			rep.Errors++
+			log.Error(err, "tagging an unreferenced IP orphaned")
+			return
+		}
+		rep.Tagged++
+		log.V(1).Info("no live Service references this IP; retention starts")
+		return
+	}
+	retention, known := s.retention(cfg, e)
+	if now.Sub(e.OrphanedSince) < retention {
+		return
+	}
+	if ip.Resource != nil {
+		// The CCM detaches before it deletes the LB; until then, wait.
+		log.V(1).Info("retention is over but the IP is still attached", "resource", ip.Resource.String())
+		return
+	}
+	if !known && !s.o.ReleaseRemovedPools {
+		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
+		return
+	}
+	if s.o.ReportOnly || len(rep.Released) >= s.o.MaxReleasesPerCycle {
+		rep.WouldRelease = append(rep.WouldRelease, ip.ID)
+		log.Info("would release", "reportOnly", s.o.ReportOnly, "capReached", !s.o.ReportOnly)
+		return
+	}
+	// Re-read right before releasing: an admission that took the IP back
+	// has cleared orphaned-since, and the CCM may have attached it.
+	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
+	if err != nil {
+		if ipam.Classify(err) != ipam.KindNotFound {
+			rep.Errors++
+			log.Error(err, "re-reading an IP before releasing it")
+		}
+		return
+	}
+	if !ipam.SameTags(fresh.Tags, ip.Tags) || fresh.Resource != nil {
+		log.Info("changed since the cycle began; not released")
+		return
+	}
+	if err := s.o.Cloud.ReleaseIP(ctx, ip.ID); err != nil {
+		if ipam.Classify(err) != ipam.KindNotFound {
+			rep.Errors++
+			log.Error(err, "releasing an IP")
+		}
+		return
+	}
+	rep.Released = append(rep.Released, ip.ID)
+	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
+}
+
+// retention is how long an unreferenced reservation is kept. One whose
+// Service never existed (no uid was ever back-filled) gets the short pending
+// grace; known is false when its pool left the pool file.
+func (s *Sweeper) retention(cfg *ipam.Config, e ipam.Entry) (time.Duration, bool) {
+	p, known := cfg.Pool(e.Pool)
+	switch {
+	case e.UID == "":
+		return s.o.PendingGrace, known
+	case known:
+		return p.Retention.Duration, true
+	}
+	return ipam.DefaultRetention, false
+}
+
+// Handler triggers a cycle on Service changes that may free or claim an IP:
+// creations (to back-fill the uid early), deletions, and updates that change
+// the type or the referenced IDs. Register it on the Service informer.
+func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if svc, ok := obj.(*corev1.Service); ok && len(webhook.ReferencedIDs(svc)) > 0 {
+				s.Trigger()
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Service)
+			n, ok2 := newObj.(*corev1.Service)
+			if ok1 && ok2 && (webhook.Live(o) != webhook.Live(n) || o.Annotations[webhook.AnnotationPrivateIPIDs] != n.Annotations[webhook.AnnotationPrivateIPIDs]) {
+				s.Trigger()
+			}
+		},
+		DeleteFunc: func(any) { s.Trigger() },
+	}
+}
+
+func (s *Sweeper) event(svc *corev1.Service, eventtype, reason, note string, args ...any) {
+	if s.o.Recorder != nil {
+		s.o.Recorder.Eventf(svc, nil, eventtype, reason, "Sweep", note, args...)
+	}
+}
+
+func keys(refs []liveRef) string {
+	out := ""
+	for i, r := range refs {
+		if i > 0 {
+			out += ", "
+		}
+		out += r.key.String()
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+const (
+	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
+	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+)
+
+// world is an emulator, a pool file, a Service cache and a clock.
+type world struct {
+	t     testing.TB
+	srv   *ipamtest.Server
+	cloud ipam.Cloud
+	cfg   *ipam.Config
+	kube  client.Client
+	clock *clocktesting.FakeClock
+	pns   map[string]ipamtest.PrivateNetwork
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	w := &world{t: t, pns: map[string]ipamtest.PrivateNetwork{}, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
+	w.srv = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: testSecretKey})
+	file := "clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" +
+		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n" +
+		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"
+	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16"} {
+		name, cidr, _ := strings.Cut(spec, "=")
+		pn, err := w.srv.AddPrivateNetwork(name, cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.pns[name] = pn
+		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
+	}
+	var err error
+	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", PageSize: 1000,
+		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
+		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.cfg, err = ipam.ParseConfig([]byte(file)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cfg.Resolve(context.Background(), w.cloud); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	w.kube = fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{webhook.LabelEnabled: "true"}}}).
+		WithIndex(&corev1.Service{}, webhook.IndexPrivateIPIDs, func(o client.Object) []string {
+			if svc := o.(*corev1.Service); webhook.Live(svc) {
+				return webhook.ReferencedIDs(svc)
+			}
+			return nil
+		}).Build()
+	return w
+}
+
+func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
+	o := Options{Cloud: w.cloud, Config: func() *ipam.Config { return w.cfg }, Services: w.kube, Clock: w.clock, Log: logr.Discard(), Recorder: &events{}}
+	for _, m := range mod {
+		m(&o)
+	}
+	return New(o)
+}
+
+// book reserves an IP as an admission would.
+func (w *world) book(pool, ns, name string) *ipam.Reservation {
+	w.t.Helper()
+	p, _ := w.cfg.Pool(pool)
+	a := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+	r, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: ns, Name: name}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+// live creates a LoadBalancer Service referencing ids.
+func (w *world) live(ns, name string, ids ...string) *corev1.Service {
+	w.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, w.clock.Now().Unix())),
+			Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	if err := w.kube.Create(context.Background(), svc); err != nil {
+		w.t.Fatal(err)
+	}
+	return svc
+}
+
+func (w *world) remove(svc *corev1.Service) {
+	w.t.Helper()
+	if err := w.kube.Delete(context.Background(), svc); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// sweep runs one cycle and checks invariant 2: every IP a live Service
+// references still exists.
+func (w *world) sweep(s *Sweeper) Report {
+	w.t.Helper()
+	rep, err := s.Sweep(context.Background())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.checkReferencedKept()
+	return rep
+}
+
+func (w *world) checkReferencedKept() {
+	w.t.Helper()
+	var list corev1.ServiceList
+	if err := w.kube.List(context.Background(), &list); err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range list.Items {
+		if !webhook.Live(&list.Items[i]) {
+			continue
+		}
+		for _, id := range webhook.ReferencedIDs(&list.Items[i]) {
+			if _, ok := w.srv.IP(id); !ok {
+				w.t.Fatalf("invariant 2 broken: IP %s of live Service %s/%s was released", id, list.Items[i].Namespace, list.Items[i].Name)
+			}
+		}
+	}
+}
+
+func (w *world) entry(id string) ipam.Entry {
+	w.t.Helper()
+	ip, ok := w.srv.IP(id)
+	if !ok {
+		w.t.Fatalf("IP %s is gone", id)
+	}
+	e, _ := ipam.ParseEntry(ip.Tags)
+	return e
+}
+
+func (w *world) exists(id string) bool { _, ok := w.srv.IP(id); return ok }
+
+type events struct{ list []string }
+
+func (e *events) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	svc := regarding.(*corev1.Service)
+	e.list = append(e.list, fmt.Sprintf("%s %s %s/%s: %s", eventtype, reason, svc.Namespace, svc.Name, fmt.Sprintf(note, args...)))
+}
+
+func TestLifecycle(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper()
+	r := w.book("dc-link", "payments", "api")
+	svc := w.live("payments", "api", r.ID)
+
+	rep := w.sweep(s)
+	if rep.Backfilled != 1 || w.entry(r.ID).UID != string(svc.UID) {
+		t.Fatalf("uid not back-filled: %+v %+v", rep, w.entry(r.ID))
+	}
+
+	w.remove(svc)
+	// The CCM still has the LB attached.
+	if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"}); err != nil {
+		t.Fatal(err)
+	}
+	rep = w.sweep(s)
+	if rep.Tagged != 1 || !w.entry(r.ID).OrphanedSince.Equal(w.clock.Now()) {
+		t.Fatalf("not tagged orphaned: %+v", rep)
+	}
+	w.clock.Step(23 * time.Hour)
+	if rep = w.sweep(s); len(rep.Released) != 0 {
+		t.Fatal("released within retention")
+	}
+	w.clock.Step(2 * time.Hour)
+	if rep = w.sweep(s); len(rep.Released) != 0 || !w.exists(r.ID) {
+		t.Fatal("released while attached")
+	}
+	if err := w.srv.Detach(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rep = w.sweep(s); len(rep.Released) != 1 || w.exists(r.ID) {
+		t.Fatalf("not released after retention and detach: %+v", rep)
+	}
+}
+
+func TestAdmissionLeakReclaimedAfterPendingGrace(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper(func(o *Options) { o.PendingGrace = 10 * time.Minute })
+	r := w.book("dc-link", "payments", "never-created") // pool retention is 24h
+	w.sweep(s)
+	w.clock.Step(9 * time.Minute)
+	if rep := w.sweep(s); len(rep.Released) != 0 {
+		t.Fatal("released within the pending grace")
+	}
+	w.clock.Step(2 * time.Minute)
+	if rep := w.sweep(s); len(rep.Released) != 1 || w.exists(r.ID) {
+		t.Fatalf("leak not reclaimed: %+v", rep)
+	}
+}
+
+func TestReportOnlyReleasesNothing(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper(func(o *Options) { o.ReportOnly = true })
+	r := w.book("general", "payments", "gone")
+	w.sweep(s)
+	w.clock.Step(48 * time.Hour)
+	rep := w.sweep(s)
+	if len(rep.Released) != 0 || len(rep.WouldRelease) != 1 || !w.exists(r.ID) {
+		t.Fatalf("report-only: %+v", rep)
+	}
+}
+
+func TestCapPerCycle(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper(func(o *Options) { o.MaxReleasesPerCycle = 2 })
+	for i := range 5 {
+		w.book("general", "payments", fmt.Sprint("gone-", i))
+	}
+	w.sweep(s)
+	w.clock.Step(2 * time.Hour)
+	rep := w.sweep(s)
+	if len(rep.Released) != 2 || len(rep.WouldRelease) != 3 || len(w.srv.IPs()) != 3 {
+		t.Fatalf("cap: %+v", rep)
+	}
+	if rep = w.sweep(s); len(rep.Released) != 2 || len(w.srv.IPs()) != 1 {
+		t.Fatalf("second cycle: %+v", rep)
+	}
+}
+
+func TestForeignAndBringYourOwnUntouched(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper()
+	edge := w.pns["edge"].ID
+	foreign, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.1"), []string{"terraform"}, nil)
+	otherCluster, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.2"), ipam.Entry{Cluster: "staging", Pool: "general", Service: types.NamespacedName{Namespace: "a", Name: "b"}}.Tags(), nil)
+	// Carries our cluster tag but not the marker: not ours either.
+	lookalike, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.3"), []string{ipam.TagCluster + "prod"}, nil)
+	byoLive, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.4"), []string{"byo"}, nil)
+	w.live("payments", "byo", byoLive)
+	before := map[string][]string{}
+	for _, id := range []string{foreign, otherCluster, lookalike, byoLive} {
+		ip, _ := w.srv.IP(id)
+		before[id] = ip.Tags
+	}
+	w.sweep(s)
+	w.clock.Step(30 * 24 * time.Hour)
+	w.sweep(s)
+	for id, tags := range before {
+		ip, ok := w.srv.IP(id)
+		if !ok || !ipam.SameTags(ip.Tags, tags) {
+			t.Fatalf("IP %s touched: exists=%v tags %v → %v", id, ok, tags, ip.Tags)
+		}
+	}
+	for _, ev := range w.srv.Audit() {
+		if ev.Kind != ipamtest.AuditBook {
+			t.Fatalf("the sweeper changed something: %+v", ev)
+		}
+	}
+}
+
+func TestUnsyncedCacheDoesNothing(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "gone")
+	s := w.sweeper(func(o *Options) { o.Synced = func() bool { return false } })
+	w.srv.ResetCounts()
+	if _, err := s.Sweep(context.Background()); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("err = %v", err)
+	}
+	w.clock.Step(100 * time.Hour)
+	if _, err := s.Sweep(context.Background()); !errors.Is(err, ErrNotSynced) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range w.srv.Counts() {
+		n += c
+	}
+	if n != 0 || !w.exists(r.ID) {
+		t.Fatalf("%d API calls on an unsynced cache", n)
+	}
+}
+
+func TestRestartKeepsRetentionClock(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "gone") // 1h retention, uid set below
+	svc := w.live("payments", "gone", r.ID)
+	w.sweep(w.sweeper()) // back-fills the uid
+	w.remove(svc)
+	w.sweep(w.sweeper())
+	w.clock.Step(59 * time.Minute)
+	if rep := w.sweep(w.sweeper()); len(rep.Released) != 0 {
+		t.Fatal("a new sweeper restarted nothing: it released early")
+	}
+	w.clock.Step(2 * time.Minute)
+	if rep := w.sweep(w.sweeper()); len(rep.Released) != 1 {
+		t.Fatalf("a new sweeper lost the clock: %+v", rep)
+	}
+}
+
+func TestSharedIPReportedNeverReleased(t *testing.T) {
+	w := newWorld(t)
+	ev := &events{}
+	s := w.sweeper(func(o *Options) { o.Recorder = ev })
+	r := w.book("general", "payments", "a")
+	w.live("payments", "a", r.ID)
+	w.live("payments", "b", r.ID)
+	rep := w.sweep(s)
+	w.clock.Step(100 * time.Hour)
+	w.sweep(s)
+	if rep.Shared != 1 || len(ev.list) < 2 || !strings.Contains(ev.list[0], "IPSharedByServices payments/a") || !strings.Contains(ev.list[0], "referenced by 2 Services (payments/a, payments/b)") {
+		t.Fatalf("report %+v events %v", rep, ev.list)
+	}
+	if !w.exists(r.ID) {
+		t.Fatal("released a shared IP")
+	}
+}
+
+func TestRemovedPoolKeptUnlessAllowed(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("dc-link", "payments", "gone")
+	svc := w.live("payments", "gone", r.ID)
+	w.sweep(w.sweeper())
+	w.remove(svc)
+	// dc-link leaves the pool file.
+	w.cfg.Pools = w.cfg.Pools[1:]
+	w.sweep(w.sweeper())
+	w.clock.Step(48 * time.Hour)
+	if rep := w.sweep(w.sweeper()); len(rep.Released) != 0 {
+		t.Fatal("released a removed pool's IP without permission")
+	}
+	if rep := w.sweep(w.sweeper(func(o *Options) { o.ReleaseRemovedPools = true })); len(rep.Released) != 1 {
+		t.Fatalf("not released with permission: %+v", rep)
+	}
+}
+
+// racingCloud changes an IP's tags right before the sweeper re-reads it,
+// as an admission taking it back would.
+type racingCloud struct {
+	ipam.Cloud
+	before func(id string)
+}
+
+func (c racingCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+	c.before(id)
+	return c.Cloud.GetIP(ctx, id)
+}
+
+func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "api")
+	w.sweep(w.sweeper())
+	w.clock.Step(2 * time.Hour)
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+	s := w.sweeper(func(o *Options) {
+		o.Cloud = racingCloud{Cloud: w.cloud, before: func(string) {
+			p, _ := w.cfg.Pool("general")
+			if _, err := alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: "payments", Name: "api"}}); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	})
+	if rep := w.sweep(s); len(rep.Released) != 0 || !w.exists(r.ID) {
+		t.Fatal("released an IP taken back during the cycle")
+	}
+	if !w.entry(r.ID).OrphanedSince.IsZero() {
+		t.Fatal("the reuse did not clear orphaned-since")
+	}
+}

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools records the commands `make tools` builds, so that go.mod and
+// go.sum keep their dependencies. Nothing imports it.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"            // bin/etcd
+	_ "k8s.io/kubernetes/cmd/kube-apiserver" // bin/kube-apiserver
+)
