@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -46,7 +47,17 @@ type serveOptions struct {
 	Kubeconfig      string
 	OccupancyTTL    time.Duration
 	ConfigPollEvery time.Duration
+	Sweep           sweepOptions
 	Zap             zap.Options
+}
+
+// sweepOptions are the sweeper's knobs.
+type sweepOptions struct {
+	Interval            time.Duration
+	PendingGrace        time.Duration
+	MaxReleases         int
+	ReportOnly          bool
+	ReleaseRemovedPools bool
 }
 
 func parseServeFlags(args []string) (serveOptions, error) {
@@ -64,6 +75,11 @@ func parseServeFlags(args []string) (serveOptions, error) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")
+	fs.DurationVar(&o.Sweep.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "retention of a reservation whose Service was never created")
+	fs.IntVar(&o.Sweep.MaxReleases, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
+	fs.BoolVar(&o.Sweep.ReportOnly, "sweep-report-only", false, "log and count what the sweeper would release, release nothing")
+	fs.BoolVar(&o.Sweep.ReleaseRemovedPools, "release-removed-pools", false, "let the sweeper release reservations of pools no longer in the pool file")
 	o.Zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -86,6 +102,9 @@ func parseServeFlags(args []string) (serveOptions, error) {
 	}
 	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
 		return o, fmt.Errorf("--webhook-port %d is not a port", o.WebhookPort)
+	}
+	if o.Sweep.Interval < time.Second || o.Sweep.PendingGrace < time.Second || o.Sweep.MaxReleases < 1 {
+		return o, fmt.Errorf("--sweep-interval and --pending-grace must be at least 1s and --max-releases-per-cycle at least 1")
 	}
 	if o.OccupancyTTL < time.Second {
 		return o, fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
@@ -174,6 +193,35 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 		return err
 	}
 	if err := mgr.Add(alloc); err != nil {
+		return err
+	}
+	sw := sweeper.New(sweeper.Options{
+		Cloud:    cloud,
+		Config:   alloc.Config,
+		Services: mgr.GetCache(),
+		Synced: func() bool {
+			// Never act on a partial view: every reservation would look unused.
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return mgr.GetCache().WaitForCacheSync(ctx)
+		},
+		Interval:            o.Sweep.Interval,
+		PendingGrace:        o.Sweep.PendingGrace,
+		MaxReleasesPerCycle: o.Sweep.MaxReleases,
+		ReportOnly:          o.Sweep.ReportOnly,
+		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
+		Recorder:            mgr.GetEventRecorder("scw-lb-ipam-sweeper"),
+		Metrics:             sweeper.NewMetrics(metrics.Registry),
+		Log:                 log.WithName("sweeper"),
+	})
+	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
+	if err != nil {
+		return fmt.Errorf("watching Services: %w", err)
+	}
+	if _, err := informer.AddEventHandler(sw.Handler()); err != nil {
+		return fmt.Errorf("watching Services: %w", err)
+	}
+	if err := mgr.Add(sw); err != nil {
 		return err
 	}
 	reloader := &configReloader{path: o.ConfigFile, every: o.ConfigPollEvery, cloud: cloud, alloc: alloc, log: log.WithName("config")}
