@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
 )
 
 const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
@@ -34,11 +36,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "serve":
-		opts, err := parseServeFlags(args[1:])
+		opts, err := app.ParseFlags(args[1:])
 		if err != nil {
 			return err
 		}
-		return serve(ctx, opts)
+		return app.Serve(ctx, opts)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -1,10 +1,13 @@
-package main
+package app
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"k8s.io/client-go/rest"
 	"os"
 	"strings"
 	"time"
@@ -33,8 +36,9 @@ import (
 // MutatingWebhookConfiguration points here.
 const WebhookPath = "/mutate-v1-service"
 
-// serveOptions are the flags of "serve", validated before anything starts.
-type serveOptions struct {
+// Options are the flags of "serve", validated before anything starts, and
+// the hooks an embedding test sets instead of flags.
+type Options struct {
 	ConfigFile      string
 	CertDir         string
 	WebhookHost     string
@@ -49,6 +53,17 @@ type serveOptions struct {
 	ConfigPollEvery time.Duration
 	Sweep           sweepOptions
 	Zap             zap.Options
+
+	// RestConfig, when set, is used instead of --kubeconfig.
+	RestConfig *rest.Config
+	// ScalewayOptions add to the SDK environment (tests point it at the
+	// emulator).
+	ScalewayOptions []scw.ClientOption
+	// Metrics receives the project's metrics; default controller-runtime's
+	// registry, which the metrics endpoint serves.
+	Metrics prometheus.Registerer
+	// Log replaces the zap logger built from the flags.
+	Log logr.Logger
 }
 
 // sweepOptions are the sweeper's knobs.
@@ -60,8 +75,9 @@ type sweepOptions struct {
 	ReleaseRemovedPools bool
 }
 
-func parseServeFlags(args []string) (serveOptions, error) {
-	o := serveOptions{Zap: zap.Options{}}
+// ParseFlags reads the flags of "serve".
+func ParseFlags(args []string) (Options, error) {
+	o := Options{Zap: zap.Options{}}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file; reloaded when it changes (a bad file keeps the last good one)")
 	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key, reloaded when they change")
@@ -112,16 +128,24 @@ func parseServeFlags(args []string) (serveOptions, error) {
 	return o, nil
 }
 
-func serve(ctx context.Context, o serveOptions) error {
-	log := zap.New(zap.UseFlagOptions(&o.Zap))
-	ctrl.SetLogger(log)
+// Serve runs until ctx ends or a component fails.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Log
+	if log.GetSink() == nil {
+		log = zap.New(zap.UseFlagOptions(&o.Zap))
+		ctrl.SetLogger(log)
+	}
+	reg := o.Metrics
+	if reg == nil {
+		reg = metrics.Registry
+	}
 
 	cfg, err := loadConfig(o.ConfigFile)
 	if err != nil {
 		return err
 	}
-	calls := newCallMetrics(metrics.Registry)
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, Observe: calls.observe})
+	calls := newCallMetrics(reg)
+	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return err
 	}
@@ -129,15 +153,17 @@ func serve(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	restConfig, err := restConfig(o.Kubeconfig)
-	if err != nil {
-		return err
+	restCfg := o.RestConfig
+	if restCfg == nil {
+		if restCfg, err = restConfig(o.Kubeconfig); err != nil {
+			return err
+		}
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
@@ -162,7 +188,7 @@ func serve(ctx context.Context, o serveOptions) error {
 		References: webhook.References{Reader: mgr.GetCache()},
 		Log:        log.WithName("allocator"),
 	})
-	if err := setup(ctx, mgr, alloc, cloud, o, log); err != nil {
+	if err := setup(ctx, mgr, alloc, cloud, o, log, reg); err != nil {
 		return err
 	}
 	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "webhookPort", o.WebhookPort)
@@ -170,7 +196,7 @@ func serve(ctx context.Context, o serveOptions) error {
 }
 
 // setup wires every component into the manager: one entry point each.
-func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, o serveOptions, log logr.Logger) error {
+func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, o Options, log logr.Logger, reg prometheus.Registerer) error {
 	if err := webhook.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing Services: %w", err)
 	}
@@ -179,7 +205,7 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 		Namespaces: mgr.GetCache(),
 		Excluded:   o.Excluded,
 		Recorder:   mgr.GetEventRecorder("scw-lb-ipam"),
-		Metrics:    webhook.NewMetrics(metrics.Registry),
+		Metrics:    webhook.NewMetrics(reg),
 		Log:        log.WithName("webhook"),
 	}
 	server := mgr.GetWebhookServer()
@@ -211,7 +237,7 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 		ReportOnly:          o.Sweep.ReportOnly,
 		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
 		Recorder:            mgr.GetEventRecorder("scw-lb-ipam-sweeper"),
-		Metrics:             sweeper.NewMetrics(metrics.Registry),
+		Metrics:             sweeper.NewMetrics(reg),
 		Log:                 log.WithName("sweeper"),
 	})
 	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -92,7 +92,7 @@ func TestConfigReload(t *testing.T) {
 
 func TestParseServeFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "scw-lb-ipam")
-	o, err := parseServeFlags([]string{"--config", "/p.yaml", "--excluded-namespaces", "kube-system, infra"})
+	o, err := ParseFlags([]string{"--config", "/p.yaml", "--excluded-namespaces", "kube-system, infra"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +100,8 @@ func TestParseServeFlags(t *testing.T) {
 		t.Fatalf("options %+v", o)
 	}
 	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"extra"}, {"--nope"}} {
-		if _, err := parseServeFlags(bad); err == nil {
+		if _, err := ParseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
-	}
-}
-
-func TestRunUnknownCommand(t *testing.T) {
-	if err := run(context.Background(), []string{"frobnicate"}); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
-		t.Fatalf("err = %v", err)
 	}
 }
