@@ -1,4 +1,7 @@
 // Package certs keeps the webhook's serving certificate when cert-manager is
-// not installed: a CA and a serving certificate in a Secret, rotated before
-// expiry, with the caBundle patched into the webhook configuration.
+// not installed. A CA and a serving certificate live in one Secret, created
+// by whichever replica comes first and shared through optimistic concurrency;
+// each replica writes them to its certificate directory (the webhook server
+// reloads them), rotates them before expiry, and patches the CA bundle into
+// the MutatingWebhookConfiguration.
 package certs

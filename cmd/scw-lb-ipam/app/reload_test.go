@@ -96,12 +96,19 @@ func TestParseServeFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" {
+	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.TLS.SelfManaged || o.TLS.Namespace != "scw-lb-ipam" {
 		t.Fatalf("options %+v", o)
 	}
-	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"extra"}, {"--nope"}} {
+	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}} {
 		if _, err := ParseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	if _, err := ParseFlags(nil); err == nil || !strings.Contains(err.Error(), "POD_NAMESPACE") {
+		t.Errorf("self-managed TLS without POD_NAMESPACE: %v", err)
+	}
+	if o, err := ParseFlags([]string{"--tls-mode", "cert-manager"}); err != nil || o.TLS.SelfManaged {
+		t.Errorf("cert-manager mode: %+v %v", o.TLS, err)
 	}
 }

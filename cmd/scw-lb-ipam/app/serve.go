@@ -27,6 +27,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
@@ -52,6 +53,7 @@ type Options struct {
 	OccupancyTTL    time.Duration
 	ConfigPollEvery time.Duration
 	Sweep           sweepOptions
+	TLS             tlsOptions
 	Zap             zap.Options
 
 	// RestConfig, when set, is used instead of --kubeconfig.
@@ -64,6 +66,18 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// Log replaces the zap logger built from the flags.
 	Log logr.Logger
+}
+
+// tlsOptions choose who provides the serving certificate.
+type tlsOptions struct {
+	// SelfManaged: the certs package keeps a CA and certificate in a Secret
+	// and patches the caBundle. Otherwise (cert-manager) the files in
+	// CertDir are provided and the caBundle injected by someone else.
+	SelfManaged   bool
+	Namespace     string
+	SecretName    string
+	ServiceName   string
+	WebhookConfig string
 }
 
 // sweepOptions are the sweeper's knobs.
@@ -96,6 +110,10 @@ func ParseFlags(args []string) (Options, error) {
 	fs.IntVar(&o.Sweep.MaxReleases, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
 	fs.BoolVar(&o.Sweep.ReportOnly, "sweep-report-only", false, "log and count what the sweeper would release, release nothing")
 	fs.BoolVar(&o.Sweep.ReleaseRemovedPools, "release-removed-pools", false, "let the sweeper release reservations of pools no longer in the pool file")
+	tlsMode := fs.String("tls-mode", "self-managed", "who provides the serving certificate: self-managed (a Secret kept by scw-lb-ipam) or cert-manager (files mounted in --cert-dir)")
+	fs.StringVar(&o.TLS.SecretName, "tls-secret", "scw-lb-ipam-tls", "self-managed mode: the Secret holding the CA and serving certificate")
+	fs.StringVar(&o.TLS.ServiceName, "webhook-service", "scw-lb-ipam", "self-managed mode: the webhook's Service, whose DNS names the certificate covers")
+	fs.StringVar(&o.TLS.WebhookConfig, "webhook-config", "scw-lb-ipam", "self-managed mode: the MutatingWebhookConfiguration whose caBundle is kept")
 	o.Zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -115,6 +133,17 @@ func ParseFlags(args []string) (Options, error) {
 		if o.LeaderElectNS == "" {
 			o.LeaderElectNS = ns
 		}
+	}
+	switch *tlsMode {
+	case "self-managed":
+		o.TLS.SelfManaged = true
+		o.TLS.Namespace = os.Getenv("POD_NAMESPACE")
+		if o.TLS.Namespace == "" {
+			return o, fmt.Errorf("--tls-mode self-managed keeps its Secret in the pod's namespace: set POD_NAMESPACE (the chart does)")
+		}
+	case "cert-manager":
+	default:
+		return o, fmt.Errorf("--tls-mode %q: use self-managed or cert-manager", *tlsMode)
 	}
 	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
 		return o, fmt.Errorf("--webhook-port %d is not a port", o.WebhookPort)
@@ -163,6 +192,20 @@ func Serve(ctx context.Context, o Options) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	var keeper *certs.Keeper
+	if o.TLS.SelfManaged {
+		// The webhook server needs its files before it starts: make sure of
+		// them first, through a direct client (the cache is not up yet).
+		direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		keeper = certs.New(certs.Options{Client: direct, Namespace: o.TLS.Namespace, SecretName: o.TLS.SecretName,
+			ServiceName: o.TLS.ServiceName, WebhookConfigName: o.TLS.WebhookConfig, CertDir: o.CertDir, Log: log.WithName("certs")})
+		if err := keeper.Ensure(ctx); err != nil {
+			return fmt.Errorf("self-managed TLS: %w", err)
+		}
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -190,6 +233,11 @@ func Serve(ctx context.Context, o Options) error {
 	})
 	if err := setup(ctx, mgr, alloc, cloud, o, log, reg); err != nil {
 		return err
+	}
+	if keeper != nil {
+		if err := mgr.Add(keeper); err != nil {
+			return err
+		}
 	}
 	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "webhookPort", o.WebhookPort)
 	return mgr.Start(ctx)

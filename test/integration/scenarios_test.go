@@ -1,0 +1,416 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// scenario runs one numbered scenario and records its Scaleway calls.
+func scenario(t *testing.T, f func(t *testing.T)) {
+	before := s.emu.Counts()
+	defer func() {
+		after := s.emu.Counts()
+		diff := map[ipamtest.Op]int{}
+		for op, n := range after {
+			if op != ipamtest.OpMetadata {
+				diff[op] = n - before[op]
+			}
+		}
+		s.record(t, diff)
+	}()
+	f(t)
+}
+
+func lbService(ns, name string, ann map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},
+		},
+	}
+}
+
+// warnings captures the apiserver's admission warnings for one client.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func clientWithWarnings(t *testing.T) (client.Client, *warnings) {
+	w := &warnings{}
+	cfg := rest.CopyConfig(s.cfg)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: s.kube.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+func get(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := s.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func del(t *testing.T, svc *corev1.Service) {
+	t.Helper()
+	if err := s.kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		c, w := clientWithWarnings(t)
+		svc := lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := c.Create(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, svc)
+		got := get(t, "payments", "api")
+		id := got.Annotations[webhook.AnnotationPrivateIPIDs]
+		ip, ok := s.emu.IP(id)
+		if !ok {
+			t.Fatalf("annotation %q names no booked IP", id)
+		}
+		addr := strings.Split(ip.Address.String(), "/")[0]
+		if got.Annotations[webhook.AnnotationAddresses] != addr {
+			t.Fatalf("addresses %q, booked %s", got.Annotations[webhook.AnnotationAddresses], addr)
+		}
+		if want := s.pns["nodes"].ID + "," + s.pns["dc"].ID; got.Annotations[webhook.AnnotationPNIDs] != want {
+			t.Fatalf("pn-ids %q, want %q", got.Annotations[webhook.AnnotationPNIDs], want)
+		}
+		if got.Spec.LoadBalancerIP != "" {
+			t.Fatal("spec.loadBalancerIP written")
+		}
+		e, _ := ipam.ParseEntry(ip.Tags)
+		if e.Cluster != "it" || e.Pool != "dc-link" || e.Service.String() != "payments/api" {
+			t.Fatalf("ledger %+v", e)
+		}
+		want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
+		if len(w.list) != 1 || w.list[0] != want {
+			t.Fatalf("warnings %q, want %q", w.list, want)
+		}
+	})
+}
+
+func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		before := s.emu.Counts()
+		svc := lbService("plain", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := s.kube.Create(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, svc)
+		got := get(t, "plain", "api")
+		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
+			if _, ok := got.Annotations[k]; ok {
+				t.Fatalf("annotation %s written in a namespace that did not opt in", k)
+			}
+		}
+		for op, n := range s.emu.Counts() {
+			if op != ipamtest.OpMetadata && n != before[op] {
+				t.Fatalf("the emulator saw %s", op)
+			}
+		}
+	})
+}
+
+func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		c, w := clientWithWarnings(t)
+		ipsBefore := len(s.emu.IPs())
+		svc := lbService("payments", "dry", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.emu.IPs()); n != ipsBefore {
+			t.Fatalf("dry run booked: %d → %d IPs", ipsBefore, n)
+		}
+		if len(w.list) != 1 || !strings.Contains(w.list[0], "dry run: would reserve") {
+			t.Fatalf("warnings %q", w.list)
+		}
+		if err := s.kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("dry run stored the Service: %v", err)
+		}
+	})
+}
+
+func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "deny-leaky"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+					},
+				}}},
+				Validations: []admissionregistrationv1.Validation{{Expression: `object.metadata.name != "leaky"`, Message: "no leaky Services"}},
+			},
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "deny-leaky"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "deny-leaky",
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}
+		for _, o := range []client.Object{policy, binding} {
+			if err := s.kube.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			defer s.kube.Delete(ctx, o)
+		}
+		svc := lbService("payments", "leaky", map[string]string{webhook.AnnotationPool: "general"})
+		var leaked string
+		// The policy takes a moment to be loaded by the apiserver.
+		eventually(t, 20*time.Second, "the policy to deny after our mutation", func() bool {
+			err := s.kube.Create(ctx, svc.DeepCopy())
+			if err == nil {
+				del(t, svc)
+				return false
+			}
+			if !strings.Contains(err.Error(), "no leaky Services") {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			for _, ip := range s.emu.IPs() {
+				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Service.String() == "payments/leaky" {
+					leaked = ip.ID
+				}
+			}
+			return leaked != ""
+		})
+		// Booked, Service absent: the sweeper reclaims it after the pending grace.
+		eventually(t, pendingGrace+15*time.Second, "the sweeper to reclaim the leaked IP", func() bool {
+			_, ok := s.emu.IP(leaked)
+			return !ok
+		})
+	})
+}
+
+func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		create := func() string {
+			svc := lbService("payments", "stable", map[string]string{webhook.AnnotationPool: "dc-link"})
+			if err := s.kube.Create(ctx, svc); err != nil {
+				t.Fatal(err)
+			}
+			return get(t, "payments", "stable").Annotations[webhook.AnnotationPrivateIPIDs]
+		}
+		orphaned := func(id string) func() bool {
+			return func() bool {
+				ip, ok := s.emu.IP(id)
+				e, _ := ipam.ParseEntry(ip.Tags)
+				return ok && !e.OrphanedSince.IsZero()
+			}
+		}
+		id := create()
+		// The CCM attaches the IP to the Load Balancer...
+		if err := s.emu.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "stable-lb"}); err != nil {
+			t.Fatal(err)
+		}
+		del(t, get(t, "payments", "stable"))
+		eventually(t, 10*time.Second, "orphaned-since after the delete", orphaned(id))
+		// ...and detaches it when it deletes the LB.
+		if err := s.emu.Detach(id); err != nil {
+			t.Fatal(err)
+		}
+		// Re-created within retention: the same IP comes back.
+		if again := create(); again != id {
+			t.Fatalf("re-created Service got %s, want %s", again, id)
+		}
+		ip, _ := s.emu.IP(id)
+		if e, _ := ipam.ParseEntry(ip.Tags); !e.OrphanedSince.IsZero() {
+			t.Fatal("orphaned-since kept after the reuse")
+		}
+		// Deleted for good: released once the retention has passed.
+		del(t, get(t, "payments", "stable"))
+		eventually(t, 10*time.Second, "orphaned-since after the second delete", orphaned(id))
+		tagged := time.Now()
+		eventually(t, retention+15*time.Second, "the release after retention", func() bool {
+			_, ok := s.emu.IP(id)
+			return !ok
+		})
+		if waited := time.Since(tagged); waited < retention-time.Second {
+			t.Fatalf("released %s after orphaning, before the %s retention", waited, retention)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestScenario6ConcurrentCreates(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		const n = 50
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = s.kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{webhook.AnnotationPool: "dc-link"}))
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("create %d: %v", i, err)
+			}
+		}
+		ids := map[string]string{}
+		addrs := map[string]string{}
+		for i := range n {
+			name := fmt.Sprint("burst-", i)
+			svc := get(t, "web", name)
+			id, addr := svc.Annotations[webhook.AnnotationPrivateIPIDs], svc.Annotations[webhook.AnnotationAddresses]
+			if other, dup := ids[id]; dup {
+				t.Fatalf("%s and %s share IPAM ID %s", other, name, id)
+			}
+			if other, dup := addrs[addr]; dup {
+				t.Fatalf("%s and %s share address %s", other, name, addr)
+			}
+			ids[id], addrs[addr] = name, name
+			ip, ok := s.emu.IP(id)
+			e, _ := ipam.ParseEntry(ip.Tags)
+			if !ok || e.Service.String() != "web/"+name || e.Pool != "dc-link" {
+				t.Fatalf("ledger of %s: %+v", name, e)
+			}
+			defer del(t, svc)
+		}
+		// Ledger consistent: no IP of this pool tagged for a burst Service
+		// that does not reference it.
+		for _, ip := range s.emu.IPs() {
+			e, ok := ipam.ParseEntry(ip.Tags)
+			if ok && strings.HasPrefix(e.Service.Name, "burst-") && ids[ip.ID] != e.Service.Name {
+				t.Fatalf("IP %s is tagged for %s, which does not reference it", ip.ID, e.Service)
+			}
+		}
+	})
+}
+
+func TestScenario7PoolChange(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		svc := lbService("payments", "mover", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := s.kube.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		live := get(t, "payments", "mover")
+		defer del(t, live)
+		oldID := live.Annotations[webhook.AnnotationPrivateIPIDs]
+		live.Annotations[webhook.AnnotationPool] = "general"
+		err := s.kube.Update(ctx, live)
+		if err == nil || !strings.Contains(err.Error(), "allow-ip-change") {
+			t.Fatalf("pool change without allow-ip-change: %v", err)
+		}
+		live = get(t, "payments", "mover")
+		live.Annotations[webhook.AnnotationPool] = "general"
+		live.Annotations[webhook.AnnotationAllowIPChange] = "true"
+		if err := s.kube.Update(ctx, live); err != nil {
+			t.Fatal(err)
+		}
+		moved := get(t, "payments", "mover")
+		newID := moved.Annotations[webhook.AnnotationPrivateIPIDs]
+		if newID == oldID || !strings.HasPrefix(moved.Annotations[webhook.AnnotationAddresses], "10.10.0.") {
+			t.Fatalf("not moved: %v", moved.Annotations)
+		}
+		if want := s.pns["nodes"].ID + "," + s.pns["edge"].ID; moved.Annotations[webhook.AnnotationPNIDs] != want {
+			t.Fatalf("pn-ids %q, want %q (the old pool's network dropped)", moved.Annotations[webhook.AnnotationPNIDs], want)
+		}
+		eventually(t, 10*time.Second, "the old IP orphaned", func() bool {
+			ip, ok := s.emu.IP(oldID)
+			e, _ := ipam.ParseEntry(ip.Tags)
+			return !ok || !e.OrphanedSince.IsZero()
+		})
+	})
+}
+
+func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		before := s.admissions()
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+		if err := s.kube.Create(context.Background(), svc); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, svc)
+		// A LoadBalancer Service right after does reach it: the counter works.
+		lb := lbService("payments", "counted", nil)
+		if err := s.kube.Create(context.Background(), lb); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, lb)
+		if got := s.admissions() - before; got != 1 {
+			t.Fatalf("%v admissions for one ClusterIP and one LoadBalancer Service, want 1", got)
+		}
+	})
+}
+
+// TestScenario8WebhookStopped runs last: it stops the webhook.
+func TestScenario8WebhookStopped(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		s.stopWebhook()
+		defer func() {
+			if err := s.startWebhook(); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		ctx := context.Background()
+		err := s.kube.Create(ctx, lbService("payments", "while-down", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Fatalf("opted-in create with the webhook down: %v", err)
+		}
+		other := lbService("plain", "while-down", nil)
+		if err := s.kube.Create(ctx, other); err != nil {
+			t.Fatalf("a namespace that did not opt in is affected: %v", err)
+		}
+		del(t, other)
+		internal := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal-down"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+		if err := s.kube.Create(ctx, internal); err != nil {
+			t.Fatalf("a ClusterIP Service in an opted-in namespace is affected: %v", err)
+		}
+		del(t, internal)
+	})
+}
