@@ -25,7 +25,9 @@ const (
 	DefaultServingValidity = 365 * 24 * time.Hour
 	// DefaultRenewFraction renews a certificate when a third of its life is left.
 	DefaultRenewFraction = 1.0 / 3
-	DefaultCheckInterval = time.Hour
+	// DefaultCheckInterval also bounds how long a caBundle reset by someone
+	// else (a re-applied manifest) stays wrong.
+	DefaultCheckInterval = time.Minute
 )
 
 // Options configures a Keeper.

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/scaleway/scaleway-sdk-go/scw"
@@ -191,7 +191,8 @@ func (s *suite) startWebhook() error {
 		o.CertDir, o.WebhookHost, o.WebhookPort = wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort
 		o.RestConfig = s.cfg
 		o.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(s.emu.URL()), scw.WithAuth(accessKey, secretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
-		o.Log = logr.Discard()
+		// IT_VERBOSE=1 shows the webhook's and sweeper's logs.
+		o.Log = zap.New(zap.WriteTo(io.Discard))
 		if os.Getenv("IT_VERBOSE") != "" {
 			o.Log = zap.New(zap.UseDevMode(true))
 		}

@@ -162,8 +162,8 @@ func Serve(ctx context.Context, o Options) error {
 	log := o.Log
 	if log.GetSink() == nil {
 		log = zap.New(zap.UseFlagOptions(&o.Zap))
-		ctrl.SetLogger(log)
 	}
+	ctrl.SetLogger(log)
 	reg := o.Metrics
 	if reg == nil {
 		reg = metrics.Registry

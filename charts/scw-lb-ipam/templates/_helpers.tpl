@@ -1,0 +1,50 @@
+{{- define "scw-lb-ipam.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "scw-lb-ipam.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "scw-lb-ipam.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{ include "scw-lb-ipam.selectorLabels" . }}
+{{- end -}}
+
+{{- define "scw-lb-ipam.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "scw-lb-ipam.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "scw-lb-ipam.secretName" -}}
+{{- default (printf "%s-scaleway" (include "scw-lb-ipam.fullname" .)) .Values.scaleway.existingSecret -}}
+{{- end -}}
+
+{{- define "scw-lb-ipam.tlsSecretName" -}}
+{{- printf "%s-tls" (include "scw-lb-ipam.fullname" .) -}}
+{{- end -}}
+
+{{/* Fail fast on combinations the schema cannot express. */}}
+{{- define "scw-lb-ipam.validate" -}}
+{{- if not .Values.config.clusterName -}}
+{{- fail "config.clusterName is required: a name unique among the clusters sharing the Private Networks, e.g. prod-par" -}}
+{{- end -}}
+{{- if not .Values.config.clusterPrivateNetworkID -}}
+{{- fail "config.clusterPrivateNetworkID is required: the nodes' Private Network (the CCM's PN_ID)" -}}
+{{- end -}}
+{{- if not .Values.config.pools -}}
+{{- fail "config.pools needs at least one pool" -}}
+{{- end -}}
+{{- if and (not .Values.scaleway.existingSecret) (or (not .Values.scaleway.accessKey) (not .Values.scaleway.secretKey)) -}}
+{{- fail "set scaleway.existingSecret (for example the CCM's scaleway-secret, copied to this namespace) or scaleway.accessKey and scaleway.secretKey" -}}
+{{- end -}}
+{{- if and .Values.scaleway.existingSecret (or .Values.scaleway.accessKey .Values.scaleway.secretKey) -}}
+{{- fail "scaleway.existingSecret and scaleway.accessKey/secretKey are mutually exclusive: use one" -}}
+{{- end -}}
+{{- end -}}
