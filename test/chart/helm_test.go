@@ -1,0 +1,135 @@
+package chart
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+var (
+	root      = mustAbs("../..")
+	chartDir  = filepath.Join(root, "charts", "scw-lb-ipam")
+	helmBin   = filepath.Join(root, "bin", "helm")
+	release   = "scw-lb-ipam"
+	namespace = "scw-lb-ipam"
+)
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// helm runs the helm CLI with a private home, so nothing of the machine's
+// helm configuration leaks in.
+func helm(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBin, args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// render runs helm template with values files (relative to the chart) and
+// extra --set flags, and decodes the objects.
+func render(t testing.TB, valuesFiles []string, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := renderRaw(t, valuesFiles, sets...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	return decode(t, out)
+}
+
+func renderRaw(t testing.TB, valuesFiles []string, sets ...string) (string, error) {
+	args := []string{"template", release, chartDir, "--namespace", namespace}
+	for _, f := range valuesFiles {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(chartDir, f)
+		}
+		args = append(args, "--values", f)
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return helm(t, args...)
+}
+
+func decode(t testing.TB, manifests string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err == io.EOF {
+				return objs
+			}
+			t.Fatalf("decoding rendered manifests: %v", err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// find returns the rendered objects of a kind.
+func find(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func one(t testing.TB, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	found := find(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("%d %s rendered, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
+func field(t testing.TB, o *unstructured.Unstructured, path ...string) any {
+	t.Helper()
+	v, ok, err := unstructured.NestedFieldNoCopy(o.Object, path...)
+	if err != nil || !ok {
+		t.Fatalf("%s %s: no field %s", o.GetKind(), o.GetName(), strings.Join(path, "."))
+	}
+	return v
+}
+
+func webhookOf(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	hooks := field(t, one(t, objs, "MutatingWebhookConfiguration"), "webhooks").([]any)
+	if len(hooks) != 1 {
+		t.Fatalf("%d webhooks", len(hooks))
+	}
+	return hooks[0].(map[string]any)
+}
+
+func containerArgs(t testing.TB, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	containers := field(t, one(t, objs, "Deployment"), "spec", "template", "spec", "containers").([]any)
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		args = append(args, fmt.Sprint(a))
+	}
+	return args
+}
