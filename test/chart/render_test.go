@@ -2,6 +2,8 @@ package chart
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -166,7 +168,6 @@ func TestSchemaAndValidationRejections(t *testing.T) {
 		{"unknown key", []string{"colour=blue"}, "colour"},
 		{"unknown nested key", []string{"webhook.retries=3"}, "retries"},
 		{"wrong type", []string{"replicaCount=two"}, "replicaCount"},
-		{"pool without privateNetworkID", []string{"config.pools[0].privateNetworkID=null"}, "privateNetworkID"},
 		{"bad failurePolicy", []string{"webhook.failurePolicy=Maybe"}, "failurePolicy"},
 		{"bad tls mode", []string{"tls.mode=magic"}, "mode"},
 		{"bad region", []string{"config.region=mars-1"}, "region"},
@@ -177,5 +178,14 @@ func TestSchemaAndValidationRejections(t *testing.T) {
 		if err == nil || !strings.Contains(out, tt.want) {
 			t.Errorf("%s: accepted or unclear (err=%v):\n%s", tt.name, err, out)
 		}
+	}
+	// A pool without its Private Network, as a user would write it.
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte("config:\n  pools:\n    - name: dc-link\n      subnet: 172.16.4.0/22\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderRaw(t, []string{"ci/self-managed-values.yaml", file})
+	if err == nil || !strings.Contains(out, "missing property 'privateNetworkID'") {
+		t.Errorf("pool without privateNetworkID: accepted or unclear (err=%v):\n%s", err, out)
 	}
 }

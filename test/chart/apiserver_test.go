@@ -1,0 +1,261 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+func ensureNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := kube.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.PatchOption) error {
+	opts = append([]client.PatchOption{client.FieldOwner("chart-test"), client.ForceOwnership}, opts...)
+	return kube.Patch(ctx, o, client.Apply, opts...) //nolint:staticcheck // server-side apply of rendered unstructured objects
+}
+
+// TestServerSideDryRun: every object each mode renders is accepted by the
+// apiserver, with cert-manager's and prometheus-operator's CRDs installed.
+func TestServerSideDryRun(t *testing.T) {
+	ensureNamespace(t, namespace, nil)
+	ctx := context.Background()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			objs := render(t, []string{m.values})
+			if len(objs) < 10 {
+				t.Fatalf("only %d objects rendered", len(objs))
+			}
+			for _, o := range objs {
+				if err := apply(ctx, o, client.DryRunAll); err != nil {
+					t.Errorf("%s %s refused: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+// TestSelfManagedEndToEnd starts the binary with the chart's own arguments
+// and RBAC (impersonating its ServiceAccount), lets it create its Secret and
+// patch the caBundle, and has the apiserver call it over TLS.
+func TestSelfManagedEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(t, namespace, nil)
+	ensureNamespace(t, "payments", map[string]string{webhook.LabelEnabled: "true"})
+
+	emu := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
+	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(fmt.Sprintf(`config:
+  clusterName: e2e
+  region: fr-par
+  clusterPrivateNetworkID: %s
+  pools:
+    - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.20"]}
+scaleway:
+  existingSecret: scaleway-secret
+`, nodes.ID, dc.ID)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, []string{values})
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment", "PodDisruptionBudget":
+			continue // no kubelet here: the binary runs as a local process
+		}
+		if err := apply(ctx, o); err != nil {
+			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	cm := one(t, objs, "ConfigMap")
+	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(pools, []byte(field(t, cm, "data", "pools.yaml").(string)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := serviceAccountKubeconfig(t)
+	args := containerArgs(t, objs)
+
+	first := startBinary(t, args, pools, kubeconfig, emu.URL())
+	// The apiserver dials the Service's ClusterIP (through the egress proxy).
+	webhookSvc := &corev1.Service{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, webhookSvc); err != nil {
+		t.Fatal(err)
+	}
+	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
+	proxy.route(svcHost, first.webhookAddr)
+	defer proxy.route(svcHost, "")
+
+	secretKey := client.ObjectKey{Namespace: namespace, Name: release + "-tls"}
+	secret := &corev1.Secret{}
+	if err := kube.Get(ctx, secretKey, secret); err != nil {
+		t.Fatalf("the binary did not create its Secret: %v", err)
+	}
+	mwc := one(t, objs, "MutatingWebhookConfiguration")
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(mwc.GroupVersionKind())
+	if err := kube.Get(ctx, client.ObjectKey{Name: mwc.GetName()}, live); err != nil {
+		t.Fatal(err)
+	}
+	hooks, _, _ := unstructured.NestedSlice(live.Object, "webhooks")
+	bundle, _ := hooks[0].(map[string]any)["clientConfig"].(map[string]any)["caBundle"].(string)
+	if bundle == "" {
+		t.Fatal("caBundle not patched")
+	}
+
+	// The apiserver calls the webhook over TLS, through the Service name.
+	createAndCheck := func(name string) {
+		t.Helper()
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
+		if err := kube.Create(ctx, svc); err != nil {
+			t.Fatalf("creating a Service through the webhook: %v\nlogs:\n%s", err, first.logs.String())
+		}
+		got := &corev1.Service{}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(got.Annotations[webhook.AnnotationAddresses], "172.16.35.") || got.Annotations[webhook.AnnotationPrivateIPIDs] == "" {
+			t.Fatalf("Service %s not mutated: %v", name, got.Annotations)
+		}
+	}
+	createAndCheck("api")
+
+	// A second replica reuses the Secret as it is and serves the same pair.
+	second := startBinary(t, args, pools, kubeconfig, emu.URL())
+	again := &corev1.Secret{}
+	if err := kube.Get(ctx, secretKey, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != secret.ResourceVersion {
+		t.Fatal("the second replica rewrote the Secret")
+	}
+	served, err := os.ReadFile(filepath.Join(second.certDir, "tls.crt"))
+	if err != nil || !bytes.Equal(served, again.Data["tls.crt"]) {
+		t.Fatalf("the second replica serves another certificate (%v)", err)
+	}
+	// With the first one gone, the second answers the apiserver.
+	first.stop(t)
+	proxy.route(svcHost, second.webhookAddr)
+	createAndCheck("api-2")
+
+	if strings.Contains(first.logs.String()+second.logs.String(), "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f") {
+		t.Fatal("the Scaleway secret key appears in the logs")
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that impersonates the chart's
+// ServiceAccount, so the binary runs with exactly the chart's RBAC.
+func serviceAccountKubeconfig(t *testing.T) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cluster.Host, CertificateAuthorityData: cluster.CAData}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: cluster.CertData, ClientKeyData: cluster.KeyData, Token: cluster.BearerToken,
+		Impersonate: "system:serviceaccount:" + namespace + ":" + release,
+		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
+	cfg.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type process struct {
+	cmd         *exec.Cmd
+	logs        *bytes.Buffer
+	certDir     string
+	webhookAddr string
+	stopped     bool
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startBinary runs scw-lb-ipam with the chart's arguments, overriding only
+// what a pod gets from its volumes and network namespace: paths and ports.
+func startBinary(t *testing.T, chartArgs []string, pools, kubeconfig, apiURL string) *process {
+	t.Helper()
+	webhookPort, probePort := freePort(t), freePort(t)
+	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort)}
+	args := append([]string{}, chartArgs...)
+	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig,
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
+		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort))
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
+		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
+		"SCW_DEFAULT_PROJECT_ID="+ipamtest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) || p.cmd.ProcessState != nil {
+			t.Fatalf("scw-lb-ipam did not become ready:\n%s", p.logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after ten seconds.
+func (p *process) stop(t *testing.T) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+		t.Log("scw-lb-ipam needed SIGKILL")
+	}
+}

@@ -1,0 +1,108 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// cluster is the real apiserver of the suite; proxy is the egress proxy it
+// sends webhook calls through (see proxy_test.go); binary is scw-lb-ipam.
+var (
+	cluster *rest.Config
+	kube    client.Client
+	proxy   *connectProxy
+	binary  string
+	env     *envtest.Environment
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			fmt.Fprintf(os.Stderr, "chart: bin/%s is missing: run `make tools` (make test does it)\n", b)
+			return 1
+		}
+	}
+	crds := filepath.Join(root, "bin", "crds")
+	if _, err := os.Stat(crds); err != nil {
+		fmt.Fprintln(os.Stderr, "chart: bin/crds is missing: run `make crds` (make test does it)")
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "scw-lb-ipam-chart-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+
+	binary = filepath.Join(tmp, "scw-lb-ipam")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/scw-lb-ipam")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chart: building scw-lb-ipam:", err)
+		return 1
+	}
+
+	// The apiserver reaches Services through the cluster network, which does
+	// not exist here: an egress selector sends those connections to a local
+	// CONNECT proxy that maps the webhook Service to the binary's port.
+	if proxy, err = startConnectProxy(filepath.Join(tmp, "egress.sock")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer proxy.Close()
+	egress := filepath.Join(tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(proxy.egressSelectorConfig()), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	env = &envtest.Environment{
+		BinaryAssetsDirectory:   filepath.Join(root, "bin"),
+		ControlPlaneStopTimeout: 15 * time.Second,
+		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	if os.Getenv("CHART_VERBOSE") != "" {
+		env.ControlPlane.GetAPIServer().Out, env.ControlPlane.GetAPIServer().Err = os.Stderr, os.Stderr
+	}
+	if cluster, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "chart: starting kube-apiserver and etcd:", err)
+		return 1
+	}
+	// Stop the control plane however the run ends: SIGTERM, then SIGKILL.
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "chart: stopping the control plane:", err)
+		}
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		_ = env.Stop()
+		os.Exit(130)
+	}()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	if kube, err = client.New(cluster, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = context.Background()
+	return m.Run()
+}
