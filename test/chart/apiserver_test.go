@@ -177,7 +177,7 @@ func serviceAccountKubeconfig(t *testing.T) string {
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cluster.Host, CertificateAuthorityData: cluster.CAData}
 	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{
 		ClientCertificateData: cluster.CertData, ClientKeyData: cluster.KeyData, Token: cluster.BearerToken,
-		Impersonate: "system:serviceaccount:" + namespace + ":" + release,
+		Impersonate:       "system:serviceaccount:" + namespace + ":" + release,
 		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
 	}
 	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
