@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -64,7 +65,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) (code int) {
 	bin, _ := filepath.Abs("../../bin")
-	for _, b := range []string{"kube-apiserver", "etcd"} {
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: %s is missing in %s: run `make tools` (make test does it)\n", b, bin)
 			return 1
@@ -107,10 +108,18 @@ func run(m *testing.M) (code int) {
 		s.pns[name] = pn
 	}
 
+	hookConfig, err := renderWebhookConfig(bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	defer os.RemoveAll(filepath.Dir(hookConfig))
+	// envtest points the configuration's clientConfig at the in-process
+	// server and fills in its caBundle; everything else is the chart's.
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory:   bin,
 		ControlPlaneStopTimeout: 15 * time.Second,
-		WebhookInstallOptions:   envtest.WebhookInstallOptions{Paths: []string{webhookConfigPath()}},
+		WebhookInstallOptions:   envtest.WebhookInstallOptions{Paths: []string{hookConfig}},
 	}
 	cfg, err := s.env.Start()
 	if err != nil {
@@ -144,12 +153,24 @@ func run(m *testing.M) (code int) {
 	return m.Run()
 }
 
-// webhookConfigPath is the MutatingWebhookConfiguration the suite installs.
-func webhookConfigPath() string {
-	if p := os.Getenv("SCW_LB_IPAM_WEBHOOK_CONFIG"); p != "" {
-		return p
+// renderWebhookConfig renders the chart's MutatingWebhookConfiguration for
+// a release named scw-lb-ipam in namespace scw-lb-ipam.
+func renderWebhookConfig(bin string) (string, error) {
+	dir, err := os.MkdirTemp("", "scw-lb-ipam-it-hook-")
+	if err != nil {
+		return "", err
 	}
-	return "testdata/webhook.yaml"
+	chart, _ := filepath.Abs("../../charts/scw-lb-ipam")
+	cmd := exec.Command(filepath.Join(bin, "helm"), "template", "scw-lb-ipam", chart, "--namespace", "scw-lb-ipam",
+		"--values", filepath.Join(chart, "ci", "self-managed-values.yaml"),
+		"--show-only", "templates/mutatingwebhookconfiguration.yaml")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir, "HELM_CONFIG_HOME="+dir, "HELM_DATA_HOME="+dir)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("helm template: %w", err)
+	}
+	path := filepath.Join(dir, "webhook.yaml")
+	return path, os.WriteFile(path, out, 0o600)
 }
 
 // poolFile writes the suite's pool file.
