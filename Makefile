@@ -32,46 +32,48 @@ clean:
 # bin/kube-apiserver and bin/etcd are built from the versions pinned in
 # test/tools/go.mod, bin/helm from test/tools/helm/go.mod, with the committed
 # go.sum files (no checksum-database lookup). A binary is rebuilt only when it
-# is missing or its stamp bin/.NAME.version (pinned version + go.mod hash)
-# differs. The builds run one at a time, niced: kube-apiserver takes ~5 min
-# on a cold cache.
+# is missing or its stamp bin/.NAME.version differs: the pinned version plus a
+# hash of go.mod's requirements and replaces (not its comments) and of the
+# ldflags. The builds run one at a time, niced: kube-apiserver takes 5-6 min on
+# a cold build cache (2 cores), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/helm
+TOOLS     := bin/kube-apiserver bin/etcd bin/helm
 
 .PHONY: tools FORCE
 
 tools: ## Build the pinned kube-apiserver, etcd and helm into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
 
-# $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of a
-# tool binary $@. The shell variables v (the pinned version of MODULE),
-# major and minor may be used in EXTRA_LDFLAGS as $$v, $$major, $$minor.
+# $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of
+# the tool binary $@. EXTRA_LDFLAGS may use the shell variables v (the version
+# of MODULE pinned in MODULE_DIR/go.mod), major and minor as $$v, $$major...
 define tool_build
 v=$$(awk -v m='$(2)' '{ sub(/^require[ \t]+/, "") } $$1 == m && $$2 ~ /^v/ { print $$2; exit }' '$(1)/go.mod'); \
 [ -n "$$v" ] || { echo "$(1)/go.mod pins no version of $(2)" >&2; exit 1; }; \
 major=$${v#v}; major=$${major%%.*}; minor=$${v#v*.}; minor=$${minor%%.*}; \
-stamp="$(2) $$v go.mod:$$(sha256sum '$(1)/go.mod' | cut -c1-16)"; \
-name='$(patsubst $(CURDIR)/%,%,$@)'; version_file='$(@D)/.$(@F).version'; \
-if [ -x '$@' ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
-  echo "$$name is up to date ($(2) $$v)"; \
+ldflags="-s -w $(strip $(4))"; \
+stamp="$(2) $$v $$( { cd '$(1)' && GOWORK=off $(GO) mod edit -json && echo "$$ldflags"; } | sha256sum | cut -c1-16)"; \
+out='$(abspath $@)'; version_file='$(abspath $(@D))/.$(@F).version'; \
+if [ -x "$$out" ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
+  echo "$@ is up to date ($(2) $$v)"; \
 else \
-  echo "building $$name ($(2) $$v)…"; \
-  mkdir -p '$(@D)' && rm -f "$$version_file" '$@.tmp' && \
+  echo "building $@ ($(2) $$v)…"; \
+  mkdir -p '$(@D)' && rm -f "$$version_file" "$$out.tmp" && \
   cd '$(1)' && \
   GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
-    nice -n 10 $(GO) build -trimpath -ldflags="-s -w $(4)" -o '$@.tmp' '$(3)' && \
-  mv -f '$@.tmp' '$@' && echo "$$stamp" > "$$version_file"; \
+    nice -n 10 $(GO) build -trimpath -ldflags="$$ldflags" -o "$$out.tmp" '$(3)' && \
+  mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file"; \
 fi
 endef
 
 KUBE_VERSION_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$$v -X $(p).gitMajor=$$major -X $(p).gitMinor=$$minor -X $(p).gitTreeState=clean)
 
-$(BIN)/kube-apiserver: FORCE
+bin/kube-apiserver: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-apiserver,$(KUBE_VERSION_LDFLAGS))
 
-$(BIN)/etcd: FORCE
+bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)
 
-$(BIN)/helm: FORCE
+bin/helm: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/helm,helm.sh/helm/v4,helm.sh/helm/v4/cmd/helm,-X helm.sh/helm/v4/internal/version.version=$$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean)

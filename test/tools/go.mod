@@ -201,8 +201,10 @@ replace (
 	k8s.io/streaming => k8s.io/streaming v0.36.5
 )
 
-// etcd: the server and its sibling modules from the same tag (kube-apiserver
-// alone would select the v3.6.8 client it was released with).
+// etcd: the server's sibling modules from the server's own tag, whatever else
+// asks for (k8s.io/kubernetes v1.36.5 requires v3.6.8 of the api and client
+// modules). The etcd binary is the main package at the root of
+// go.etcd.io/etcd/server/v3.
 replace (
 	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.16
