@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -513,8 +512,8 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 	return o, nil
 }
 
-// Start keeps the occupancy views of pools that pick addresses fresh in the
-// background, so admissions rarely pay for a subnet listing. It lists them
+// Start keeps the occupancy views of the pools fresh in the background, so
+// admissions rarely pay for a subnet listing and Stats stays current. It lists them
 // once right away and then every half TTL until ctx ends; a failed listing
 // waits for the next tick (an admission lists by itself when its view is
 // stale). It implements controller-runtime's manager.Runnable.
@@ -523,7 +522,7 @@ func (a *Allocator) Start(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error(err, "refreshing the occupancy of pools that pick addresses")
+			a.log.Error(err, "refreshing the pools' occupancy")
 		}
 		select {
 		case <-ctx.Done():
@@ -531,24 +530,6 @@ func (a *Allocator) Start(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// Refresh lists the subnet of every pool that picks addresses, each subnet
-// once.
-func (a *Allocator) Refresh(ctx context.Context) error {
-	var errs []error
-	seen := map[string]bool{}
-	for _, p := range a.Config().Pools {
-		if !p.PicksAddresses() || seen[p.SubnetID()] {
-			continue
-		}
-		seen[p.SubnetID()] = true
-		a.invalidate(p)
-		if _, err := a.occupancy(ctx, p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // invalidate drops a subnet's view so that the next pick lists it again.

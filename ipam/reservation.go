@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"time"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -96,6 +97,9 @@ type Holder struct {
 	Cluster  string
 	Service  types.NamespacedName
 	Resource *Resource
+	// RetainedSince is when the sweeper found the reservation unreferenced;
+	// zero while a Service uses it.
+	RetainedSince time.Time
 }
 
 func (h Holder) String() string {
@@ -113,7 +117,7 @@ func (h Holder) String() string {
 func holderOf(ip *IP) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if e, ok := ParseEntry(ip.Tags); ok {
-		h.Cluster, h.Service = e.Cluster, e.Service
+		h.Cluster, h.Service, h.RetainedSince = e.Cluster, e.Service, e.OrphanedSince
 	}
 	return h
 }

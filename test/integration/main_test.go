@@ -280,6 +280,27 @@ func (s *suite) admissions() float64 {
 	return total
 }
 
+// gauge reads one pool gauge, -1 when absent.
+func (s *suite) gauge(name, pool string) float64 {
+	families, err := s.metrics.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pool" && l.GetValue() == pool {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
 func counterValue(m *dto.Metric) float64 {
 	if m.GetCounter() != nil {
 		return m.GetCounter().GetValue()

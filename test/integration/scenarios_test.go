@@ -128,6 +128,10 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		if len(w.list) != 1 || w.list[0] != want {
 			t.Fatalf("warnings %q, want %q", w.list, want)
 		}
+		// The pool gauges count it without another Scaleway call.
+		if total, used := s.gauge("scw_lb_ipam_pool_addresses_total", "dc-link"), s.gauge("scw_lb_ipam_pool_addresses_used_by_cluster", "dc-link"); total != 120 || used < 1 {
+			t.Fatalf("pool gauges: total %v used %v", total, used)
+		}
 	})
 }
 

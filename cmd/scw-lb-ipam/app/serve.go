@@ -269,6 +269,9 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 	if err := mgr.Add(alloc); err != nil {
 		return err
 	}
+	if err := reg.Register(newPoolCollector(alloc)); err != nil {
+		return err
+	}
 	sw := sweeper.New(sweeper.Options{
 		Cloud:    cloud,
 		Config:   alloc.Config,
