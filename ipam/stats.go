@@ -3,25 +3,28 @@ package ipam
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"slices"
+	"time"
 )
 
 // PoolStats is the occupancy of one pool, from the last listing of its
 // subnet plus this process's bookings since.
 type PoolStats struct {
-	Pool string
+	Pool string `json:"pool"`
 	// Total is the number of addresses the pool can hand out; 0 when the
 	// pool is too wide to count (an IPv6 /64 without ranges).
-	Total uint64
+	Total uint64 `json:"total"`
 	// UsedByCluster are this cluster's reservations, Retained included.
-	UsedByCluster uint64
+	UsedByCluster uint64 `json:"usedByCluster"`
 	// UsedByOthers are held by other clusters, resources or people.
-	UsedByOthers uint64
+	UsedByOthers uint64 `json:"usedByOthers"`
 	// Retained are this cluster's reservations no Service uses, kept for
 	// their retention.
-	Retained uint64
-	Free     uint64
+	Retained uint64 `json:"retained"`
+	Free     uint64 `json:"free"`
 	// Known is false until the pool's subnet has been listed once.
-	Known bool
+	Known bool `json:"-"`
 }
 
 // Stats reports every pool's occupancy without calling the API.
@@ -78,4 +81,62 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PoolReport is a pool's occupancy and who holds each of its addresses.
+type PoolReport struct {
+	PoolStats
+	PrivateNetworkID string          `json:"privateNetworkID"`
+	Subnet           string          `json:"subnet"`
+	Ranges           []string        `json:"ranges,omitempty"`
+	Addresses        []AddressReport `json:"addresses"`
+}
+
+// AddressReport is one booked address of a pool.
+type AddressReport struct {
+	Address netip.Addr `json:"address"`
+	IPID    string     `json:"ipamID"`
+	// Holder names who holds it: "Service ns/name", "Service ns/name
+	// (cluster other)", a resource ("lb_server my-lb"), or "IPAM IP <id>".
+	Holder string `json:"holder"`
+	// Mine is true for this cluster's reservations.
+	Mine bool `json:"mine"`
+	// RetainedUntil is when the sweeper may release it (zero while used).
+	RetainedUntil time.Time `json:"retainedUntil,omitzero"`
+}
+
+// Report is Stats with the addresses, sorted, for the status command.
+func (a *Allocator) Report() []PoolReport {
+	cfg := a.Config()
+	stats := a.Stats()
+	out := make([]PoolReport, 0, len(stats))
+	for i, p := range cfg.Pools {
+		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
+		a.mu.Lock()
+		o := a.occ[p.SubnetID()]
+		a.mu.Unlock()
+		if o != nil {
+			o.mu.Lock()
+			for addr, h := range o.holders {
+				if h.IPID == "" || !p.Contains(addr) {
+					continue
+				}
+				ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName}
+				if ar.Mine {
+					ar.Holder = "Service " + h.Service.String()
+					if h.Resource != nil {
+						ar.Holder += ", attached to " + h.Resource.String()
+					}
+					if !h.RetainedSince.IsZero() {
+						ar.RetainedUntil = h.RetainedSince.Add(p.Retention.Duration)
+					}
+				}
+				r.Addresses = append(r.Addresses, ar)
+			}
+			o.mu.Unlock()
+		}
+		slices.SortFunc(r.Addresses, func(x, y AddressReport) int { return x.Address.Compare(y.Address) })
+		out = append(out, r)
+	}
+	return out
 }

@@ -13,7 +13,8 @@ import (
 const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
 
 Usage:
-  scw-lb-ipam serve [flags]    run the admission webhook
+  scw-lb-ipam serve [flags]    run the admission webhook (and the sweeper on the leader)
+  scw-lb-ipam status [flags]   print each pool's capacity and who holds which address
   scw-lb-ipam help             show this text
 
 Scaleway credentials come from the SDK environment: SCW_ACCESS_KEY,
@@ -41,6 +42,12 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return app.Serve(ctx, opts)
+	case "status":
+		opts, err := app.ParseStatusFlags(args[1:])
+		if err != nil {
+			return err
+		}
+		return app.Status(ctx, opts, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -270,6 +270,7 @@ func nameOrder(orderBy string) (func(a, b namedItem) int, *apiError) {
 // --- Private Networks ---
 
 type pnSpec struct {
+	id              string // "": a new one
 	name, projectID string
 	tags            []string
 	subnets         []string // nil: choose a free /22
@@ -331,8 +332,14 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 		return cmp.Compare(a.Addr().BitLen(), b.Addr().BitLen())
 	})
 
+	id := spec.id
+	if id == "" {
+		id = newID()
+	} else if _, taken := s.st.pns[id]; taken {
+		return nil, fmt.Errorf("Private Network %s already exists", id)
+	}
 	pn := &pnRec{
-		id: newID(), name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
+		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
 		tags: nonNil(spec.tags), defaultRoutePropagation: spec.defaultRoutes,
 		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
 	}
@@ -576,9 +583,15 @@ func (s *Server) listSubnets(c *call) reply {
 // 172.16.x.0/22 when none is given, and an IPv6 /64 as the API adds one
 // unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
 func (s *Server) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
+	return s.AddPrivateNetworkWithID("", name, subnets...)
+}
+
+// AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
+// pool file written for the playground names networks that exist.
+func (s *Server) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pn, err := s.createPNLocked(pnSpec{name: name, subnets: subnets}, s.now())
+	pn, err := s.createPNLocked(pnSpec{id: id, name: name, subnets: subnets}, s.now())
 	if err != nil {
 		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
 	}

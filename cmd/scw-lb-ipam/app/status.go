@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// StatusOptions are the flags of "status".
+type StatusOptions struct {
+	ConfigFile string
+	Output     string // table or json
+	// ScalewayOptions add to the SDK environment (tests).
+	ScalewayOptions []scw.ClientOption
+}
+
+// ParseStatusFlags reads the flags of "status".
+func ParseStatusFlags(args []string) (StatusOptions, error) {
+	var o StatusOptions
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file")
+	fs.StringVar(&o.Output, "o", "table", "output: table or json")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.Output != "table" && o.Output != "json" {
+		return o, fmt.Errorf("-o %q: use table or json", o.Output)
+	}
+	return o, nil
+}
+
+// Status prints each pool's capacity and who holds which address, read
+// from IPAM (read-only: it never books, tags or releases).
+func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
+	cfg, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, ClientOptions: o.ScalewayOptions, PageSize: 1000})
+	if err != nil {
+		return fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
+	}
+	if err := cfg.Resolve(ctx, cloud); err != nil {
+		return err
+	}
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+	if err := alloc.Refresh(ctx); err != nil {
+		return fmt.Errorf("listing the pools' addresses: %w", err)
+	}
+	report := alloc.Report()
+	if o.Output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			ClusterName string            `json:"clusterName"`
+			Region      string            `json:"region"`
+			Pools       []ipam.PoolReport `json:"pools"`
+		}{cfg.ClusterName, cfg.Region, report})
+	}
+	return printTable(out, cfg, report)
+}
+
+func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
+	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")
+	for _, r := range report {
+		ranges := strings.Join(r.Ranges, ",")
+		if ranges == "" {
+			ranges = "(IPAM chooses)"
+		}
+		total, free := fmt.Sprint(r.Total), fmt.Sprint(r.Free)
+		if r.Total == 0 {
+			total, free = "-", "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Pool, r.PrivateNetworkID, r.Subnet, ranges, total, r.UsedByCluster, r.UsedByOthers, r.Retained, free)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "POOL\tADDRESS\tIPAM ID\tHOLDER")
+	for _, r := range report {
+		for _, a := range r.Addresses {
+			holder := a.Holder
+			if !a.RetainedUntil.IsZero() {
+				holder = fmt.Sprintf("retained until %s (%s)", a.RetainedUntil.UTC().Format(time.RFC3339), strings.TrimPrefix(holder, "Service "))
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Pool, a.Address, a.IPID, holder)
+		}
+	}
+	return w.Flush()
+}
