@@ -4,7 +4,7 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/chart
+SUITES := ./test/integration ./test/chart ./test/playground
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -v '/test/')
 
 .PHONY: all build test unit suites lint bench run clean crds
@@ -29,13 +29,13 @@ unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 # trap also ends any a killed test run left behind.
 suites: tools crds ## The suites on a real kube-apiserver, etcd and helm.
 	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
-	  $(GO) test -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 bench: ## Benchmarks with their numbers.
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
-run:
-	@echo "make run (the local playground) is not built yet: it arrives with the playground step."; exit 1
+run: tools build ## The playground: kube-apiserver, etcd, the emulator and scw-lb-ipam, until Ctrl-C.
+	@exec $(BIN)/scw-playground -root $(CURDIR)
 
 clean:
 	rm -rf $(BIN)

@@ -108,8 +108,8 @@ scaleway:
 		t.Fatal(err)
 	}
 	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
-	proxy.route(svcHost, first.webhookAddr)
-	defer proxy.route(svcHost, "")
+	proxy.Route(svcHost, first.webhookAddr)
+	defer proxy.Route(svcHost, "")
 
 	secretKey := client.ObjectKey{Namespace: namespace, Name: release + "-tls"}
 	secret := &corev1.Secret{}
@@ -161,7 +161,7 @@ scaleway:
 	}
 	// With the first one gone, the second answers the apiserver.
 	first.stop(t)
-	proxy.route(svcHost, second.webhookAddr)
+	proxy.Route(svcHost, second.webhookAddr)
 	createAndCheck("api-2")
 
 	if strings.Contains(first.logs.String()+second.logs.String(), "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f") {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/playground"
 )
 
 // cluster is the real apiserver of the suite; proxy is the egress proxy it
@@ -23,7 +25,7 @@ import (
 var (
 	cluster *rest.Config
 	kube    client.Client
-	proxy   *connectProxy
+	proxy   *playground.ConnectProxy
 	binary  string
 	env     *envtest.Environment
 )
@@ -60,13 +62,13 @@ func run(m *testing.M) int {
 	// The apiserver reaches Services through the cluster network, which does
 	// not exist here: an egress selector sends those connections to a local
 	// CONNECT proxy that maps the webhook Service to the binary's port.
-	if proxy, err = startConnectProxy(filepath.Join(tmp, "egress.sock")); err != nil {
+	if proxy, err = playground.StartConnectProxy(filepath.Join(tmp, "egress.sock")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer proxy.Close()
 	egress := filepath.Join(tmp, "egress.yaml")
-	if err := os.WriteFile(egress, []byte(proxy.egressSelectorConfig()), 0o600); err != nil {
+	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

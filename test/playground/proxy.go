@@ -1,4 +1,4 @@
-package chart
+package playground
 
 import (
 	"bufio"
@@ -9,30 +9,32 @@ import (
 	"sync"
 )
 
-// connectProxy is an HTTP CONNECT proxy on a local socket that the apiserver's
+// ConnectProxy is an HTTP CONNECT proxy on a local socket that the apiserver's
 // egress selector uses for "cluster" traffic. It maps host:port pairs (the
 // webhook Service's DNS name) to local addresses and refuses the rest.
-type connectProxy struct {
+type ConnectProxy struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	routes map[string]string
 	wg     sync.WaitGroup
 }
 
-// startConnectProxy listens on a Unix socket: the apiserver speaks
+// StartConnectProxy listens on a Unix socket: the apiserver speaks
 // HTTP CONNECT over TCP only with TLS, over a socket without.
-func startConnectProxy(socket string) (*connectProxy, error) {
+func StartConnectProxy(socket string) (*ConnectProxy, error) {
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		return nil, err
 	}
-	p := &connectProxy{ln: ln, routes: map[string]string{}}
+	p := &ConnectProxy{ln: ln, routes: map[string]string{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
 }
 
-func (p *connectProxy) egressSelectorConfig() string {
+// EgressSelectorConfig is the apiserver's --egress-selector-config-file
+// content that sends "cluster" traffic through the proxy.
+func (p *ConnectProxy) EgressSelectorConfig() string {
 	return fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
 egressSelections:
@@ -45,8 +47,8 @@ egressSelections:
 `, p.ln.Addr())
 }
 
-// route sends CONNECTs for hostport to target; "" removes the route.
-func (p *connectProxy) route(hostport, target string) {
+// Route sends CONNECTs for hostport to target; "" removes the route.
+func (p *ConnectProxy) Route(hostport, target string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if target == "" {
@@ -56,12 +58,13 @@ func (p *connectProxy) route(hostport, target string) {
 	p.routes[hostport] = target
 }
 
-func (p *connectProxy) Close() {
+// Close stops accepting and waits for the accept loop.
+func (p *ConnectProxy) Close() {
 	_ = p.ln.Close()
 	p.wg.Wait()
 }
 
-func (p *connectProxy) serve() {
+func (p *ConnectProxy) serve() {
 	defer p.wg.Done()
 	for {
 		conn, err := p.ln.Accept()
@@ -72,7 +75,7 @@ func (p *connectProxy) serve() {
 	}
 }
 
-func (p *connectProxy) handle(conn net.Conn) {
+func (p *ConnectProxy) handle(conn net.Conn) {
 	defer conn.Close()
 	br := bufio.NewReader(conn)
 	req, err := http.ReadRequest(br)

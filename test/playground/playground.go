@@ -1,0 +1,357 @@
+package playground
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// The playground's fake Scaleway credentials: the emulator checks them like
+// the real API would, and they open nothing anywhere else.
+const (
+	AccessKey = "SCWPLAYGROUNDXXXXXXX"
+	SecretKey = "00000000-0000-4000-8000-00000000d3a0"
+	// Namespace is where the chart is installed; DemoNamespace is opted in.
+	Namespace     = "scw-lb-ipam"
+	DemoNamespace = "demo"
+	release       = "scw-lb-ipam"
+)
+
+// Options configures Run.
+type Options struct {
+	// Root is the repository: bin/ (make tools), charts/ and the pool file.
+	Root string
+	// PoolFile is the pool file to seed and serve; default examples/pools.yaml.
+	PoolFile string
+	// Out receives the banner and the logs.
+	Out io.Writer
+	// Log is the components' logger.
+	Log logr.Logger
+}
+
+// Run starts everything, prints how to use it, and stops everything when
+// ctx ends, removing its temporary files.
+func Run(ctx context.Context, o Options) (err error) {
+	if o.PoolFile == "" {
+		o.PoolFile = filepath.Join(o.Root, "examples", "pools.yaml")
+	}
+	bin := filepath.Join(o.Root, "bin")
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("bin/%s is missing: run make tools (make run does)", b)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "scw-lb-ipam-playground-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	// 1. The emulator, with the pool file's Private Networks.
+	poolData, err := os.ReadFile(o.PoolFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := ipam.ParseConfig(poolData)
+	if err != nil {
+		return err
+	}
+	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey})
+	emuURL, err := emu.Start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+	if err := seed(emu, cfg); err != nil {
+		return err
+	}
+
+	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
+	// to the in-process webhook, as they would to a pod.
+	proxy, err := StartConnectProxy(filepath.Join(tmp, "egress.sock"))
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	egress := filepath.Join(tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
+		return err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	restCfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	defer func() {
+		if serr := env.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	user, err := env.AddUser(envtest.User{Name: "playground-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfigData, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kubeconfigData, 0o600); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	// 3. The chart, rendered with this pool file, minus what needs a kubelet.
+	objs, args, err := renderChart(ctx, o.Root, tmp, poolData)
+	if err != nil {
+		return err
+	}
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{webhook.LabelEnabled: "true"}}},
+	} {
+		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		if k := obj.GetKind(); k == "Deployment" || k == "PodDisruptionBudget" {
+			continue
+		}
+		if err := kube.Patch(ctx, obj, client.Apply, client.FieldOwner("playground"), client.ForceOwnership); err != nil { //nolint:staticcheck // apply of rendered unstructured objects
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+
+	// 4. The webhook and sweeper, with the chart's arguments, in process.
+	pools := filepath.Join(tmp, "pools.yaml")
+	if err := os.WriteFile(pools, poolData, 0o600); err != nil {
+		return err
+	}
+	webhookPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv("POD_NAMESPACE", Namespace); err != nil {
+		return err
+	}
+	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(tmp, "certs"),
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=0",
+		"--sweep-interval=10s")
+	opts, err := app.ParseFlags(args[1:]) // args[0] is "serve"
+	if err != nil {
+		return err
+	}
+	opts.RestConfig = restCfg
+	opts.Log = o.Log
+	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(serveCtx, opts) }()
+	defer func() {
+		stopServe()
+		<-served
+	}()
+	svc := &corev1.Service{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
+		return err
+	}
+	proxy.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
+	if err := waitListening(ctx, "127.0.0.1:"+strconv.Itoa(webhookPort), served); err != nil {
+		return err
+	}
+
+	banner(o.Out, o.Root, kubeconfig, emuURL, metricsPort, pools, tmp)
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", tmp)
+		return nil
+	case err := <-served:
+		served <- err // for the deferred wait
+		return fmt.Errorf("the webhook stopped: %w", err)
+	}
+}
+
+// seed creates the pool file's Private Networks, with its IDs, in the
+// emulator: each with the subnets its pools name, or one chosen for it.
+func seed(emu *ipamtest.Server, cfg *ipam.Config) error {
+	subnets := map[string][]string{cfg.ClusterPrivateNetworkID: nil}
+	order := []string{cfg.ClusterPrivateNetworkID}
+	for _, p := range cfg.Pools {
+		if _, ok := subnets[p.PrivateNetworkID]; !ok {
+			order = append(order, p.PrivateNetworkID)
+		}
+		if p.Subnet != "" && !strings.Contains(strings.Join(subnets[p.PrivateNetworkID], ","), p.Subnet) {
+			subnets[p.PrivateNetworkID] = append(subnets[p.PrivateNetworkID], p.Subnet)
+		}
+	}
+	for i, id := range order {
+		name := "nodes"
+		if i > 0 {
+			name = "pn-" + strconv.Itoa(i)
+		}
+		if _, err := emu.AddPrivateNetworkWithID(id, name, subnets[id]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderChart renders the chart with the pool file and returns its objects
+// and the Deployment's container arguments.
+func renderChart(ctx context.Context, root, tmp string, poolData []byte) ([]*unstructured.Unstructured, []string, error) {
+	var config map[string]any
+	if err := yaml.Unmarshal(poolData, &config); err != nil {
+		return nil, nil, err
+	}
+	values, err := yaml.Marshal(map[string]any{"config": config, "scaleway": map[string]any{"existingSecret": "scaleway-secret"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	valuesFile := filepath.Join(tmp, "values.yaml")
+	if err := os.WriteFile(valuesFile, values, 0o600); err != nil {
+		return nil, nil, err
+	}
+	home := filepath.Join(tmp, "helm")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", release, filepath.Join(root, "charts", "scw-lb-ipam"),
+		"--namespace", Namespace, "--values", valuesFile)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, nil, fmt.Errorf("helm template: %s", ee.Stderr)
+		}
+		return nil, nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(out)), 4096)
+	var objs []*unstructured.Unstructured
+	var args []string
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		objs = append(objs, u)
+		if u.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			for _, a := range containers[0].(map[string]any)["args"].([]any) {
+				args = append(args, fmt.Sprint(a))
+			}
+		}
+	}
+	if len(args) == 0 {
+		return nil, nil, errors.New("the chart rendered no Deployment arguments")
+	}
+	return objs, args, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(ctx context.Context, addr string, served chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-served:
+			served <- err
+			return fmt.Errorf("the webhook stopped while starting: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		// A TLS handshake, not a bare connect: the server logs half-open
+		// connections as errors.
+		d := &net.Dialer{Timeout: time.Second}
+		if c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a liveness probe only
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the webhook did not listen on %s within 60s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ReadyLine is printed once everything answers; scripts wait for it.
+const ReadyLine = "playground ready"
+
+func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, tmp string) {
+	rel := func(p string) string {
+		if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return p
+	}
+	fmt.Fprintf(w, `
+%s: a real kube-apiserver and etcd, the Scaleway emulator, and scw-lb-ipam
+(webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam.
+
+  KUBECONFIG   %s
+  emulator     %s   (Scaleway API; access key %s)
+  metrics      http://127.0.0.1:%d/metrics
+  pool file    %s
+  namespace    %s is opted in (label %s=true)
+
+Try it (from the repository):
+
+  export KUBECONFIG=%s
+  kubectl apply -f examples/service.yaml
+  kubectl -n %s get service api -o jsonpath='{.metadata.annotations}{"\n"}'
+  SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
+
+Ctrl-C stops everything and removes %s.
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), DemoNamespace, webhook.LabelEnabled,
+		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
+}

@@ -1,0 +1,251 @@
+package playground
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+type warningsSeen struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warningsSeen) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+// TestMakeRun drives make run's entry point like a newcomer: start it, apply
+// the example Service, read its annotations and the warning, run status,
+// then Ctrl-C and check nothing is left behind.
+func TestMakeRun(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			t.Fatalf("bin/%s is missing: run make tools (make test does)", b)
+		}
+	}
+	bins := t.TempDir()
+	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/scw-playground", "./cmd/scw-lb-ipam")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(filepath.Join(bins, "scw-playground"), "-root", root)
+	cmd.Dir = root
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	stopped := false
+	defer func() {
+		if !stopped { // the test failed midway: still stop it, then kill
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+		}
+	}()
+
+	// Read the banner until the ready line and the commands after it.
+	banner := make(chan string, 1)
+	var out bytes.Buffer
+	var outMu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			outMu.Lock()
+			out.WriteString(sc.Text() + "\n")
+			text := out.String()
+			outMu.Unlock()
+			if !sent && strings.Contains(text, "Ctrl-C stops everything") {
+				banner <- text
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	var text string
+	select {
+	case text = <-banner:
+	case err := <-exited:
+		t.Fatalf("make run's entry point exited: %v\n%s\n%s", err, out.String(), logs.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("no ready banner within 3 minutes:\n%s", out.String())
+	}
+	if !strings.Contains(text, ReadyLine) {
+		t.Fatalf("banner without %q:\n%s", ReadyLine, text)
+	}
+	kubeconfig := match(t, text, `KUBECONFIG\s+(\S+)`)
+	tmp := match(t, text, `removes (\S+)\.`)
+	statusLine := match(t, text, `(SCW_API_URL=.*bin/scw-lb-ipam status .*)`)
+
+	// kubectl apply -f examples/service.yaml, with client-go.
+	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &warningsSeen{}
+	restCfg.WarningHandler = seen
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(root, "examples", "service.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := yaml.UnmarshalStrict(manifest, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Create(context.Background(), svc); err != nil {
+		t.Fatalf("applying examples/service.yaml: %v\n%s", err, logs.String())
+	}
+	got := &corev1.Service{}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
+		t.Fatal(err)
+	}
+	addr, id := got.Annotations[webhook.AnnotationAddresses], got.Annotations[webhook.AnnotationPrivateIPIDs]
+	if addr != "172.16.4.200" || id == "" {
+		t.Fatalf("annotations: %v", got.Annotations)
+	}
+	want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
+	if len(seen.list) != 1 || seen.list[0] != want {
+		t.Fatalf("warnings %q, want %q", seen.list, want)
+	}
+
+	// The status command printed in the banner, as JSON.
+	fields := strings.Fields(statusLine)
+	var env []string
+	for len(fields) > 0 && strings.Contains(fields[0], "=") {
+		env = append(env, fields[0])
+		fields = fields[1:]
+	}
+	if fields[0] != "bin/scw-lb-ipam" {
+		t.Fatalf("status command %q", statusLine)
+	}
+	status := exec.Command(filepath.Join(bins, "scw-lb-ipam"), append(fields[1:], "-o", "json")...)
+	status.Env = append(os.Environ(), env...)
+	report, err := status.Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var doc struct {
+		Pools []ipam.PoolReport `json:"pools"`
+	}
+	if err := json.Unmarshal(report, &doc); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, report)
+	}
+	found := false
+	for _, p := range doc.Pools {
+		for _, a := range p.Addresses {
+			found = found || (a.IPID == id && a.Holder == "Service demo/api" && a.Address.String() == addr)
+		}
+	}
+	if !found {
+		t.Fatalf("status does not show %s held by Service demo/api:\n%s", addr, report)
+	}
+
+	// The apiserver's and etcd's ports, to check they are gone after.
+	apiserverPort := match(t, string(mustRead(t, kubeconfig)), `server: https://127\.0\.0\.1:(\d+)`)
+
+	// Ctrl-C.
+	stopped = true
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after Ctrl-C: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("still running 60s after Ctrl-C")
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("%s is left behind (%v)", tmp, err)
+	}
+	if p := processWith("--secure-port=" + apiserverPort); p != "" {
+		t.Fatalf("kube-apiserver still running: %s", p)
+	}
+	if p := processWith(filepath.Base(tmp)); p != "" {
+		t.Fatalf("a process of the playground is still running: %s", p)
+	}
+}
+
+func match(t *testing.T, text, expr string) string {
+	t.Helper()
+	m := regexp.MustCompile(expr).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no %s in:\n%s", expr, text)
+	}
+	return m[1]
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// processWith returns the command line of a running process containing s.
+func processWith(s string) string {
+	entries, _ := os.ReadDir("/proc")
+	self := fmt.Sprint(os.Getpid())
+	for _, e := range entries {
+		if e.Name() == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmdline, s) {
+			return cmdline
+		}
+	}
+	return ""
+}
