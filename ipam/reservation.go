@@ -1,10 +1,10 @@
 package ipam
 
 import (
-	"time"
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
