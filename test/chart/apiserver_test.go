@@ -172,16 +172,23 @@ scaleway:
 // serviceAccountKubeconfig writes a kubeconfig that impersonates the chart's
 // ServiceAccount, so the binary runs with exactly the chart's RBAC.
 func serviceAccountKubeconfig(t *testing.T) string {
+	return kubeconfig(t, "system:serviceaccount:"+namespace+":"+release,
+		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
+}
+
+// adminKubeconfig writes the suite's admin kubeconfig.
+func adminKubeconfig(t *testing.T) string { return kubeconfig(t, "") }
+
+func kubeconfig(t *testing.T, impersonate string, groups ...string) string {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cluster.Host, CertificateAuthorityData: cluster.CAData}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{
 		ClientCertificateData: cluster.CertData, ClientKeyData: cluster.KeyData, Token: cluster.BearerToken,
-		Impersonate:       "system:serviceaccount:" + namespace + ":" + release,
-		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		Impersonate: impersonate, ImpersonateGroups: groups,
 	}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
-	cfg.CurrentContext = "sa"
+	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user"}
+	cfg.CurrentContext = "envtest"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
@@ -257,5 +264,23 @@ func (p *process) stop(t *testing.T) {
 		_ = p.cmd.Process.Kill()
 		<-done
 		t.Log("scw-lb-ipam needed SIGKILL")
+	}
+}
+
+// TestReadmeInstall runs the README's install command, as a server-side
+// dry run, with the production example values.
+func TestReadmeInstall(t *testing.T) {
+	ensureNamespace(t, namespace, nil)
+	kubeconfig := adminKubeconfig(t)
+	out, err := helm(t, "upgrade", "--install", release, chartDir, "--namespace", namespace,
+		"--values", filepath.Join(root, "examples", "values-production.yaml"),
+		"--kubeconfig", kubeconfig, "--dry-run=server")
+	if err != nil {
+		t.Fatalf("helm upgrade --install --dry-run=server: %v\n%s", err, out)
+	}
+	for _, want := range []string{"kind: MutatingWebhookConfiguration", "kind: Certificate", "kind: ServiceMonitor", "kubectl label namespace <namespace> scw-lb-ipam.io/enabled=true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install output lacks %q", want)
+		}
 	}
 }
