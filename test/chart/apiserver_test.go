@@ -92,7 +92,11 @@ scaleway:
 		if err := apply(ctx, o); err != nil {
 			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
+		t.Cleanup(func() { _ = kube.Delete(context.Background(), o) })
 	}
+	t.Cleanup(func() {
+		_ = kube.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: release + "-tls"}})
+	})
 	cm := one(t, objs, "ConfigMap")
 	pools := filepath.Join(t.TempDir(), "pools.yaml")
 	if err := os.WriteFile(pools, []byte(field(t, cm, "data", "pools.yaml").(string)), 0o600); err != nil {
