@@ -7,7 +7,7 @@ PKGS  := ./...
 SUITES := ./test/integration ./test/chart ./test/playground
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -v '/test/')
 
-.PHONY: all build test unit suites lint bench run clean crds
+.PHONY: all build test unit suites lint bench run clean crds fuzz
 
 all: build
 
@@ -30,6 +30,12 @@ unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 suites: tools crds ## The suites on a real kube-apiserver, etcd and helm.
 	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
 	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+
+FUZZTIME ?= 10m
+fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
+	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./ipam
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./webhook
+	$(GO) test -run='^$$' -fuzz='^FuzzAdmissionReview$$' -fuzztime=$(FUZZTIME) ./webhook
 
 bench: ## Benchmarks with their numbers.
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)

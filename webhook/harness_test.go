@@ -40,7 +40,7 @@ const (
 // harness runs the mutator behind a real HTTP server, the way the apiserver
 // calls it, with the allocator talking to the emulator through the SDK.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *ipamtest.Server
 	pns    map[string]ipamtest.PrivateNetwork
 	kube   client.Client
@@ -63,7 +63,7 @@ pools:
   - {name: dc-other, privateNetworkID: "{{dc}}", ranges: ["172.16.34.10-172.16.34.20"]}
 `
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{t: t, pns: map[string]ipamtest.PrivateNetwork{}, events: &recordedEvents{}}
 	h.srv = ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
@@ -165,21 +165,34 @@ func review(op admissionv1.Operation, obj, old *corev1.Service, dryRun bool) []b
 // send posts a body and returns the decoded review response.
 func (h *harness) send(body []byte) (*admissionv1.AdmissionResponse, int) {
 	h.t.Helper()
-	resp, err := http.Post(h.url+"/mutate?timeout=10s", "application/json", bytes.NewReader(body))
+	r, status, err := h.sendRaw(body)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	if r == nil {
+		h.t.Fatalf("not an AdmissionReview answer (HTTP %d)", status)
+	}
+	return r, status
+}
+
+// sendRaw is send for any body: the response is nil when the answer is not
+// an AdmissionReview.
+func (h *harness) sendRaw(body []byte) (*admissionv1.AdmissionResponse, int, error) {
+	resp, err := http.Post(h.url+"/mutate?timeout=10s", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var ar admissionv1.AdmissionReview
 	if err := json.Unmarshal(data, &ar); err != nil || ar.Response == nil {
-		h.t.Fatalf("not an AdmissionReview answer (%d): %s", resp.StatusCode, data)
+		return nil, resp.StatusCode, nil
 	}
-	return ar.Response, resp.StatusCode
+	return ar.Response, resp.StatusCode, nil
 }
 
 // patchOps decodes a response's JSON patch, sorted by path.
-func patchOps(t *testing.T, r *admissionv1.AdmissionResponse) []jsonpatch.Operation {
+func patchOps(t testing.TB, r *admissionv1.AdmissionResponse) []jsonpatch.Operation {
 	t.Helper()
 	if len(r.Patch) == 0 {
 		return nil
@@ -224,7 +237,7 @@ func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *
 	return out
 }
 
-func applyPatch(t *testing.T, doc, patch []byte) []byte {
+func applyPatch(t testing.TB, doc, patch []byte) []byte {
 	t.Helper()
 	p, err := jsonpatch5.DecodePatch(patch)
 	if err != nil {
