@@ -22,9 +22,9 @@ import (
 
 // scenario runs one numbered scenario and records its Scaleway calls.
 func scenario(t *testing.T, f func(t *testing.T)) {
-	before := s.emu.Counts()
+	before := s.Emu.Counts()
 	defer func() {
-		after := s.emu.Counts()
+		after := s.Emu.Counts()
 		diff := map[ipamtest.Op]int{}
 		for op, n := range after {
 			if op != ipamtest.OpMetadata {
@@ -60,9 +60,9 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 
 func clientWithWarnings(t *testing.T) (client.Client, *warnings) {
 	w := &warnings{}
-	cfg := rest.CopyConfig(s.cfg)
+	cfg := rest.CopyConfig(s.Config)
 	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: s.kube.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: s.Kube.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func clientWithWarnings(t *testing.T) (client.Client, *warnings) {
 func get(t *testing.T, ns, name string) *corev1.Service {
 	t.Helper()
 	svc := &corev1.Service{}
-	if err := s.kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+	if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 		t.Fatal(err)
 	}
 	return svc
@@ -80,7 +80,7 @@ func get(t *testing.T, ns, name string) *corev1.Service {
 
 func del(t *testing.T, svc *corev1.Service) {
 	t.Helper()
-	if err := s.kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 }
@@ -106,7 +106,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		defer del(t, svc)
 		got := get(t, "payments", "api")
 		id := got.Annotations[webhook.AnnotationPrivateIPIDs]
-		ip, ok := s.emu.IP(id)
+		ip, ok := s.Emu.IP(id)
 		if !ok {
 			t.Fatalf("annotation %q names no booked IP", id)
 		}
@@ -114,7 +114,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		if got.Annotations[webhook.AnnotationAddresses] != addr {
 			t.Fatalf("addresses %q, booked %s", got.Annotations[webhook.AnnotationAddresses], addr)
 		}
-		if want := s.pns["nodes"].ID + "," + s.pns["dc"].ID; got.Annotations[webhook.AnnotationPNIDs] != want {
+		if want := s.PNs["nodes"].ID + "," + s.PNs["dc"].ID; got.Annotations[webhook.AnnotationPNIDs] != want {
 			t.Fatalf("pn-ids %q, want %q", got.Annotations[webhook.AnnotationPNIDs], want)
 		}
 		if got.Spec.LoadBalancerIP != "" {
@@ -129,7 +129,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("warnings %q, want %q", w.list, want)
 		}
 		// The pool gauges count it without another Scaleway call.
-		if total, used := s.gauge("scw_lb_ipam_pool_addresses_total", "dc-link"), s.gauge("scw_lb_ipam_pool_addresses_used_by_cluster", "dc-link"); total != 120 || used < 1 {
+		if total, used := s.Gauge("scw_lb_ipam_pool_addresses_total", "dc-link"), s.Gauge("scw_lb_ipam_pool_addresses_used_by_cluster", "dc-link"); total != 120 || used < 1 {
 			t.Fatalf("pool gauges: total %v used %v", total, used)
 		}
 	})
@@ -137,9 +137,9 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 
 func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 	scenario(t, func(t *testing.T) {
-		before := s.emu.Counts()
+		before := s.Emu.Counts()
 		svc := lbService("plain", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
-		if err := s.kube.Create(context.Background(), svc); err != nil {
+		if err := s.Kube.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
@@ -149,7 +149,7 @@ func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 				t.Fatalf("annotation %s written in a namespace that did not opt in", k)
 			}
 		}
-		for op, n := range s.emu.Counts() {
+		for op, n := range s.Emu.Counts() {
 			if op != ipamtest.OpMetadata && n != before[op] {
 				t.Fatalf("the emulator saw %s", op)
 			}
@@ -160,18 +160,18 @@ func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		c, w := clientWithWarnings(t)
-		ipsBefore := len(s.emu.IPs())
+		ipsBefore := len(s.Emu.IPs())
 		svc := lbService("payments", "dry", map[string]string{webhook.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(s.emu.IPs()); n != ipsBefore {
+		if n := len(s.Emu.IPs()); n != ipsBefore {
 			t.Fatalf("dry run booked: %d → %d IPs", ipsBefore, n)
 		}
 		if len(w.list) != 1 || !strings.Contains(w.list[0], "dry run: would reserve") {
 			t.Fatalf("warnings %q", w.list)
 		}
-		if err := s.kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}); !apierrors.IsNotFound(err) {
+		if err := s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("dry run stored the Service: %v", err)
 		}
 	})
@@ -199,16 +199,16 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 		}
 		for _, o := range []client.Object{policy, binding} {
-			if err := s.kube.Create(ctx, o); err != nil {
+			if err := s.Kube.Create(ctx, o); err != nil {
 				t.Fatal(err)
 			}
-			defer s.kube.Delete(ctx, o)
+			defer s.Kube.Delete(ctx, o)
 		}
 		svc := lbService("payments", "leaky", map[string]string{webhook.AnnotationPool: "general"})
 		var leaked string
 		// The policy takes a moment to be loaded by the apiserver.
 		eventually(t, 20*time.Second, "the policy to deny after our mutation", func() bool {
-			err := s.kube.Create(ctx, svc.DeepCopy())
+			err := s.Kube.Create(ctx, svc.DeepCopy())
 			if err == nil {
 				del(t, svc)
 				return false
@@ -216,7 +216,7 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 			if !strings.Contains(err.Error(), "no leaky Services") {
 				t.Fatalf("unexpected error: %v", err)
 			}
-			for _, ip := range s.emu.IPs() {
+			for _, ip := range s.Emu.IPs() {
 				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Service.String() == "payments/leaky" {
 					leaked = ip.ID
 				}
@@ -225,7 +225,7 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 		})
 		// Booked, Service absent: the sweeper reclaims it after the pending grace.
 		eventually(t, pendingGrace+15*time.Second, "the sweeper to reclaim the leaked IP", func() bool {
-			_, ok := s.emu.IP(leaked)
+			_, ok := s.Emu.IP(leaked)
 			return !ok
 		})
 	})
@@ -236,34 +236,34 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 		ctx := context.Background()
 		create := func() string {
 			svc := lbService("payments", "stable", map[string]string{webhook.AnnotationPool: "dc-link"})
-			if err := s.kube.Create(ctx, svc); err != nil {
+			if err := s.Kube.Create(ctx, svc); err != nil {
 				t.Fatal(err)
 			}
 			return get(t, "payments", "stable").Annotations[webhook.AnnotationPrivateIPIDs]
 		}
 		orphaned := func(id string) func() bool {
 			return func() bool {
-				ip, ok := s.emu.IP(id)
+				ip, ok := s.Emu.IP(id)
 				e, _ := ipam.ParseEntry(ip.Tags)
 				return ok && !e.OrphanedSince.IsZero()
 			}
 		}
 		id := create()
 		// The CCM attaches the IP to the Load Balancer...
-		if err := s.emu.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "stable-lb"}); err != nil {
+		if err := s.Emu.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "stable-lb"}); err != nil {
 			t.Fatal(err)
 		}
 		del(t, get(t, "payments", "stable"))
 		eventually(t, 10*time.Second, "orphaned-since after the delete", orphaned(id))
 		// ...and detaches it when it deletes the LB.
-		if err := s.emu.Detach(id); err != nil {
+		if err := s.Emu.Detach(id); err != nil {
 			t.Fatal(err)
 		}
 		// Re-created within retention: the same IP comes back.
 		if again := create(); again != id {
 			t.Fatalf("re-created Service got %s, want %s", again, id)
 		}
-		ip, _ := s.emu.IP(id)
+		ip, _ := s.Emu.IP(id)
 		if e, _ := ipam.ParseEntry(ip.Tags); !e.OrphanedSince.IsZero() {
 			t.Fatal("orphaned-since kept after the reuse")
 		}
@@ -272,7 +272,7 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 		eventually(t, 10*time.Second, "orphaned-since after the second delete", orphaned(id))
 		tagged := time.Now()
 		eventually(t, retention+15*time.Second, "the release after retention", func() bool {
-			_, ok := s.emu.IP(id)
+			_, ok := s.Emu.IP(id)
 			return !ok
 		})
 		if waited := time.Since(tagged); waited < retention-time.Second {
@@ -291,7 +291,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = s.kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{webhook.AnnotationPool: "dc-link"}))
+				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{webhook.AnnotationPool: "dc-link"}))
 			})
 		}
 		wg.Wait()
@@ -313,7 +313,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 				t.Fatalf("%s and %s share address %s", other, name, addr)
 			}
 			ids[id], addrs[addr] = name, name
-			ip, ok := s.emu.IP(id)
+			ip, ok := s.Emu.IP(id)
 			e, _ := ipam.ParseEntry(ip.Tags)
 			if !ok || e.Service.String() != "web/"+name || e.Pool != "dc-link" {
 				t.Fatalf("ledger of %s: %+v", name, e)
@@ -322,7 +322,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		}
 		// Ledger consistent: no IP of this pool tagged for a burst Service
 		// that does not reference it.
-		for _, ip := range s.emu.IPs() {
+		for _, ip := range s.Emu.IPs() {
 			e, ok := ipam.ParseEntry(ip.Tags)
 			if ok && strings.HasPrefix(e.Service.Name, "burst-") && ids[ip.ID] != e.Service.Name {
 				t.Fatalf("IP %s is tagged for %s, which does not reference it", ip.ID, e.Service)
@@ -335,21 +335,21 @@ func TestScenario7PoolChange(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
 		svc := lbService("payments", "mover", map[string]string{webhook.AnnotationPool: "dc-link"})
-		if err := s.kube.Create(ctx, svc); err != nil {
+		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
 		live := get(t, "payments", "mover")
 		defer del(t, live)
 		oldID := live.Annotations[webhook.AnnotationPrivateIPIDs]
 		live.Annotations[webhook.AnnotationPool] = "general"
-		err := s.kube.Update(ctx, live)
+		err := s.Kube.Update(ctx, live)
 		if err == nil || !strings.Contains(err.Error(), "allow-ip-change") {
 			t.Fatalf("pool change without allow-ip-change: %v", err)
 		}
 		live = get(t, "payments", "mover")
 		live.Annotations[webhook.AnnotationPool] = "general"
 		live.Annotations[webhook.AnnotationAllowIPChange] = "true"
-		if err := s.kube.Update(ctx, live); err != nil {
+		if err := s.Kube.Update(ctx, live); err != nil {
 			t.Fatal(err)
 		}
 		moved := get(t, "payments", "mover")
@@ -357,11 +357,11 @@ func TestScenario7PoolChange(t *testing.T) {
 		if newID == oldID || !strings.HasPrefix(moved.Annotations[webhook.AnnotationAddresses], "10.10.0.") {
 			t.Fatalf("not moved: %v", moved.Annotations)
 		}
-		if want := s.pns["nodes"].ID + "," + s.pns["edge"].ID; moved.Annotations[webhook.AnnotationPNIDs] != want {
+		if want := s.PNs["nodes"].ID + "," + s.PNs["edge"].ID; moved.Annotations[webhook.AnnotationPNIDs] != want {
 			t.Fatalf("pn-ids %q, want %q (the old pool's network dropped)", moved.Annotations[webhook.AnnotationPNIDs], want)
 		}
 		eventually(t, 10*time.Second, "the old IP orphaned", func() bool {
-			ip, ok := s.emu.IP(oldID)
+			ip, ok := s.Emu.IP(oldID)
 			e, _ := ipam.ParseEntry(ip.Tags)
 			return !ok || !e.OrphanedSince.IsZero()
 		})
@@ -370,22 +370,22 @@ func TestScenario7PoolChange(t *testing.T) {
 
 func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 	scenario(t, func(t *testing.T) {
-		before := s.admissions()
+		before := s.Counter("scw_lb_ipam_admissions_total")
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
 		}
-		if err := s.kube.Create(context.Background(), svc); err != nil {
+		if err := s.Kube.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
 		// A LoadBalancer Service right after does reach it: the counter works.
 		lb := lbService("payments", "counted", nil)
-		if err := s.kube.Create(context.Background(), lb); err != nil {
+		if err := s.Kube.Create(context.Background(), lb); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, lb)
-		if got := s.admissions() - before; got != 1 {
+		if got := s.Counter("scw_lb_ipam_admissions_total") - before; got != 1 {
 			t.Fatalf("%v admissions for one ClusterIP and one LoadBalancer Service, want 1", got)
 		}
 	})
@@ -394,25 +394,25 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 // TestScenario8WebhookStopped runs last: it stops the webhook.
 func TestScenario8WebhookStopped(t *testing.T) {
 	scenario(t, func(t *testing.T) {
-		s.stopWebhook()
+		s.StopWebhook()
 		defer func() {
-			if err := s.startWebhook(); err != nil {
+			if err := s.StartWebhook(); err != nil {
 				t.Fatal(err)
 			}
 		}()
 		ctx := context.Background()
-		err := s.kube.Create(ctx, lbService("payments", "while-down", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{webhook.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("opted-in create with the webhook down: %v", err)
 		}
 		other := lbService("plain", "while-down", nil)
-		if err := s.kube.Create(ctx, other); err != nil {
+		if err := s.Kube.Create(ctx, other); err != nil {
 			t.Fatalf("a namespace that did not opt in is affected: %v", err)
 		}
 		del(t, other)
 		internal := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal-down"},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-		if err := s.kube.Create(ctx, internal); err != nil {
+		if err := s.Kube.Create(ctx, internal); err != nil {
 			t.Fatalf("a ClusterIP Service in an opted-in namespace is affected: %v", err)
 		}
 		del(t, internal)
