@@ -51,8 +51,8 @@ pools:
 `, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
 		},
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
-		Args: []string{"--sweep-interval", "1s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "100"},
-		Logs: logs,
+		Args:       []string{"--sweep-interval", "1s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "100"},
+		Logs:       logs,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
