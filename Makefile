@@ -4,10 +4,10 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/chart ./test/playground
+SUITES := ./test/integration ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -v '/test/')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos
 
 all: build
 
@@ -30,6 +30,15 @@ unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 suites: tools crds ## The suites on a real kube-apiserver, etcd and helm.
 	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
 	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+
+# The full chaos run; make test runs a short one (200 operations, seed 1).
+CHAOS_OPS     ?= 1500
+CHAOS_CLIENTS ?= 12
+CHAOS_SEED    ?= $(shell date +%s)
+chaos: tools ## Faults and concurrency on a real control plane, then the six invariants.
+	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
+	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) \
+	  $(GO) test -count=1 -timeout 60m -v ./test/chaos 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 FUZZTIME ?= 10m
 fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
