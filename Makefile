@@ -46,8 +46,10 @@ fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./webhook
 	$(GO) test -run='^$$' -fuzz='^FuzzAdmissionReview$$' -fuzztime=$(FUZZTIME) ./webhook
 
-bench: ## Benchmarks with their numbers.
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+bench: tools ## The benchmark table (real control plane), then the Go benchmarks.
+	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
+	  $(GO) test -run='^$$' -bench=BenchmarkReport -benchtime=1x -timeout 30m ./test/bench | grep -vE '^(goos|goarch|pkg|cpu|PASS|ok|BenchmarkReport)'
+	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 
 run: tools build ## The playground: kube-apiserver, etcd, the emulator and scw-lb-ipam, until Ctrl-C.
 	@exec $(BIN)/scw-playground -root $(CURDIR)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	k8sjson "sigs.k8s.io/json"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
@@ -90,7 +91,8 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return admission.Allowed(""), resultSkipped
 	}
 	svc := &corev1.Service{}
-	if err := json.Unmarshal(req.Object.Raw, svc); err != nil || svc.Kind != "Service" {
+	// Case-sensitive, as the apiserver decodes: "metAdAtA" is not metadata.
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, svc); err != nil || svc.Kind != "Service" {
 		if err == nil {
 			err = errors.New("the object is not a Service")
 		}
@@ -106,7 +108,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 
 	if req.Operation == admissionv1.Update {
 		old := &corev1.Service{}
-		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
 		}
 		if old.Spec.Type == corev1.ServiceTypeLoadBalancer {
@@ -146,12 +148,8 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return admission.Allowed("").WithWarnings(dryRunWarnings(reservations)...), resultDryRun
 	}
 
-	mutated := svc.DeepCopy()
-	writeAnnotations(mutated, cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
-	raw, err := json.Marshal(mutated)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err), resultErrored
-	}
+	written := reservedAnnotations(cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
+	resp := patchAnnotations(req.Object.Raw, written)
 	warnings := make([]string, 0, len(reservations)+1)
 	for _, r := range reservations {
 		warnings = append(warnings, reservedWarning(r))
@@ -164,8 +162,8 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if w := proxyProtocolWarning(svc); w != "" {
 		warnings = append(warnings, w)
 	}
-	m.Log.Info("reserved", "service", key, "addresses", mutated.Annotations[AnnotationAddresses], "ids", mutated.Annotations[AnnotationPrivateIPIDs])
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...), resultPatched
+	m.Log.Info("reserved", "service", key, "addresses", written[AnnotationAddresses], "ids", written[AnnotationPrivateIPIDs])
+	return resp.WithWarnings(warnings...), resultPatched
 }
 
 // update decides UPDATEs of a Service that already was a LoadBalancer.
@@ -185,13 +183,13 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		if !hasIDs || svc.Annotations[AnnotationAddresses] != old.Annotations[AnnotationAddresses] || svc.Annotations[AnnotationPNIDs] == "" {
 			// A server-side apply by a manager that does not own our
 			// annotations dropped them: put them back as they were.
-			mutated := svc.DeepCopy()
-			restoreAnnotations(mutated, old)
-			raw, err := json.Marshal(mutated)
-			if err != nil {
-				return admission.Errored(http.StatusInternalServerError, err), resultErrored, ask, true
+			kept := map[string]string{}
+			for _, k := range []string{AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationAddresses} {
+				if v, ok := old.Annotations[k]; ok {
+					kept[k] = v
+				}
 			}
-			return admission.PatchResponseFromRaw(req.Object.Raw, raw), resultRestored, ask, true
+			return patchAnnotations(req.Object.Raw, kept), resultRestored, ask, true
 		}
 		return admission.Allowed(""), resultAllowed, ask, true
 	}
@@ -313,31 +311,48 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) bool {
 	return ns.Labels[LabelEnabled] == "true"
 }
 
-// writeAnnotations sets the CCM's annotations and ours from the
+// reservedAnnotations are the CCM's annotations and ours for the
 // reservations. spec.loadBalancerIP is never written: the CCM reads the IDs.
-func writeAnnotations(svc *corev1.Service, clusterPN string, userPNs []string, rs []*ipam.Reservation) {
-	if svc.Annotations == nil {
-		svc.Annotations = map[string]string{}
-	}
+func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservation) map[string]string {
 	ids := make([]string, len(rs))
 	addrs := make([]string, len(rs))
 	for i, r := range rs {
 		ids[i], addrs[i] = r.ID, r.Address.String()
 	}
-	svc.Annotations[AnnotationPrivateIPIDs] = strings.Join(ids, ",")
-	svc.Annotations[AnnotationPNIDs] = unionPNs(userPNs, clusterPN, rs)
-	svc.Annotations[AnnotationAddresses] = strings.Join(addrs, ",")
+	return map[string]string{
+		AnnotationPrivateIPIDs: strings.Join(ids, ","),
+		AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
+		AnnotationAddresses:    strings.Join(addrs, ","),
+	}
 }
 
-func restoreAnnotations(svc, old *corev1.Service) {
-	if svc.Annotations == nil {
-		svc.Annotations = map[string]string{}
+// patchAnnotations sets annotations on the raw object and answers with the
+// patch. It edits the JSON as it came rather than a re-encoded Service: a
+// typed round trip would drop fields this build does not know (a newer
+// apiserver's), and the patch would remove them.
+func patchAnnotations(raw []byte, set map[string]string) admission.Response {
+	var obj map[string]any
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
 	}
-	for _, k := range []string{AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationAddresses} {
-		if v, ok := old.Annotations[k]; ok {
-			svc.Annotations[k] = v
-		}
+	md, _ := obj["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj["metadata"] = md
 	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	for k, v := range set {
+		ann[k] = v
+	}
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(raw, mutated)
 }
 
 func reservedWarning(r *ipam.Reservation) string {

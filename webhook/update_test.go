@@ -269,3 +269,21 @@ func TestMalformed(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestUnknownFieldsSurvive: fields this build does not know (a newer
+// apiserver's) are not removed by the patch.
+func TestUnknownFieldsSurvive(t *testing.T) {
+	h := newHarness(t)
+	body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"d1c8a9e2-0000-4000-8000-000000000001",
+"kind":{"group":"","version":"v1","kind":"Service"},"namespace":"web","name":"future","operation":"CREATE",
+"object":{"apiVersion":"v1","kind":"Service","metadata":{"name":"future","namespace":"web"},
+"spec":{"type":"LoadBalancer","ports":[{"port":443}],"trafficDistributionV9":"PreferSameRack"}}}}`)
+	r, _ := h.send(body)
+	if !r.Allowed {
+		t.Fatal(r.Result.Message)
+	}
+	ops := patchOps(t, r)
+	if len(ops) != 1 || ops[0].Path != "/metadata/annotations" || ops[0].Operation != "add" {
+		t.Fatalf("patch %+v", ops)
+	}
+}

@@ -53,6 +53,8 @@ type Options struct {
 	Args []string
 	// Logs receives the webhook's and sweeper's logs; nil discards them.
 	Logs io.Writer
+	// APIServerFlags are extra kube-apiserver flags.
+	APIServerFlags map[string]string
 }
 
 // Env is a running control plane with scw-lb-ipam.
@@ -114,6 +116,9 @@ func Start(o Options) (_ *Env, err error) {
 		BinaryAssetsDirectory:   bin,
 		ControlPlaneStopTimeout: 15 * time.Second,
 		WebhookInstallOptions:   envtest.WebhookInstallOptions{Paths: []string{hook}},
+	}
+	for k, v := range o.APIServerFlags {
+		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
