@@ -15,12 +15,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"go4.org/netipx"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
@@ -118,15 +118,21 @@ func callsPerAdmission(b *testing.B, env *testenv.Env, kube client.Client, out *
 		n, d := calls(env)
 		fmt.Fprintf(out, "  %-40s %6d  %s\n", name, n, d)
 	}
-	row("pool with ranges (we pick)", func() error { return kube.Create(ctx, svc("opted", "c1", map[string]string{webhook.AnnotationPool: "dc-link"})) })
-	row("pool without ranges (IPAM chooses)", func() error { return kube.Create(ctx, svc("opted", "c2", map[string]string{webhook.AnnotationPool: "general"})) })
+	row("pool with ranges (we pick)", func() error {
+		return kube.Create(ctx, svc("opted", "c1", map[string]string{webhook.AnnotationPool: "dc-link"}))
+	})
+	row("pool without ranges (IPAM chooses)", func() error {
+		return kube.Create(ctx, svc("opted", "c2", map[string]string{webhook.AnnotationPool: "general"}))
+	})
 	row("specific address", func() error {
 		return kube.Create(ctx, svc("opted", "c3", map[string]string{webhook.AnnotationAddress: "172.16.34.77"}))
 	})
 	row("two pools", func() error {
 		return kube.Create(ctx, svc("opted", "c4", map[string]string{webhook.AnnotationPool: "dc-link,general"}))
 	})
-	row("bring-your-own IPAM ID", func() error { return kube.Create(ctx, svc("opted", "c5", map[string]string{webhook.AnnotationIPAMIDs: byo})) })
+	row("bring-your-own IPAM ID", func() error {
+		return kube.Create(ctx, svc("opted", "c5", map[string]string{webhook.AnnotationIPAMIDs: byo}))
+	})
 	row("dry run", func() error {
 		return kube.Create(ctx, svc("opted", "c6", map[string]string{webhook.AnnotationPool: "dc-link"}), client.DryRunAll)
 	})
@@ -137,7 +143,9 @@ func callsPerAdmission(b *testing.B, env *testenv.Env, kube client.Client, out *
 		time.Sleep(100 * time.Millisecond)
 		return kube.Create(ctx, svc("opted", "c1", map[string]string{webhook.AnnotationPool: "dc-link"}))
 	})
-	row("namespace not opted in", func() error { return kube.Create(ctx, svc("plain", "c7", map[string]string{webhook.AnnotationPool: "dc-link"})) })
+	row("namespace not opted in", func() error {
+		return kube.Create(ctx, svc("plain", "c7", map[string]string{webhook.AnnotationPool: "dc-link"}))
+	})
 	fmt.Fprintln(out)
 }
 

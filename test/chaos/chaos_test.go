@@ -61,22 +61,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
 // run is one chaos run's shared state.
 type run struct {
 	env      *testenv.Env
 	kube     client.Client
-	warnings *warnings
+	warnings *testenv.Warnings
 	byo      []string
 
 	mu         sync.Mutex
@@ -125,7 +114,7 @@ pools:
 	}
 	defer env.Stop()
 
-	r := &run{env: env, warnings: &warnings{}, ops: map[string]int{}, denials: map[string]int{}, returned: map[string]string{}}
+	r := &run{env: env, warnings: &testenv.Warnings{}, ops: map[string]int{}, denials: map[string]int{}, returned: map[string]string{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = r.warnings
 	cfg.QPS, cfg.Burst = 200, 400
@@ -493,9 +482,7 @@ func (r *run) invariants(settled bool, logs string) []result {
 	// 6: the secret key in no log, event, warning or metric.
 	var haystacks []string
 	haystacks = append(haystacks, logs)
-	r.warnings.mu.Lock()
-	haystacks = append(haystacks, r.warnings.list...)
-	r.warnings.mu.Unlock()
+	haystacks = append(haystacks, r.warnings.List()...)
 	var events eventsv1.EventList
 	_ = r.env.Kube.List(context.Background(), &events)
 	var coreEvents corev1.EventList

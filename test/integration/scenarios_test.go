@@ -17,6 +17,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -46,20 +47,8 @@ func lbService(ns, name string, ann map[string]string) *corev1.Service {
 	}
 }
 
-// warnings captures the apiserver's admission warnings for one client.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func clientWithWarnings(t *testing.T) (client.Client, *warnings) {
-	w := &warnings{}
+func clientWithWarnings(t *testing.T) (client.Client, *testenv.Warnings) {
+	w := &testenv.Warnings{}
 	cfg := rest.CopyConfig(s.Config)
 	cfg.WarningHandler = w
 	c, err := client.New(cfg, client.Options{Scheme: s.Kube.Scheme()})
@@ -125,8 +114,8 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("ledger %+v", e)
 		}
 		want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
-		if len(w.list) != 1 || w.list[0] != want {
-			t.Fatalf("warnings %q, want %q", w.list, want)
+		if len(w.List()) != 1 || w.List()[0] != want {
+			t.Fatalf("warnings %q, want %q", w.List(), want)
 		}
 		// The pool gauges count it without another Scaleway call.
 		if total, used := s.Gauge("scw_lb_ipam_pool_addresses_total", "dc-link"), s.Gauge("scw_lb_ipam_pool_addresses_used_by_cluster", "dc-link"); total != 120 || used < 1 {
@@ -168,8 +157,8 @@ func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
 		if n := len(s.Emu.IPs()); n != ipsBefore {
 			t.Fatalf("dry run booked: %d → %d IPs", ipsBefore, n)
 		}
-		if len(w.list) != 1 || !strings.Contains(w.list[0], "dry run: would reserve") {
-			t.Fatalf("warnings %q", w.list)
+		if len(w.List()) != 1 || !strings.Contains(w.List()[0], "dry run: would reserve") {
+			t.Fatalf("warnings %q", w.List())
 		}
 		if err := s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("dry run stored the Service: %v", err)

@@ -25,19 +25,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
-
-type warningsSeen struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warningsSeen) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
 // the example Service, read its annotations and the warning, run status,
@@ -120,7 +110,7 @@ func TestMakeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := &warningsSeen{}
+	seen := &testenv.Warnings{}
 	restCfg.WarningHandler = seen
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -148,8 +138,8 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("annotations: %v", got.Annotations)
 	}
 	want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
-	if len(seen.list) != 1 || seen.list[0] != want {
-		t.Fatalf("warnings %q, want %q", seen.list, want)
+	if got := seen.List(); len(got) != 1 || got[0] != want {
+		t.Fatalf("warnings %q, want %q", got, want)
 	}
 
 	// The status command printed in the banner, as JSON.

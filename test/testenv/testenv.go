@@ -281,3 +281,24 @@ func (e *Env) Gauge(name, pool string) float64 {
 	}
 	return -1
 }
+
+// Warnings collects the apiserver's warnings (admission warnings among
+// them) for a client: set it as rest.Config.WarningHandler.
+type Warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (w *Warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+// List returns the warnings so far.
+func (w *Warnings) List() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.list...)
+}
