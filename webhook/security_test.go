@@ -1,0 +1,82 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// everyAnnotation is a request using every annotation the webhook reads.
+func everyAnnotation(ids string) map[string]string {
+	return ann(AnnotationPool, "dc-link,general", AnnotationAddress, "172.16.35.200", AnnotationIPAMIDs, ids,
+		AnnotationPrivateIPIDs, ids, AnnotationAllowIPChange, "true", AnnotationPNIDs, "not-even-an-id")
+}
+
+// TestSecurityScope: namespaces without the label, kube-system and the
+// release namespace are never modified, whatever the Service asks, and the
+// webhook makes no Scaleway call for them.
+func TestSecurityScope(t *testing.T) {
+	h := newHarness(t)
+	id, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.50"), nil, nil)
+	for _, ns := range []string{"plain", "kube-system", "scw-lb-ipam", "no-such-namespace"} {
+		h.srv.ResetCounts()
+		for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
+			svc := service(ns, "x", everyAnnotation(id))
+			var old = svc.DeepCopy()
+			if op == admissionv1.Create {
+				old = nil
+			}
+			r, _ := h.send(review(op, svc, old, false))
+			if !r.Allowed || len(r.Patch) != 0 || len(r.Warnings) != 0 {
+				t.Errorf("%s %s: allowed=%v patch=%s warnings=%v", ns, op, r.Allowed, r.Patch, r.Warnings)
+			}
+		}
+		if c := h.calls(); c != "" {
+			t.Errorf("%s: Scaleway calls %s", ns, c)
+		}
+	}
+}
+
+// TestSecurityTheft: every way to take an IP that is not yours is denied,
+// and nothing is booked or re-tagged on the way.
+func TestSecurityTheft(t *testing.T) {
+	h := newHarness(t)
+	victim := h.created(service("payments", "victim", ann(AnnotationPool, "dc-link")))
+	victimID, victimAddr := victim.Annotations[AnnotationPrivateIPIDs], victim.Annotations[AnnotationAddresses]
+	// A retained reservation of another Service (deleted, not yet released).
+	h.send(review(admissionv1.Create, service("payments", "gone", ann(AnnotationPool, "dc-link")), nil, false))
+	goneID, _ := h.ipByAddress("172.16.35.201")
+	foreign, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &ipamtest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
+	nodesIP, _ := h.srv.AddIP(h.pns["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
+	otherCluster, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.60"), []string{"scw-lb-ipam", "scw-lb-ipam/cluster=staging", "scw-lb-ipam/pool=general", "scw-lb-ipam/service=payments/thief"}, nil)
+
+	for _, tt := range []struct {
+		name string
+		ns   string
+		ann  map[string]string
+		want string
+	}{
+		{"another Service's IPAM ID", "payments", ann(AnnotationIPAMIDs, victimID), "already used by Service payments/victim"},
+		{"another Service's IPAM ID, raw", "payments", ann(AnnotationPrivateIPIDs, victimID), "already used by Service payments/victim"},
+		{"another Service's address", "payments", ann(AnnotationAddress, victimAddr), "is held by Service payments/victim"},
+		{"another Service's retained reservation", "payments", ann(AnnotationIPAMIDs, goneID), "reserved for Service payments/gone"},
+		{"an IP attached to a database", "payments", ann(AnnotationIPAMIDs, foreign), "attached to rdb_instance orders"},
+		{"another cluster's reservation, same Service name", "payments", ann(AnnotationIPAMIDs, otherCluster), "of cluster staging"},
+		{"an address of a pool not allowed for the namespace", "web", ann(AnnotationAddress, "172.16.35.210"), "in none of the pools namespace web may use"},
+		{"a pool not allowed for the namespace", "web", ann(AnnotationPool, "dc-link"), `pool "dc-link" is not allowed for namespace web`},
+		{"an IP outside every pool the namespace may use", "web", ann(AnnotationIPAMIDs, nodesIP), "not on the Private Network of a pool namespace web may use"},
+	} {
+		before := len(h.srv.IPs())
+		h.srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Create, service(tt.ns, "thief", tt.ann), nil, false))
+		if r.Allowed || !strings.Contains(r.Result.Message, tt.want) {
+			t.Errorf("%s: allowed=%v %q, want a denial mentioning %q", tt.name, r.Allowed, r.Result.Message, tt.want)
+		}
+		if n := h.srv.Count(ipamtest.OpUpdateIP) + h.srv.Count(ipamtest.OpReleaseIP); n != 0 || len(h.srv.IPs()) != before {
+			t.Errorf("%s: the denial changed IPAM (%d writes, %d → %d IPs)", tt.name, n, before, len(h.srv.IPs()))
+		}
+	}
+}
