@@ -174,6 +174,8 @@ func latency(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Bu
 	fmt.Fprintf(out, "  %-14s %-28s %9s %9s\n", "emulator", "namespace", "p50", "p99")
 	for _, lat := range []time.Duration{0, 20 * time.Millisecond} {
 		env.Emu.SetLatency("", lat)
+		handler0, handlerN := histogram(env, "scw_lb_ipam_admission_duration_seconds")
+		scw0, scwN := histogram(env, "scw_lb_ipam_scaleway_call_duration_seconds")
 		tag := strconv.Itoa(int(lat / time.Millisecond))
 		plain := measure("plain", "lat"+tag, map[string]string{webhook.AnnotationPool: "dc-link"})
 		opted := measure("opted", "lat"+tag, map[string]string{webhook.AnnotationPool: "dc-link"})
@@ -186,9 +188,29 @@ func latency(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Bu
 		emulated := time.Duration(perCreate * float64(lat))
 		fmt.Fprintf(out, "  %-14s %-28s %9s %9s   (difference minus %.1f calls × %s of emulated API time)\n", "", "webhook's own overhead",
 			(p50o - p50p - emulated).Round(10*time.Microsecond), (p99o - p99p - emulated).Round(10*time.Microsecond), perCreate, lat)
+		h1, hn := histogram(env, "scw_lb_ipam_admission_duration_seconds")
+		s1, sn := histogram(env, "scw_lb_ipam_scaleway_call_duration_seconds")
+		handler := (h1 - handler0) / float64(hn-handlerN)
+		scwCalls := (s1 - scw0) / float64(hn-handlerN)
+		fmt.Fprintf(out, "  %-14s %-28s mean %s in the handler, of which %s in Scaleway calls over HTTP (%.1f per admission)\n", "", "where the time goes",
+			time.Duration(handler*float64(time.Second)).Round(10*time.Microsecond), time.Duration(scwCalls*float64(time.Second)).Round(10*time.Microsecond), float64(sn-scwN)/float64(hn-handlerN))
 	}
 	env.Emu.SetLatency("", 0)
 	fmt.Fprintln(out)
+}
+
+// histogram returns a histogram family's sum (seconds) and count, over labels.
+func histogram(env *testenv.Env, name string) (sum float64, count uint64) {
+	families, _ := env.Metrics.Gather()
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+				count += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return sum, count
 }
 
 // burst: 500 concurrent creates, opted in vs not.
