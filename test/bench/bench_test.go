@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -53,9 +52,7 @@ pools:
 		b.Fatal(err)
 	}
 	defer env.Stop()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	kube, err := client.New(cfg, client.Options{Scheme: env.Kube.Scheme()})
+	kube, err := env.Client(nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -115,10 +114,7 @@ pools:
 	defer env.Stop()
 
 	r := &run{env: env, warnings: &testenv.Warnings{}, ops: map[string]int{}, denials: map[string]int{}, returned: map[string]string{}}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = r.warnings
-	cfg.QPS, cfg.Burst = 200, 400
-	if r.kube, err = client.New(cfg, client.Options{Scheme: env.Kube.Scheme()}); err != nil {
+	if r.kube, err = env.Client(r.warnings); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -49,9 +48,7 @@ func lbService(ns, name string, ann map[string]string) *corev1.Service {
 
 func clientWithWarnings(t *testing.T) (client.Client, *testenv.Warnings) {
 	w := &testenv.Warnings{}
-	cfg := rest.CopyConfig(s.Config)
-	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: s.Kube.Scheme()})
+	c, err := s.Client(w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -302,3 +302,14 @@ func (w *Warnings) List() []string {
 	defer w.mu.Unlock()
 	return append([]string(nil), w.list...)
 }
+
+// Client is a client of the apiserver that reports its warnings to w (nil:
+// none) and is not throttled on the client side, for load.
+func (e *Env) Client(w rest.WarningHandler) (client.Client, error) {
+	cfg := rest.CopyConfig(e.Config)
+	if w != nil {
+		cfg.WarningHandler = w
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return client.New(cfg, client.Options{Scheme: e.Kube.Scheme()})
+}
