@@ -127,8 +127,7 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 // was lost can be told apart from them later.
 func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *IP, err error) {
 	cfg := a.Config()
-	v6 := req.Pool.IPFamily == IPv6
-	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6})
+	ips, err := a.serviceIPs(ctx, req)
 	if err != nil {
 		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
 	}
@@ -145,6 +144,13 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 		}
 	}
 	return known, found, nil
+}
+
+// serviceIPs lists the IPs tagged for the request's Service on the pool's
+// network and family (any cluster, any pool: the caller filters).
+func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*IP, error) {
+	v6 := req.Pool.IPFamily == IPv6
+	return a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6})
 }
 
 func orphaned(ip *IP) bool {
@@ -290,17 +296,12 @@ func (a *Allocator) bookAny(ctx context.Context, req Request, known map[string]b
 func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, known map[string]bool) (*IP, error) {
 	cfg := a.Config()
 	tags := Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service}.Tags()
-	ip, err := a.cloud.BookIP(ctx, BookRequest{
-		PrivateNetworkID: req.Pool.PrivateNetworkID,
-		IPv6:             req.Pool.IPFamily == IPv6,
-		Address:          addr,
-		Tags:             tags,
-	})
+	bookReq := BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == IPv6, Address: addr, Tags: tags}
+	ip, err := a.cloud.BookIP(ctx, bookReq)
 	if err == nil || Classify(err) != KindUnavailable || ctx.Err() != nil {
 		return ip, err
 	}
-	v6 := req.Pool.IPFamily == IPv6
-	ips, lerr := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6})
+	ips, lerr := a.serviceIPs(ctx, req)
 	if lerr != nil {
 		return nil, err
 	}
@@ -309,8 +310,8 @@ func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, know
 			return got, nil
 		}
 	}
-	// Not booked: one more try, unless time is short.
-	return a.cloud.BookIP(ctx, BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: v6, Address: addr, Tags: tags})
+	// Not booked: one more try.
+	return a.cloud.BookIP(ctx, bookReq)
 }
 
 func (a *Allocator) bookError(req Request, err error) error {
@@ -532,12 +533,16 @@ func (a *Allocator) Start(ctx context.Context) error {
 	}
 }
 
+// existing returns the subnet view of pool p, nil before its first listing.
+func (a *Allocator) existing(p *Pool) *occupancy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.occ[p.SubnetID()]
+}
+
 // invalidate drops a subnet's view so that the next pick lists it again.
 func (a *Allocator) invalidate(p *Pool) {
-	a.mu.Lock()
-	o := a.occ[p.SubnetID()]
-	a.mu.Unlock()
-	if o != nil {
+	if o := a.existing(p); o != nil {
 		o.mu.Lock()
 		o.loaded = time.Time{}
 		o.mu.Unlock()
@@ -546,9 +551,7 @@ func (a *Allocator) invalidate(p *Pool) {
 
 // markUsed records a booking of ours in the subnet's view, if there is one.
 func (a *Allocator) markUsed(p *Pool, ip *IP) {
-	a.mu.Lock()
-	o := a.occ[p.SubnetID()]
-	a.mu.Unlock()
+	o := a.existing(p)
 	if o == nil {
 		return
 	}
@@ -559,9 +562,7 @@ func (a *Allocator) markUsed(p *Pool, ip *IP) {
 
 // knownHolder looks an address up in the subnet's view without any call.
 func (a *Allocator) knownHolder(p *Pool, addr netip.Addr) (Holder, bool) {
-	a.mu.Lock()
-	o := a.occ[p.SubnetID()]
-	a.mu.Unlock()
+	o := a.existing(p)
 	if o == nil || !addr.IsValid() {
 		return Holder{}, false
 	}

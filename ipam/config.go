@@ -438,16 +438,6 @@ func (c *Config) DefaultPool() *Pool {
 	return nil
 }
 
-// PoolBySubnet finds the pool whose subnet is subnetID and that contains a.
-func (c *Config) PoolBySubnet(subnetID string, a netip.Addr) *Pool {
-	for _, p := range c.Pools {
-		if p.subnetID == subnetID && p.Contains(a) {
-			return p
-		}
-	}
-	return nil
-}
-
 // AllowedPools lists the pools namespace may use, in file order.
 func (c *Config) AllowedPools(namespace string) []*Pool {
 	var out []*Pool

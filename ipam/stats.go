@@ -33,29 +33,17 @@ func (a *Allocator) Stats() []PoolStats {
 	out := make([]PoolStats, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
 		st := PoolStats{Pool: p.Name, Total: p.Total()}
-		a.mu.Lock()
-		o := a.occ[p.SubnetID()]
-		a.mu.Unlock()
-		if o != nil {
-			o.mu.Lock()
-			st.Known = !o.loaded.IsZero()
-			for addr, h := range o.holders {
-				if !p.Contains(addr) {
-					continue
+		var holders map[netip.Addr]Holder
+		holders, st.Known = a.holdersIn(p)
+		for _, h := range holders {
+			if h.Cluster == cfg.ClusterName {
+				st.UsedByCluster++
+				if !h.RetainedSince.IsZero() {
+					st.Retained++
 				}
-				switch {
-				case h.IPID == "":
-					// a booking in flight: counted once it answers
-				case h.Cluster == cfg.ClusterName:
-					st.UsedByCluster++
-					if !h.RetainedSince.IsZero() {
-						st.Retained++
-					}
-				default:
-					st.UsedByOthers++
-				}
+			} else {
+				st.UsedByOthers++
 			}
-			o.mu.Unlock()
 		}
 		if used := st.UsedByCluster + st.UsedByOthers; st.Total > used {
 			st.Free = st.Total - used
@@ -63,6 +51,25 @@ func (a *Allocator) Stats() []PoolStats {
 		out = append(out, st)
 	}
 	return out
+}
+
+// holdersIn copies the booked addresses of pool p from its subnet's view;
+// bookings still in flight are left out until they answer. known is false
+// before the subnet's first listing.
+func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, known bool) {
+	holders = map[netip.Addr]Holder{}
+	o := a.existing(p)
+	if o == nil {
+		return holders, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for addr, h := range o.holders {
+		if h.IPID != "" && p.Contains(addr) {
+			holders[addr] = h
+		}
+	}
+	return holders, !o.loaded.IsZero()
 }
 
 // Refresh lists the subnet of every pool, each subnet once: pools that pick
@@ -112,28 +119,19 @@ func (a *Allocator) Report() []PoolReport {
 	out := make([]PoolReport, 0, len(stats))
 	for i, p := range cfg.Pools {
 		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
-		a.mu.Lock()
-		o := a.occ[p.SubnetID()]
-		a.mu.Unlock()
-		if o != nil {
-			o.mu.Lock()
-			for addr, h := range o.holders {
-				if h.IPID == "" || !p.Contains(addr) {
-					continue
+		holders, _ := a.holdersIn(p)
+		for addr, h := range holders {
+			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName}
+			if ar.Mine {
+				ar.Holder = "Service " + h.Service.String()
+				if h.Resource != nil {
+					ar.Holder += ", attached to " + h.Resource.String()
 				}
-				ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName}
-				if ar.Mine {
-					ar.Holder = "Service " + h.Service.String()
-					if h.Resource != nil {
-						ar.Holder += ", attached to " + h.Resource.String()
-					}
-					if !h.RetainedSince.IsZero() {
-						ar.RetainedUntil = h.RetainedSince.Add(p.Retention.Duration)
-					}
+				if !h.RetainedSince.IsZero() {
+					ar.RetainedUntil = h.RetainedSince.Add(p.Retention.Duration)
 				}
-				r.Addresses = append(r.Addresses, ar)
 			}
-			o.mu.Unlock()
+			r.Addresses = append(r.Addresses, ar)
 		}
 		slices.SortFunc(r.Addresses, func(x, y AddressReport) int { return x.Address.Compare(y.Address) })
 		out = append(out, r)
