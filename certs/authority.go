@@ -59,30 +59,37 @@ func serial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
 }
 
-// newCA creates a self-signed CA valid from now for validity.
-func newCA(now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+// issue makes a key and a certificate from tmpl, signed by parentKey as
+// parent, or self-signed when parent is nil. It sets the serial and a
+// NotBefore slightly in the past, to tolerate clock skew.
+func issue(now time.Time, tmpl, parent *x509.Certificate, parentKey crypto.Signer) (certPEM, keyPEM []byte, err error) {
 	key, keyPEM, err := newKey()
 	if err != nil {
 		return nil, nil, err
 	}
-	sn, err := serial()
-	if err != nil {
+	if tmpl.SerialNumber, err = serial(); err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("scw-lb-ipam webhook CA %s", now.UTC().Format("2006-01-02"))},
-		NotBefore:             now.Add(-5 * time.Minute), // tolerate clock skew
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	tmpl.NotBefore = now.Add(-5 * time.Minute)
+	if parent == nil {
+		parent, parentKey = tmpl, key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
 		return nil, nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// newCA creates a self-signed CA valid from now for validity.
+func newCA(now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	return issue(now, &x509.Certificate{
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("scw-lb-ipam webhook CA %s", now.UTC().Format("2006-01-02"))},
+		NotAfter:              now.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}, nil, nil)
 }
 
 // newServing signs a serving certificate for dnsNames with the CA.
@@ -95,32 +102,17 @@ func newServing(now time.Time, validity time.Duration, dnsNames []string, caCert
 	if err != nil {
 		return nil, nil, fmt.Errorf("CA key: %w", err)
 	}
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	notAfter := now.Add(validity)
 	if notAfter.After(caCert.NotAfter) {
 		notAfter = caCert.NotAfter // never outlive the signer
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
-		NotBefore:    now.Add(-5 * time.Minute),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	return issue(now, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: dnsNames[0]},
+		DNSNames:    dnsNames,
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, caCert, caKey)
 }
 
 func parseCert(p []byte) (*x509.Certificate, error) {
