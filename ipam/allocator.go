@@ -12,8 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 )
 
 // MaxPickAttempts bounds bookings per reservation when picked addresses turn
@@ -21,22 +19,42 @@ import (
 const MaxPickAttempts = 8
 
 // References answers "which live Services reference this IPAM ID?" from an
-// informer cache of Services.
+// informer cache of Services. An error (the cache cannot answer within the
+// admission's deadline) fails the admission: an unknown answer never lets an
+// IP be handed out.
 type References interface {
-	ReferencedBy(id string) []types.NamespacedName
+	ReferencedBy(ctx context.Context, id string) ([]types.NamespacedName, error)
 }
 
 // NoReferences is References for callers without a Service cache.
 type NoReferences struct{}
 
-func (NoReferences) ReferencedBy(string) []types.NamespacedName { return nil }
+func (NoReferences) ReferencedBy(context.Context, string) ([]types.NamespacedName, error) {
+	return nil, nil
+}
+
+// Claims makes "one Service per bring-your-own IP" hold across replicas: the
+// cache that References reads lags, and two replicas may validate the same
+// ID at the same moment. Claim succeeds for exactly one Service per ID.
+type Claims interface {
+	Claim(ctx context.Context, id string, svc types.NamespacedName) error
+}
+
+// NoClaims is Claims for a single process that trusts its cache alone.
+type NoClaims struct{}
+
+func (NoClaims) Claim(context.Context, string, types.NamespacedName) error { return nil }
 
 // AllocatorOptions configures NewAllocator.
 type AllocatorOptions struct {
 	Cloud      Cloud
 	Config     *Config // validated and resolved
 	References References
-	Clock      clock.PassiveClock
+	Claims     Claims
+	// Retention is the release protocol shared with the sweeper: which
+	// retained reservations an admission may still take back.
+	Retention Retention
+	Clock     clock.PassiveClock
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
 	// trusted before the next pick lists it again. Conflicts refresh sooner.
 	OccupancyTTL time.Duration
@@ -46,12 +64,14 @@ type AllocatorOptions struct {
 // Allocator turns requests into IPAM reservations. It is safe for
 // concurrent use; concurrent picks in one pool never choose the same address.
 type Allocator struct {
-	cloud Cloud
-	refs  References
-	clock clock.PassiveClock
-	ttl   time.Duration
-	log   logr.Logger
-	cfg   atomic.Pointer[Config]
+	cloud  Cloud
+	refs   References
+	claims Claims
+	policy Retention
+	clock  clock.PassiveClock
+	ttl    time.Duration
+	log    logr.Logger
+	cfg    atomic.Pointer[Config]
 
 	mu  sync.Mutex
 	occ map[string]*occupancy // by subnet ID
@@ -59,9 +79,15 @@ type Allocator struct {
 
 // NewAllocator returns an Allocator over a resolved Config.
 func NewAllocator(o AllocatorOptions) *Allocator {
-	a := &Allocator{cloud: o.Cloud, refs: o.References, clock: o.Clock, ttl: o.OccupancyTTL, occ: map[string]*occupancy{}, log: o.Log}
+	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, occ: map[string]*occupancy{}, log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
+	}
+	if a.claims == nil {
+		a.claims = NoClaims{}
+	}
+	if a.policy.PendingGrace == 0 {
+		a.policy.PendingGrace = DefaultPendingGrace
 	}
 	if a.clock == nil {
 		a.clock = clock.RealClock{}
@@ -91,6 +117,8 @@ func (a *Allocator) SetConfig(c *Config) {
 // one ListIPs (the sticky lookup) and one BookIP, or one UpdateIP instead
 // of the booking when a retained IP is reused; pools that pick addresses
 // list their subnet when the occupancy view is older than OccupancyTTL.
+// While the Service's reservation is still attached to its previous Load
+// Balancer, nothing is booked and the answer is a retryable refusal.
 func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	p := req.Pool
 	switch {
@@ -107,7 +135,7 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 		return nil, err
 	}
 	if sticky != nil {
-		return a.reuse(ctx, req, sticky)
+		return a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)
 	}
 	if req.DryRun {
 		return a.predict(ctx, req)
@@ -120,74 +148,6 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 	default:
 		return a.bookAny(ctx, req, known)
 	}
-}
-
-// sticky finds a retained reservation of the same Service and pool. It also
-// returns the IDs of every reservation it saw, so that a booking whose answer
-// was lost can be told apart from them later.
-func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *IP, err error) {
-	cfg := a.Config()
-	ips, err := a.serviceIPs(ctx, req)
-	if err != nil {
-		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
-	}
-	known = map[string]bool{}
-	for _, ip := range ips {
-		known[ip.ID] = true
-		if !a.reusable(cfg, req, ip) {
-			continue
-		}
-		// Prefer a reservation that is not orphaned: it is the answer to an
-		// earlier attempt of this very admission (a client retry).
-		if found == nil || (orphaned(found) && !orphaned(ip)) {
-			found = ip
-		}
-	}
-	return known, found, nil
-}
-
-// serviceIPs lists the IPs tagged for the request's Service on the pool's
-// network and family (any cluster, any pool: the caller filters).
-func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*IP, error) {
-	v6 := req.Pool.IPFamily == IPv6
-	return a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6})
-}
-
-func orphaned(ip *IP) bool {
-	e, _ := ParseEntry(ip.Tags)
-	return !e.OrphanedSince.IsZero()
-}
-
-// reusable: ours, same pool and Service, attached to nothing, referenced by
-// no live Service, and the requested address if one was asked for.
-func (a *Allocator) reusable(cfg *Config, req Request, ip *IP) bool {
-	e, ok := ParseEntry(ip.Tags)
-	if !ok || !e.Owns(cfg.ClusterName) || e.Pool != req.Pool.Name || e.Service != req.Service {
-		return false
-	}
-	if ip.Resource != nil || (req.Address.IsValid() && ip.Address != req.Address) {
-		return false
-	}
-	return len(a.refs.ReferencedBy(ip.ID)) == 0
-}
-
-// reuse takes a retained IP back. Clearing orphaned-since in the same
-// admission is what keeps the sweeper from releasing it afterwards.
-func (a *Allocator) reuse(ctx context.Context, req Request, ip *IP) (*Reservation, error) {
-	res := a.reservation(req, ip)
-	res.Reused = true
-	if req.DryRun {
-		return res, nil
-	}
-	e, _ := ParseEntry(ip.Tags)
-	if !e.OrphanedSince.IsZero() {
-		e.OrphanedSince = time.Time{}
-		if _, err := a.cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
-			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, req.Service), err)
-		}
-	}
-	a.markUsed(req.Pool, ip)
-	return res, nil
 }
 
 // predict answers a dry run: what would be booked, from what is known,
@@ -374,219 +334,3 @@ func (a *Allocator) Release(ctx context.Context, r *Reservation) error {
 	a.mu.Unlock()
 	return nil
 }
-
-// ValidateID checks a bring-your-own IPAM ID for svc: it must exist in the
-// region, sit on the Private Network of a pool namespace may use, be attached
-// to nothing, and be neither referenced by another live Service nor tagged to
-// another Service. One GetIP, nothing written.
-func (a *Allocator) ValidateID(ctx context.Context, id string, svc types.NamespacedName) (*Reservation, error) {
-	cfg := a.Config()
-	ip, err := a.cloud.GetIP(ctx, id)
-	if err != nil {
-		if Classify(err) == KindNotFound {
-			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
-		}
-		return nil, apiError("reading IPAM IP "+id, err)
-	}
-	if ip.Region != "" && ip.Region != cfg.Region {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s is in region %s, not %s where this cluster's Load Balancers live", id, ip.Region, cfg.Region)
-	}
-	var pool *Pool
-	var allowed []string
-	for _, p := range cfg.AllowedPools(svc.Namespace) {
-		allowed = append(allowed, p.Name)
-		if pool == nil && p.SubnetID() == ip.SubnetID {
-			pool = p
-		}
-	}
-	if pool == nil {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is not on the Private Network of a pool namespace %s may use (%s); reserve it on one of those Private Networks", id, ip.Address, svc.Namespace, listOrNone(allowed))
-	}
-	if ip.Resource != nil {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
-	}
-	for _, other := range a.refs.ReferencedBy(id) {
-		if other != svc {
-			return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", id, ip.Address, other)
-		}
-	}
-	if e, ok := ParseEntry(ip.Tags); ok && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
-	}
-	r := &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}
-	if e, ok := ParseEntry(ip.Tags); ok && e.Owns(cfg.ClusterName) {
-		r.BringYourOwn = false // one of ours, e.g. copied from an earlier annotation
-	}
-	return r, nil
-}
-
-func listOrNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
-// occupancy is what the allocator knows of one subnet's booked addresses,
-// from a listing plus its own bookings since.
-type occupancy struct {
-	mu      sync.Mutex
-	subnet  string
-	loaded  time.Time
-	holders map[netip.Addr]Holder
-	spaces  map[string]*addrspace.Space // by pool name
-}
-
-func (o *occupancy) space(p *Pool) (*addrspace.Space, error) {
-	if s, ok := o.spaces[p.Name]; ok {
-		return s, nil
-	}
-	s, err := p.NewSpace()
-	if err != nil {
-		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
-	}
-	for addr := range o.holders {
-		s.Mark(addr)
-	}
-	o.spaces[p.Name] = s
-	return s, nil
-}
-
-func (o *occupancy) take(addr netip.Addr, h Holder) {
-	o.holders[addr] = h
-	for _, s := range o.spaces {
-		s.Mark(addr)
-	}
-}
-
-func (o *occupancy) free(addr netip.Addr) {
-	delete(o.holders, addr)
-	for _, s := range o.spaces {
-		s.Unmark(addr)
-	}
-}
-
-// occupancy returns the pool's subnet view, listing the subnet when the view
-// is missing or older than the TTL.
-func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) {
-	a.mu.Lock()
-	o, ok := a.occ[p.SubnetID()]
-	if !ok {
-		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}}
-		a.occ[p.SubnetID()] = o
-	}
-	a.mu.Unlock()
-
-	o.mu.Lock()
-	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl
-	o.mu.Unlock()
-	if fresh {
-		return o, nil
-	}
-	v6 := p.IPFamily == IPv6
-	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
-	if err != nil {
-		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	// Keep addresses marked by bookings in flight: they may not be listed yet.
-	inflight := map[netip.Addr]Holder{}
-	for addr, h := range o.holders {
-		if h.IPID == "" {
-			inflight[addr] = h
-		}
-	}
-	o.holders = inflight
-	for _, ip := range ips {
-		if ip.SubnetID == p.SubnetID() {
-			o.holders[ip.Address] = holderOf(ip)
-		}
-	}
-	for _, s := range o.spaces {
-		s.Reset()
-		for addr := range o.holders {
-			s.Mark(addr)
-		}
-	}
-	o.loaded = a.clock.Now()
-	return o, nil
-}
-
-// Start keeps the occupancy views of the pools fresh in the background, so
-// admissions rarely pay for a subnet listing and Stats stays current. It lists them
-// once right away and then every half TTL until ctx ends; a failed listing
-// waits for the next tick (an admission lists by itself when its view is
-// stale). It implements controller-runtime's manager.Runnable.
-func (a *Allocator) Start(ctx context.Context) error {
-	tick := time.NewTicker(a.ttl / 2)
-	defer tick.Stop()
-	for {
-		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error(err, "refreshing the pools' occupancy")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-// existing returns the subnet view of pool p, nil before its first listing.
-func (a *Allocator) existing(p *Pool) *occupancy {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.occ[p.SubnetID()]
-}
-
-// invalidate drops a subnet's view so that the next pick lists it again.
-func (a *Allocator) invalidate(p *Pool) {
-	if o := a.existing(p); o != nil {
-		o.mu.Lock()
-		o.loaded = time.Time{}
-		o.mu.Unlock()
-	}
-}
-
-// markUsed records a booking of ours in the subnet's view, if there is one.
-func (a *Allocator) markUsed(p *Pool, ip *IP) {
-	o := a.existing(p)
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	o.take(ip.Address, holderOf(ip))
-	o.mu.Unlock()
-}
-
-// knownHolder looks an address up in the subnet's view without any call.
-func (a *Allocator) knownHolder(p *Pool, addr netip.Addr) (Holder, bool) {
-	o := a.existing(p)
-	if o == nil || !addr.IsValid() {
-		return Holder{}, false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	h, ok := o.holders[addr]
-	return h, ok && h.IPID != ""
-}
-
-// findHolder names who holds addr after a conflict, listing the subnet when
-// the view does not know.
-func (a *Allocator) findHolder(ctx context.Context, p *Pool, addr netip.Addr) Holder {
-	if h, ok := a.knownHolder(p, addr); ok {
-		return h
-	}
-	a.invalidate(p)
-	if _, err := a.occupancy(ctx, p); err == nil {
-		if h, ok := a.knownHolder(p, addr); ok {
-			return h
-		}
-	}
-	return Holder{}
-}
-
-// NeedLeaderElection is false: every webhook replica picks addresses and
-// needs its own fresh view.
-func (a *Allocator) NeedLeaderElection() bool { return false }

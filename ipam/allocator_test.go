@@ -165,9 +165,10 @@ func TestReserveSticky(t *testing.T) {
 		t.Fatalf("calls: %s", got)
 	}
 
-	// Orphaned by the sweeper, then the Service comes back: the tag goes.
+	// Used by a live Service (uid back-filled), orphaned by the sweeper an
+	// hour ago, then the Service comes back: the tag goes.
 	entry, _ := ParseEntry(mustIP(t, e, first.ID).Tags)
-	entry.OrphanedSince = time.Now().Add(-time.Hour)
+	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-time.Hour)
 	if _, err := e.cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +205,31 @@ func TestReserveSticky(t *testing.T) {
 	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
 		t.Fatal(err)
 	}
+	// The oldest reservation is still attached to the previous Load
+	// Balancer: book nothing, ask to retry, so that the Service gets it back
+	// once detached instead of a new address.
+	e.srv.ResetCounts()
+	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
+	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		t.Fatalf("calls: %s", got)
+	}
+	// Attached to something else than a Load Balancer: not ours to wait for.
+	if err := e.srv.Detach(first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Detach(notRef.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Attach(notRef.ID, ipamtest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
+		t.Fatal(err)
+	}
 	fresh, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || fresh.ID == first.ID || fresh.ID == notRef.ID || !fresh.Booked {
-		t.Fatalf("attached IPs must not be reused: %+v %v", fresh, err)
+		t.Fatalf("IPs attached to other resources must not be reused: %+v %v", fresh, err)
 	}
 }
 
@@ -393,7 +416,7 @@ func TestValidateID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e.srv.ResetCounts()
 			ns, name, _ := strings.Cut(tt.svc, "/")
-			res, err := a.ValidateID(ctx, tt.id, svc(ns, name))
+			res, err := a.ValidateID(ctx, IDRequest{ID: tt.id, Service: svc(ns, name)})
 			if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 				t.Errorf("calls: %s", got)
 			}

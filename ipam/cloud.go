@@ -37,6 +37,9 @@ type IP struct {
 	Region    string
 }
 
+// ResourceLoadBalancer is the IPAM resource type of a Load Balancer.
+const ResourceLoadBalancer = "lb_server"
+
 // Resource is what an IP is attached to, e.g. a Load Balancer ("lb_server").
 type Resource struct {
 	Type string
@@ -67,6 +70,9 @@ type ListFilter struct {
 	PrivateNetworkID string
 	Tags             []string
 	IPv6             *bool
+	// OldestFirst orders by booking time, oldest first (IPAM's default is
+	// newest first).
+	OldestFirst bool
 }
 
 // PrivateNetwork is a VPC Private Network and its subnets.

@@ -70,8 +70,12 @@ type Pool struct {
 	picks    bool // we pick addresses (ranges or exclude set); otherwise IPAM does
 }
 
-// Duration is a time.Duration written as "90m", "24h" or "7d".
-type Duration struct{ time.Duration }
+// Duration is a time.Duration written as "90m", "24h" or "7d". It remembers
+// whether the file set it, so that an explicit "0" is not a default.
+type Duration struct {
+	time.Duration
+	set bool
+}
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
@@ -82,7 +86,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	d.Duration = v
+	d.Duration, d.set = v, true
 	return nil
 }
 
@@ -237,8 +241,8 @@ func (p *Pool) compile() (errs []error) {
 	p.include, p.exclude = include, exclude
 	p.picks = len(p.Ranges) > 0 || len(p.Exclude) > 0
 	if d := p.Retention.Duration; d < 0 {
-		add("retention", "%s is negative; use 0 to release as soon as the LB lets go", d)
-	} else if d == 0 && p.Retention == (Duration{}) {
+		add("retention", "%s is negative; use 0 for no stickiness (released as soon as the Load Balancer lets go)", d)
+	} else if !p.Retention.set {
 		p.Retention.Duration = DefaultRetention
 	}
 	for i, ns := range p.Namespaces {
@@ -343,6 +347,9 @@ func (c *Config) overlaps() []error {
 // the file names none). It fills in the subnet and its IPAM ID.
 func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
 	var errs []error
+	// transient keeps an answer that may change on retry, so that callers
+	// (the reloader) can tell "try again" from "this file is wrong".
+	var transient error
 	pns := map[string]*PrivateNetwork{}
 	get := func(id string) (*PrivateNetwork, error) {
 		if pn, ok := pns[id]; ok {
@@ -350,6 +357,9 @@ func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
 		}
 		pn, err := cloud.GetPrivateNetwork(ctx, id)
 		if err != nil {
+			if Classify(err) == KindUnavailable && transient == nil {
+				transient = err
+			}
 			return nil, err
 		}
 		pns[id] = pn
@@ -391,10 +401,16 @@ func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
 	// Pools that named no subnet only now cover one: check overlaps again.
 	errs = append(errs, c.overlaps()...)
 	if len(errs) > 0 {
-		return fmt.Errorf("pool file does not match the Private Networks:\n  %w", joinIndented(errs))
+		return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
 	}
 	return nil
 }
+
+// cause carries an error for errors.As without adding to the message.
+type cause struct{ err error }
+
+func (c cause) Error() string { return "" }
+func (c cause) Unwrap() error { return c.err }
 
 func subnetList(pn *PrivateNetwork) string {
 	if len(pn.Subnets) == 0 {
@@ -493,6 +509,26 @@ func (p *Pool) Contains(a netip.Addr) bool {
 		}
 	}
 	return true
+}
+
+// Covers reports whether a is inside the pool's ranges (or subnet), before
+// exclusions and the addresses IPAM keeps.
+func (p *Pool) Covers(a netip.Addr) bool { return p.include != nil && p.include.Contains(a) }
+
+// Explain says which rule keeps a out of the pool, for denials; "" when the
+// pool contains it.
+func (p *Pool) Explain(a netip.Addr) string {
+	switch {
+	case p.Contains(a):
+		return ""
+	case p.prefix.IsValid() && !p.prefix.Contains(a):
+		return fmt.Sprintf("%s is outside pool %s's subnet %s", a, p.Name, p.prefix)
+	case p.exclude != nil && p.exclude.Contains(a):
+		return fmt.Sprintf("%s is excluded from pool %s (exclude: %s)", a, p.Name, strings.Join(p.Exclude, ", "))
+	case p.include == nil || !p.include.Contains(a):
+		return fmt.Sprintf("%s is outside pool %s's ranges %s", a, p.Name, strings.Join(p.Ranges, ", "))
+	}
+	return fmt.Sprintf("%s is reserved by Scaleway IPAM (the first two and last two addresses of %s)", a, p.prefix)
 }
 
 // NewSpace builds the pool's candidate set for picking.

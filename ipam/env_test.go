@@ -89,11 +89,11 @@ func poolFile(pools string) string {
 // webhook feeds the allocator from its informer cache.
 type refs map[string]types.NamespacedName
 
-func (r refs) ReferencedBy(id string) []types.NamespacedName {
+func (r refs) ReferencedBy(_ context.Context, id string) ([]types.NamespacedName, error) {
 	if s, ok := r[id]; ok {
-		return []types.NamespacedName{s}
+		return []types.NamespacedName{s}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func svc(ns, name string) types.NamespacedName {

@@ -23,8 +23,20 @@ const (
 	ReasonIDNotFound         Reason = "IPNotFound"
 	ReasonIDNotUsable        Reason = "IPNotUsable"
 	ReasonUnavailable        Reason = "ScalewayUnavailable"
-	ReasonPermissionDenied   Reason = "ScalewayPermissionDenied"
-	ReasonInternal           Reason = "Internal"
+	// ReasonStillHeld: the Service's reservation is still attached to the
+	// Load Balancer of its previous incarnation; retry once it is detached.
+	ReasonStillHeld Reason = "AddressStillHeld"
+	// ReasonServiceExists: a CREATE of a Service whose live namesake holds
+	// the reservation; the apiserver would refuse it anyway.
+	ReasonServiceExists Reason = "ServiceExists"
+	// ReasonReleasing: one of ours, but too close to its release (or past
+	// it) to be taken back; Error.Fallback names the pool to book anew in.
+	ReasonReleasing Reason = "ReservationReleasing"
+	// ReasonCacheUnavailable: a cache or the Kubernetes API could not
+	// answer in time; retry.
+	ReasonCacheUnavailable Reason = "CacheUnavailable"
+	ReasonPermissionDenied Reason = "ScalewayPermissionDenied"
+	ReasonInternal         Reason = "Internal"
 )
 
 // Error is a refusal with a message for the person who applied the Service:
@@ -33,6 +45,15 @@ type Error struct {
 	Reason  Reason
 	Message string
 	Err     error // the API error behind it, if any; never shown to users
+	// Fallback is the pool a fresh reservation may come from instead
+	// (ReasonReleasing).
+	Fallback *Pool
+}
+
+// Retryable reports refusals that go away by themselves: the client should
+// apply again in a moment.
+func (e *Error) Retryable() bool {
+	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -73,6 +94,9 @@ type Request struct {
 	Address netip.Addr
 	// DryRun validates and predicts without booking or re-tagging anything.
 	DryRun bool
+	// Own are the IDs the Service references now (an UPDATE): they are its
+	// own, attached to its own Load Balancer, and may be kept.
+	Own []string
 }
 
 // Reservation is an IP reserved (or validated) for a Service.

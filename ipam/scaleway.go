@@ -153,6 +153,9 @@ func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 		if f.PrivateNetworkID != "" {
 			req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
 		}
+		if f.OldestFirst {
+			req.OrderBy = ipamapi.ListIPsRequestOrderByCreatedAtAsc
+		}
 		var resp *ipamapi.ListIPsResponse
 		err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
 			resp, err = c.ipam.ListIPs(req, scw.WithContext(ctx))

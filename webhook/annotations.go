@@ -38,11 +38,14 @@ const maxListItems = 8
 
 // request is what a Service's annotations ask for.
 type request struct {
-	Pools         []string
-	Addresses     []netip.Addr
-	IDs           []string // scw-lb-ipam.io/ipam-ids
-	RawIDs        []string // private-ip-ids written by hand
-	PNIDs         []string // pn-ids as the user set them
+	Pools     []string
+	Addresses []netip.Addr
+	IDs       []string // scw-lb-ipam.io/ipam-ids
+	RawIDs    []string // private-ip-ids written by hand
+	PNIDs     []string // pn-ids as the user set them
+	// Recorded are the addresses an earlier admission wrote (a restored
+	// manifest carries them), read leniently: they only guide a fallback.
+	Recorded      []netip.Addr
 	AllowIPChange bool
 }
 
@@ -60,7 +63,11 @@ func (r request) sameAsk(o request) bool {
 // annotationError is a denial about one annotation's value.
 type annotationError struct {
 	Annotation, Value, Problem string
+	// Err is the refusal behind Problem, if any (for its reason).
+	Err error
 }
+
+func (e *annotationError) Unwrap() error { return e.Err }
 
 func (e *annotationError) Error() string {
 	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
@@ -116,15 +123,20 @@ func parseRequest(ann map[string]string) (request, error) {
 	}); err != nil {
 		return r, err
 	}
+	for _, s := range strings.Split(ann[AnnotationAddresses], ",") {
+		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
+			r.Recorded = append(r.Recorded, a)
+		}
+	}
 	switch v := ann[AnnotationAllowIPChange]; v {
 	case "", "false":
 	case "true":
 		r.AllowIPChange = true
 	default:
-		return r, &annotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`}
+		return r, &annotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
 	}
 	if len(r.IDs) > 0 && (len(r.Pools) > 0 || len(r.Addresses) > 0) {
-		return r, &annotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one"}
+		return r, &annotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
 	}
 	return r, nil
 }
@@ -137,23 +149,23 @@ func list(ann map[string]string, key string, check func(string) error) ([]string
 		return nil, nil
 	}
 	if strings.TrimSpace(v) == "" {
-		return nil, &annotationError{key, v, "is empty; remove the annotation or give a value"}
+		return nil, &annotationError{key, v, "is empty; remove the annotation or give a value", nil}
 	}
 	parts := strings.Split(v, ",")
 	if len(parts) > maxListItems {
-		return nil, &annotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems)}
+		return nil, &annotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems), nil}
 	}
 	out := make([]string, 0, len(parts))
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return nil, &annotationError{key, v, "has an empty item; separate items with single commas"}
+			return nil, &annotationError{key, v, "has an empty item; separate items with single commas", nil}
 		}
 		if err := check(p); err != nil {
-			return nil, &annotationError{key, v, err.Error()}
+			return nil, &annotationError{key, v, err.Error(), nil}
 		}
 		if slices.Contains(out, p) {
-			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p))}
+			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p)), nil}
 		}
 		out = append(out, p)
 	}

@@ -11,15 +11,20 @@ import (
 const DefaultAdmissionTimeout = 10 * time.Second
 
 // WithAdmissionDeadline gives each admission a context deadline shorter than
-// the apiserver's own (the ?timeout= it sends), so that Scaleway retries stop
-// in time for the webhook to answer with a clear denial instead of the
-// apiserver giving up on it.
-func WithAdmissionDeadline(next http.Handler) http.Handler {
+// the apiserver's own (the ?timeout= it sends, never more than limit), so
+// that Scaleway retries stop in time for the webhook to answer with a clear
+// denial instead of the apiserver giving up on it. limit also bounds how
+// long an admission may take to write what it decided, which the release
+// protocol's margin relies on (ipam.Retention).
+func WithAdmissionDeadline(next http.Handler, limit time.Duration) http.Handler {
+	if limit <= 0 {
+		limit = DefaultAdmissionTimeout
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timeout := DefaultAdmissionTimeout
+		timeout := limit
 		if v := r.URL.Query().Get("timeout"); v != "" {
 			if d, err := time.ParseDuration(v); err == nil && d > 0 {
-				timeout = d
+				timeout = min(d, limit)
 			}
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), budget(timeout))

@@ -117,7 +117,7 @@ func newHarness(t testing.TB) *harness {
 		Log:        logr.Discard(),
 	}
 	hook := &admission.Webhook{Handler: m}
-	web := httptest.NewServer(WithAdmissionDeadline(hook))
+	web := httptest.NewServer(WithAdmissionDeadline(hook, DefaultAdmissionTimeout))
 	t.Cleanup(web.Close)
 	h.url = web.URL
 	return h

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -16,6 +17,44 @@ type plan struct {
 	ids     []string
 	// idsFrom names the annotation the IDs came from, for denials.
 	idsFrom string
+	// recorded[i] is the pool of the address an earlier admission wrote
+	// for ids[i] (nil when unknown): where a restored manifest whose
+	// reservation is gone gets a fresh one.
+	recorded []*ipam.Pool
+}
+
+// describe names what the plan asks for, for warnings and Events.
+func (p *plan) describe() string {
+	if len(p.ids) > 0 {
+		return "IPAM IDs " + strings.Join(p.ids, ",")
+	}
+	if len(p.reserve) == 1 {
+		return "pool " + p.reserve[0].Pool.Name
+	}
+	return "pools " + poolList(p.reserve)
+}
+
+// fallback is the pool to reserve a fresh address in when validating
+// ids[i] failed because the reservation a restored manifest names is gone
+// or being released; nil when the failure stands. Only for private-ip-ids:
+// scw-lb-ipam.io/ipam-ids are brought-your-own, never replaced.
+func (p *plan) fallback(i int, err error) *ipam.Pool {
+	if err == nil || p.idsFrom != AnnotationPrivateIPIDs {
+		return nil
+	}
+	var ie *ipam.Error
+	if !errors.As(err, &ie) {
+		return nil
+	}
+	switch ie.Reason {
+	case ipam.ReasonReleasing:
+		return ie.Fallback
+	case ipam.ReasonIDNotFound:
+		if i < len(p.recorded) {
+			return p.recorded[i]
+		}
+	}
+	return nil
 }
 
 // makePlan resolves a request against the pool file for a namespace. It
@@ -27,7 +66,18 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 	case len(r.IDs) > 0:
 		return &plan{ids: r.IDs, idsFrom: AnnotationIPAMIDs}, nil
 	case r.empty() && len(r.RawIDs) > 0:
-		return &plan{ids: r.RawIDs, idsFrom: AnnotationPrivateIPIDs}, nil
+		p := &plan{ids: r.RawIDs, idsFrom: AnnotationPrivateIPIDs}
+		for _, a := range r.Recorded {
+			var match *ipam.Pool
+			for _, c := range allowed {
+				if c.Contains(a) && !c.Disabled {
+					match = c
+					break
+				}
+			}
+			p.recorded = append(p.recorded, match)
+		}
+		return p, nil
 	case r.empty():
 		def := cfg.DefaultPool()
 		if def == nil || !def.Allows(namespace) {
@@ -40,10 +90,10 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
 		if !ok {
-			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed))}
+			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
 		}
 		if !p.Allows(namespace) {
-			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed))}
+			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
 		}
 		pools = append(pools, p)
 	}
@@ -65,7 +115,7 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 			}
 		}
 		if match == nil {
-			return nil, &annotationError{AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace)}
+			return nil, &annotationError{AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
 		}
 		used[match] = true
 		p.reserve = append(p.reserve, ipam.Request{Pool: match, Address: a})
@@ -85,20 +135,32 @@ func (p *plan) check() error {
 	v4 := false
 	for _, r := range p.reserve {
 		if other, dup := pns[r.Pool.PrivateNetworkID]; dup {
-			return &annotationError{AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID)}
+			return &annotationError{AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
 		}
 		pns[r.Pool.PrivateNetworkID] = r.Pool.Name
 		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
 	}
 	if !v4 {
-		return &annotationError{AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too"}
+		return &annotationError{AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
 	}
 	return nil
 }
 
+// addressProblem names the rule that keeps a out: excluded, outside the
+// ranges, reserved by IPAM, or in no pool at all.
 func addressProblem(a netip.Addr, named, allowed []*ipam.Pool, namespace string) string {
 	if len(named) > 0 {
-		return fmt.Sprintf("%s is not in pool %s; ask for an address inside it (scw-lb-ipam status lists the ranges) or name the pool that holds it", a, names(named))
+		why := make([]string, len(named))
+		for i, p := range named {
+			why[i] = p.Explain(a)
+		}
+		return fmt.Sprintf("%s; ask for an address inside the pool (scw-lb-ipam status lists the ranges) or name the pool that holds it", strings.Join(why, "; "))
+	}
+	// A pool whose ranges cover it: excluded, or kept by IPAM.
+	for _, p := range allowed {
+		if p.Covers(a) {
+			return fmt.Sprintf("%s; ask for an address inside the pool (scw-lb-ipam status lists the ranges)", p.Explain(a))
+		}
 	}
 	return fmt.Sprintf("%s is in none of the pools namespace %s may use (%s); ask for an address inside one of them", a, namespace, names(allowed))
 }

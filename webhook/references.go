@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,26 @@ func liveIDs(o client.Object) []string {
 		return nil
 	}
 	return ReferencedIDs(svc)
+}
+
+// The CCM's own marks on a Service whose Load Balancer exists.
+const (
+	// AnnotationLoadBalancerID is written by the CCM once it created the
+	// Load Balancer ("<zone>/<lb-id>").
+	AnnotationLoadBalancerID = "service.beta.kubernetes.io/scw-loadbalancer-id"
+	// FinalizerLoadBalancerCleanup is added by the cloud-provider service
+	// controller before it creates the Load Balancer and removed once the
+	// Load Balancer is gone.
+	FinalizerLoadBalancerCleanup = "service.kubernetes.io/load-balancer-cleanup"
+)
+
+// HasLoadBalancer reports whether the CCM already made a Load Balancer for
+// the Service: an ingress in its status, the CCM's LB ID annotation, or the
+// cleanup finalizer. Giving such a Service IDs would make the CCM re-attach
+// its Private Network: a new address and an outage.
+func HasLoadBalancer(svc *corev1.Service) bool {
+	return len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Annotations[AnnotationLoadBalancerID] != "" ||
+		slices.Contains(svc.Finalizers, FinalizerLoadBalancerCleanup)
 }
 
 // Live reports whether a Service holds its IPs: a LoadBalancer not being
@@ -58,17 +79,16 @@ type References struct {
 
 var _ ipam.References = References{}
 
-// ReferencedBy lists the live Services referencing id, from memory. When
-// the cache cannot answer it reports a placeholder holder, so that the
-// allocator neither reuses nor validates the ID blindly.
-func (r References) ReferencedBy(id string) []types.NamespacedName {
+// ReferencedBy lists the live Services referencing id, from memory, within
+// the admission's deadline.
+func (r References) ReferencedBy(ctx context.Context, id string) ([]types.NamespacedName, error) {
 	var list corev1.ServiceList
-	if err := r.Reader.List(context.Background(), &list, client.MatchingFields{IndexPrivateIPIDs: id}); err != nil {
-		return []types.NamespacedName{{Name: "<unknown: Service cache unavailable>"}}
+	if err := r.Reader.List(ctx, &list, client.MatchingFields{IndexPrivateIPIDs: id}); err != nil {
+		return nil, err
 	}
 	out := make([]types.NamespacedName, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, client.ObjectKeyFromObject(&list.Items[i]))
 	}
-	return out
+	return out, nil
 }

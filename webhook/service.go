@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,9 @@ const (
 	EventIPReserved          = "IPReserved"
 	EventIPReused            = "IPReused"
 	EventIPReservationFailed = "IPReservationFailed"
+	// EventIPNotReserved: a Service whose Load Balancer exists with a DHCP
+	// address keeps it; see HasLoadBalancer.
+	EventIPNotReserved = "IPNotReserved"
 )
 
 // EventRecorder is the events API recorder (controller-runtime's
@@ -39,7 +43,7 @@ type EventRecorder interface {
 type Allocator interface {
 	Config() *ipam.Config
 	Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error)
-	ValidateID(ctx context.Context, id string, svc types.NamespacedName) (*ipam.Reservation, error)
+	ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Reservation, error)
 	Release(ctx context.Context, r *ipam.Reservation) error
 }
 
@@ -81,6 +85,7 @@ const (
 	resultErrored  = "errored"
 	resultDryRun   = "dry_run"
 	resultRestored = "restored"
+	resultKept     = "kept_dhcp"
 )
 
 func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
@@ -98,26 +103,35 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Service: %w", err)), resultErrored
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, req.Namespace) || !m.optedIn(ctx, req.Namespace) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, req.Namespace) {
+		return admission.Allowed(""), resultSkipped
+	}
+	if opted, err := m.optedIn(ctx, req.Namespace); err != nil {
+		return m.deny(svc, err), resultDenied
+	} else if !opted {
 		return admission.Allowed(""), resultSkipped
 	}
 	ask, err := parseRequest(svc.Annotations)
 	if err != nil {
 		return m.deny(svc, err), resultDenied
 	}
+	dryRun := req.DryRun != nil && *req.DryRun
 
+	var own []string
+	keepDHCP := false
 	if req.Operation == admissionv1.Update {
 		old := &corev1.Service{}
 		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
 		}
 		if old.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			resp, result, next, done := m.update(req, old, svc, ask)
-			if done {
-				return resp, result
+			d := m.update(req, old, svc, ask)
+			if d.done {
+				return d.resp, d.result
 			}
-			ask = next
+			ask, keepDHCP = d.next, d.keepDHCP
 			ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
+			own = ReferencedIDs(old)
 		}
 	}
 
@@ -129,6 +143,13 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if p == nil {
 		return admission.Allowed(""), resultSkipped
 	}
+	if keepDHCP {
+		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.describe(), AnnotationAllowIPChange)
+		if !dryRun {
+			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(w, "scw-lb-ipam: "))
+		}
+		return admission.Allowed("").WithWarnings(w), resultKept
+	}
 	name := req.Name
 	if name == "" {
 		name = svc.Name
@@ -137,11 +158,12 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
-	dryRun := req.DryRun != nil && *req.DryRun
 
-	reservations, err := m.reserve(ctx, key, p, dryRun)
+	reservations, err := m.reserve(ctx, key, p, own, dryRun)
 	if err != nil {
-		m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", err.Error())
+		if !dryRun {
+			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", err.Error())
+		}
 		return m.deny(svc, err), resultDenied
 	}
 	if dryRun {
@@ -162,23 +184,43 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if w := proxyProtocolWarning(svc); w != "" {
 		warnings = append(warnings, w)
 	}
-	m.Log.Info("reserved", "service", key, "addresses", written[AnnotationAddresses], "ids", written[AnnotationPrivateIPIDs])
+	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[AnnotationAddresses], "ids", written[AnnotationPrivateIPIDs])
 	return resp.WithWarnings(warnings...), resultPatched
 }
 
+// updateDecision is what update decided.
+type updateDecision struct {
+	resp   admission.Response
+	result string
+	// done: resp is the answer. Otherwise the UPDATE allocates like a
+	// CREATE, for next, unless keepDHCP.
+	done bool
+	next request
+	// keepDHCP: the Load Balancer exists with a DHCP address and no
+	// reserved IP, and allow-ip-change is not set: it keeps its address.
+	keepDHCP bool
+}
+
 // update decides UPDATEs of a Service that already was a LoadBalancer.
-// done is false when the update must allocate like a CREATE, for the
-// request it returns.
-func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) (resp admission.Response, result string, next request, done bool) {
+func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) updateDecision {
 	prev, _ := parseRequest(old.Annotations)
 	oldIDs := old.Annotations[AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[AnnotationPrivateIPIDs]
 
+	if oldIDs == "" && HasLoadBalancer(old) && !ask.AllowIPChange {
+		// The live-LB guard: the CCM would re-attach the Private Network
+		// with the new IP, so the Load Balancer's address would change.
+		if hasIDs && newIDs != "" {
+			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", AnnotationPrivateIPIDs, AnnotationAllowIPChange, AnnotationPrivateIPIDs))}
+		}
+		return updateDecision{next: ask, keepDHCP: true}
+	}
 	if ask.sameAsk(prev) && (!hasIDs || newIDs == oldIDs) {
 		if oldIDs == "" {
 			// Nothing was reserved before (say the pool file had no default
-			// then): nothing to keep; allocate if the request now calls for it.
-			return admission.Response{}, "", ask, false
+			// then) and no Load Balancer exists yet: allocate if the request
+			// now calls for it.
+			return updateDecision{next: ask}
 		}
 		if !hasIDs || svc.Annotations[AnnotationAddresses] != old.Annotations[AnnotationAddresses] || svc.Annotations[AnnotationPNIDs] == "" {
 			// A server-side apply by a manager that does not own our
@@ -189,20 +231,20 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 					kept[k] = v
 				}
 			}
-			return patchAnnotations(req.Object.Raw, kept), resultRestored, ask, true
+			return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
 		}
-		return admission.Allowed(""), resultAllowed, ask, true
+		return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
-		return m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, AnnotationAllowIPChange)), resultDenied, ask, true
+		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, AnnotationAllowIPChange))}
 	}
 	if !ask.sameAsk(prev) || !hasIDs {
-		return admission.Response{}, "", ask, false
+		return updateDecision{next: ask}
 	}
 	// The request is the same but the IDs were edited by hand, with
 	// allow-ip-change: the new IDs are brought-your-own, to validate.
-	return admission.Response{}, "", request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}, false
+	return updateDecision{next: request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
 }
 
 // userPNs separates the networks a user asked for from those an earlier
@@ -240,7 +282,8 @@ func describeChange(prev, ask request, oldIDs, newIDs string) string {
 
 // reserve runs the plan. When one reservation fails, the ones this admission
 // booked are released again, best effort: the sweeper reclaims the rest.
-func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *plan, dryRun bool) ([]*ipam.Reservation, error) {
+// own are the IDs the Service references now (an UPDATE).
+func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
 	var out []*ipam.Reservation
 	fail := func(err error) ([]*ipam.Reservation, error) {
 		for _, r := range out {
@@ -250,15 +293,23 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 		}
 		return nil, err
 	}
-	for _, id := range p.ids {
-		r, err := m.Allocator.ValidateID(ctx, id, key)
+	for i, id := range p.ids {
+		r, err := m.Allocator.ValidateID(ctx, ipam.IDRequest{ID: id, Service: key, DryRun: dryRun, Own: own})
+		if pool := p.fallback(i, err); pool != nil {
+			// A restored manifest whose reservation is gone or being
+			// released: a fresh address from the same pool, not a denial.
+			r, err = m.Allocator.Reserve(ctx, ipam.Request{Pool: pool, Service: key, DryRun: dryRun})
+			if err != nil {
+				return fail(wrapReserveError(ipam.Request{Pool: pool}, err))
+			}
+		}
 		if err != nil {
-			return fail(&annotationError{p.idsFrom, strings.Join(p.ids, ","), err.Error()})
+			return fail(&annotationError{p.idsFrom, strings.Join(p.ids, ","), err.Error(), err})
 		}
 		out = append(out, r)
 	}
 	for _, req := range p.reserve {
-		req.Service, req.DryRun = key, dryRun
+		req.Service, req.DryRun, req.Own = key, dryRun, own
 		r, err := m.Allocator.Reserve(ctx, req)
 		if err != nil {
 			return fail(wrapReserveError(req, err))
@@ -278,17 +329,38 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 func wrapReserveError(req ipam.Request, err error) error {
 	switch ipam.ReasonOf(err) {
 	case ipam.ReasonAddressOutsidePool, ipam.ReasonAddressTaken, ipam.ReasonAddressRequired:
-		return &annotationError{AnnotationAddress, req.Address.String(), err.Error()}
+		return &annotationError{AnnotationAddress, req.Address.String(), err.Error(), err}
 	case ipam.ReasonPoolDisabled, ipam.ReasonPoolExhausted:
-		return &annotationError{AnnotationPool, req.Pool.Name, err.Error()}
+		return &annotationError{AnnotationPool, req.Pool.Name, err.Error(), err}
 	}
 	return err
 }
 
+// deny refuses the admission. A refusal that goes away by itself (the
+// previous Load Balancer still holds the IP, a cache that cannot answer)
+// is a 429 with Retry-After: kubectl, Helm and every client-go client retry
+// it on their own.
 func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response {
 	m.Log.V(1).Info("denied", "namespace", svc.Namespace, "name", svc.Name, "reason", err.Error())
-	return admission.Denied("scw-lb-ipam: " + err.Error())
+	resp := admission.Denied("scw-lb-ipam: " + err.Error())
+	var ie *ipam.Error
+	if errors.As(err, &ie) {
+		switch {
+		case ie.Retryable():
+			resp.Result.Code = http.StatusTooManyRequests
+			resp.Result.Reason = metav1.StatusReasonTooManyRequests
+			resp.Result.Details = &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds}
+		case ie.Reason == ipam.ReasonServiceExists:
+			resp.Result.Code = http.StatusConflict
+			resp.Result.Reason = metav1.StatusReasonAlreadyExists
+		}
+	}
+	return resp
 }
+
+// retryAfterSeconds is the Retry-After of retryable refusals: about how long
+// a Load Balancer takes to let go of its IP, or a cache to catch up.
+const retryAfterSeconds = 2
 
 func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
 	if m.Recorder != nil {
@@ -296,19 +368,44 @@ func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, n
 	}
 }
 
-// optedIn reads the namespace's label. When the namespace cannot be read,
-// the Service is left alone: touching a namespace that did not opt in is
-// worse than a missed reservation.
-func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) bool {
+// optedIn reads the namespace's opt-in label from the cache. The
+// apiserver's namespaceSelector already matched, so a namespace that cannot
+// be read (an error, or not in the cache yet) is a retryable refusal, never
+// an admission without a reservation.
+func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, error) {
 	if m.Namespaces == nil {
-		return true
+		return true, nil
 	}
 	ns := &corev1.Namespace{}
 	if err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		m.Log.Error(err, "reading the namespace's opt-in label; leaving the Service alone", "namespace", namespace)
-		return false
+		m.Log.Error(err, "reading the namespace's opt-in label", "namespace", namespace)
+		return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
+			Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
 	}
-	return ns.Labels[LabelEnabled] == "true"
+	return ns.Labels[LabelEnabled] == "true", nil
+}
+
+// Unreserved reports whether a live LoadBalancer Service that carries no
+// private-ip-ids should have had a reservation: it is in an opted-in
+// namespace and asks for one, or falls under a default pool. what names the
+// request for the report. The sweeper's leader uses it.
+func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (bool, string, error) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, svc.Namespace) {
+		return false, "", nil
+	}
+	opted, err := m.optedIn(ctx, svc.Namespace)
+	if err != nil || !opted {
+		return false, "", err
+	}
+	ask, err := parseRequest(svc.Annotations)
+	if err != nil {
+		return false, "", nil
+	}
+	p, err := makePlan(m.Allocator.Config(), svc.Namespace, ask)
+	if err != nil || p == nil {
+		return false, "", nil
+	}
+	return true, p.describe(), nil
 }
 
 // reservedAnnotations are the CCM's annotations and ours for the
@@ -363,6 +460,15 @@ func reservedWarning(r *ipam.Reservation) string {
 		return fmt.Sprintf("scw-lb-ipam: reused %s (IPAM ID %s) from pool %s, retained for this Service", r.Address, r.ID, r.Pool)
 	}
 	return fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", r.Address, r.ID, r.Pool)
+}
+
+func logVerb(rs []*ipam.Reservation) string {
+	for _, r := range rs {
+		if !r.Reused {
+			return "reserved"
+		}
+	}
+	return "reused"
 }
 
 func dryRunWarnings(rs []*ipam.Reservation) []string {

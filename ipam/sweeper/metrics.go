@@ -13,6 +13,9 @@ type Metrics struct {
 	would    prometheus.Counter
 	errors   prometheus.Counter
 	cycle    prometheus.Histogram
+	// unreserved counts live LoadBalancer Services that should hold a
+	// reservation and do not (let through by failurePolicy Ignore, say).
+	unreserved prometheus.Gauge
 }
 
 // NewMetrics creates and registers the sweeper metrics.
@@ -34,8 +37,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "scw_lb_ipam_sweeper_cycle_duration_seconds", Help: "Duration of sweeper cycles.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		unreserved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scw_lb_ipam_unreserved_services", Help: "LoadBalancer Services in opted-in namespaces that ask for a reserved IP (or fall under a default pool) but carry none, at the last cycle.",
+		}),
 	}
-	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle)
+	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved)
 	return m
 }
 

@@ -22,7 +22,7 @@ import (
 // Defaults of the sweeper's knobs.
 const (
 	DefaultInterval     = time.Minute
-	DefaultPendingGrace = 10 * time.Minute
+	DefaultPendingGrace = ipam.DefaultPendingGrace
 	DefaultMaxReleases  = 20
 	DefaultDebounce     = 5 * time.Second
 )
@@ -30,6 +30,12 @@ const (
 // EventReasonIPSharedByServices is recorded on Services that reference the
 // same IPAM ID: a misconfiguration the sweeper reports and never resolves.
 const EventReasonIPSharedByServices = "IPSharedByServices"
+
+// EventReasonIPNotReserved is recorded once on a LoadBalancer Service that
+// asks for a reserved IP but carries none (let through while the webhook
+// was down under failurePolicy Ignore, or created before its namespace
+// opted in): its Load Balancer keeps a DHCP address.
+const EventReasonIPNotReserved = "IPNotReserved"
 
 // EventRecorder is the events API recorder.
 type EventRecorder interface {
@@ -62,16 +68,32 @@ type Options struct {
 	// ReleaseRemovedPools allows releasing reservations of pools no longer in
 	// the pool file; without it they are kept for an operator to decide.
 	ReleaseRemovedPools bool
-	Recorder            EventRecorder
-	Metrics             *Metrics
-	Log                 logr.Logger
+	// Unreserved reports whether a live LoadBalancer Service without
+	// private-ip-ids should have had a reservation (opted-in namespace, a
+	// request or a default pool); nil reports nothing.
+	Unreserved func(ctx context.Context, svc *corev1.Service) (bool, string, error)
+	// Claims are the bring-your-own claims to collect once their Service no
+	// longer uses the ID; nil when there are none.
+	Claims   ClaimCollector
+	Recorder EventRecorder
+	Metrics  *Metrics
+	Log      logr.Logger
+}
+
+// ClaimCollector deletes bring-your-own claims whose Service no longer uses
+// their ID; inUse answers from the same live view the cycle uses.
+type ClaimCollector interface {
+	Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, error)
 }
 
 // Sweeper is the leader-only background cleaner.
 type Sweeper struct {
 	o       Options
+	policy  ipam.Retention
 	trigger chan struct{}
 	mu      sync.Mutex // one cycle at a time
+	// reported are the unreserved Services already given their Event.
+	reported map[types.UID]bool
 }
 
 // New returns a Sweeper with defaults filled in.
@@ -94,7 +116,7 @@ func New(o Options) *Sweeper {
 	if o.Synced == nil {
 		o.Synced = func() bool { return true }
 	}
-	return &Sweeper{o: o, trigger: make(chan struct{}, 1)}
+	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{}}
 }
 
 // NeedLeaderElection is true: two sweepers would race to release.
@@ -142,6 +164,8 @@ type Report struct {
 	Released     []string
 	WouldRelease []string // report-only, or over the cap
 	Shared       int      // IPs referenced by more than one Service
+	Unreserved   int      // live Services that should hold a reservation and do not
+	Claims       int      // bring-your-own claims collected
 	Errors       int
 }
 
@@ -158,6 +182,10 @@ var ErrNotSynced = errors.New("the Service cache has not synced; nothing is done
 // Sweep runs one cycle: list this cluster's reservations, compare with the
 // IDs live Services reference, keep the ledger tags current, and release
 // what has been unreferenced past its retention and is attached to nothing.
+//
+// Releases are decided with the clock read when the cycle starts, before
+// the live view is taken: the earliest reading, so the release protocol's
+// margin (ipam.Retention) holds however long the listing takes.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -173,11 +201,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, ErrNotSynced
 	}
 	cfg := s.o.Config()
-	refs, err := s.liveReferences(ctx)
+	refs, err := s.liveReferences(ctx, &rep)
 	if err != nil {
 		rep.Errors++
 		return rep, err
 	}
+	s.collectClaims(ctx, refs, &rep)
 	ips, err := s.o.Cloud.ListIPs(ctx, ipam.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
 	if err != nil {
 		rep.Errors++
@@ -186,7 +215,6 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// The live view is taken before the listing: an IP booked in between
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
-	now := s.o.Clock.Now()
 	orphansByPool := map[string]int{}
 	for _, ip := range ips {
 		entry, ok := ipam.ParseEntry(ip.Tags)
@@ -201,31 +229,86 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		}
 		rep.Orphaned++
 		orphansByPool[entry.Pool]++
-		s.unreferenced(ctx, cfg, ip, entry, now, &rep)
+		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
 	}
 	if s.o.Metrics != nil {
 		s.o.Metrics.setOrphans(orphansByPool)
+		s.o.Metrics.unreserved.Set(float64(rep.Unreserved))
 	}
 	return rep, nil
 }
 
-// liveReferences maps IPAM IDs to the live LoadBalancer Services using them.
-func (s *Sweeper) liveReferences(ctx context.Context) (map[string][]liveRef, error) {
+// liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
+// and reports the live ones that should hold a reservation and do not.
+func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][]liveRef, error) {
 	var list corev1.ServiceList
 	if err := s.o.Services.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing Services from the cache: %w", err)
 	}
 	refs := map[string][]liveRef{}
+	seen := map[types.UID]bool{}
 	for i := range list.Items {
 		svc := &list.Items[i]
 		if !webhook.Live(svc) {
 			continue
 		}
-		for _, id := range webhook.ReferencedIDs(svc) {
+		ids := webhook.ReferencedIDs(svc)
+		for _, id := range ids {
 			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, svc: svc})
+		}
+		if len(ids) == 0 && s.o.Unreserved != nil {
+			s.reportUnreserved(ctx, svc, seen, rep)
+		}
+	}
+	for uid := range s.reported {
+		if !seen[uid] {
+			delete(s.reported, uid)
 		}
 	}
 	return refs, nil
+}
+
+// reportUnreserved counts a live Service that should hold a reservation and
+// does not, with one Event per Service.
+func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, seen map[types.UID]bool, rep *Report) {
+	want, what, err := s.o.Unreserved(ctx, svc)
+	if err != nil {
+		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", client.ObjectKeyFromObject(svc), "error", err.Error())
+		return
+	}
+	if !want {
+		return
+	}
+	rep.Unreserved++
+	seen[svc.UID] = true
+	if s.reported[svc.UID] {
+		return
+	}
+	s.reported[svc.UID] = true
+	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
+		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
+		what, webhook.AnnotationPrivateIPIDs, webhook.AnnotationAllowIPChange)
+}
+
+// collectClaims deletes bring-your-own claims whose Service no longer uses
+// the ID, so that the ID may serve another Service.
+func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, rep *Report) {
+	if s.o.Claims == nil {
+		return
+	}
+	n, err := s.o.Claims.Collect(ctx, func(id string, svc types.NamespacedName) bool {
+		for _, r := range refs[id] {
+			if r.key == svc {
+				return true
+			}
+		}
+		return false
+	})
+	rep.Claims += n
+	if err != nil {
+		rep.Errors++
+		s.o.Log.Error(err, "collecting bring-your-own claims")
+	}
 }
 
 // referenced clears orphaned-since, back-fills the uid, and reports an IP
@@ -264,10 +347,14 @@ func (s *Sweeper) referenced(ctx context.Context, ip *ipam.IP, e ipam.Entry, ref
 }
 
 // unreferenced starts the retention clock, or releases once it has run out.
-func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.IP, e ipam.Entry, now time.Time, rep *Report) {
+// start is when the cycle began (see Sweep).
+func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.IP, e ipam.Entry, start time.Time, rep *Report) {
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if e.OrphanedSince.IsZero() {
-		e.OrphanedSince = now
+		// The clock right before the write: an admission that saw the IP
+		// unorphaned read it before now, so its Service exists before the
+		// release is due (retention ≥ margin ≥ twice the admission deadline).
+		e.OrphanedSince = s.o.Clock.Now()
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
@@ -277,8 +364,8 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.I
 		log.V(1).Info("no live Service references this IP; retention starts")
 		return
 	}
-	retention, known := s.retention(cfg, e)
-	if now.Sub(e.OrphanedSince) < retention {
+	retention, known := s.policy.Of(cfg, e)
+	if !s.policy.Expired(cfg, e, start) {
 		return
 	}
 	if ip.Resource != nil {
@@ -318,20 +405,6 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.I
 	}
 	rep.Released = append(rep.Released, ip.ID)
 	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
-}
-
-// retention is how long an unreferenced reservation is kept. One whose
-// Service never existed (no uid was ever back-filled) gets the short pending
-// grace; known is false when its pool left the pool file.
-func (s *Sweeper) retention(cfg *ipam.Config, e ipam.Entry) (time.Duration, bool) {
-	p, known := cfg.Pool(e.Pool)
-	switch {
-	case e.UID == "":
-		return s.o.PendingGrace, known
-	case known:
-		return p.Retention.Duration, true
-	}
-	return ipam.DefaultRetention, false
 }
 
 // Handler triggers a cycle on Service changes that may free or claim an IP:

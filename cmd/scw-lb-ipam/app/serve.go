@@ -5,17 +5,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/scaleway/scaleway-sdk-go/scw"
-	"k8s.io/client-go/rest"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,9 +54,13 @@ type Options struct {
 	Kubeconfig      string
 	OccupancyTTL    time.Duration
 	ConfigPollEvery time.Duration
-	Sweep           sweepOptions
-	TLS             tlsOptions
-	Zap             zap.Options
+	// WebhookTimeout is the webhook configuration's timeoutSeconds: the
+	// admission deadline is derived from it, and the reuse safety margin is
+	// twice it.
+	WebhookTimeout time.Duration
+	Sweep          sweepOptions
+	TLS            tlsOptions
+	Zap            zap.Options
 
 	// RestConfig, when set, is used instead of --kubeconfig.
 	RestConfig *rest.Config
@@ -105,6 +111,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
 	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")
 	fs.DurationVar(&o.Sweep.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "retention of a reservation whose Service was never created")
 	fs.IntVar(&o.Sweep.MaxReleases, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
@@ -151,10 +158,25 @@ func ParseFlags(args []string) (Options, error) {
 	if o.Sweep.Interval < time.Second || o.Sweep.PendingGrace < time.Second || o.Sweep.MaxReleases < 1 {
 		return o, fmt.Errorf("--sweep-interval and --pending-grace must be at least 1s and --max-releases-per-cycle at least 1")
 	}
+	if o.WebhookTimeout < time.Second || o.WebhookTimeout > 30*time.Second {
+		return o, fmt.Errorf("--webhook-timeout %s: the apiserver allows 1s to 30s; pass the webhook configuration's timeoutSeconds", o.WebhookTimeout)
+	}
+	if m := o.margin(); o.Sweep.PendingGrace < m {
+		return o, fmt.Errorf("--pending-grace %s is shorter than the reuse safety margin %s (twice --webhook-timeout); use at least %s", o.Sweep.PendingGrace, m, m)
+	}
 	if o.OccupancyTTL < time.Second {
 		return o, fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
 	}
 	return o, nil
+}
+
+// margin is the release protocol's safety margin: twice the admission
+// deadline (see ipam.Retention).
+func (o Options) margin() time.Duration { return 2 * o.WebhookTimeout }
+
+// retention is the release protocol the allocator and the sweeper share.
+func (o Options) retention() ipam.Retention {
+	return ipam.Retention{PendingGrace: o.Sweep.PendingGrace, Margin: o.margin()}
 }
 
 // Serve runs until ctx ends or a component fails.
@@ -169,9 +191,12 @@ func Serve(ctx context.Context, o Options) error {
 		reg = metrics.Registry
 	}
 
-	cfg, err := loadConfig(o.ConfigFile)
+	cfg, data, err := loadConfig(o.ConfigFile)
 	if err != nil {
 		return err
+	}
+	if err := o.retention().Check(cfg); err != nil {
+		return fmt.Errorf("%s: %w", o.ConfigFile, err)
 	}
 	calls := newCallMetrics(reg)
 	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
@@ -226,12 +251,18 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	claims := &webhook.LeaseClaims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
+		Fresh: o.margin(), Clock: clock.RealClock{}}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
 		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL,
 		References: webhook.References{Reader: mgr.GetCache()},
+		Claims:     claims,
+		Retention:  o.retention(),
 		Log:        log.WithName("allocator"),
 	})
-	if err := setup(ctx, mgr, alloc, cloud, o, log, reg); err != nil {
+	gauge := newConfigGauge(reg)
+	gauge.loaded(data)
+	if err := setup(ctx, mgr, alloc, cloud, claims, gauge, o, log, reg); err != nil {
 		return err
 	}
 	if keeper != nil {
@@ -239,12 +270,12 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "webhookPort", o.WebhookPort)
+	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
 	return mgr.Start(ctx)
 }
 
 // setup wires every component into the manager: one entry point each.
-func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, o Options, log logr.Logger, reg prometheus.Registerer) error {
+func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
 	if err := webhook.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing Services: %w", err)
 	}
@@ -257,13 +288,31 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 		Log:        log.WithName("webhook"),
 	}
 	server := mgr.GetWebhookServer()
-	server.Register(WebhookPath, webhook.WithAdmissionDeadline(&admission.Webhook{Handler: mutator}))
+	server.Register(WebhookPath, webhook.WithAdmissionDeadline(&admission.Webhook{Handler: mutator}, o.WebhookTimeout))
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	// Ready once the webhook server serves: the Service endpoint only then
-	// routes the apiserver's calls to this pod.
+	// Ready once the webhook server serves and the Service and Namespace
+	// caches have synced: the Service endpoint only then routes the
+	// apiserver's calls to this pod, and no admission is decided on an
+	// empty cache. The Namespace informer is started here, not on the
+	// first admission's read.
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the Service and Namespace caches have not synced")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if err := mgr.Add(alloc); err != nil {
@@ -287,6 +336,8 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 		MaxReleasesPerCycle: o.Sweep.MaxReleases,
 		ReportOnly:          o.Sweep.ReportOnly,
 		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
+		Unreserved:          mutator.Unreserved,
+		Claims:              claims,
 		Recorder:            mgr.GetEventRecorder("scw-lb-ipam-sweeper"),
 		Metrics:             sweeper.NewMetrics(reg),
 		Log:                 log.WithName("sweeper"),
@@ -301,7 +352,8 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 	if err := mgr.Add(sw); err != nil {
 		return err
 	}
-	reloader := &configReloader{path: o.ConfigFile, every: o.ConfigPollEvery, cloud: cloud, alloc: alloc, log: log.WithName("config")}
+	reloader := &configReloader{path: o.ConfigFile, every: o.ConfigPollEvery, cloud: cloud, alloc: alloc,
+		policy: o.retention(), gauge: gauge, clock: clock.RealClock{}, log: log.WithName("config")}
 	if err := mgr.Add(reloader); err != nil {
 		return err
 	}
@@ -309,16 +361,24 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 }
 
 // loadConfig reads and validates the pool file.
-func loadConfig(path string) (*ipam.Config, error) {
+func loadConfig(path string) (*ipam.Config, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the pool file: %w (set --config)", err)
+		return nil, nil, fmt.Errorf("reading the pool file: %w (set --config)", err)
 	}
 	cfg, err := ipam.ParseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, data, nil
+}
+
+// claimsNamespace holds the bring-your-own claims: the release namespace.
+func (o Options) claimsNamespace() string {
+	if o.LeaderElectNS != "" {
+		return o.LeaderElectNS
+	}
+	return "default"
 }
 
 var errNoKubeconfig = errors.New("no Kubernetes configuration: run in a cluster, set --kubeconfig or $KUBECONFIG")

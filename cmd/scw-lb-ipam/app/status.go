@@ -41,7 +41,7 @@ func ParseStatusFlags(args []string) (StatusOptions, error) {
 // Status prints each pool's capacity and who holds which address, read
 // from IPAM (read-only: it never books, tags or releases).
 func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
-	cfg, err := loadConfig(o.ConfigFile)
+	cfg, _, err := loadConfig(o.ConfigFile)
 	if err != nil {
 		return err
 	}

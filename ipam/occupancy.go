@@ -1,0 +1,175 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
+)
+
+// occupancy is what the allocator knows of one subnet's booked addresses,
+// from a listing plus its own bookings since.
+type occupancy struct {
+	mu      sync.Mutex
+	subnet  string
+	loaded  time.Time
+	holders map[netip.Addr]Holder
+	spaces  map[string]*addrspace.Space // by pool name
+}
+
+func (o *occupancy) space(p *Pool) (*addrspace.Space, error) {
+	if s, ok := o.spaces[p.Name]; ok {
+		return s, nil
+	}
+	s, err := p.NewSpace()
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
+	}
+	for addr := range o.holders {
+		s.Mark(addr)
+	}
+	o.spaces[p.Name] = s
+	return s, nil
+}
+
+func (o *occupancy) take(addr netip.Addr, h Holder) {
+	o.holders[addr] = h
+	for _, s := range o.spaces {
+		s.Mark(addr)
+	}
+}
+
+func (o *occupancy) free(addr netip.Addr) {
+	delete(o.holders, addr)
+	for _, s := range o.spaces {
+		s.Unmark(addr)
+	}
+}
+
+// occupancy returns the pool's subnet view, listing the subnet when the view
+// is missing or older than the TTL.
+func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) {
+	a.mu.Lock()
+	o, ok := a.occ[p.SubnetID()]
+	if !ok {
+		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}}
+		a.occ[p.SubnetID()] = o
+	}
+	a.mu.Unlock()
+
+	o.mu.Lock()
+	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl
+	o.mu.Unlock()
+	if fresh {
+		return o, nil
+	}
+	v6 := p.IPFamily == IPv6
+	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// Keep addresses marked by bookings in flight: they may not be listed yet.
+	inflight := map[netip.Addr]Holder{}
+	for addr, h := range o.holders {
+		if h.IPID == "" {
+			inflight[addr] = h
+		}
+	}
+	o.holders = inflight
+	for _, ip := range ips {
+		if ip.SubnetID == p.SubnetID() {
+			o.holders[ip.Address] = holderOf(ip)
+		}
+	}
+	for _, s := range o.spaces {
+		s.Reset()
+		for addr := range o.holders {
+			s.Mark(addr)
+		}
+	}
+	o.loaded = a.clock.Now()
+	return o, nil
+}
+
+// Start keeps the occupancy views of the pools fresh in the background, so
+// admissions rarely pay for a subnet listing and Stats stays current. It lists them
+// once right away and then every half TTL until ctx ends; a failed listing
+// waits for the next tick (an admission lists by itself when its view is
+// stale). It implements controller-runtime's manager.Runnable.
+func (a *Allocator) Start(ctx context.Context) error {
+	tick := time.NewTicker(a.ttl / 2)
+	defer tick.Stop()
+	for {
+		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error(err, "refreshing the pools' occupancy")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// existing returns the subnet view of pool p, nil before its first listing.
+func (a *Allocator) existing(p *Pool) *occupancy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.occ[p.SubnetID()]
+}
+
+// invalidate drops a subnet's view so that the next pick lists it again.
+func (a *Allocator) invalidate(p *Pool) {
+	if o := a.existing(p); o != nil {
+		o.mu.Lock()
+		o.loaded = time.Time{}
+		o.mu.Unlock()
+	}
+}
+
+// markUsed records a booking of ours in the subnet's view, if there is one.
+func (a *Allocator) markUsed(p *Pool, ip *IP) {
+	o := a.existing(p)
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.take(ip.Address, holderOf(ip))
+	o.mu.Unlock()
+}
+
+// knownHolder looks an address up in the subnet's view without any call.
+func (a *Allocator) knownHolder(p *Pool, addr netip.Addr) (Holder, bool) {
+	o := a.existing(p)
+	if o == nil || !addr.IsValid() {
+		return Holder{}, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.holders[addr]
+	return h, ok && h.IPID != ""
+}
+
+// findHolder names who holds addr after a conflict, listing the subnet when
+// the view does not know.
+func (a *Allocator) findHolder(ctx context.Context, p *Pool, addr netip.Addr) Holder {
+	if h, ok := a.knownHolder(p, addr); ok {
+		return h
+	}
+	a.invalidate(p)
+	if _, err := a.occupancy(ctx, p); err == nil {
+		if h, ok := a.knownHolder(p, addr); ok {
+			return h
+		}
+	}
+	return Holder{}
+}
+
+// NeedLeaderElection is false: every webhook replica picks addresses and
+// needs its own fresh view.
+func (a *Allocator) NeedLeaderElection() bool { return false }

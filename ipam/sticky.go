@@ -1,0 +1,133 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// sticky finds the reservation of the same Service and pool to take back.
+// Among the candidates it prefers the one a live Service actually used (its
+// uid was back-filled) over pending ones (bookings of failed or retried
+// admissions), and the oldest booking first: a re-created Service gets the
+// address its previous incarnation had, not one booked by a retry in
+// between. When that reservation is still attached to the previous Load
+// Balancer, the answer is a retryable refusal: booking another would move
+// the Service to a new address once the old LB is gone.
+//
+// It also returns the IDs of every reservation it saw, so that a booking
+// whose answer was lost can be told apart from them later.
+func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *IP, err error) {
+	cfg := a.Config()
+	ips, err := a.serviceIPs(ctx, req)
+	if err != nil {
+		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
+	}
+	// Decide with the clock read after the listing: the later, the safer.
+	now := a.clock.Now()
+	known = map[string]bool{}
+	var bestUID bool
+	for _, ip := range ips {
+		known[ip.ID] = true
+		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
+			continue
+		}
+		e, _ := ParseEntry(ip.Tags)
+		if uid := e.UID != ""; found == nil || (uid && !bestUID) {
+			found, bestUID = ip, uid
+		}
+	}
+	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
+		return nil, nil, a.stillHeld(ctx, req.Service, found)
+	}
+	return known, found, nil
+}
+
+// serviceIPs lists the IPs tagged for the request's Service on the pool's
+// network and family (any cluster, any pool: the caller filters), oldest
+// booking first.
+func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*IP, error) {
+	v6 := req.Pool.IPFamily == IPv6
+	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
+	// The order is asked for, and kept here too: stickiness must not depend
+	// on an API default.
+	slices.SortStableFunc(ips, func(x, y *IP) int { return x.CreatedAt.Compare(y.CreatedAt) })
+	return ips, err
+}
+
+// candidate reports whether ip is a reservation of svc in pool that may be
+// taken back at now: ours, referenced by no other live Service, attached to
+// nothing but a Load Balancer (the caller refuses while it is), and not too
+// close to its release. A reference by a Service of the same namespace/name
+// does not count: it is the previous object, Terminating or gone but still
+// in a lagging cache, since a CREATE of that name only succeeds once the old
+// one is gone. own are the IDs the Service references itself (an UPDATE).
+func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc types.NamespacedName, own []string, ip *IP, now time.Time) (bool, error) {
+	e, ok := ParseEntry(ip.Tags)
+	if !ok || !e.Owns(cfg.ClusterName) || e.Pool != pool.Name || e.Service != svc {
+		return false, nil
+	}
+	if slices.Contains(own, ip.ID) {
+		return true, nil
+	}
+	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
+	if err != nil {
+		return false, cacheError(err)
+	}
+	for _, r := range refs {
+		if r != svc {
+			return false, nil
+		}
+	}
+	if ip.Resource != nil && ip.Resource.Type != ResourceLoadBalancer {
+		return false, nil
+	}
+	return a.policy.Reusable(cfg, e, now), nil
+}
+
+// stillHeld refuses while the previous Load Balancer of svc holds its
+// reservation. A live namesake in the cache means the Service exists: the
+// apiserver would refuse the CREATE, so say that instead of "retry".
+func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip *IP) error {
+	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
+	if err != nil {
+		return cacheError(err)
+	}
+	if slices.Contains(refs, svc) {
+		return refuse(ReasonServiceExists, "Service %s already exists and holds address %s (IPAM ID %s) through its Load Balancer; delete it first, or update it instead of creating it", svc, ip.Address, ip.ID)
+	}
+	return refuse(ReasonStillHeld, "address %s (IPAM ID %s) is still held by the Load Balancer of the previous %s; it is kept for this Service: retry in a moment", ip.Address, ip.ID, svc)
+}
+
+// takeBack hands a retained IP to its Service again. Clearing
+// orphaned-since in the same admission is what keeps the sweeper from
+// releasing it afterwards (its re-read sees the tags changed).
+func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.NamespacedName, ip *IP, dryRun bool) (*Reservation, error) {
+	res := &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, Reused: true}
+	if dryRun {
+		return res, nil
+	}
+	e, _ := ParseEntry(ip.Tags)
+	if !e.OrphanedSince.IsZero() {
+		e.OrphanedSince = time.Time{}
+		if _, err := a.cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
+			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)
+		}
+	}
+	a.markUsed(pool, ip)
+	return res, nil
+}
+
+// cacheError is the refusal when the Service cache cannot answer: retryable,
+// nothing was reserved.
+func cacheError(err error) *Error {
+	return &Error{Reason: ReasonCacheUnavailable, Err: err,
+		Message: "the Service cache of scw-lb-ipam cannot tell which Services use this IP right now; nothing was reserved, apply again in a moment"}
+}

@@ -1,0 +1,115 @@
+package ipam
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// IDRequest is an IPAM ID a Service brings: scw-lb-ipam.io/ipam-ids, or a
+// private-ip-ids written by hand or restored from a manifest.
+type IDRequest struct {
+	ID      string
+	Service types.NamespacedName
+	DryRun  bool
+	// Own are the IDs the Service references now (an UPDATE).
+	Own []string
+}
+
+// ValidateID checks an IPAM ID for a Service: it must exist in the region,
+// sit on the Private Network of a pool the namespace may use, be attached to
+// nothing, and be neither referenced by another live Service nor tagged to
+// another Service. One GetIP.
+//
+// One of our own reservations of this Service (a restored manifest) goes
+// through the sticky path: taken back (orphaned-since cleared) while that is
+// safe, else refused with ReasonReleasing and the pool to book anew in.
+// A bring-your-own ID is claimed, so that two replicas admitting two
+// Services with the same ID at once cannot both win.
+func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation, error) {
+	cfg := a.Config()
+	id, svc := req.ID, req.Service
+	ip, err := a.cloud.GetIP(ctx, id)
+	if err != nil {
+		if Classify(err) == KindNotFound {
+			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
+		}
+		return nil, apiError("reading IPAM IP "+id, err)
+	}
+	if ip.Region != "" && ip.Region != cfg.Region {
+		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s is in region %s, not %s where this cluster's Load Balancers live", id, ip.Region, cfg.Region)
+	}
+	var pool *Pool
+	var allowed []string
+	for _, p := range cfg.AllowedPools(svc.Namespace) {
+		allowed = append(allowed, p.Name)
+		if pool == nil && p.SubnetID() == ip.SubnetID {
+			pool = p
+		}
+	}
+	if pool == nil {
+		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is not on the Private Network of a pool namespace %s may use (%s); reserve it on one of those Private Networks", id, ip.Address, svc.Namespace, listOrNone(allowed))
+	}
+	refs, err := a.refs.ReferencedBy(ctx, id)
+	if err != nil {
+		return nil, cacheError(err)
+	}
+	for _, other := range refs {
+		if other != svc {
+			return nil, usedBy(ip, other)
+		}
+	}
+	e, ours := ParseEntry(ip.Tags)
+	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
+		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
+	}
+	if ours {
+		return a.validateOurs(ctx, cfg, req, ip, e, pool)
+	}
+	if ip.Resource != nil && !slices.Contains(req.Own, id) {
+		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
+	}
+	if !req.DryRun {
+		if err := a.claims.Claim(ctx, id, svc); err != nil {
+			return nil, err
+		}
+	}
+	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}, nil
+}
+
+// validateOurs takes one of this Service's own reservations back, under the
+// same rules as the sticky path.
+func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest, ip *IP, e Entry, subnetPool *Pool) (*Reservation, error) {
+	pool, known := cfg.Pool(e.Pool)
+	if !known || !pool.Allows(req.Service.Namespace) {
+		pool = subnetPool
+	}
+	ok, err := a.candidate(ctx, cfg, pool, req.Service, req.Own, ip, a.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if ip.Resource != nil {
+			return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", ip.ID, ip.Address, ip.Resource)
+		}
+		return nil, &Error{Reason: ReasonReleasing, Fallback: pool,
+			Message: "IPAM IP " + ip.ID + " (" + ip.Address.String() + ") of Service " + req.Service.String() + " is being released after its retention; a fresh address from pool " + pool.Name + " is reserved instead"}
+	}
+	if ip.Resource != nil && !slices.Contains(req.Own, ip.ID) {
+		return nil, a.stillHeld(ctx, req.Service, ip)
+	}
+	return a.takeBack(ctx, pool, req.Service, ip, req.DryRun)
+}
+
+func usedBy(ip *IP, other types.NamespacedName) *Error {
+	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", ip.ID, ip.Address, other)
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,155 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// LabelClaim marks the Leases that claim a bring-your-own IPAM ID.
+const LabelClaim = "scw-lb-ipam.io/claim"
+
+// claimPrefix names a claim Lease: the prefix, then the IPAM ID (a UUID, so
+// the name is a valid object name).
+const claimPrefix = "scw-lb-ipam-claim-"
+
+// LeaseClaims makes "one Service per bring-your-own IPAM ID" atomic across
+// replicas with one Lease per ID in the release namespace: the apiserver's
+// create is the arbiter, so of two replicas admitting two Services with the
+// same ID at the same moment exactly one wins, whatever their caches say.
+// A Lease rather than an IPAM tag because a bring-your-own IP is not ours to
+// re-tag. The sweeper collects claims whose Service no longer uses the ID.
+type LeaseClaims struct {
+	// Client creates and updates the Leases; Reader reads Leases and
+	// Services from the apiserver, not a cache (a cache is what lags).
+	Client    client.Client
+	Reader    client.Reader
+	Namespace string
+	// Fresh is how long a new claim is respected even though its Service
+	// does not exist yet: its CREATE may still be in flight. At least the
+	// admission deadline.
+	Fresh time.Duration
+	Clock clock.PassiveClock
+}
+
+var _ ipam.Claims = (*LeaseClaims)(nil)
+
+func claimName(id string) string { return claimPrefix + id }
+
+// Claim records svc as the one Service using the IPAM ID.
+func (c *LeaseClaims) Claim(ctx context.Context, id string, svc types.NamespacedName) error {
+	now := metav1.NewMicroTime(c.Clock.Now())
+	holder := svc.String()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: claimName(id), Namespace: c.Namespace, Labels: map[string]string{LabelClaim: "ipam-id"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now},
+	}
+	err := c.Client.Create(ctx, lease)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return claimError(id, err)
+	}
+	if err := c.Reader.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		return claimError(id, err)
+	}
+	other := ""
+	if lease.Spec.HolderIdentity != nil {
+		other = *lease.Spec.HolderIdentity
+	}
+	if other == holder {
+		return nil // this Service again: a retry, an UPDATE, a re-create
+	}
+	if lease.Spec.AcquireTime != nil && c.Clock.Since(lease.Spec.AcquireTime.Time) < c.Fresh {
+		return &ipam.Error{Reason: ipam.ReasonIDNotUsable, Message: fmt.Sprintf("IPAM IP %s is being claimed by Service %s right now; an IP serves one Service", id, other)}
+	}
+	inUse, err := c.uses(ctx, other, id)
+	if err != nil {
+		return claimError(id, err)
+	}
+	if inUse {
+		return &ipam.Error{Reason: ipam.ReasonIDNotUsable, Message: fmt.Sprintf("IPAM IP %s is already used by Service %s; an IP serves one Service", id, other)}
+	}
+	// The claim is stale (its Service is gone or moved on): take it over.
+	// The resourceVersion makes a concurrent takeover lose with a conflict.
+	lease.Spec.HolderIdentity, lease.Spec.AcquireTime = &holder, &now
+	if err := c.Client.Update(ctx, lease); err != nil {
+		if apierrors.IsConflict(err) {
+			return &ipam.Error{Reason: ipam.ReasonIDNotUsable, Message: fmt.Sprintf("IPAM IP %s is being claimed by another Service right now; an IP serves one Service", id)}
+		}
+		return claimError(id, err)
+	}
+	return nil
+}
+
+// uses reads the holder from the apiserver: does it still reference id?
+func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error) {
+	ns, name, _ := strings.Cut(holder, "/")
+	svc := &corev1.Service{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if !Live(svc) {
+		return false, nil
+	}
+	for _, ref := range ReferencedIDs(svc) {
+		if ref == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Collect deletes the claims older than Fresh whose Service no longer uses
+// their ID (inUse answers from the sweeper's live view). A claim is deleted
+// only at the resourceVersion it was read at, so a takeover in between wins.
+func (c *LeaseClaims) Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, error) {
+	var list coordinationv1.LeaseList
+	if err := c.Reader.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{LabelClaim: "ipam-id"}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		l := &list.Items[i]
+		id, ok := strings.CutPrefix(l.Name, claimPrefix)
+		if !ok || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		if l.Spec.AcquireTime != nil && c.Clock.Since(l.Spec.AcquireTime.Time) < c.Fresh {
+			continue
+		}
+		ns, name, _ := strings.Cut(*l.Spec.HolderIdentity, "/")
+		if inUse(id, types.NamespacedName{Namespace: ns, Name: name}) {
+			continue
+		}
+		err := c.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})
+		switch {
+		case err == nil:
+			n++
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func claimError(id string, err error) error {
+	return &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
+		Message: fmt.Sprintf("claiming IPAM IP %s for this Service failed (the Kubernetes API did not answer: %v); nothing was reserved, apply again in a moment", id, err)}
+}
