@@ -45,8 +45,10 @@ type harness struct {
 	pns    map[string]ipamtest.PrivateNetwork
 	kube   client.Client
 	url    string
-	events *recordedEvents
-	alloc  *ipam.Allocator
+	events  *recordedEvents
+	alloc   *ipam.Allocator
+	cloud   ipam.Cloud
+	mutator *ServiceMutator
 }
 
 // The pool file of the handler tests, over five Private Networks.
@@ -61,6 +63,7 @@ pools:
   - {name: drained, privateNetworkID: "{{old}}", disabled: true}
   - {name: v6, privateNetworkID: "{{dc}}", ipFamily: IPv6}
   - {name: dc-other, privateNetworkID: "{{dc}}", ranges: ["172.16.34.10-172.16.34.20"]}
+  - {name: ephemeral, privateNetworkID: "{{tmp}}", retention: "0", namespaces: ["edge-*"]}
 `
 
 func newHarness(t testing.TB) *harness {
@@ -68,7 +71,7 @@ func newHarness(t testing.TB) *harness {
 	h := &harness{t: t, pns: map[string]ipamtest.PrivateNetwork{}, events: &recordedEvents{}}
 	h.srv = ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
 	file := harnessPools
-	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24"} {
+	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24"} {
 		name, cidr, _ := strings.Cut(spec, "=")
 		pn, err := h.srv.AddPrivateNetwork(name, cidr)
 		if err != nil {
@@ -108,7 +111,10 @@ func newHarness(t testing.TB) *harness {
 		WithObjects(ns("payments", true), ns("web", true), ns("edge-eu", true), ns("plain", false), ns("kube-system", true), ns("scw-lb-ipam", true)).
 		WithIndex(&corev1.Service{}, IndexPrivateIPIDs, liveIDs).
 		Build()
-	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: References{Reader: h.kube}})
+	h.cloud = cloud
+	// The release protocol of a 10 s webhook timeout: a 20 s margin.
+	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: References{Reader: h.kube},
+		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	m := &ServiceMutator{
 		Allocator:  h.alloc,
 		Namespaces: h.kube,
@@ -116,6 +122,7 @@ func newHarness(t testing.TB) *harness {
 		Recorder:   h.events,
 		Log:        logr.Discard(),
 	}
+	h.mutator = m
 	hook := &admission.Webhook{Handler: m}
 	web := httptest.NewServer(WithAdmissionDeadline(hook, DefaultAdmissionTimeout))
 	t.Cleanup(web.Close)

@@ -35,6 +35,8 @@ type expect struct {
 	ops      func(h *harness) []jsonpatch.Operation
 	warnings func(h *harness) []string
 	calls    string // emulator calls, "" for none
+	// retryAfter is the Retry-After of a retryable denial (code 429).
+	retryAfter int32
 }
 
 func (h *harness) check(name string, r *admissionv1.AdmissionResponse, want expect) {
@@ -52,6 +54,13 @@ func (h *harness) check(name string, r *admissionv1.AdmissionResponse, want expe
 	if !want.allowed {
 		if r.Result == nil || r.Result.Code != want.code {
 			h.t.Errorf("%s: status = %+v, want code %d", name, r.Result, want.code)
+		}
+		var after int32
+		if r.Result != nil && r.Result.Details != nil {
+			after = r.Result.Details.RetryAfterSeconds
+		}
+		if after != want.retryAfter {
+			h.t.Errorf("%s: Retry-After %d, want %d", name, after, want.retryAfter)
 		}
 		for _, f := range want.message {
 			if !strings.Contains(r.Result.Message, f) {
@@ -112,6 +121,11 @@ func (h *harness) pnList(names ...string) string {
 
 func denied(fragments ...string) expect {
 	return expect{allowed: false, code: http.StatusForbidden, message: fragments}
+}
+
+// retry is a denial the client retries by itself after Retry-After.
+func retry(calls string, fragments ...string) expect {
+	return expect{allowed: false, code: http.StatusTooManyRequests, retryAfter: 2, message: fragments, calls: calls}
 }
 
 // TestCreate is one row per CREATE semantics and denial reason, each on a

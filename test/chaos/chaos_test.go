@@ -28,8 +28,9 @@ import (
 )
 
 const (
-	retention    = 2 * time.Second
-	pendingGrace = 2 * time.Second
+	// At least the reuse safety margin: twice the webhook timeout (3 s).
+	retention    = 8 * time.Second
+	pendingGrace = 6 * time.Second
 	// The webhook answers within timeoutSeconds (3) minus its margin; a
 	// fault delay of 4 s is past it.
 	faultDelay = 4 * time.Second
@@ -105,7 +106,7 @@ pools:
 		},
 		Namespaces: map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
 		HelmSets:   []string{"webhook.timeoutSeconds=3"},
-		Args:       []string{"--sweep-interval", "1s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
+		Args:       []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
 		Logs:       logs,
 	})
 	if err != nil {

@@ -16,10 +16,13 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
-// Retention and grace are seconds here so the sweeper's work fits a test.
+// Retention and grace are seconds here so the sweeper's work fits a test:
+// the webhook timeout is 2 s, so the reuse safety margin is 4 s, and a
+// retained IP can be taken back during the first 4 s of its 8 s retention.
 const (
-	retention    = 4 * time.Second
-	pendingGrace = 3 * time.Second
+	webhookTimeout = 2 * time.Second
+	retention      = 8 * time.Second
+	pendingGrace   = 4 * time.Second
 )
 
 // s is the control plane, emulator and webhook the scenarios share; they run
@@ -51,8 +54,9 @@ pools:
 `, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
 		},
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
-		Args:       []string{"--sweep-interval", "1s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "100"},
-		Logs:       logs,
+		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
+			"--max-releases-per-cycle", "100"},
+		Logs: logs,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)

@@ -235,6 +235,13 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 			}
 		}
 		id := create()
+		// The sweeper sees the Service live and back-fills its uid: from
+		// then on the reservation is kept for the pool's retention.
+		eventually(t, 10*time.Second, "the uid back-filled", func() bool {
+			ip, _ := s.Emu.IP(id)
+			e, _ := ipam.ParseEntry(ip.Tags)
+			return e.UID != ""
+		})
 		// The CCM attaches the IP to the Load Balancer...
 		if err := s.Emu.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "stable-lb"}); err != nil {
 			t.Fatal(err)
