@@ -40,11 +40,11 @@ const (
 // harness runs the mutator behind a real HTTP server, the way the apiserver
 // calls it, with the allocator talking to the emulator through the SDK.
 type harness struct {
-	t      testing.TB
-	srv    *ipamtest.Server
-	pns    map[string]ipamtest.PrivateNetwork
-	kube   client.Client
-	url    string
+	t       testing.TB
+	srv     *ipamtest.Server
+	pns     map[string]ipamtest.PrivateNetwork
+	kube    client.Client
+	url     string
 	events  *recordedEvents
 	alloc   *ipam.Allocator
 	cloud   ipam.Cloud

@@ -315,7 +315,7 @@ func TestDryRunRecordsNothing(t *testing.T) {
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {
-		e := denied("IPAM IP "+attached+" (10.10.0.78) is attached to lb_server legacy-lb")
+		e := denied("IPAM IP " + attached + " (10.10.0.78) is attached to lb_server legacy-lb")
 		e.calls = "GetIP=1"
 		return e
 	}())
