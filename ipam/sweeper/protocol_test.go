@@ -1,0 +1,205 @@
+package sweeper
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// schedule releases gated calls in a fixed order. Each step is
+// "<party>:<op>"; a call whose step is still ahead waits for its turn, one
+// already passed (or never scheduled) goes through. A party that finishes
+// without making its remaining steps (it decided not to) has them skipped.
+type schedule struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	steps    []string
+	next     int
+	finished map[string]bool
+}
+
+func newSchedule(steps []string) *schedule {
+	s := &schedule{steps: steps, finished: map[string]bool{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func party(step string) string { p, _, _ := strings.Cut(step, ":"); return p }
+
+func (s *schedule) skip() {
+	for s.next < len(s.steps) && s.finished[party(s.steps[s.next])] {
+		s.next++
+	}
+	s.cond.Broadcast()
+}
+
+// enter blocks until step's turn; false when step is not ahead.
+func (s *schedule) enter(step string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.steps[s.next:], step) {
+		return false
+	}
+	for s.steps[s.next] != step {
+		s.cond.Wait()
+	}
+	return true
+}
+
+func (s *schedule) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.skip()
+}
+
+func (s *schedule) finish(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished[p] = true
+	s.skip()
+}
+
+// gatedCloud holds one party's GetIP, ListIPs, SetTags and ReleaseIP calls
+// until the schedule lets them through.
+type gatedCloud struct {
+	ipam.Cloud
+	party string
+	s     *schedule
+}
+
+func (c gatedCloud) gate(op string) func() {
+	if c.s.enter(c.party + ":" + op) {
+		return c.s.leave
+	}
+	return func() {}
+}
+
+func (c gatedCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+	defer c.gate("GetIP")()
+	return c.Cloud.GetIP(ctx, id)
+}
+
+func (c gatedCloud) ListIPs(ctx context.Context, f ipam.ListFilter) ([]*ipam.IP, error) {
+	defer c.gate("ListIPs")()
+	return c.Cloud.ListIPs(ctx, f)
+}
+
+func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*ipam.IP, error) {
+	defer c.gate("SetTags")()
+	return c.Cloud.SetTags(ctx, id, tags)
+}
+
+func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
+	defer c.gate("ReleaseIP")()
+	return c.Cloud.ReleaseIP(ctx, id)
+}
+
+// interleavings are every order of the sweeper's re-read and release and
+// the admission's sticky listing and take-back, each party's own order
+// kept: the six ways the two can meet on one retained IP.
+func interleavings() [][]string {
+	sweeper := []string{"sweeper:GetIP", "sweeper:ReleaseIP"}
+	admission := []string{"admission:ListIPs", "admission:SetTags"}
+	var out [][]string
+	var walk func(prefix []string, i, j int)
+	walk = func(prefix []string, i, j int) {
+		if i == len(sweeper) && j == len(admission) {
+			out = append(out, slices.Clone(prefix))
+			return
+		}
+		if i < len(sweeper) {
+			walk(append(prefix, sweeper[i]), i+1, j)
+		}
+		if j < len(admission) {
+			walk(append(prefix, admission[j]), i, j+1)
+		}
+	}
+	walk(nil, 0, 0)
+	return out
+}
+
+// TestReleaseProtocolEveryInterleaving drives the sweeper releasing a
+// retained IP and an admission re-creating its Service through every
+// interleaving of {sweeper GetIP, sweeper ReleaseIP, admission ListIPs,
+// admission SetTags}, at a time well inside the retention, inside the safety
+// margin before the release, and after the release is due. In every case no
+// ID the admission hands out is released (invariant 2); and the protocol is
+// not vacuous: inside the retention the IP is taken back, after it the
+// sweeper releases it.
+func TestReleaseProtocolEveryInterleaving(t *testing.T) {
+	const margin = 20 * time.Second
+	orders := interleavings()
+	if len(orders) != 6 {
+		t.Fatalf("%d interleavings, want 6", len(orders))
+	}
+	zones := []struct {
+		name          string
+		at            func(orphaned, release time.Time) time.Time
+		reused, freed bool
+	}{
+		{"inside the retention", func(_, release time.Time) time.Time { return release.Add(-margin - time.Minute) }, true, false},
+		{"inside the margin", func(_, release time.Time) time.Time { return release.Add(-margin / 2) }, false, false},
+		{"release due", func(_, release time.Time) time.Time { return release.Add(time.Minute) }, false, true},
+	}
+	for _, z := range zones {
+		for _, order := range orders {
+			t.Run(z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
+				w := newWorld(t)
+				svc := types.NamespacedName{Namespace: "payments", Name: "api"}
+				x := w.book("general", svc.Namespace, svc.Name)
+				live := w.live(svc.Namespace, svc.Name, x.ID)
+				w.sweep(w.sweeper()) // uid back-filled
+				w.remove(live)
+				w.sweep(w.sweeper()) // orphaned-since set
+				orphaned := w.entry(x.ID).OrphanedSince
+				p, _ := w.cfg.Pool("general")
+				w.clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
+
+				s := newSchedule(order)
+				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
+				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
+					References: webhook.References{Reader: w.kube}, Clock: w.clock,
+					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+
+				var wg sync.WaitGroup
+				var rep Report
+				var res *ipam.Reservation
+				var serr, aerr error
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					defer s.finish("sweeper")
+					rep, serr = sw.Sweep(context.Background())
+				}()
+				go func() {
+					defer wg.Done()
+					defer s.finish("admission")
+					res, aerr = alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc})
+				}()
+				wg.Wait()
+				if serr != nil || aerr != nil {
+					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+				}
+				if !w.exists(res.ID) {
+					t.Fatalf("invariant 2: the admission handed out %s (reused=%v), which is released", res.ID, res.Reused)
+				}
+				freed := slices.Contains(rep.Released, x.ID)
+				if res.Reused != z.reused || freed != z.freed {
+					t.Fatalf("reused=%v released=%v, want reused=%v released=%v", res.Reused, freed, z.reused, z.freed)
+				}
+				if res.Reused && (res.ID != x.ID || !w.entry(x.ID).OrphanedSince.IsZero()) {
+					t.Fatalf("taken back %s, orphaned-since %v", res.ID, w.entry(x.ID).OrphanedSince)
+				}
+			})
+		}
+	}
+}
