@@ -264,6 +264,27 @@ func (e *Env) Counter(name string) float64 {
 	return total
 }
 
+// ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
+func (e *Env) ScalewayOptions() []scw.ClientOption { return e.serve.ScalewayOptions }
+
+// PoolFile is the pool file the webhook runs with.
+func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }
+
+// Total sums a gauge family over its labels, -1 when absent.
+func (e *Env) Total(name string) float64 {
+	families, _ := e.Metrics.Gather()
+	for _, f := range families {
+		if f.GetName() == name {
+			total := 0.0
+			for _, m := range f.GetMetric() {
+				total += m.GetGauge().GetValue()
+			}
+			return total
+		}
+	}
+	return -1
+}
+
 // Gauge reads a pool gauge, -1 when absent.
 func (e *Env) Gauge(name, pool string) float64 {
 	families, _ := e.Metrics.Gather()

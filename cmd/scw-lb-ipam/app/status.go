@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,14 +15,20 @@ import (
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // StatusOptions are the flags of "status".
 type StatusOptions struct {
 	ConfigFile string
 	Output     string // table or json
+	// Kubeconfig, when set, is read to name the Services that use
+	// bring-your-own IPs (IPAM knows nothing of them).
+	Kubeconfig string
 	// ScalewayOptions add to the SDK environment (tests).
 	ScalewayOptions []scw.ClientOption
+	// Services reads Services instead of --kubeconfig (tests).
+	Services client.Reader
 }
 
 // ParseStatusFlags reads the flags of "status".
@@ -29,6 +37,7 @@ func ParseStatusFlags(args []string) (StatusOptions, error) {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file")
 	fs.StringVar(&o.Output, "o", "table", "output: table or json")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to name the Services using bring-your-own IPs (read-only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -57,6 +66,22 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}
 	report := alloc.Report()
+	byo := false
+	if o.Services == nil && o.Kubeconfig != "" {
+		rc, err := restConfig(o.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		if o.Services, err = client.New(rc, client.Options{}); err != nil {
+			return err
+		}
+	}
+	if o.Services != nil {
+		if err := nameBringYourOwn(ctx, o.Services, report); err != nil {
+			return fmt.Errorf("reading the Services that use the IPs: %w", err)
+		}
+		byo = true
+	}
 	if o.Output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -66,7 +91,44 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			Pools       []ipam.PoolReport `json:"pools"`
 		}{cfg.ClusterName, cfg.Region, report})
 	}
-	return printTable(out, cfg, report)
+	if err := printTable(out, cfg, report); err != nil {
+		return err
+	}
+	if !byo {
+		fmt.Fprintln(out, "\n(bring-your-own IPs show their IPAM holder only: pass --kubeconfig to name the Services using them)")
+	}
+	return nil
+}
+
+// nameBringYourOwn names the live Service using each IP that is not one of
+// this cluster's reservations: IPAM tags do not say who uses such an IP.
+func nameBringYourOwn(ctx context.Context, services client.Reader, report []ipam.PoolReport) error {
+	var list corev1.ServiceList
+	if err := services.List(ctx, &list); err != nil {
+		return err
+	}
+	users := map[string]string{}
+	for i := range list.Items {
+		if svc := &list.Items[i]; webhook.Live(svc) {
+			for _, id := range webhook.ReferencedIDs(svc) {
+				users[id] = svc.Namespace + "/" + svc.Name
+			}
+		}
+	}
+	for i := range report {
+		for j := range report[i].Addresses {
+			a := &report[i].Addresses[j]
+			if user, ok := users[a.IPID]; ok && !a.Mine {
+				holder := "Service " + user + " (bring-your-own)"
+				if strings.HasPrefix(a.Holder, "Service ") || strings.HasPrefix(a.Holder, "IPAM IP ") {
+					a.Holder = holder
+				} else {
+					a.Holder = holder + ", attached to " + a.Holder
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport) error {

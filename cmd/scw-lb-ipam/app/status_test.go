@@ -13,7 +13,14 @@ import (
 	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -54,6 +61,7 @@ pools:
 	add("vm", dc.ID, "172.16.35.13", nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
 	add("outside", dc.ID, "172.16.33.1", nil, nil) // on the PN, outside the pool's ranges
 	add("edge", edge.ID, "10.10.0.2", ipam.Entry{Cluster: "prod", Pool: "edge", Service: svc("web", "edge")}.Tags(), nil)
+	ids["pn:edge"] = edge.ID
 	o := StatusOptions{ConfigFile: file, Output: "table", ScalewayOptions: []scw.ClientOption{
 		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}}
 	return srv, o, ids
@@ -137,6 +145,31 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if doc.Pools[0].Free != 6 || doc.Pools[0].UsedByOthers != 2 {
 		t.Errorf("dc-link: %+v", doc.Pools[0].PoolStats)
+	}
+}
+
+// TestStatusNamesBringYourOwnUsers: IPAM does not know who uses a
+// bring-your-own IP; with the cluster's Services, status says.
+func TestStatusNamesBringYourOwnUsers(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	byo, err := srv.AddIP(ids["pn:edge"], netip.MustParseAddr("10.10.0.3"), []string{"reserved-by-terraform"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: byo}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("edge     10.10.0.3     %s  Service web/byo (bring-your-own)", byo); !strings.Contains(out.String(), want) {
+		t.Fatalf("table lacks %q:\n%s", want, out.String())
+	}
+	if want := fmt.Sprintf("%s  instance_server bastion", ids["vm"]); !strings.Contains(out.String(), want) || strings.Contains(out.String(), "--kubeconfig") {
+		t.Fatalf("table:\n%s", out.String())
 	}
 }
 

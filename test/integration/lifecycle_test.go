@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// TestScenario10NamespaceLabelledAfterTheLoadBalancer: a LoadBalancer
+// Service that got its Load Balancer (and a DHCP address) before its
+// namespace opted in keeps that address through a label change and a
+// helm-upgrade-style full UPDATE: no annotation written, no IPAM write, a
+// warning each time, and the sweeper's leader counts it as unreserved.
+func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "late"}}
+		if err := s.Kube.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		svc := lbService("late", "legacy", map[string]string{webhook.AnnotationPool: "general"})
+		if err := s.Kube.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, svc)
+		// The CCM's marks: its finalizer and the Load Balancer's address.
+		svc.Finalizers = []string{webhook.FinalizerLoadBalancerCleanup}
+		if err := s.Kube.Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			got := get(t, "late", "legacy")
+			got.Finalizers = nil
+			_ = s.Kube.Update(ctx, got)
+		}()
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.10.0.77"}}
+		if err := s.Kube.Status().Update(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		ns.Labels = map[string]string{webhook.LabelEnabled: "true"}
+		if err := s.Kube.Update(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		// The webhook sees the label once its Namespace cache has it.
+		time.Sleep(500 * time.Millisecond)
+		audit := len(s.Emu.Audit())
+		want := `scw-lb-ipam: Service late/legacy already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (pool general), set annotation scw-lb-ipam.io/allow-ip-change: "true" (the CCM re-attaches the Load Balancer: a brief outage)`
+
+		c, w := clientWithWarnings(t)
+		got := get(t, "late", "legacy")
+		got.Labels = map[string]string{"team": "edge"}
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		// A helm upgrade sends the whole object as the chart renders it.
+		full := lbService("late", "legacy", map[string]string{webhook.AnnotationPool: "general"})
+		full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
+		full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
+		cur := get(t, "late", "legacy")
+		full.ResourceVersion, full.Finalizers, full.Spec.ClusterIP, full.Spec.ClusterIPs = cur.ResourceVersion, cur.Finalizers, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+		full.Spec.Ports[0].NodePort = cur.Spec.Ports[0].NodePort
+		if err := c.Update(ctx, full); err != nil {
+			t.Fatal(err)
+		}
+		after := get(t, "late", "legacy")
+		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
+			if v, ok := after.Annotations[k]; ok {
+				t.Fatalf("annotation %s written: %q", k, v)
+			}
+		}
+		if !slices.Equal(w.List(), []string{want, want}) {
+			t.Fatalf("warnings %q, want the DHCP warning twice", w.List())
+		}
+		if n := len(s.Emu.Audit()) - audit; n != 0 {
+			t.Fatalf("%d IPAM writes for a Service that keeps its DHCP address", n)
+		}
+		eventually(t, 15*time.Second, "the unreserved gauge to count it", func() bool {
+			return s.Total("scw_lb_ipam_unreserved_services") == 1
+		})
+		eventually(t, 10*time.Second, "the sweeper's IPNotReserved Event", func() bool {
+			var list eventsv1.EventList
+			if err := s.Kube.List(ctx, &list, client.InNamespace("late")); err != nil {
+				return false
+			}
+			for _, e := range list.Items {
+				if e.Reason == "IPNotReserved" && e.Regarding.Name == "legacy" && strings.Contains(e.Note, "admitted without scw-lb-ipam") {
+					return true
+				}
+			}
+			return false
+		})
+	})
+}
+
+// TestScenario11BringYourOwnAcrossReplicas: two allocators that share
+// nothing but the emulator and the apiserver (their own Scaleway clients,
+// Service caches and claim clients, as two webhook replicas have) validate
+// the same bring-your-own IPAM ID for two Services at the same moment:
+// exactly one wins, for every ID. Without the claim both win, which is the
+// race this closes (the caches know neither Service yet).
+func TestScenario11BringYourOwnAcrossReplicas(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		const ids = 12
+		byo := make([]string, ids)
+		for i := range byo {
+			id, err := s.Emu.AddIP(s.PNs["edge"].ID, netipOf(t, "10.10.0.", 150+i), []string{"reserved-by-terraform"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byo[i] = id
+		}
+		one, two := replica(t, true), replica(t, true)
+		wins := race(t, one, two, byo)
+		for i, n := range wins {
+			if n != 1 {
+				t.Errorf("IPAM ID %s: %d Services won, want exactly 1", byo[i], n)
+			}
+		}
+		// The same race without the claim: both win.
+		bare1, bare2 := replica(t, false), replica(t, false)
+		double := 0
+		for _, n := range race(t, bare1, bare2, byo[:1]) {
+			if n == 2 {
+				double++
+			}
+		}
+		if double != 1 {
+			t.Fatalf("without claims the race was not reproduced (%d double wins): the test does not drive it", double)
+		}
+	})
+}
+
+// replica is an allocator with its own Scaleway client, Service cache and
+// claims, as one webhook replica has.
+func replica(t *testing.T, claims bool) *ipam.Allocator {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: "fr-par", ClientOptions: s.ScalewayOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ipam.ParseConfig([]byte(s.PoolFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(ctx, cloud); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Client(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	services, err := cache.New(s.Config, cache.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.IndexServices(ctx, services); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := services.GetInformer(ctx, &corev1.Service{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = services.Start(ctx) }()
+	if !services.WaitForCacheSync(ctx) {
+		t.Fatal("cache not synced")
+	}
+	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: webhook.References{Reader: services}}
+	if claims {
+		o.Claims = &webhook.LeaseClaims{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
+	}
+	return ipam.NewAllocator(o)
+}
+
+// race validates each ID for Service web/a-<i> on one replica and web/b-<i>
+// on the other at the same moment; it returns how many won per ID.
+func race(t *testing.T, one, two *ipam.Allocator, ids []string) []int {
+	t.Helper()
+	wins := make([]int, len(ids))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		start := make(chan struct{})
+		for _, side := range []struct {
+			a    *ipam.Allocator
+			name string
+		}{{one, "a"}, {two, "b"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				svc := types.NamespacedName{Namespace: "web", Name: side.name + "-" + id[:8]}
+				if _, err := side.a.ValidateID(context.Background(), ipam.IDRequest{ID: id, Service: svc}); err == nil {
+					mu.Lock()
+					wins[i]++
+					mu.Unlock()
+				} else if ipam.ReasonOf(err) != ipam.ReasonIDNotUsable {
+					t.Errorf("%s: %v", svc, err)
+				}
+			}()
+		}
+		close(start)
+	}
+	wg.Wait()
+	return wins
+}
+
+func netipOf(t *testing.T, prefix string, i int) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(prefix + strconv.Itoa(i))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
