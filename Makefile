@@ -24,11 +24,21 @@ test: lint tools crds unit suites ## Every test: unit, emulator fidelity, chart,
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 	$(GO) test -count=1 -race $(UNIT)
 
+# own_tmp runs a command with a TMPDIR of its own. envtest stops its
+# processes itself (SIGTERM, then SIGKILL); a test run killed midway may
+# leave some behind, and they all name that TMPDIR on their command line
+# (etcd's data dir, the apiserver's certificates): on exit, those processes
+# are stopped, and no other (a running playground, another project's).
+define own_tmp
+tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/scw-lb-ipam-make.XXXXXX"); \
+trap 'for p in $$(grep -lsaF "$$tmp/" /proc/[0-9]*/cmdline | cut -d/ -f3); do kill -9 "$$p" 2>/dev/null; done; rm -rf "$$tmp"' EXIT; \
+export TMPDIR="$$tmp";
+endef
+
 # The suites print one line per scenario (-v); passing tests' chatter is
-# filtered. envtest stops its processes itself (SIGTERM, then SIGKILL); the
-# trap also ends any a killed test run left behind.
+# filtered.
 suites: tools crds ## The suites on a real kube-apiserver, etcd and helm.
-	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
+	@set -o pipefail; $(own_tmp) \
 	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 # The full chaos run; make test runs a short one (200 operations, seed 1).
@@ -36,7 +46,7 @@ CHAOS_OPS     ?= 1500
 CHAOS_CLIENTS ?= 12
 CHAOS_SEED    ?= $(shell date +%s)
 chaos: tools ## Faults and concurrency on a real control plane, then the six invariants.
-	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
+	@set -o pipefail; $(own_tmp) \
 	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) \
 	  $(GO) test -count=1 -timeout 60m -v ./test/chaos 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
@@ -47,7 +57,7 @@ fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
 	$(GO) test -run='^$$' -fuzz='^FuzzAdmissionReview$$' -fuzztime=$(FUZZTIME) ./webhook
 
 bench: tools ## The benchmark table (real control plane), then the Go benchmarks.
-	@set -o pipefail; trap 'pkill -f "[k]8s_test_framework_" >/dev/null 2>&1 || true' EXIT; \
+	@set -o pipefail; $(own_tmp) \
 	  $(GO) test -run='^$$' -bench=BenchmarkReport -benchtime=1x -timeout 30m ./test/bench | grep -vE '^(goos|goarch|pkg|cpu|PASS|ok|BenchmarkReport)'
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 

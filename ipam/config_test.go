@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,37 @@ func TestPoolContainsSkipsReservedAddresses(t *testing.T) {
 	_, err := ParseConfig([]byte(file))
 	if err == nil || !strings.Contains(err.Error(), "leave no address") {
 		t.Fatalf("a /30 has only reserved addresses; err = %v", err)
+	}
+}
+
+// TestPoolExplain: a denial names the rule that keeps an address out.
+func TestPoolExplain(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`clusterName: test
+region: fr-par
+clusterPrivateNetworkID: 3f1c1a52-6c2e-4b8f-9d7a-2b1e0c9d8f01
+pools:
+  - {name: dc-link, privateNetworkID: 7b6a5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d, subnet: 172.16.4.0/22, ranges: ["172.16.4.200-172.16.4.250"], exclude: ["172.16.4.201"]}
+  - {name: whole, privateNetworkID: 8b6a5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d, subnet: 10.20.0.0/24}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, _ := cfg.Pool("dc-link")
+	whole, _ := cfg.Pool("whole")
+	for _, tt := range []struct {
+		p    *Pool
+		addr string
+		want string
+	}{
+		{dc, "172.16.4.210", ""},
+		{dc, "172.16.4.201", "172.16.4.201 is excluded from pool dc-link (exclude: 172.16.4.201)"},
+		{dc, "172.16.4.10", "172.16.4.10 is outside pool dc-link's ranges 172.16.4.200-172.16.4.250"},
+		{dc, "10.0.0.1", "10.0.0.1 is outside pool dc-link's subnet 172.16.4.0/22"},
+		{whole, "10.20.0.1", "10.20.0.1 is reserved by Scaleway IPAM (the first two and last two addresses of 10.20.0.0/24)"},
+		{whole, "10.20.0.254", "10.20.0.254 is reserved by Scaleway IPAM (the first two and last two addresses of 10.20.0.0/24)"},
+	} {
+		if got := tt.p.Explain(netip.MustParseAddr(tt.addr)); got != tt.want {
+			t.Errorf("%s in %s: %q, want %q", tt.addr, tt.p.Name, got, tt.want)
+		}
 	}
 }

@@ -179,6 +179,8 @@ func TestCreate(t *testing.T) {
 			want: denied("annotation scw-lb-ipam.io/address", "192.168.1.1 is in none of the pools namespace payments may use")},
 		{name: "address outside the named pool", svc: service("payments", "api", ann(AnnotationPool, "dc-link", AnnotationAddress, "172.16.35.250")),
 			want: denied("172.16.35.250 is outside pool dc-link's ranges 172.16.35.200-172.16.35.203")},
+		{name: "address IPAM keeps", svc: service("web", "api", ann(AnnotationAddress, "10.10.0.1")),
+			want: denied("10.10.0.1 is reserved by Scaleway IPAM (the first two and last two addresses of 10.10.0.0/24)")},
 		{name: "disabled pool", svc: service("web", "api", ann(AnnotationPool, "drained")),
 			want: denied(`annotation scw-lb-ipam.io/pool: value "drained"`, "is disabled (draining)")},
 		{name: "autoAssign false without address", svc: service("web", "api", ann(AnnotationPool, "manual")),
