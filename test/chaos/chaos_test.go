@@ -280,8 +280,13 @@ func (r *run) checkReturned(svc *corev1.Service) {
 // denied classifies an apiserver error by its reason.
 func (r *run) denied(err error) {
 	msg := err.Error()
-	reason := "other: " + truncate(msg, 80)
+	reason := "other: " + truncate(msg, 200)
 	for _, k := range []struct{ match, reason string }{
+		{"still held by the Load Balancer of the previous", "address still held by the previous Load Balancer (retried)"},
+		{"being claimed", "bring-your-own claim taken at the same moment"},
+		{"cannot be read from the cache", "cache unavailable"},
+		{"cannot tell which Services", "cache unavailable"},
+		{"does not exist in region", "IPAM ID does not exist"},
 		{"failed calling webhook", "webhook timeout or unreachable"},
 		{"unavailable after retries", "Scaleway unavailable"},
 		{"is exhausted", "pool exhausted"},
