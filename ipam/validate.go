@@ -103,6 +103,20 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest
 	return a.takeBack(ctx, pool, req.Service, ip, req.DryRun)
 }
 
+// PrivateNetworkExists asks VPC whether a Private Network a Service names
+// exists in the region: the CCM would fail to attach one that does not,
+// with the IP already booked. One GetPrivateNetwork.
+func (a *Allocator) PrivateNetworkExists(ctx context.Context, id string) (bool, error) {
+	_, err := a.cloud.GetPrivateNetwork(ctx, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case Classify(err) == KindNotFound:
+		return false, nil
+	}
+	return false, apiError("reading Private Network "+id, err)
+}
+
 func usedBy(ip *IP, other types.NamespacedName) *Error {
 	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", ip.ID, ip.Address, other)
 }

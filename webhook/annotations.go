@@ -30,6 +30,12 @@ const (
 	AnnotationPrivateIPIDs = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
 	// AnnotationPNIDs is the CCM's: the Private Networks to attach the LB to.
 	AnnotationPNIDs = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
+	// AnnotationPrivate is the CCM's: "true" makes the Load Balancer
+	// private-only (no public IP).
+	AnnotationPrivate = "service.beta.kubernetes.io/scw-loadbalancer-private"
+	// AnnotationExternallyManaged is the CCM's: "true" means the Load
+	// Balancer is made outside Kubernetes and may serve several Services.
+	AnnotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
 )
 
 // maxListItems bounds comma lists: the CCM takes one IP per Private Network,
@@ -47,6 +53,8 @@ type request struct {
 	// manifest carries them), read leniently: they only guide a fallback.
 	Recorded      []netip.Addr
 	AllowIPChange bool
+	// ExternallyManaged: the CCM's externally-managed annotation is "true".
+	ExternallyManaged bool
 }
 
 // empty reports a Service that asks for nothing of its own.
@@ -128,6 +136,7 @@ func parseRequest(ann map[string]string) (request, error) {
 			r.Recorded = append(r.Recorded, a)
 		}
 	}
+	r.ExternallyManaged = ann[AnnotationExternallyManaged] == "true"
 	switch v := ann[AnnotationAllowIPChange]; v {
 	case "", "false":
 	case "true":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -130,11 +131,17 @@ func newHarness(t testing.TB) *harness {
 	return h
 }
 
-// service builds a LoadBalancer Service.
+// service builds a private LoadBalancer Service (the CCM's private
+// annotation set, as for the Load Balancers this project serves; a test of
+// public ones sets it to "false").
 func service(ns, name string, annotations map[string]string) *corev1.Service {
+	a := map[string]string{AnnotationPrivate: "true"}
+	for k, v := range annotations {
+		a[k] = v
+	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
 		Spec: corev1.ServiceSpec{
 			Type:  corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},
@@ -270,8 +277,9 @@ func (h *harness) ipByAddress(addr string) (id string, tags []string) {
 
 // recordedEvents keeps the events the mutator records.
 type recordedEvents struct {
-	mu   sync.Mutex
-	list []string
+	mu    sync.Mutex
+	list  []string
+	notes []string
 }
 
 func (r *recordedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
@@ -279,6 +287,16 @@ func (r *recordedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, 
 	defer r.mu.Unlock()
 	svc := regarding.(*corev1.Service)
 	r.list = append(r.list, eventtype+" "+reason+" "+svc.Namespace+"/"+svc.Name)
+	r.notes = append(r.notes, fmt.Sprintf(note, args...))
+}
+
+// takeNotes returns the Events' notes so far.
+func (r *recordedEvents) takeNotes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.notes
+	r.notes = nil
+	return out
 }
 
 func (r *recordedEvents) take() []string {

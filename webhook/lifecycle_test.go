@@ -89,7 +89,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "ingress")
 		next := old.DeepCopy()
-		next.Annotations = ann(AnnotationAllowIPChange, "true")
+		next.Annotations[AnnotationAllowIPChange] = "true"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("allowed", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})

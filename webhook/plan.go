@@ -62,6 +62,20 @@ func (p *plan) fallback(i int, err error) *ipam.Pool {
 // default pool for it: such Services are left alone.
 func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 	allowed := cfg.AllowedPools(namespace)
+	if r.ExternallyManaged {
+		// The CCM applies private-ip-ids to the shared Load Balancer: two
+		// Services with different IDs would make it flap. A default pool
+		// never applies; a private-ip-ids the user wrote is theirs and the
+		// CCM's business.
+		for _, a := range []struct{ key, value string }{
+			{AnnotationPool, strings.Join(r.Pools, ",")}, {AnnotationAddress, joinAddrs(r.Addresses)}, {AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
+		} {
+			if a.value != "" {
+				return nil, &annotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", AnnotationExternallyManaged, a.key), nil}
+			}
+		}
+		return nil, nil
+	}
 	switch {
 	case len(r.IDs) > 0:
 		return &plan{ids: r.IDs, idsFrom: AnnotationIPAMIDs}, nil

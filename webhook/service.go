@@ -45,6 +45,7 @@ type Allocator interface {
 	Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error)
 	ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Reservation, error)
 	Release(ctx context.Context, r *ipam.Reservation) error
+	PrivateNetworkExists(ctx context.Context, id string) (bool, error)
 }
 
 var _ Allocator = (*ipam.Allocator)(nil)
@@ -86,6 +87,7 @@ const (
 	resultDryRun   = "dry_run"
 	resultRestored = "restored"
 	resultKept     = "kept_dhcp"
+	resultCCM      = "ccm_write"
 )
 
 func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
@@ -106,6 +108,20 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, req.Namespace) {
 		return admission.Allowed(""), resultSkipped
 	}
+	var old *corev1.Service
+	if req.Operation == admissionv1.Update {
+		old = &corev1.Service{}
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
+		}
+		if old.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			old = nil // a ClusterIP Service turning LoadBalancer: like a CREATE
+		} else if CCMWrite(old, svc) {
+			// The CCM's finalizer and LB ID: never ours to judge, whatever
+			// the annotations say, or the CCM would be stuck.
+			return admission.Allowed(""), resultCCM
+		}
+	}
 	if opted, err := m.optedIn(ctx, req.Namespace); err != nil {
 		return m.deny(svc, err), resultDenied
 	} else if !opted {
@@ -119,20 +135,14 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 
 	var own []string
 	keepDHCP := false
-	if req.Operation == admissionv1.Update {
-		old := &corev1.Service{}
-		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
+	if old != nil {
+		d := m.update(req, old, svc, ask)
+		if d.done {
+			return d.resp, d.result
 		}
-		if old.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			d := m.update(req, old, svc, ask)
-			if d.done {
-				return d.resp, d.result
-			}
-			ask, keepDHCP = d.next, d.keepDHCP
-			ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
-			own = ReferencedIDs(old)
-		}
+		ask, keepDHCP = d.next, d.keepDHCP
+		ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
+		own = ReferencedIDs(old)
 	}
 
 	cfg := m.Allocator.Config()
@@ -158,6 +168,9 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
+	if err := m.checkCCMContract(ctx, cfg, svc, ask); err != nil {
+		return m.deny(svc, err), resultDenied
+	}
 
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
 	if err != nil {
@@ -172,15 +185,17 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 
 	written := reservedAnnotations(cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
 	resp := patchAnnotations(req.Object.Raw, written)
-	warnings := make([]string, 0, len(reservations)+1)
+	warnings := make([]string, 0, len(reservations)+3)
+	dhcp := dhcpNote(cfg.ClusterPrivateNetworkID, written)
 	for _, r := range reservations {
 		warnings = append(warnings, reservedWarning(r))
 		reason, verb := EventIPReserved, "reserved"
 		if r.Reused {
 			reason, verb = EventIPReused, "reused"
 		}
-		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s", verb, r.Address, r.ID, r.Pool)
+		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
 	}
+	warnings = append(warnings, ccmWarnings(cfg, svc, ask)...)
 	if w := proxyProtocolWarning(svc); w != "" {
 		warnings = append(warnings, w)
 	}

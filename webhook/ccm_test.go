@@ -1,0 +1,140 @@
+package webhook
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// TestCCMWritesPassUntouched: the UPDATEs the CCM and the cloud-provider
+// service controller make — adding and removing the cleanup finalizer and
+// scw-loadbalancer-id — are allowed as they are, with no Scaleway call,
+// whatever the Service's annotations (the apiserver hands the webhook the
+// whole object after the CCM's merge patch, so the rows do the same).
+func TestCCMWritesPassUntouched(t *testing.T) {
+	untouched := expect{allowed: true}
+	steps := []struct {
+		name string
+		edit func(*corev1.Service)
+	}{
+		{"finalizer added", func(s *corev1.Service) { s.Finalizers = append(s.Finalizers, FinalizerLoadBalancerCleanup) }},
+		{"scw-loadbalancer-id added", func(s *corev1.Service) {
+			s.Annotations[AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
+		}},
+		{"scw-loadbalancer-id removed", func(s *corev1.Service) { delete(s.Annotations, AnnotationLoadBalancerID) }},
+		{"finalizer removed", func(s *corev1.Service) {
+			s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == FinalizerLoadBalancerCleanup })
+		}},
+	}
+	for _, start := range []struct {
+		name string
+		make func(h *harness) *corev1.Service
+	}{
+		{"reserved Service", func(h *harness) *corev1.Service {
+			return h.created(service("payments", "api", ann(AnnotationPool, "dc-link")))
+		}},
+		// A default pool applies, but no IDs yet (admitted while the webhook
+		// was down): allocating on the CCM's finalizer would race the CCM
+		// creating the Load Balancer.
+		{"unreserved Service", func(*harness) *corev1.Service { return service("web", "api", nil) }},
+		// Annotations that would be denied: the CCM must not be stuck.
+		{"Service with a bad annotation", func(*harness) *corev1.Service {
+			return service("web", "api", ann(AnnotationPool, "NOT A POOL"))
+		}},
+	} {
+		t.Run(start.name, func(t *testing.T) {
+			h := newHarness(t)
+			cur := start.make(h)
+			h.events.take()
+			for _, step := range steps {
+				next := cur.DeepCopy()
+				step.edit(next)
+				h.srv.ResetCounts()
+				r, _ := h.send(review(admissionv1.Update, next, cur, false))
+				h.check(step.name, r, untouched)
+				cur = next
+			}
+			if ev := h.events.take(); len(ev) != 0 {
+				t.Fatalf("events %v", ev)
+			}
+		})
+	}
+	t.Run("a user's change next to the CCM's is judged", func(t *testing.T) {
+		h := newHarness(t)
+		cur := h.created(service("payments", "api", ann(AnnotationPool, "dc-link")))
+		next := cur.DeepCopy()
+		next.Finalizers = []string{FinalizerLoadBalancerCleanup}
+		next.Annotations[AnnotationPool] = "general"
+		h.srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Update, next, cur, false))
+		h.check("pool change", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`))
+	})
+}
+
+// TestExternallyManaged: a Load Balancer made outside Kubernetes may serve
+// several Services, and the CCM applies private-ip-ids to it: a default
+// pool never applies, an explicit request is denied with the reason.
+func TestExternallyManaged(t *testing.T) {
+	h := newHarness(t)
+	ext := ann(AnnotationExternallyManaged, "true")
+	r, _ := h.send(review(admissionv1.Create, service("web", "shared", ext), nil, false))
+	h.check("default pool", r, expect{allowed: true})
+	for _, tt := range []struct{ key, value string }{{AnnotationPool, "general"}, {AnnotationAddress, "10.10.0.9"}} {
+		a := ann(AnnotationExternallyManaged, "true", tt.key, tt.value)
+		r, _ := h.send(review(admissionv1.Create, service("web", "shared", a), nil, false))
+		h.check(tt.key, r, denied("annotation "+tt.key+`: value "`+tt.value+`": the Service uses an externally managed Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-externally-managed: "true"), which several Services may share: its Private Network attachment is not this Service's to change`))
+	}
+}
+
+// TestCCMContract: what the CCM will do or refuse is said at admission.
+func TestCCMContract(t *testing.T) {
+	public := "scw-lb-ipam: the Load Balancer also gets a public IP, as service.beta.kubernetes.io/scw-loadbalancer-private is not \"true\"; set it for a private-only Load Balancer"
+	t.Run("public Load Balancer warned", func(t *testing.T) {
+		h := newHarness(t)
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPrivate, "false")), nil, false))
+		want := reserved("general", "10.10.0.2", "nodes", "edge")
+		inner := want.warnings
+		want.warnings = func(h *harness) []string { return append(inner(h), public) }
+		want.ops = nil
+		if !r.Allowed || !slices.Equal(r.Warnings, want.warnings(h)) {
+			t.Fatalf("warnings %q, want %q", r.Warnings, want.warnings(h))
+		}
+	})
+	t.Run("pn-ids without the nodes' network warned", func(t *testing.T) {
+		h := newHarness(t)
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
+		if !r.Allowed || len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[1], "scw-lb-ipam: service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists Private Networks without the nodes' network "+h.pns["nodes"].ID) {
+			t.Fatalf("warnings %q", r.Warnings)
+		}
+	})
+	t.Run("the DHCP address on the nodes' network is told in the Event", func(t *testing.T) {
+		h := newHarness(t)
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		notes := h.events.takeNotes()
+		if !r.Allowed || len(notes) != 1 || !strings.Contains(notes[0], "the Load Balancer also gets a DHCP address on the nodes' Private Network "+h.pns["nodes"].ID+", to reach the backends: the reserved address is the one in scw-lb-ipam.io/addresses (10.10.0.2)") {
+			t.Fatalf("notes %q", notes)
+		}
+	})
+	t.Run("pn-ids naming a missing Private Network denied", func(t *testing.T) {
+		h := newHarness(t)
+		missing := "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+		h.srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
+		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
+		if n := h.srv.Count(ipamtest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
+			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.srv.IPs()))
+		}
+	})
+	t.Run("spec.loadBalancerIP on a private Load Balancer denied", func(t *testing.T) {
+		h := newHarness(t)
+		svc := service("web", "api", nil)
+		svc.Spec.LoadBalancerIP = "10.10.0.9"
+		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
+		h.check("loadBalancerIP", r, denied(`spec.loadBalancerIP 10.10.0.9: the CCM refuses spec.loadBalancerIP on a private Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-private: "true"); remove it and set annotation scw-lb-ipam.io/address: "10.10.0.9"`))
+	})
+}
