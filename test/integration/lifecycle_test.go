@@ -229,3 +229,38 @@ func netipOf(t *testing.T, prefix string, i int) netip.Addr {
 	}
 	return a
 }
+
+// TestScenario12APIServerOutage: the webhook process loses the apiserver
+// for 15 s, longer than the sweeper's renew deadline: its lease is
+// lost, yet the same process keeps serving, answers admissions afterwards
+// with no restart, and leads the sweeper again within the lease duration.
+func TestScenario12APIServerOutage(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		eventually(t, 20*time.Second, "a sweeper leader", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
+		restore := s.CutAPIServer()
+		defer restore()
+		cut := time.Now()
+		eventually(t, 15*time.Second, "the lease to be lost", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 0 })
+		lost := time.Since(cut)
+		time.Sleep(15*time.Second - time.Since(cut))
+		restore()
+		back := time.Now()
+		if !s.Serving() {
+			t.Fatal("the webhook process ended with the lost lease")
+		}
+		eventually(t, leaseDuration, "a sweeper leader again within the lease duration", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
+		t.Logf("lease lost %s into the outage; leader again %s after it", lost.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+		svc := lbService("payments", "after-outage", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := s.Kube.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, svc)
+		if got := get(t, "payments", "after-outage"); got.Annotations[webhook.AnnotationPrivateIPIDs] == "" {
+			t.Fatal("the admission after the outage reserved nothing")
+		}
+		if !s.Serving() {
+			t.Fatal("the webhook process was restarted")
+		}
+	})
+}

@@ -23,6 +23,8 @@ const (
 	webhookTimeout = 2 * time.Second
 	retention      = 8 * time.Second
 	pendingGrace   = 4 * time.Second
+	// The sweeper's lease: a 15 s outage outlasts the renew deadline.
+	leaseDuration = 8 * time.Second
 )
 
 // s is the control plane, emulator and webhook the scenarios share; they run
@@ -55,7 +57,8 @@ pools:
 		},
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
 		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
-			"--max-releases-per-cycle", "100"},
+			"--max-releases-per-cycle", "100", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "5s",
+			"--leader-elect-retry-period", "1s"},
 		Logs: logs,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,7 @@ type Env struct {
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	stopped chan struct{}
+	proxy   *apiProxy
 }
 
 // Start brings everything up. Call Stop, also when a test fails.
@@ -150,7 +152,17 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e.serve.CertDir, e.serve.WebhookHost, e.serve.WebhookPort = wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort
-	e.serve.RestConfig = e.Config
+	// The webhook process reaches the apiserver through a proxy that a
+	// test can cut (CutAPIServer).
+	apiURL, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	if e.proxy, err = newAPIProxy(apiURL.Host); err != nil {
+		return nil, err
+	}
+	e.serve.RestConfig = rest.CopyConfig(e.Config)
+	e.serve.RestConfig.Host = "https://" + e.proxy.addr()
 	e.serve.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	logs := o.Logs
 	if logs == nil {
@@ -217,6 +229,26 @@ func (e *Env) StartWebhook() error {
 	}
 }
 
+// CutAPIServer cuts the webhook process off from the apiserver (its
+// connections dropped, new ones refused) until the returned func is called;
+// the apiserver still calls the webhook.
+func (e *Env) CutAPIServer() (restore func()) {
+	e.proxy.block()
+	return e.proxy.unblock
+}
+
+// Serving reports whether app.Serve is still running (it has not returned).
+func (e *Env) Serving() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.stopped:
+		return false
+	default:
+		return e.cancel != nil
+	}
+}
+
 // StopWebhook stops app.Serve and waits for it.
 func (e *Env) StopWebhook() {
 	e.mu.Lock()
@@ -241,6 +273,9 @@ func (e *Env) Stop() {
 		if err := e.env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
 		}
+	}
+	if e.proxy != nil {
+		e.proxy.close()
 	}
 	if e.Emu != nil {
 		_ = e.Emu.Close()

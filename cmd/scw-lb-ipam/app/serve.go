@@ -51,6 +51,7 @@ type Options struct {
 	Excluded        []string
 	LeaderElect     bool
 	LeaderElectNS   string
+	Leader          leaderOptions
 	Kubeconfig      string
 	OccupancyTTL    time.Duration
 	ConfigPollEvery time.Duration
@@ -108,6 +109,9 @@ func ParseFlags(args []string) (Options, error) {
 	excluded := fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to the release namespace")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the sweeper (the webhook runs on every replica)")
 	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
+	fs.DurationVar(&o.Leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease blocks the others")
+	fs.DurationVar(&o.Leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives the sweeper up (the webhook keeps serving)")
+	fs.DurationVar(&o.Leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "time between campaign and renew attempts")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
@@ -163,6 +167,9 @@ func ParseFlags(args []string) (Options, error) {
 	}
 	if m := o.margin(); o.Sweep.PendingGrace < m {
 		return o, fmt.Errorf("--pending-grace %s is shorter than the reuse safety margin %s (twice --webhook-timeout); use at least %s", o.Sweep.PendingGrace, m, m)
+	}
+	if l := o.Leader; l.RetryPeriod <= 0 || l.RenewDeadline <= l.RetryPeriod || l.LeaseDuration <= l.RenewDeadline {
+		return o, fmt.Errorf("leader election timings: need --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s) > 0", l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
 	}
 	if o.OccupancyTTL < time.Second {
 		return o, fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
@@ -232,14 +239,12 @@ func Serve(ctx context.Context, o Options) error {
 		}
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.ProbeAddr,
-		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        "scw-lb-ipam-sweeper",
-		LeaderElectionNamespace: o.LeaderElectNS,
-		// The webhook keeps answering while a new leader is elected.
-		LeaderElectionReleaseOnCancel: true,
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		// Leader election is the sweeper's own (leaderRunner): losing the
+		// lease must not end the process that serves the webhook.
+		LeaderElection: false,
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
 		}),
@@ -262,7 +267,7 @@ func Serve(ctx context.Context, o Options) error {
 	})
 	gauge := newConfigGauge(reg)
 	gauge.loaded(data)
-	if err := setup(ctx, mgr, alloc, cloud, claims, gauge, o, log, reg); err != nil {
+	if err := setup(ctx, mgr, restCfg, alloc, cloud, claims, gauge, o, log, reg); err != nil {
 		return err
 	}
 	if keeper != nil {
@@ -275,7 +280,7 @@ func Serve(ctx context.Context, o Options) error {
 }
 
 // setup wires every component into the manager: one entry point each.
-func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, cloud ipam.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
+func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc *ipam.Allocator, cloud ipam.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
 	if err := webhook.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing Services: %w", err)
 	}
@@ -349,7 +354,15 @@ func setup(ctx context.Context, mgr manager.Manager, alloc *ipam.Allocator, clou
 	if _, err := informer.AddEventHandler(sw.Handler()); err != nil {
 		return fmt.Errorf("watching Services: %w", err)
 	}
-	if err := mgr.Add(sw); err != nil {
+	var leaderOnly manager.Runnable = manager.RunnableFunc(sw.Start)
+	if o.LeaderElect {
+		lr, err := newLeaderRunner(restCfg, o.claimsNamespace(), o.Leader, sw.Start, reg, log.WithName("leader"))
+		if err != nil {
+			return err
+		}
+		leaderOnly = lr
+	}
+	if err := mgr.Add(leaderOnly); err != nil {
 		return err
 	}
 	reloader := &configReloader{path: o.ConfigFile, every: o.ConfigPollEvery, cloud: cloud, alloc: alloc,
