@@ -198,7 +198,7 @@ func latency(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Bu
 
 // histogram returns a histogram family's sum (seconds) and count, over labels.
 func histogram(env *testenv.Env, name string) (sum float64, count uint64) {
-	families, _ := env.Metrics.Gather()
+	families := env.Gather()
 	for _, f := range families {
 		if f.GetName() == name {
 			for _, m := range f.GetMetric() {

@@ -495,7 +495,7 @@ func (r *run) invariants(settled bool, logs string) []result {
 	for _, e := range coreEvents.Items {
 		haystacks = append(haystacks, e.Message, e.Reason)
 	}
-	families, _ := r.env.Metrics.Gather()
+	families := r.env.Gather()
 	var metricsText bytes.Buffer
 	for _, f := range families {
 		_, _ = expfmt.MetricFamilyToText(&metricsText, f)

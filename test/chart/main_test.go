@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/playground"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // cluster is the real apiserver of the suite; proxy is the egress proxy it
@@ -25,7 +25,7 @@ import (
 var (
 	cluster *rest.Config
 	kube    client.Client
-	proxy   *playground.ConnectProxy
+	proxy   *testenv.ConnectProxy
 	binary  string
 	env     *envtest.Environment
 )
@@ -62,7 +62,7 @@ func run(m *testing.M) int {
 	// The apiserver reaches Services through the cluster network, which does
 	// not exist here: an egress selector sends those connections to a local
 	// CONNECT proxy that maps the webhook Service to the binary's port.
-	if proxy, err = playground.StartConnectProxy(filepath.Join(tmp, "egress.sock")); err != nil {
+	if proxy, err = testenv.StartConnectProxy(filepath.Join(tmp, "egress.sock")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

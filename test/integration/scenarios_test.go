@@ -36,9 +36,15 @@ func scenario(t *testing.T, f func(t *testing.T)) {
 	f(t)
 }
 
+// lbService is a private LoadBalancer Service (the CCM's private
+// annotation set, as for the Load Balancers this project serves).
 func lbService(ns, name string, ann map[string]string) *corev1.Service {
+	a := map[string]string{webhook.AnnotationPrivate: "true"}
+	for k, v := range ann {
+		a[k] = v
+	}
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
 		Spec: corev1.ServiceSpec{
 			Type:  corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},

@@ -30,6 +30,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -95,7 +96,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
 	// to the in-process webhook, as they would to a pod.
-	proxy, err := StartConnectProxy(filepath.Join(tmp, "egress.sock"))
+	proxy, err := testenv.StartConnectProxy(filepath.Join(tmp, "egress.sock"))
 	if err != nil {
 		return err
 	}

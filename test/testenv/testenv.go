@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
-	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,10 +18,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,38 +54,69 @@ type Options struct {
 	PoolFile func(pns map[string]ipamtest.PrivateNetwork) string
 	// Namespaces to create; true means opted in.
 	Namespaces map[string]bool
-	// HelmSets are --set values for rendering the webhook configuration.
+	// HelmSets are --set values for rendering the chart's webhook
+	// configuration and Service.
 	HelmSets []string
 	// Args are extra flags of serve (sweeper knobs, ...).
 	Args []string
+	// Replicas of the webhook behind the chart's Service; default 2, as the
+	// chart installs.
+	Replicas int
 	// Logs receives the webhook's and sweeper's logs; nil discards them.
 	Logs io.Writer
 	// APIServerFlags are extra kube-apiserver flags.
 	APIServerFlags map[string]string
 }
 
-// Env is a running control plane with scw-lb-ipam.
+// The release the chart is rendered as: its webhook configuration, Service
+// and TLS Secret names.
+const (
+	ReleaseNamespace = "scw-lb-ipam"
+	release          = "scw-lb-ipam"
+)
+
+// Env is a running control plane with scw-lb-ipam replicas.
 type Env struct {
-	Config  *rest.Config
-	Kube    client.Client
-	Emu     *ipamtest.Server
-	PNs     map[string]ipamtest.PrivateNetwork
-	Metrics *prometheus.Registry
+	Config   *rest.Config
+	Kube     client.Client
+	Emu      *ipamtest.Server
+	PNs      map[string]ipamtest.PrivateNetwork
+	Replicas []*Replica
 
 	o       Options
 	env     *envtest.Environment
 	tmp     string
+	egress  *ConnectProxy
+	service string // the webhook Service's ClusterIP:443
+}
+
+// Replica is one webhook process (app.Serve in process) with its own
+// caches, metrics, serving port and connection to the apiserver.
+type Replica struct {
+	Name    string
+	Metrics *prometheus.Registry
+
+	env     *Env
 	serve   app.Options
+	addr    string
+	probe   string // its /readyz
+	proxy   *apiProxy
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	proxy   *apiProxy
 }
 
-// Start brings everything up. Call Stop, also when a test fails.
+// Start brings everything up: the emulator, kube-apiserver and etcd with an
+// egress proxy in front of the cluster network, the chart's Service and
+// MutatingWebhookConfiguration, and the replicas in self-managed TLS mode
+// (they keep the CA Secret and the caBundle, as in a cluster). Call Stop,
+// also when a test fails.
 func Start(o Options) (_ *Env, err error) {
 	if o.Root == "" {
 		o.Root, _ = filepath.Abs("../..")
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
 	}
 	bin := filepath.Join(o.Root, "bin")
 	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
@@ -108,17 +145,18 @@ func Start(o Options) (_ *Env, err error) {
 		}
 		e.PNs[name] = pn
 	}
-	hook, err := e.renderWebhookConfig()
-	if err != nil {
+	// The apiserver calls the webhook through its Service: the egress
+	// selector sends "cluster" connections to a CONNECT proxy that maps the
+	// ClusterIP to the replicas.
+	if e.egress, err = StartConnectProxy(filepath.Join(e.tmp, "egress.sock")); err != nil {
 		return nil, err
 	}
-	// envtest points the configuration at the in-process server and fills
-	// in its caBundle; everything else is the chart's.
-	e.env = &envtest.Environment{
-		BinaryAssetsDirectory:   bin,
-		ControlPlaneStopTimeout: 15 * time.Second,
-		WebhookInstallOptions:   envtest.WebhookInstallOptions{Paths: []string{hook}},
+	egress := filepath.Join(e.tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
+		return nil, err
 	}
+	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	for k, v := range o.APIServerFlags {
 		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
@@ -130,58 +168,84 @@ func Start(o Options) (_ *Env, err error) {
 	if e.Kube, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
+	ctx := context.Background()
+	if err := e.Kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
+		return nil, err
+	}
 	for name, optedIn := range o.Namespaces {
+		if name == ReleaseNamespace {
+			continue
+		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if optedIn {
 			ns.Labels = map[string]string{webhook.LabelEnabled: "true"}
 		}
-		if err := e.Kube.Create(context.Background(), ns); err != nil {
+		if err := e.Kube.Create(ctx, ns); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.applyChart(ctx); err != nil {
+		return nil, err
 	}
 	pools := filepath.Join(e.tmp, "pools.yaml")
 	if err := os.WriteFile(pools, []byte(o.PoolFile(e.PNs)), 0o600); err != nil {
 		return nil, err
 	}
-	wio := e.env.WebhookInstallOptions
-	args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--leader-election-namespace", "default", "--excluded-namespaces", "kube-system,scw-lb-ipam",
-		// envtest provides the serving certificate and the caBundle.
-		"--tls-mode", "cert-manager"}, o.Args...)
-	if e.serve, err = app.ParseFlags(args); err != nil {
-		return nil, err
-	}
-	e.serve.CertDir, e.serve.WebhookHost, e.serve.WebhookPort = wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort
-	// The webhook process reaches the apiserver through a proxy that a
-	// test can cut (CutAPIServer).
-	apiURL, err := url.Parse(e.Config.Host)
-	if err != nil {
-		return nil, err
-	}
-	if e.proxy, err = newAPIProxy(apiURL.Host); err != nil {
-		return nil, err
-	}
-	e.serve.RestConfig = rest.CopyConfig(e.Config)
-	e.serve.RestConfig.Host = "https://" + e.proxy.addr()
-	e.serve.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	logs := o.Logs
 	if logs == nil {
 		logs = io.Discard
 	}
-	e.serve.Log = zap.New(zap.WriteTo(logs))
+	apiURL, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	for i := range o.Replicas {
+		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
+		probe, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		r.probe = fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+		args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
+			"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system",
+			"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, o.Args...)
+		if r.serve, err = app.ParseFlags(args); err != nil {
+			return nil, err
+		}
+		// Self-managed TLS, as the chart runs it: a CA and serving
+		// certificate in a Secret the replicas share, the caBundle kept.
+		r.serve.TLS.SelfManaged, r.serve.TLS.Namespace = true, ReleaseNamespace
+		r.serve.TLS.SecretName, r.serve.TLS.ServiceName, r.serve.TLS.WebhookConfig = release+"-tls", release, release
+		r.serve.Excluded = append(r.serve.Excluded, ReleaseNamespace)
+		r.serve.CertDir = filepath.Join(e.tmp, r.Name, "certs")
+		if r.serve.WebhookPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.WebhookPort))
+		// Each replica reaches the apiserver through a proxy of its own,
+		// which a test can cut (CutAPIServer, Kill).
+		if r.proxy, err = newAPIProxy(apiURL.Host); err != nil {
+			return nil, err
+		}
+		r.serve.RestConfig = rest.CopyConfig(e.Config)
+		r.serve.RestConfig.Host = "https://" + r.proxy.addr()
+		r.serve.ScalewayOptions = e.ScalewayOptions()
+		r.serve.Log = zap.New(zap.WriteTo(logs)).WithValues("replica", r.Name)
+		e.Replicas = append(e.Replicas, r)
+	}
 	if err := e.StartWebhook(); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// renderWebhookConfig renders the chart's MutatingWebhookConfiguration for a
-// release named scw-lb-ipam in namespace scw-lb-ipam.
-func (e *Env) renderWebhookConfig() (string, error) {
+// applyChart renders the chart's webhook configuration and Service (for a
+// release named scw-lb-ipam in namespace scw-lb-ipam) and applies them.
+func (e *Env) applyChart(ctx context.Context) error {
 	chart := filepath.Join(e.o.Root, "charts", "scw-lb-ipam")
-	args := []string{"template", "scw-lb-ipam", chart, "--namespace", "scw-lb-ipam",
+	args := []string{"template", release, chart, "--namespace", ReleaseNamespace,
 		"--values", filepath.Join(chart, "ci", "self-managed-values.yaml"),
-		"--show-only", "templates/mutatingwebhookconfiguration.yaml"}
+		"--show-only", "templates/mutatingwebhookconfiguration.yaml", "--show-only", "templates/service.yaml"}
 	for _, s := range e.o.HelmSets {
 		args = append(args, "--set", s)
 	}
@@ -190,83 +254,187 @@ func (e *Env) renderWebhookConfig() (string, error) {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("helm template: %w", err)
+		return fmt.Errorf("helm template: %w", err)
 	}
-	path := filepath.Join(e.tmp, "webhook.yaml")
-	return path, os.WriteFile(path, out, 0o600)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := e.Kube.Create(ctx, u); err != nil {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	svc := &corev1.Service{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ReleaseNamespace, Name: release}, svc); err != nil {
+		return err
+	}
+	e.service = net.JoinHostPort(svc.Spec.ClusterIP, "443")
+	return nil
 }
 
-// StartWebhook runs app.Serve with fresh metrics and waits until it serves.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// route points the webhook Service at the replicas that serve.
+func (e *Env) route() {
+	var addrs []string
+	for _, r := range e.Replicas {
+		if r.Serving() {
+			addrs = append(addrs, r.addr)
+		}
+	}
+	e.egress.Route(e.service, addrs...)
+}
+
+// StartWebhook starts every replica that is not serving, and waits until
+// each listens and the caBundle is in place.
 func (e *Env) StartWebhook() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.Metrics = prometheus.NewRegistry()
-	e.serve.Metrics = e.Metrics
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel, e.stopped = cancel, make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		defer close(e.stopped)
-		errc <- app.Serve(ctx, e.serve)
-	}()
-	addr := net.JoinHostPort(e.serve.WebhookHost, strconv.Itoa(e.serve.WebhookPort))
+	for _, r := range e.Replicas {
+		if !r.Serving() {
+			if err := r.Start(); err != nil {
+				return err
+			}
+		}
+	}
+	e.route()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		select {
-		case err := <-errc:
-			return fmt.Errorf("serve returned: %w", err)
-		default:
-		}
-		d := &net.Dialer{Timeout: time.Second}
-		if c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // liveness probe only
-			c.Close()
+		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc); err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the webhook did not listen within 60s")
+			return errors.New("the caBundle was not patched within 60s")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// CutAPIServer cuts the webhook process off from the apiserver (its
-// connections dropped, new ones refused) until the returned func is called;
-// the apiserver still calls the webhook.
-func (e *Env) CutAPIServer() (restore func()) {
-	e.proxy.block()
-	return e.proxy.unblock
+// StopWebhook stops every replica (gracefully) and waits for them.
+func (e *Env) StopWebhook() {
+	for _, r := range e.Replicas {
+		r.Stop()
+	}
+	e.route()
 }
 
-// Serving reports whether app.Serve is still running (it has not returned).
-func (e *Env) Serving() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	select {
-	case <-e.stopped:
-		return false
-	default:
-		return e.cancel != nil
+// Start runs app.Serve with fresh metrics and waits until it listens.
+func (r *Replica) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.proxy.unblock()
+	r.Metrics = prometheus.NewRegistry()
+	r.serve.Metrics = r.Metrics
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.stopped = cancel, make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(r.stopped)
+		errc <- app.Serve(ctx, r.serve)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("%s: serve returned: %w", r.Name, err)
+		default:
+		}
+		// Routed to only once ready, as a Service's endpoints are: the
+		// webhook serves and the caches have synced.
+		if resp, err := http.Get(r.probe); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not ready within 60s", r.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// StopWebhook stops app.Serve and waits for it.
-func (e *Env) StopWebhook() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel == nil {
+// Stop ends app.Serve gracefully (the lease is released) and waits for it.
+func (r *Replica) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel == nil {
 		return
 	}
-	e.cancel()
+	r.cancel()
 	select {
-	case <-e.stopped:
+	case <-r.stopped:
 	case <-time.After(30 * time.Second):
-		fmt.Fprintln(os.Stderr, "testenv: the webhook did not stop within 30s")
+		fmt.Fprintf(os.Stderr, "testenv: %s did not stop within 30s\n", r.Name)
 	}
-	e.cancel = nil
+	r.cancel = nil
 }
 
-// Stop stops everything: the webhook, then kube-apiserver and etcd (SIGTERM,
-// then SIGKILL after the timeout), the emulator, and removes temp files.
+// Kill ends the replica as a killed pod ends: the Service stops routing to
+// it, its connections to the apiserver drop first, so it releases nothing
+// (its lease stays until it expires), then it stops.
+func (r *Replica) Kill() {
+	r.proxy.block()
+	r.Stop()
+	r.env.route()
+}
+
+// Serving reports whether the replica's app.Serve is running.
+func (r *Replica) Serving() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel == nil {
+		return false
+	}
+	select {
+	case <-r.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
+// CutAPIServer cuts every replica off from the apiserver (connections
+// dropped, new ones refused) until the returned func is called; the
+// apiserver still calls the webhook.
+func (e *Env) CutAPIServer() (restore func()) {
+	for _, r := range e.Replicas {
+		r.proxy.block()
+	}
+	return func() {
+		for _, r := range e.Replicas {
+			r.proxy.unblock()
+		}
+	}
+}
+
+// Serving reports whether every replica is still running.
+func (e *Env) Serving() bool {
+	for _, r := range e.Replicas {
+		if !r.Serving() {
+			return false
+		}
+	}
+	return true
+}
+
+// Stop stops everything: the replicas, then kube-apiserver and etcd
+// (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
+// removes temp files.
 func (e *Env) Stop() {
 	e.StopWebhook()
 	if e.env != nil {
@@ -274,8 +442,11 @@ func (e *Env) Stop() {
 			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
 		}
 	}
-	if e.proxy != nil {
-		e.proxy.close()
+	for _, r := range e.Replicas {
+		r.proxy.close()
+	}
+	if e.egress != nil {
+		e.egress.Close()
 	}
 	if e.Emu != nil {
 		_ = e.Emu.Close()
@@ -285,11 +456,25 @@ func (e *Env) Stop() {
 	}
 }
 
-// Counter sums a counter family over its labels (0 when absent).
+// Gather returns every replica's metric families, one after the other:
+// callers sum what they read.
+func (e *Env) Gather() []*dto.MetricFamily {
+	var out []*dto.MetricFamily
+	for _, r := range e.Replicas {
+		if r.Metrics == nil {
+			continue
+		}
+		families, _ := r.Metrics.Gather()
+		out = append(out, families...)
+	}
+	return out
+}
+
+// Counter sums a counter family over its labels and the replicas (0 when
+// absent).
 func (e *Env) Counter(name string) float64 {
-	families, _ := e.Metrics.Gather()
 	total := 0.0
-	for _, f := range families {
+	for _, f := range e.Gather() {
 		if f.GetName() == name {
 			for _, m := range f.GetMetric() {
 				total += m.GetCounter().GetValue()
@@ -300,30 +485,35 @@ func (e *Env) Counter(name string) float64 {
 }
 
 // ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
-func (e *Env) ScalewayOptions() []scw.ClientOption { return e.serve.ScalewayOptions }
+func (e *Env) ScalewayOptions() []scw.ClientOption {
+	return []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+}
 
 // PoolFile is the pool file the webhook runs with.
 func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }
 
-// Total sums a gauge family over its labels, -1 when absent.
+// Total sums a gauge family over its labels and the replicas, -1 when
+// absent.
 func (e *Env) Total(name string) float64 {
-	families, _ := e.Metrics.Gather()
-	for _, f := range families {
+	total, found := 0.0, false
+	for _, f := range e.Gather() {
 		if f.GetName() == name {
-			total := 0.0
+			found = true
 			for _, m := range f.GetMetric() {
 				total += m.GetGauge().GetValue()
 			}
-			return total
 		}
 	}
-	return -1
+	if !found {
+		return -1
+	}
+	return total
 }
 
-// Gauge reads a pool gauge, -1 when absent.
+// Gauge reads a pool gauge (the first replica's that has it), -1 when
+// absent.
 func (e *Env) Gauge(name, pool string) float64 {
-	families, _ := e.Metrics.Gather()
-	for _, f := range families {
+	for _, f := range e.Gather() {
 		if f.GetName() != name {
 			continue
 		}

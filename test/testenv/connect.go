@@ -1,4 +1,4 @@
-package playground
+package testenv
 
 import (
 	"bufio"
@@ -11,11 +11,15 @@ import (
 
 // ConnectProxy is an HTTP CONNECT proxy on a local socket that the apiserver's
 // egress selector uses for "cluster" traffic. It maps host:port pairs (the
-// webhook Service's DNS name) to local addresses and refuses the rest.
+// webhook Service's ClusterIP) to local addresses and refuses the rest; a
+// Service with several endpoints (replicas) is reached round-robin, and an
+// endpoint that refuses the connection is skipped, as kube-proxy stops
+// routing to a pod that is gone.
 type ConnectProxy struct {
 	ln     net.Listener
 	mu     sync.Mutex
-	routes map[string]string
+	routes map[string][]string
+	next   map[string]int
 	wg     sync.WaitGroup
 }
 
@@ -26,7 +30,7 @@ func StartConnectProxy(socket string) (*ConnectProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ConnectProxy{ln: ln, routes: map[string]string{}}
+	p := &ConnectProxy{ln: ln, routes: map[string][]string{}, next: map[string]int{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -47,15 +51,40 @@ egressSelections:
 `, p.ln.Addr())
 }
 
-// Route sends CONNECTs for hostport to target; "" removes the route.
-func (p *ConnectProxy) Route(hostport, target string) {
+// Route sends CONNECTs for hostport to the targets, round-robin; none
+// removes the route.
+func (p *ConnectProxy) Route(hostport string, targets ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if target == "" {
+	var live []string
+	for _, t := range targets {
+		if t != "" {
+			live = append(live, t)
+		}
+	}
+	if len(live) == 0 {
 		delete(p.routes, hostport)
 		return
 	}
-	p.routes[hostport] = target
+	p.routes[hostport] = live
+}
+
+// dial connects to the next target of hostport that answers.
+func (p *ConnectProxy) dial(hostport string) (net.Conn, bool) {
+	p.mu.Lock()
+	targets := p.routes[hostport]
+	start := p.next[hostport]
+	p.next[hostport]++
+	p.mu.Unlock()
+	if len(targets) == 0 {
+		return nil, false
+	}
+	for i := range targets {
+		if up, err := net.Dial("tcp", targets[(start+i)%len(targets)]); err == nil {
+			return up, true
+		}
+	}
+	return nil, true
 }
 
 // Close stops accepting and waits for the accept loop.
@@ -83,15 +112,8 @@ func (p *ConnectProxy) handle(conn net.Conn) {
 		_, _ = io.WriteString(conn, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
 		return
 	}
-	p.mu.Lock()
-	target, ok := p.routes[req.Host]
-	p.mu.Unlock()
-	if !ok {
-		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
-		return
-	}
-	up, err := net.Dial("tcp", target)
-	if err != nil {
+	up, _ := p.dial(req.Host)
+	if up == nil {
 		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
