@@ -86,6 +86,8 @@ type Request struct {
 	Op     Op // "" when no route matched
 	Method string
 	Path   string // path and query
+	// UserAgent tells the callers apart (the webhook, a CCM stand-in).
+	UserAgent string
 	// Status answered; 0 when the connection was dropped or the client left
 	// before the answer.
 	Status int
@@ -318,7 +320,7 @@ func noContent() reply { return reply{status: http.StatusNoContent} }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt, region, id := s.match(r)
-	rec := Request{Time: s.clock.Now(), Method: r.Method, Path: r.URL.RequestURI()}
+	rec := Request{Time: s.clock.Now(), Method: r.Method, Path: r.URL.RequestURI(), UserAgent: r.UserAgent()}
 	if rt != nil {
 		rec.Op = rt.op
 	}

@@ -45,6 +45,8 @@ pools:
 		},
 		Namespaces: map[string]bool{"opted": true, "plain": false},
 		Args:       []string{"--sweep-interval", "1h"},
+		// The admission path alone: no Load Balancers made meanwhile.
+		NoCCM: true,
 		// Room for the ~2,000 Services the measurements create.
 		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/16"},
 	})

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ type run struct {
 	warnings *testenv.Warnings
 	byo      []string
 
+	done       atomic.Int64
 	mu         sync.Mutex
 	ops        map[string]int
 	denials    map[string]int
@@ -128,9 +130,14 @@ pools:
 
 	f := newFaults(seed, 0.10, faultDelay)
 	env.Emu.SetFaultFunc(f.inject)
-	ccmCtx, stopCCM := context.WithCancel(context.Background())
-	ccmDone := make(chan struct{})
-	go func() { defer close(ccmDone); r.ccm(ccmCtx) }()
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	sampleDone := make(chan struct{})
+	go func() { defer close(sampleDone); r.sample(sampleCtx) }()
+
+	kills := &replicaChaos{env: env, done: &r.done, total: opsTotal}
+	killCtx, stopKills := context.WithCancel(context.Background())
+	killsDone := make(chan struct{})
+	go func() { defer close(killsDone); kills.run(killCtx) }()
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -145,11 +152,13 @@ pools:
 	f.on.Store(false)
 	settle := time.Now()
 	ok3 := waitFor(30*time.Second, func() bool { return len(r.unreferencedOurs()) == 0 })
-	stopCCM()
-	<-ccmDone
+	stopSampling()
+	<-sampleDone
+	stopKills()
+	<-killsDone
 
 	results := r.invariants(ok3, logs.String())
-	r.summary(seed, opsTotal, clients, opsWall, time.Since(settle), f, results)
+	r.summary(seed, opsTotal, clients, opsWall, time.Since(settle), f, results, kills)
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
@@ -211,6 +220,7 @@ func svcObject(ns, name string, ann map[string]string) *corev1.Service {
 
 func (r *run) create(ctx context.Context, ns, name string, ann map[string]string) {
 	r.count(r.ops, "create")
+	r.done.Add(1)
 	svc := svcObject(ns, name, ann)
 	if err := r.kube.Create(ctx, svc); err != nil {
 		r.denied(err)
@@ -221,6 +231,7 @@ func (r *run) create(ctx context.Context, ns, name string, ann map[string]string
 
 func (r *run) delete(ctx context.Context, ns, name string) {
 	r.count(r.ops, "delete")
+	r.done.Add(1)
 	err := r.kube.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		r.denied(err)
@@ -233,6 +244,7 @@ func (r *run) changePool(ctx context.Context, ns, name string, allow bool) {
 		key += "+allow"
 	}
 	r.count(r.ops, key)
+	r.done.Add(1)
 	svc := &corev1.Service{}
 	if err := r.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 		return
@@ -314,49 +326,35 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// ccm plays the cloud-controller-manager: it attaches the IPs of live
-// Services to their Load Balancers and detaches them once the Service is
-// gone; it also samples invariants 1 and 2 while the run goes on.
-func (r *run) ccm(ctx context.Context) {
+// sample checks invariants 1 and 2 while the run goes on: no IPAM ID
+// referenced by two live Services, and every IP a live Service references
+// exists. The CCM stand-in of testenv attaches and detaches meanwhile,
+// through the emulator's Load Balancer API.
+func (r *run) sample(ctx context.Context) {
 	for ctx.Err() == nil {
 		var list corev1.ServiceList
 		if err := r.env.Kube.List(ctx, &list); err == nil {
-			live := map[string]map[string]bool{} // lb id → the IPAM IDs its Service references
 			refs := map[string][]string{}
 			for i := range list.Items {
 				svc := &list.Items[i]
 				if !webhook.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
 					continue
 				}
-				lb := "lb-" + string(svc.UID)
-				live[lb] = map[string]bool{}
 				for _, id := range webhook.ReferencedIDs(svc) {
-					live[lb][id] = true
 					refs[id] = append(refs[id], svc.Namespace+"/"+svc.Name)
-					ip, ok := r.env.Emu.IP(id)
-					if !ok {
-						// Re-check: the Service may have been deleted meanwhile.
-						cur := &corev1.Service{}
-						if err := r.env.Kube.Get(ctx, client.ObjectKeyFromObject(svc), cur); err == nil && cur.UID == svc.UID && webhook.Live(cur) {
-							r.violate("invariant 2: IP %s of live Service %s/%s does not exist", id, svc.Namespace, svc.Name)
-						}
+					if _, ok := r.env.Emu.IP(id); ok {
 						continue
 					}
-					if ip.Resource == nil {
-						_ = r.env.Emu.Attach(id, ipamtest.Resource{Type: "lb_server", ID: lb, Name: svc.Name})
+					// Re-check: the Service may have been deleted meanwhile.
+					cur := &corev1.Service{}
+					if err := r.env.Kube.Get(ctx, client.ObjectKeyFromObject(svc), cur); err == nil && cur.UID == svc.UID && webhook.Live(cur) {
+						r.violate("invariant 2: IP %s of live Service %s/%s does not exist", id, svc.Namespace, svc.Name)
 					}
 				}
 			}
 			for id, svcs := range refs {
 				if len(svcs) > 1 {
 					r.violate("invariant 1: IPAM ID %s referenced by %v", id, svcs)
-				}
-			}
-			// Detach what a Load Balancer no longer uses: its Service is gone,
-			// or moved to other IPs.
-			for _, ip := range r.env.Emu.IPs() {
-				if ip.Resource != nil && ip.Resource.Type == "lb_server" && !live[ip.Resource.ID][ip.ID] {
-					_ = r.env.Emu.Detach(ip.ID)
 				}
 			}
 		}
@@ -514,7 +512,7 @@ func (r *run) invariants(settled bool, logs string) []result {
 	return res
 }
 
-func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Duration, f *faults, res []result) {
+func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Duration, f *faults, res []result, kills *replicaChaos) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
 	r.mu.Lock()
@@ -538,6 +536,7 @@ func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Durati
 	sort.Strings(kinds)
 	fmt.Fprintf(&b, "%s) over %d Scaleway calls\n", strings.Join(kinds, " "), len(r.env.Emu.Requests()))
 	fmt.Fprintf(&b, "  settled after the faults stopped in %s\n", settle.Round(time.Millisecond))
+	b.WriteString(kills.summary())
 	names := []string{"", "no IPAM ID referenced by two live Services", "no referenced IP ever released",
 		"after quiescence + retention, nothing of ours unreferenced", "every ID handed out was booked or validated",
 		"opted-out and excluded namespaces never modified", "the secret key in no log, event, warning or metric"}

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -39,19 +40,21 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
-		// The CCM's marks: its finalizer and the Load Balancer's address.
-		svc.Finalizers = []string{webhook.FinalizerLoadBalancerCleanup}
-		if err := s.Kube.Update(ctx, svc); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
+		// The CCM makes its Load Balancer, attached to the nodes' network
+		// with a DHCP address, and marks the Service: finalizer, LB ID,
+		// ingress.
+		var dhcp string
+		eventually(t, 15*time.Second, "the CCM's Load Balancer with a DHCP address", func() bool {
 			got := get(t, "late", "legacy")
-			got.Finalizers = nil
-			_ = s.Kube.Update(ctx, got)
-		}()
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.10.0.77"}}
-		if err := s.Kube.Status().Update(ctx, svc); err != nil {
-			t.Fatal(err)
+			if len(got.Status.LoadBalancer.Ingress) == 0 || got.Annotations[webhook.AnnotationLoadBalancerID] == "" ||
+				!slices.Contains(got.Finalizers, webhook.FinalizerLoadBalancerCleanup) {
+				return false
+			}
+			dhcp = got.Status.LoadBalancer.Ingress[0].IP
+			return true
+		})
+		if !strings.HasPrefix(dhcp, "172.16.") {
+			t.Fatalf("ingress %s is not on the nodes' network 172.16.0.0/22", dhcp)
 		}
 		ns.Labels = map[string]string{webhook.LabelEnabled: "true"}
 		if err := s.Kube.Update(ctx, ns); err != nil {
@@ -79,6 +82,9 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := get(t, "late", "legacy")
+		if len(after.Status.LoadBalancer.Ingress) != 1 || after.Status.LoadBalancer.Ingress[0].IP != dhcp {
+			t.Fatalf("ingress %v, want the DHCP address %s kept", after.Status.LoadBalancer.Ingress, dhcp)
+		}
 		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
 			if v, ok := after.Annotations[k]; ok {
 				t.Fatalf("annotation %s written: %q", k, v)
@@ -262,5 +268,74 @@ func TestScenario12APIServerOutage(t *testing.T) {
 		if !s.Serving() {
 			t.Fatal("the webhook process was restarted")
 		}
+	})
+}
+
+// TestScenario13RecreateWhileTerminating: helm --force (or an Argo CD
+// replace) deletes Service api and creates it again at once. The CCM's
+// finalizer keeps the old one Terminating with its IP X attached to the old
+// Load Balancer; the client retries the create as kubectl and Helm do
+// (AlreadyExists, and the webhook's retryable "still held" denial). The new
+// api ends with X, its new Load Balancer attached with X, and once the
+// sweeper settled no other reservation for payments/api remains.
+func TestScenario13RecreateWhileTerminating(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		svc := lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := s.Kube.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+		old := get(t, "payments", "api")
+		x := old.Annotations[webhook.AnnotationPrivateIPIDs]
+		attachedTo(t, "payments", "api", x)
+		// The sweeper back-fills the uid: X is the reservation a live
+		// Service used.
+		eventually(t, 10*time.Second, "the uid back-filled", func() bool {
+			ip, _ := s.Emu.IP(x)
+			e, _ := ipam.ParseEntry(ip.Tags)
+			return e.UID == string(old.UID)
+		})
+		if err := s.Kube.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		// The retry loop of the client: every 100 ms until it is created.
+		reasons := map[string]int{}
+		start := time.Now()
+		eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
+			err := s.Kube.Create(ctx, lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"}))
+			switch {
+			case err == nil:
+				return true
+			case apierrors.IsAlreadyExists(err):
+				reasons["AlreadyExists"]++
+			case strings.Contains(err.Error(), "still held by the Load Balancer of the previous payments/api"):
+				reasons["still held"]++
+			default:
+				t.Fatalf("re-create: %v", err)
+			}
+			return false
+		})
+		t.Logf("re-created after %s; refusals on the way: %v", time.Since(start).Round(10*time.Millisecond), reasons)
+		if reasons["AlreadyExists"]+reasons["still held"] == 0 {
+			t.Fatal("the re-create went through at once: the old Service was never Terminating")
+		}
+		now := get(t, "payments", "api")
+		defer del(t, now)
+		if got := now.Annotations[webhook.AnnotationPrivateIPIDs]; got != x {
+			t.Fatalf("re-created api got %s, want its previous %s", got, x)
+		}
+		attachedTo(t, "payments", "api", x)
+		if now.Annotations[webhook.AnnotationLoadBalancerID] == old.Annotations[webhook.AnnotationLoadBalancerID] {
+			t.Fatal("the new Service kept the old Load Balancer's ID")
+		}
+		// Whatever was booked on the way is reclaimed: only X is left.
+		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/api", func() bool {
+			for _, ip := range s.Emu.IPs() {
+				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("it") && e.Service.String() == "payments/api" && ip.ID != x {
+					return false
+				}
+			}
+			return true
+		})
 	})
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -66,6 +67,12 @@ type Options struct {
 	Logs io.Writer
 	// APIServerFlags are extra kube-apiserver flags.
 	APIServerFlags map[string]string
+	// CCMDelay is the CCM stand-in's delay before each step (see
+	// cloudcontroller.Options.Delay); default 300 ms.
+	CCMDelay time.Duration
+	// NoCCM leaves the CCM stand-in out (benchmarks of the admission path
+	// alone).
+	NoCCM bool
 }
 
 // The release the chart is rendered as: its webhook configuration, Service
@@ -88,6 +95,7 @@ type Env struct {
 	tmp     string
 	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
+	stopCCM func()
 }
 
 // Replica is one webhook process (app.Serve in process) with its own
@@ -132,6 +140,9 @@ func Start(o Options) (_ *Env, err error) {
 	}()
 	if e.tmp, err = os.MkdirTemp("", "scw-lb-ipam-testenv-"); err != nil {
 		return nil, err
+	}
+	if o.CCMDelay == 0 {
+		o.CCMDelay = 300 * time.Millisecond
 	}
 	e.Emu = ipamtest.New(ipamtest.Options{SecretKey: SecretKey})
 	if _, err := e.Emu.Start("127.0.0.1:0"); err != nil {
@@ -236,7 +247,42 @@ func Start(o Options) (_ *Env, err error) {
 	if err := e.StartWebhook(); err != nil {
 		return nil, err
 	}
+	if !o.NoCCM {
+		if err := e.startCCM(logs); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// startCCM runs the CCM stand-in on every Service of the cluster, with the
+// "nodes" network as the cluster's.
+func (e *Env) startCCM(logs io.Writer) error {
+	ccm, err := cloudcontroller.New(cloudcontroller.Options{
+		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: e.o.CCMDelay,
+		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); ccm.Run(ctx) }()
+	e.stopCCM = func() { cancel(); <-done }
+	return nil
+}
+
+// WebhookCalls are the emulator's calls since the request log held from
+// entries, per operation, less the CCM stand-in's and /metadata.
+func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
+	out := map[ipamtest.Op]int{}
+	reqs := e.Emu.Requests()
+	for _, r := range reqs[min(from, len(reqs)):] {
+		if r.Op != "" && r.Op != ipamtest.OpMetadata && !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
+			out[r.Op]++
+		}
+	}
+	return out
 }
 
 // applyChart renders the chart's webhook configuration and Service (for a
@@ -305,7 +351,7 @@ func (e *Env) route() {
 func (e *Env) StartWebhook() error {
 	for _, r := range e.Replicas {
 		if !r.Serving() {
-			if err := r.Start(); err != nil {
+			if err := r.start(); err != nil {
 				return err
 			}
 		}
@@ -332,8 +378,17 @@ func (e *Env) StopWebhook() {
 	e.route()
 }
 
-// Start runs app.Serve with fresh metrics and waits until it listens.
+// Start runs app.Serve with fresh metrics and waits until it is ready, then
+// the Service routes to it.
 func (r *Replica) Start() error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	r.env.route()
+	return nil
+}
+
+func (r *Replica) start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.proxy.unblock()
@@ -393,6 +448,25 @@ func (r *Replica) Kill() {
 	r.env.route()
 }
 
+// Leading reports whether the replica holds the sweeper's lease.
+func (r *Replica) Leading() bool {
+	r.mu.Lock()
+	reg := r.Metrics
+	r.mu.Unlock()
+	if reg == nil || !r.Serving() {
+		return false
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == "scw_lb_ipam_sweeper_leader" {
+			for _, m := range f.GetMetric() {
+				return m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	return false
+}
+
 // Serving reports whether the replica's app.Serve is running.
 func (r *Replica) Serving() bool {
 	r.mu.Lock()
@@ -436,6 +510,9 @@ func (e *Env) Serving() bool {
 // (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
 // removes temp files.
 func (e *Env) Stop() {
+	if e.stopCCM != nil {
+		e.stopCCM()
+	}
 	e.StopWebhook()
 	if e.env != nil {
 		if err := e.env.Stop(); err != nil {
@@ -478,6 +555,25 @@ func (e *Env) Counter(name string) float64 {
 		if f.GetName() == name {
 			for _, m := range f.GetMetric() {
 				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// Creates is the number of CREATE admissions the replicas answered (the
+// CCM's patches are UPDATEs).
+func (e *Env) Creates() float64 {
+	total := 0.0
+	for _, f := range e.Gather() {
+		if f.GetName() != "scw_lb_ipam_admissions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == "CREATE" {
+					total += m.GetCounter().GetValue()
+				}
 			}
 		}
 	}

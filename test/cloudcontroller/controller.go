@@ -1,0 +1,450 @@
+package cloudcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The CCM's names, spelled as its own code spells them.
+const (
+	annotationLoadBalancerID    = "service.beta.kubernetes.io/scw-loadbalancer-id"
+	annotationPNIDs             = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
+	annotationPrivateIPIDs      = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
+	annotationPrivate           = "service.beta.kubernetes.io/scw-loadbalancer-private"
+	annotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
+	// Finalizer is the cloud-provider service controller's: added before
+	// the Load Balancer is created, removed once it is deleted.
+	Finalizer = "service.kubernetes.io/load-balancer-cleanup"
+	// managedTag marks the Load Balancers the CCM created.
+	managedTag = "managed-by-scaleway-cloud-controller-manager"
+)
+
+// UserAgent is sent with every Scaleway call of the stand-in, so that a
+// suite can tell them from the webhook's in the emulator's request log.
+const UserAgent = "scaleway-cloud-controller-manager-stand-in"
+
+// Options configures a Controller.
+type Options struct {
+	Kube     client.Client
+	Scaleway []scw.ClientOption
+	// Zone of the Load Balancers; default fr-par-1.
+	Zone scw.Zone
+	// ClusterPrivateNetworkID is the CCM's PN_ID: the network a Load
+	// Balancer is attached to when the Service names none.
+	ClusterPrivateNetworkID string
+	// Delay is waited before acting on each new version of a Service (the
+	// service controller's queue and the Load Balancer API's provisioning
+	// take seconds) and before tearing a deleted one down: the window in
+	// which a deleted Service is Terminating with its IPs still attached.
+	Delay time.Duration
+	// Interval between two looks at the Services; default 100 ms.
+	Interval time.Duration
+	// Logf receives one line per action and error; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Controller is the stand-in. Run drives it; Sync is one pass.
+type Controller struct {
+	o    Options
+	lb   *lbapi.ZonedAPI
+	ipam *ipamapi.API
+
+	mu sync.Mutex
+	// done is the resourceVersion each Service was last reconciled at.
+	done map[types.UID]string
+	// due is when a Service's pending version (or teardown) may be acted on.
+	due map[string]time.Time
+	// known are the UIDs of the last pass: one missing now was deleted,
+	// maybe before the finalizer was added, and its LB is collected.
+	known map[types.UID]bool
+}
+
+// New returns a Controller talking to the Scaleway API of opts.Scaleway.
+func New(o Options) (*Controller, error) {
+	if o.Zone == "" {
+		o.Zone = scw.ZoneFrPar1
+	}
+	if o.Interval == 0 {
+		o.Interval = 100 * time.Millisecond
+	}
+	region, err := o.Zone.Region()
+	if err != nil {
+		return nil, err
+	}
+	opts := append(slices.Clone(o.Scaleway), scw.WithUserAgent(UserAgent), scw.WithDefaultZone(o.Zone), scw.WithDefaultRegion(region))
+	cli, err := scw.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{
+		o: o, lb: lbapi.NewZonedAPI(cli), ipam: ipamapi.NewAPI(cli),
+		done: map[types.UID]string{}, due: map[string]time.Time{}, known: map[types.UID]bool{},
+	}, nil
+}
+
+// Run syncs every Interval until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	for {
+		c.Sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.o.Interval):
+		}
+	}
+}
+
+// Sync is one pass over the Services; errors are logged and retried on the
+// next pass, as the service controller's queue does.
+func (c *Controller) Sync(ctx context.Context) {
+	var list corev1.ServiceList
+	if err := c.o.Kube.List(ctx, &list); err != nil {
+		c.logf("listing Services: %v", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	seen := map[types.UID]bool{}
+	gone := false
+	for i := range list.Items {
+		svc := &list.Items[i]
+		seen[svc.UID] = true
+		wants := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
+		switch {
+		case wants && c.done[svc.UID] != svc.ResourceVersion:
+			if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
+				continue
+			}
+			if err := c.ensure(ctx, svc); err != nil {
+				c.logf("ensuring the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
+				continue
+			}
+			c.done[svc.UID] = svc.ResourceVersion
+		case !wants && slices.Contains(svc.Finalizers, Finalizer):
+			if !c.ready("delete/"+string(svc.UID), now) {
+				continue
+			}
+			if err := c.ensureDeleted(ctx, svc); err != nil {
+				c.logf("deleting the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
+			}
+		}
+	}
+	for uid := range c.known {
+		if !seen[uid] {
+			gone = true
+			delete(c.done, uid)
+		}
+	}
+	c.known = seen
+	if gone {
+		c.collect(ctx, list.Items)
+	}
+}
+
+// ready tells whether the step named key has waited Delay since it was
+// first due.
+func (c *Controller) ready(key string, now time.Time) bool {
+	first, ok := c.due[key]
+	if !ok {
+		c.due[key] = now
+		first = now
+	}
+	if now.Sub(first) < c.o.Delay {
+		return false
+	}
+	delete(c.due, key)
+	return true
+}
+
+// ensure is the service controller's sync of a LoadBalancer Service: the
+// finalizer, then the CCM's EnsureLoadBalancer.
+func (c *Controller) ensure(ctx context.Context, svc *corev1.Service) error {
+	if !slices.Contains(svc.Finalizers, Finalizer) {
+		orig := svc.DeepCopy()
+		svc.Finalizers = append(svc.Finalizers, Finalizer)
+		if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	lb, err := c.fetch(ctx, svc)
+	if err != nil {
+		return err
+	}
+	if lb == nil {
+		if svc.Annotations[annotationExternallyManaged] == "true" {
+			return errors.New("cannot create an externally managed load balancer, please provide an existing load balancer instead")
+		}
+		if lb, err = c.lb.CreateLB(&lbapi.ZonedAPICreateLBRequest{
+			Zone: c.o.Zone, Name: string(svc.UID), Description: "kubernetes service " + svc.Name,
+			Tags: []string{managedTag}, Type: "lb-s", AssignFlexibleIP: scw.BoolPtr(svc.Annotations[annotationPrivate] != "true"),
+		}, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("creating the load balancer: %w", err)
+		}
+		c.logf("created Load Balancer %s for %s/%s", lb.ID, svc.Namespace, svc.Name)
+		if err := c.annotate(ctx, svc, lb); err != nil {
+			return err
+		}
+	}
+	if err := c.attachPrivateNetworks(ctx, svc, lb); err != nil {
+		return fmt.Errorf("failed to attach private networks: %w", err)
+	}
+	return c.updateStatus(ctx, svc, lb)
+}
+
+// fetch finds the Service's Load Balancer by the CCM's annotation, else by
+// name (annotating it then); nil when there is none.
+func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB, error) {
+	if v := svc.Annotations[annotationLoadBalancerID]; v != "" {
+		zone, id, ok := strings.Cut(v, "/")
+		if !ok {
+			zone, id = string(c.o.Zone), v
+		}
+		lb, err := c.lb.GetLB(&lbapi.ZonedAPIGetLBRequest{Zone: scw.Zone(zone), LBID: id}, scw.WithContext(ctx))
+		if err == nil || !notFound(err) {
+			return lb, err
+		}
+		return nil, nil
+	}
+	name := string(svc.UID)
+	resp, err := c.lb.ListLBs(&lbapi.ZonedAPIListLBsRequest{Zone: c.o.Zone, Name: &name}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	for _, lb := range resp.LBs {
+		if lb.Name == name {
+			return lb, c.annotate(ctx, svc, lb)
+		}
+	}
+	return nil, nil
+}
+
+// annotate is the CCM's annotateAndPatch.
+func (c *Controller) annotate(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	orig := svc.DeepCopy()
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[annotationLoadBalancerID] = lb.Zone.String() + "/" + lb.ID
+	if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("annotating the Service with its load balancer: %w", err)
+	}
+	return nil
+}
+
+// attachPrivateNetworks attaches the Load Balancer to the Service's
+// Private Networks (the cluster's when it names none) with the IPAM IDs of
+// private-ip-ids that belong to each, detaching what it should not be on
+// and what is attached with other IDs.
+func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	want := map[string][]string{} // PN → the IPAM IDs to attach it with
+	external := svc.Annotations[annotationExternallyManaged] == "true"
+	if !external {
+		for _, pn := range split(svc.Annotations[annotationPNIDs]) {
+			want[pnID(pn)] = nil
+		}
+	}
+	if len(want) == 0 {
+		want[c.o.ClusterPrivateNetworkID] = nil
+	}
+	region, _ := lb.Zone.Region()
+	if ids := split(svc.Annotations[annotationPrivateIPIDs]); len(ids) > 0 {
+		for pn := range want {
+			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
+			if err != nil {
+				return fmt.Errorf("listing the IPAM IPs of private network %s: %w", pn, err)
+			}
+			for _, ip := range resp.IPs {
+				want[pn] = append(want[pn], ip.ID)
+			}
+			slices.Sort(want[pn])
+		}
+	}
+	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("error listing private networks of load balancer %s: %w", lb.ID, err)
+	}
+	attached := map[string]bool{}
+	for _, att := range resp.PrivateNetwork {
+		ids, wanted := want[att.PrivateNetworkID]
+		got := slices.Sorted(slices.Values(att.IpamIDs))
+		if wanted && (len(ids) == 0 || slices.Equal(ids, got)) {
+			attached[att.PrivateNetworkID] = true
+			continue
+		}
+		if external && !wanted {
+			continue // a shared LB's other networks are not this Service's
+		}
+		if err := c.lb.DetachPrivateNetwork(&lbapi.ZonedAPIDetachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: att.PrivateNetworkID}, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("unable to detach private network %s from %s: %w", att.PrivateNetworkID, lb.ID, err)
+		}
+		c.logf("detached private network %s (IPAM IDs %v) from %s", att.PrivateNetworkID, att.IpamIDs, lb.ID)
+	}
+	for pn, ids := range want {
+		if attached[pn] {
+			continue
+		}
+		req := &lbapi.ZonedAPIAttachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: pn, IpamIDs: ids}
+		if len(ids) == 0 {
+			req.DHCPConfig = &lbapi.PrivateNetworkDHCPConfig{}
+		}
+		if _, err := c.lb.AttachPrivateNetwork(req, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("unable to attach private network %s on %s: %w", pn, lb.ID, err)
+		}
+		c.logf("attached private network %s to %s with IPAM IDs %v", pn, lb.ID, ids)
+	}
+	return nil
+}
+
+// updateStatus writes the ingress the CCM reports: for a private Load
+// Balancer the IPv4 addresses IPAM shows attached to it. The emulator has
+// no flexible IPs, so a public one reports the same.
+func (c *Controller) updateStatus(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	region, _ := lb.Zone.Region()
+	resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{
+		Region: region, ProjectID: &lb.ProjectID, ResourceType: ipamapi.ResourceTypeLBServer, ResourceID: &lb.ID, IsIPv6: scw.BoolPtr(false),
+	}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("unable to query ipam for lb %s: %w", lb.ID, err)
+	}
+	var ingress []corev1.LoadBalancerIngress
+	for _, ip := range resp.IPs {
+		ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
+	}
+	if len(ingress) == 0 {
+		return fmt.Errorf("no private network ip for lb %s", lb.ID)
+	}
+	if equalIngress(svc.Status.LoadBalancer.Ingress, ingress) {
+		return nil
+	}
+	orig := svc.DeepCopy()
+	svc.Status.LoadBalancer.Ingress = ingress
+	if err := c.o.Kube.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("updating the Service's status: %w", err)
+	}
+	return nil
+}
+
+// ensureDeleted is the teardown of a Service deleted (or no longer a
+// LoadBalancer): the CCM's EnsureLoadBalancerDeleted, then the finalizer
+// removed.
+func (c *Controller) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
+	lb, err := c.fetch(ctx, svc)
+	if err != nil {
+		return err
+	}
+	// A shared (externally managed) LB stays: the CCM removes only this
+	// Service's frontends and backends, which the emulator does not have.
+	if lb != nil && svc.Annotations[annotationExternallyManaged] != "true" {
+		if err := c.deleteLB(ctx, svc, lb); err != nil {
+			return err
+		}
+	}
+	if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		orig := svc.DeepCopy()
+		svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+		if err := c.o.Kube.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("clearing the Service's status: %w", err)
+		}
+	}
+	orig := svc.DeepCopy()
+	svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == Finalizer })
+	if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the finalizer: %w", err)
+	}
+	delete(c.done, svc.UID)
+	return nil
+}
+
+// deleteLB is the CCM's deleteLoadBalancer: unannotate, then DeleteLB,
+// which detaches its Private Networks.
+func (c *Controller) deleteLB(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	if _, ok := svc.Annotations[annotationLoadBalancerID]; ok {
+		orig := svc.DeepCopy()
+		delete(svc.Annotations, annotationLoadBalancerID)
+		if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("removing the load balancer annotation: %w", err)
+		}
+	}
+	if lb.Name != string(svc.UID) {
+		c.logf("load balancer for service %s/%s was renamed, not removing", svc.Namespace, svc.Name)
+		return nil
+	}
+	if err := c.lb.DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{Zone: lb.Zone, LBID: lb.ID, ReleaseIP: true}, scw.WithContext(ctx)); err != nil && !notFound(err) {
+		return fmt.Errorf("error deleting load balancer %s for service %s/%s: %w", lb.ID, svc.Namespace, svc.Name, err)
+	}
+	c.logf("deleted Load Balancer %s of %s/%s", lb.ID, svc.Namespace, svc.Name)
+	return nil
+}
+
+// collect deletes the Load Balancers of Services that are gone without the
+// finalizer's teardown (deleted before it was added), as the service
+// controller does from its informer's delete event.
+func (c *Controller) collect(ctx context.Context, services []corev1.Service) {
+	keep := map[string]bool{}
+	for _, svc := range services {
+		keep[string(svc.UID)] = true
+	}
+	resp, err := c.lb.ListLBs(&lbapi.ZonedAPIListLBsRequest{Zone: c.o.Zone, Tags: []string{managedTag}}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		c.logf("listing load balancers: %v", err)
+		return
+	}
+	for _, lb := range resp.LBs {
+		if keep[lb.Name] || !slices.Contains(lb.Tags, managedTag) {
+			continue
+		}
+		if err := c.lb.DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{Zone: lb.Zone, LBID: lb.ID, ReleaseIP: true}, scw.WithContext(ctx)); err != nil && !notFound(err) {
+			c.logf("deleting orphaned load balancer %s: %v", lb.ID, err)
+			continue
+		}
+		c.logf("deleted Load Balancer %s of a deleted Service", lb.ID)
+	}
+}
+
+func (c *Controller) logf(format string, args ...any) {
+	if c.o.Logf != nil {
+		c.o.Logf("ccm: "+format, args...)
+	}
+}
+
+func split(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pnID strips the zone or region the CCM allows in front of a PN ID.
+func pnID(s string) string {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func equalIngress(a, b []corev1.LoadBalancerIngress) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.LoadBalancerIngress) bool { return x.IP == y.IP && x.Hostname == y.Hostname })
+}
+
+func notFound(err error) bool {
+	var nf *scw.ResourceNotFoundError
+	var re *scw.ResponseError
+	return errors.As(err, &nf) || (errors.As(err, &re) && re.StatusCode == http.StatusNotFound)
+}

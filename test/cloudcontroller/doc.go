@@ -1,0 +1,18 @@
+// Package cloudcontroller stands in for the Scaleway cloud-controller-manager
+// (CCM) next to the suites, where the real one cannot run: it acts on
+// LoadBalancer Services as the cloud-provider service controller and the
+// CCM's scaleway/loadbalancers.go do, through the real scaleway-sdk-go and
+// the emulator's Load Balancer and IPAM APIs.
+//
+// Same calls and same writes to the Service: the cleanup finalizer first,
+// CreateLB named after the Service's UID, a patch adding
+// scw-loadbalancer-id, ListLBPrivateNetworks then IPAM
+// ListIPs(private_network_id, ip_ids) per network, DetachPrivateNetwork
+// before re-attaching with other IDs, AttachPrivateNetwork{ipam_ids}, the
+// status from the IPs attached to the Load Balancer; on deletion a patch
+// removing scw-loadbalancer-id, DeleteLB, then the finalizer removed. Same
+// timing hazards: each step waits a configurable delay, so a deleted
+// Service stays Terminating with its IP attached for a while. It must not
+// import the project's own packages: it checks them, it does not share
+// their reading of the annotations.
+package cloudcontroller
