@@ -1,6 +1,7 @@
 package ipamtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -119,6 +120,7 @@ func (ip *ipRecord) json(region string) ipJSON {
 // --- booking, shared by BookIP and AddIP ---
 
 type booking struct {
+	id        string // "": a new one
 	projectID string
 	pnID      string
 	subnetID  string
@@ -193,7 +195,7 @@ func (s *Server) bookLocked(c *call, b booking, now time.Time) (*ipRecord, error
 	}
 
 	ip := &ipRecord{
-		id: newID(), seq: s.st.nextSeq(), addr: addr, subnet: sn,
+		id: cmp.Or(b.id, newID()), seq: s.st.nextSeq(), addr: addr, subnet: sn,
 		projectID: pn.projectID, orgID: pn.orgID,
 		tags: nonNil(b.tags), res: b.res, createdAt: now, updatedAt: now,
 	}
@@ -757,12 +759,21 @@ func (s *Server) listIPs(c *call) reply {
 // test: a VM, a database, another cluster. With res, the IP is attached to
 // it. No HTTP: not counted, never faulted; the audit log records it.
 func (s *Server) AddIP(pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
-	b := booking{pnID: pnID, addr: addr, tags: tags, v6: addr.IsValid() && addr.Unmap().Is6()}
+	return s.AddIPWithID("", pnID, addr, tags, res)
+}
+
+// AddIPWithID is AddIP with the IP's ID chosen ("" for a new one), for
+// fixtures that name it (the playground's bring-your-own example).
+func (s *Server) AddIPWithID(id, pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
+	b := booking{id: id, pnID: pnID, addr: addr, tags: tags, v6: addr.IsValid() && addr.Unmap().Is6()}
 	if res != nil {
 		b.res = res.attachment()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.st.ips[id] != nil {
+		return "", fmt.Errorf("adding IP %s: %w", id, alreadyExistsErr("ip", id, "an IP with this ID exists"))
+	}
 	ip, err := s.bookLocked(nil, b, s.now())
 	if err != nil {
 		return "", fmt.Errorf("adding IP %s to Private Network %s: %w", addr, pnID, err)

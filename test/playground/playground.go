@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,11 +26,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -51,11 +54,21 @@ type Options struct {
 	Root string
 	// PoolFile is the pool file to seed and serve; default examples/pools.yaml.
 	PoolFile string
-	// Out receives the banner and the logs.
+	// Out receives the banner; the components log to a file in the
+	// playground's temporary directory, which the banner names.
 	Out io.Writer
-	// Log is the components' logger.
-	Log logr.Logger
+	// Verbose logs at debug level.
+	Verbose bool
 }
+
+// ExampleBYOID is the IPAM ID of examples/service-byo.yaml: the playground
+// books it in the first pool's Private Network, as Terraform or the
+// console would have, so that the example is admitted as written.
+const ExampleBYOID = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+
+// exampleBYOAddress is its address: in dc-link's subnet, outside its
+// ranges (pool ranges are for the webhook to hand out).
+var exampleBYOAddress = netip.MustParseAddr("172.16.4.20")
 
 // Run starts everything, prints how to use it, and stops everything when
 // ctx ends, removing its temporary files.
@@ -74,6 +87,17 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	logPath := filepath.Join(tmp, "scw-lb-ipam.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	level := zapcore.InfoLevel
+	if o.Verbose {
+		level = zapcore.DebugLevel
+	}
+	log := zap.New(zap.UseDevMode(true), zap.Level(level), zap.WriteTo(logFile))
 
 	// 1. The emulator, with the pool file's Private Networks.
 	poolData, err := os.ReadFile(o.PoolFile)
@@ -92,6 +116,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	defer emu.Close()
 	if err := seed(emu, cfg); err != nil {
 		return err
+	}
+	if _, err := emu.AddIPWithID(ExampleBYOID, cfg.Pools[0].PrivateNetworkID, exampleBYOAddress, []string{"reserved-by-terraform"}, nil); err != nil {
+		return fmt.Errorf("booking the bring-your-own example's IP: %w", err)
 	}
 
 	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
@@ -182,7 +209,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	opts.RestConfig = restCfg
-	opts.Log = o.Log
+	opts.Log = log
 	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	serveCtx, stopServe := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -200,7 +227,24 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
-	banner(o.Out, o.Root, kubeconfig, emuURL, metricsPort, pools, tmp)
+	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
+	scwOpts := []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	ccm, err := cloudcontroller.New(cloudcontroller.Options{
+		Kube: kube, Scaleway: scwOpts, ClusterPrivateNetworkID: cfg.ClusterPrivateNetworkID, Delay: time.Second,
+		Logf: func(format string, args ...any) { log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
+	})
+	if err != nil {
+		return err
+	}
+	ccmCtx, stopCCM := context.WithCancel(ctx)
+	ccmDone := make(chan struct{})
+	go func() { defer close(ccmDone); ccm.Run(ccmCtx) }()
+	defer func() {
+		stopCCM()
+		<-ccmDone
+	}()
+
+	banner(o.Out, o.Root, kubeconfig, emuURL, metricsPort, pools, logPath, tmp)
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", tmp)
@@ -328,7 +372,7 @@ func waitListening(ctx context.Context, addr string, served chan error) error {
 // ReadyLine is printed once everything answers; scripts wait for it.
 const ReadyLine = "playground ready"
 
-func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, tmp string) {
+func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, logPath, tmp string) {
 	rel := func(p string) string {
 		if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
 			return r
@@ -337,12 +381,14 @@ func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools
 	}
 	fmt.Fprintf(w, `
 %s: a real kube-apiserver and etcd, the Scaleway emulator, and scw-lb-ipam
-(webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam.
+(webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam, next to
+a stand-in of the Scaleway CCM that makes the Load Balancers.
 
   KUBECONFIG   %s
   emulator     %s   (Scaleway API; access key %s)
   metrics      http://127.0.0.1:%d/metrics
   pool file    %s
+  logs         %s
   namespace    %s is opted in (label %s=true)
 
 Try it (from the repository):
@@ -353,6 +399,6 @@ Try it (from the repository):
   SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
 
 Ctrl-C stops everything and removes %s.
-`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), DemoNamespace, webhook.LabelEnabled,
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, webhook.LabelEnabled,
 		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
 }

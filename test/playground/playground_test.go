@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -118,14 +119,7 @@ func TestMakeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := os.ReadFile(filepath.Join(root, "examples", "service.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{}
-	if err := yaml.UnmarshalStrict(manifest, svc); err != nil {
-		t.Fatal(err)
-	}
+	svc := readService(t, root, "service.yaml")
 	if err := kube.Create(context.Background(), svc); err != nil {
 		t.Fatalf("applying examples/service.yaml: %v\n%s", err, logs.String())
 	}
@@ -140,6 +134,42 @@ func TestMakeRun(t *testing.T) {
 	want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
 	if got := seen.List(); len(got) != 1 || got[0] != want {
 		t.Fatalf("warnings %q, want %q", got, want)
+	}
+
+	// The CCM stand-in makes the Load Balancer with the reserved address.
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The bring-your-own example, as written: its IP is booked.
+	byo := readService(t, root, "service-byo.yaml")
+	if err := kube.Create(context.Background(), byo); err != nil {
+		t.Fatalf("applying examples/service-byo.yaml: %v", err)
+	}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(byo), byo); err != nil {
+		t.Fatal(err)
+	}
+	if ids := byo.Annotations[webhook.AnnotationPrivateIPIDs]; ids != ExampleBYOID {
+		t.Fatalf("examples/service-byo.yaml got private-ip-ids %q, want %s", ids, ExampleBYOID)
+	}
+
+	// The logs went to the file the banner names, not over the banner.
+	logFile := match(t, text, `logs\s+(\S+)`)
+	if b := mustRead(t, logFile); !strings.Contains(string(b), "webhook") {
+		t.Fatalf("%s holds no webhook log:\n%s", logFile, b)
+	}
+	outMu.Lock()
+	printed := out.String()
+	outMu.Unlock()
+	if strings.Contains(printed, "INFO") || strings.Contains(printed, "ERROR") {
+		t.Fatalf("log lines on the terminal:\n%s", printed)
 	}
 
 	// The status command printed in the banner, as JSON.
@@ -200,6 +230,15 @@ func TestMakeRun(t *testing.T) {
 	if p := processWith(filepath.Base(tmp)); p != "" {
 		t.Fatalf("a process of the playground is still running: %s", p)
 	}
+}
+
+func readService(t *testing.T, root, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := yaml.UnmarshalStrict(mustRead(t, filepath.Join(root, "examples", name)), svc); err != nil {
+		t.Fatalf("examples/%s: %v", name, err)
+	}
+	return svc
 }
 
 func match(t *testing.T, text, expr string) string {
