@@ -144,6 +144,10 @@ func errUnknownRegion(region string) reply {
 	return notFoundErr("region", region).reply()
 }
 
+func errUnknownZone(zone string) reply {
+	return notFoundErr("zone", zone).reply()
+}
+
 func serverErrorBody() map[string]any {
 	return map[string]any{"message": "Internal error", "type": "server_error"}
 }
