@@ -318,6 +318,8 @@ type call struct {
 
 	// Set by handlers.
 	ipID string
+	// lbID is the Load Balancer whose call changes IPs, for the audit log.
+	lbID string
 	// lost marks the changes of a CommitThenFail call in the audit log.
 	lost bool
 }
