@@ -220,6 +220,7 @@ func buildRoutes() []route {
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
 		acct  = "account/v3/"
+		lbZ   = "lb/v1/zones/{zone}/"
 	)
 	table := []struct {
 		method, pattern string
@@ -252,6 +253,14 @@ func buildRoutes() []route {
 		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
 		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
 		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+
+		{"POST", lbZ + "lbs", OpCreateLB, (*Server).createLB},
+		{"GET", lbZ + "lbs", OpListLBs, (*Server).listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, (*Server).getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, (*Server).deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, (*Server).attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, (*Server).detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, (*Server).listLBPrivateNetworks},
 	}
 	routes := make([]route, len(table))
 	for i, e := range table {
