@@ -1,6 +1,7 @@
 // Package ipamtest is an in-memory emulator of the parts of the Scaleway API
-// the project uses (IPAM v1, VPC v2, Account v3 projects, /metadata), served
-// over real HTTP so that the real scaleway-sdk-go client can talk to it.
+// the project uses (IPAM v1, VPC v2, Account v3 projects, Load Balancer v1
+// zoned Load Balancers and their Private Networks, /metadata), served over
+// real HTTP so that the real scaleway-sdk-go client can talk to it.
 //
 // Unit tests, benchmarks and the local playground (cmd/scw-emulator) share it:
 // it answers with the status codes, JSON shapes and error bodies of the real

@@ -144,6 +144,10 @@ func errUnknownRegion(region string) reply {
 	return notFoundErr("region", region).reply()
 }
 
+func errUnknownZone(zone string) reply {
+	return notFoundErr("zone", zone).reply()
+}
+
 func serverErrorBody() map[string]any {
 	return map[string]any{"message": "Internal error", "type": "server_error"}
 }
@@ -161,13 +165,16 @@ func resourceOf(op Op) string {
 		return "vpc"
 	case OpCreateProject, OpGetProject, OpDeleteProject:
 		return "project"
+	case OpCreateLB, OpGetLB, OpListLBs, OpDeleteLB, OpAttachLBPrivateNetwork, OpDetachLBPrivateNetwork, OpListLBPrivateNetworks:
+		return "lb"
 	}
 	return "metadata"
 }
 
 func isRead(op Op) bool {
 	switch op {
-	case OpGetIP, OpListIPs, OpGetPrivateNetwork, OpListPrivateNetworks, OpListSubnets, OpGetVPC, OpListVPCs, OpMetadata, OpGetProject:
+	case OpGetIP, OpListIPs, OpGetPrivateNetwork, OpListPrivateNetworks, OpListSubnets, OpGetVPC, OpListVPCs, OpMetadata, OpGetProject,
+		OpGetLB, OpListLBs, OpListLBPrivateNetworks:
 		return true
 	}
 	return false

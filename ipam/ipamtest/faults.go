@@ -34,6 +34,15 @@ const (
 	OpCreateProject                 Op = "CreateProject"
 	OpGetProject                    Op = "GetProject"
 	OpDeleteProject                 Op = "DeleteProject"
+
+	// Load Balancer API v1, zoned.
+	OpCreateLB               Op = "CreateLB"
+	OpGetLB                  Op = "GetLB"
+	OpListLBs                Op = "ListLBs"
+	OpDeleteLB               Op = "DeleteLB"
+	OpAttachLBPrivateNetwork Op = "AttachPrivateNetwork"
+	OpDetachLBPrivateNetwork Op = "DetachPrivateNetwork"
+	OpListLBPrivateNetworks  Op = "ListLBPrivateNetworks"
 )
 
 // Fault shapes the answer to one call.

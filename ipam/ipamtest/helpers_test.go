@@ -13,6 +13,7 @@ import (
 
 	account "github.com/scaleway/scaleway-sdk-go/api/account/v3"
 	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+	lb "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
 	vpc "github.com/scaleway/scaleway-sdk-go/api/vpc/v2"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 )
@@ -31,6 +32,7 @@ type clients struct {
 	ipam    *ipam.API
 	vpc     *vpc.API
 	project *account.ProjectAPI
+	lb      *lb.ZonedAPI
 }
 
 // setup starts an emulator for testProject, guarded by testSecretKey, and
@@ -51,6 +53,7 @@ func newClients(t *testing.T, srv *Server, extra ...scw.ClientOption) clients {
 		scw.WithAPIURL(srv.URL()),
 		scw.WithAuth(testAccessKey, testSecretKey),
 		scw.WithDefaultRegion(scw.RegionFrPar),
+		scw.WithDefaultZone(scw.ZoneFrPar1),
 		scw.WithDefaultProjectID(testProject),
 	}, extra...)
 	c, err := scw.NewClient(opts...)
@@ -62,7 +65,7 @@ func newClients(t *testing.T, srv *Server, extra ...scw.ClientOption) clients {
 	if _, err := c.GetAPIMetadata(); err != nil {
 		t.Fatal(err)
 	}
-	return clients{scw: c, ipam: ipam.NewAPI(c), vpc: vpc.NewAPI(c), project: account.NewProjectAPI(c)}
+	return clients{scw: c, ipam: ipam.NewAPI(c), vpc: vpc.NewAPI(c), project: account.NewProjectAPI(c), lb: lb.NewZonedAPI(c)}
 }
 
 func mustPN(t *testing.T, srv *Server, name string, subnets ...string) PrivateNetwork {

@@ -24,6 +24,7 @@ type state struct {
 	// byCreated holds every IP sorted by (createdAt, seq): ListIPs in its
 	// default order walks it without sorting, and pages cost one pass.
 	byCreated []*ipRecord
+	lbs       map[string]*lbRec
 	audit     []AuditEvent
 }
 
@@ -35,6 +36,7 @@ func newState() state {
 		pns:        map[string]*pnRec{},
 		subnets:    map[string]*subnetRec{},
 		ips:        map[string]*ipRecord{},
+		lbs:        map[string]*lbRec{},
 	}
 }
 

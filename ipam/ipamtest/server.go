@@ -222,6 +222,7 @@ func buildRoutes() []route {
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
 		acct  = "account/v3/"
+		lbZ   = "lb/v1/zones/{zone}/"
 	)
 	table := []struct {
 		method, pattern string
@@ -254,6 +255,14 @@ func buildRoutes() []route {
 		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
 		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
 		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+
+		{"POST", lbZ + "lbs", OpCreateLB, (*Server).createLB},
+		{"GET", lbZ + "lbs", OpListLBs, (*Server).listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, (*Server).getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, (*Server).deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, (*Server).attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, (*Server).detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, (*Server).listLBPrivateNetworks},
 	}
 	routes := make([]route, len(table))
 	for i, e := range table {
@@ -262,21 +271,29 @@ func buildRoutes() []route {
 	return routes
 }
 
-// match finds the route of r, its region and its {id}.
-func (s *Server) match(r *http.Request) (rt *route, region, id string) {
+// pathParams are the variable segments of a path.
+type pathParams struct {
+	region, zone, id string
+}
+
+// match finds the route of r and its {region}, {zone} and {id}.
+func (s *Server) match(r *http.Request) (*route, pathParams) {
 	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	for i := range s.routes {
 		cand := &s.routes[i]
 		if cand.method != r.Method || len(cand.segs) != len(segs) {
 			continue
 		}
-		reg, pid, ok := "", "", true
+		var pp pathParams
+		ok := true
 		for j, p := range cand.segs {
 			switch p {
 			case "{region}":
-				reg = segs[j]
+				pp.region = segs[j]
+			case "{zone}":
+				pp.zone = segs[j]
 			case "{id}":
-				pid = segs[j]
+				pp.id = segs[j]
 			default:
 				ok = p == segs[j]
 			}
@@ -285,10 +302,19 @@ func (s *Server) match(r *http.Request) (rt *route, region, id string) {
 			}
 		}
 		if ok {
-			return cand, reg, pid
+			return cand, pp
 		}
 	}
-	return nil, "", ""
+	return nil, pathParams{}
+}
+
+// zoneServed tells whether zone is one of the region's: <region>-1 to -3.
+func (s *Server) zoneServed(zone string) bool {
+	switch strings.TrimPrefix(zone, s.opts.Region+"-") {
+	case "1", "2", "3":
+		return strings.HasPrefix(zone, s.opts.Region+"-")
+	}
+	return false
 }
 
 // call is one request on its way through a handler.
@@ -296,12 +322,15 @@ type call struct {
 	op     Op
 	r      *http.Request
 	region string
+	zone   string
 	id     string // the {id} of the path
 	body   []byte
 	query  map[string][]string
 
 	// Set by handlers.
 	ipID string
+	// lbID is the Load Balancer whose call changes IPs, for the audit log.
+	lbID string
 	// lost marks the changes of a CommitThenFail call in the audit log.
 	lost bool
 }
@@ -319,12 +348,12 @@ func noContent() reply { return reply{status: http.StatusNoContent} }
 // ServeHTTP answers one API request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rt, region, id := s.match(r)
+	rt, pp := s.match(r)
 	rec := Request{Time: s.clock.Now(), Method: r.Method, Path: r.URL.RequestURI(), UserAgent: r.UserAgent()}
 	if rt != nil {
 		rec.Op = rt.op
 	}
-	c := &call{r: r, op: rec.Op, region: region, id: id, query: r.URL.Query()}
+	c := &call{r: r, op: rec.Op, region: pp.region, zone: pp.zone, id: pp.id, query: r.URL.Query()}
 	rec.Status, rec.Fault = s.serve(w, c, rt)
 	rec.IPID = c.ipID
 	rec.Duration = time.Since(start)
@@ -388,6 +417,9 @@ func (s *Server) handle(c *call, rt *route) reply {
 	}
 	if c.region != "" && c.region != s.opts.Region {
 		return errUnknownRegion(c.region)
+	}
+	if c.zone != "" && !s.zoneServed(c.zone) {
+		return errUnknownZone(c.zone)
 	}
 	if c.r.Body != nil {
 		b, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody))

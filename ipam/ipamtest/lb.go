@@ -1,0 +1,265 @@
+package ipamtest
+
+import (
+	"slices"
+	"time"
+)
+
+// The Load Balancer API v1 (zoned), as far as a cloud controller uses it:
+// Load Balancers and their attachments to Private Networks. Frontends,
+// backends, flexible IPs and the like are not emulated. Changes are
+// immediate: a Load Balancer and its attachments are "ready" at once, and a
+// deleted one is gone at once.
+//
+// An attachment gives the Load Balancer one IPv4 address on the Private
+// Network, held in IPAM as an IP attached to resource lb_server (the Load
+// Balancer's ID and name, a generated MAC address): the reserved IP named
+// by ipam_ids, or, without one, an IP booked for the attachment (DHCP) and
+// released with it. IPAM reads the very same attachment, so GetIP and
+// ListIPs show it.
+
+// Defaults of a created Load Balancer.
+const (
+	defaultLBType   = "LB-S"
+	defaultLBSSL    = "ssl_compatibility_level_intermediate"
+	unknownLBSSL    = "ssl_compatibility_level_unknown"
+	lbStatusReady   = "ready"
+	lbPNStatusReady = "ready"
+)
+
+// LB is a snapshot of an emulated Load Balancer.
+type LB struct {
+	ID, Name, Zone, ProjectID string
+	Tags                      []string
+	// PrivateNetworks maps the ID of each attached Private Network to the
+	// IPAM ID of the Load Balancer's IP on it.
+	PrivateNetworks map[string]string
+}
+
+type lbRec struct {
+	id, name, description string
+	projectID, orgID      string
+	zone, typ, sslLevel   string
+	tags                  []string
+	createdAt, updatedAt  time.Time
+	seq                   uint64
+	pns                   []*lbPNRec // in attach order
+}
+
+// lbPNRec is the attachment of a Load Balancer to a Private Network.
+type lbPNRec struct {
+	pn *pnRec
+	ip *ipRecord
+	// att is what the attachment attached ip to: detaching leaves alone an
+	// IP that the Go API detached and attached to something else since.
+	att *attachment
+	// dhcp: ip was booked for the attachment (no ipam_ids) and goes with it.
+	dhcp                 bool
+	createdAt, updatedAt time.Time
+}
+
+func (lb *lbRec) attachment(pnID string) *lbPNRec {
+	for _, lp := range lb.pns {
+		if lp.pn.id == pnID {
+			return lp
+		}
+	}
+	return nil
+}
+
+// --- wire shapes, keys in alphabetical order ---
+
+type lbJSON struct {
+	BackendCount          int       `json:"backend_count"`
+	CreatedAt             string    `json:"created_at"`
+	Description           string    `json:"description"`
+	FrontendCount         int       `json:"frontend_count"`
+	ID                    string    `json:"id"`
+	Instances             []any     `json:"instances"`
+	IP                    []any     `json:"ip"`
+	Name                  string    `json:"name"`
+	OrganizationID        string    `json:"organization_id"`
+	PrivateNetworkCount   int       `json:"private_network_count"`
+	ProjectID             string    `json:"project_id"`
+	Region                string    `json:"region"`
+	RouteCount            int       `json:"route_count"`
+	SslCompatibilityLevel string    `json:"ssl_compatibility_level"`
+	Status                string    `json:"status"`
+	Subscriber            *struct{} `json:"subscriber"`
+	Tags                  []string  `json:"tags"`
+	Type                  string    `json:"type"`
+	UpdatedAt             string    `json:"updated_at"`
+	Zone                  string    `json:"zone"`
+}
+
+func (s *Server) lbJSON(lb *lbRec) lbJSON {
+	return lbJSON{
+		CreatedAt:             ts(lb.createdAt),
+		Description:           lb.description,
+		ID:                    lb.id,
+		Instances:             []any{},
+		IP:                    []any{},
+		Name:                  lb.name,
+		OrganizationID:        lb.orgID,
+		PrivateNetworkCount:   len(lb.pns),
+		ProjectID:             lb.projectID,
+		Region:                s.opts.Region,
+		SslCompatibilityLevel: lb.sslLevel,
+		Status:                lbStatusReady,
+		Tags:                  nonNil(lb.tags),
+		Type:                  lb.typ,
+		UpdatedAt:             ts(lb.updatedAt),
+		Zone:                  lb.zone,
+	}
+}
+
+// --- handlers ---
+
+// lbLocked is the Load Balancer of the path, in the zone of the path.
+func (s *Server) lbLocked(c *call) (*lbRec, *apiError) {
+	lb := s.st.lbs[c.id]
+	if lb == nil || lb.zone != c.zone {
+		return nil, notFoundErr("lb", c.id)
+	}
+	return lb, nil
+}
+
+func (s *Server) createLB(c *call) reply {
+	var body struct {
+		ProjectID             *string  `json:"project_id"`
+		OrganizationID        *string  `json:"organization_id"`
+		Name                  string   `json:"name"`
+		Description           string   `json:"description"`
+		Tags                  []string `json:"tags"`
+		Type                  string   `json:"type"`
+		SslCompatibilityLevel string   `json:"ssl_compatibility_level"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	projectID := s.opts.ProjectID
+	if body.ProjectID != nil && *body.ProjectID != "" {
+		projectID = *body.ProjectID
+	}
+	typ := body.Type
+	if typ == "" {
+		typ = defaultLBType
+	}
+	ssl := body.SslCompatibilityLevel
+	if ssl == "" || ssl == unknownLBSSL {
+		ssl = defaultLBSSL
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	lb := &lbRec{
+		id: newID(), name: body.Name, description: body.Description,
+		projectID: projectID, orgID: s.projectOrgLocked(projectID),
+		zone: c.zone, typ: typ, sslLevel: ssl, tags: nonNil(body.Tags),
+		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
+	}
+	s.st.lbs[lb.id] = lb
+	s.auditLBLocked(c, AuditCreateLB, lb.id, now)
+	return ok(s.lbJSON(lb))
+}
+
+func (s *Server) getLB(c *call) reply {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lb, err := s.lbLocked(c)
+	if err != nil {
+		return err.reply()
+	}
+	return ok(s.lbJSON(lb))
+}
+
+func (s *Server) listLBs(c *call) reply {
+	q := c.query
+	page, size, aerr := paging(q)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	order, aerr := nameOrder(first(q, "order_by"))
+	if aerr != nil {
+		return aerr.reply()
+	}
+	name, projectID, orgID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id")
+	lbIDs, tags := set(q, "lb_ids"), q["tags"]
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var lbs []*lbRec
+	for _, lb := range s.st.lbs {
+		switch {
+		case lb.zone != c.zone,
+			name != nil && !containsFold(lb.name, *name),
+			projectID != nil && *projectID != lb.projectID,
+			orgID != nil && *orgID != lb.orgID,
+			lbIDs != nil && !lbIDs[lb.id],
+			len(tags) > 0 && !anyTag(lb.tags, tags):
+			continue
+		}
+		lbs = append(lbs, lb)
+	}
+	slices.SortFunc(lbs, func(a, b *lbRec) int {
+		return order(namedItem{a.name, a.createdAt, a.seq}, namedItem{b.name, b.createdAt, b.seq})
+	})
+	lo, hi := window(page, size, len(lbs))
+	out := struct {
+		LBs        []lbJSON `json:"lbs"`
+		TotalCount int      `json:"total_count"`
+	}{LBs: []lbJSON{}, TotalCount: len(lbs)}
+	for _, lb := range lbs[lo:hi] {
+		out.LBs = append(out.LBs, s.lbJSON(lb))
+	}
+	return ok(out)
+}
+
+// deleteLB detaches every Private Network first, as the API does; release_ip
+// is about flexible (public) IPs, which are not emulated.
+func (s *Server) deleteLB(c *call) reply {
+	if _, aerr := optBool(c.query, "release_ip"); aerr != nil {
+		return aerr.reply()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lb, err := s.lbLocked(c)
+	if err != nil {
+		return err.reply()
+	}
+	c.lbID = lb.id
+	for len(lb.pns) > 0 {
+		s.detachLBPNLocked(c, lb, lb.pns[0])
+	}
+	delete(s.st.lbs, lb.id)
+	s.auditLBLocked(c, AuditDeleteLB, lb.id, s.now())
+	return noContent()
+}
+
+// --- Go API ---
+
+// LBs is a snapshot of every Load Balancer, oldest first.
+func (s *Server) LBs() []LB {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lbs := make([]*lbRec, 0, len(s.st.lbs))
+	for _, lb := range s.st.lbs {
+		lbs = append(lbs, lb)
+	}
+	byCreated, _ := nameOrder("")
+	slices.SortFunc(lbs, func(a, b *lbRec) int {
+		return byCreated(namedItem{a.name, a.createdAt, a.seq}, namedItem{b.name, b.createdAt, b.seq})
+	})
+	out := make([]LB, len(lbs))
+	for i, lb := range lbs {
+		pns := make(map[string]string, len(lb.pns))
+		for _, lp := range lb.pns {
+			pns[lp.pn.id] = lp.ip.id
+		}
+		out[i] = LB{
+			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID,
+			Tags: nonNil(lb.tags), PrivateNetworks: pns,
+		}
+	}
+	return out
+}

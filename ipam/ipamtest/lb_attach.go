@@ -1,0 +1,192 @@
+package ipamtest
+
+import (
+	"fmt"
+	"slices"
+
+	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+)
+
+// Attachments of Load Balancers to Private Networks.
+
+type lbPNJSON struct {
+	CreatedAt        string         `json:"created_at"`
+	DHCPConfig       lbDHCPConfJSON `json:"dhcp_config"`
+	IpamIDs          []string       `json:"ipam_ids"`
+	LB               lbJSON         `json:"lb"`
+	PrivateNetworkID string         `json:"private_network_id"`
+	Status           string         `json:"status"`
+	UpdatedAt        string         `json:"updated_at"`
+}
+
+type lbDHCPConfJSON struct {
+	IPID string `json:"ip_id"`
+}
+
+func (s *Server) lbPNJSON(lb *lbRec, lp *lbPNRec) lbPNJSON {
+	return lbPNJSON{
+		CreatedAt:        ts(lp.createdAt),
+		DHCPConfig:       lbDHCPConfJSON{IPID: lp.ip.id},
+		IpamIDs:          []string{lp.ip.id},
+		LB:               s.lbJSON(lb),
+		PrivateNetworkID: lp.pn.id,
+		Status:           lbPNStatusReady,
+		UpdatedAt:        ts(lp.updatedAt),
+	}
+}
+
+// attachLBPrivateNetwork gives the Load Balancer the reserved IP of
+// ipam_ids on the Private Network, or a new one (DHCP) without ipam_ids.
+// static_config, dhcp_config and ipam_config are accepted and ignored.
+func (s *Server) attachLBPrivateNetwork(c *call) reply {
+	var body struct {
+		PrivateNetworkID string   `json:"private_network_id"`
+		IpamIDs          []string `json:"ipam_ids"`
+		StaticConfig     any      `json:"static_config"`
+		DHCPConfig       any      `json:"dhcp_config"`
+		IpamConfig       any      `json:"ipam_config"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	if body.PrivateNetworkID == "" {
+		return errInvalidArguments("private_network_id", "private_network_id is required")
+	}
+	if len(body.IpamIDs) > 1 {
+		return errInvalidArguments("ipam_ids", "at most one IPAM ID (an IPv4 address) can be given per Private Network")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lb, aerr := s.lbLocked(c)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	pn := s.st.pns[body.PrivateNetworkID]
+	if pn == nil {
+		return notFoundErr("private_network", body.PrivateNetworkID).reply()
+	}
+	if lb.attachment(pn.id) != nil {
+		return alreadyExistsErr("private_network", pn.id,
+			fmt.Sprintf("Private Network %s is already attached to Load Balancer %s", pn.id, lb.id)).reply()
+	}
+	c.lbID = lb.id
+	att := &attachment{typ: string(ipam.ResourceTypeLBServer), id: lb.id, name: lb.name, mac: s.st.newMAC()}
+	now := s.now()
+	lp := &lbPNRec{pn: pn, att: att, createdAt: now, updatedAt: now}
+	if len(body.IpamIDs) == 1 {
+		ip, aerr := s.reservedForLBLocked(body.IpamIDs[0], pn)
+		if aerr != nil {
+			return aerr.reply()
+		}
+		if _, err := s.attachLocked(c, ip.id, att); err != nil {
+			return errorReply(err)
+		}
+		lp.ip = ip
+	} else {
+		ip, err := s.bookLocked(c, booking{pnID: pn.id, res: att}, now)
+		if err != nil {
+			return errorReply(err)
+		}
+		lp.ip, lp.dhcp = ip, true
+	}
+	c.ipID = lp.ip.id
+	lb.pns = append(lb.pns, lp)
+	lb.updatedAt = now
+	return ok(s.lbPNJSON(lb, lp))
+}
+
+// reservedForLBLocked checks the IP an attachment names: it exists, is an
+// IPv4 address of pn, and is attached to nothing.
+func (s *Server) reservedForLBLocked(id string, pn *pnRec) (*ipRecord, *apiError) {
+	ip := s.st.ips[id]
+	switch {
+	case ip == nil:
+		return nil, notFoundErr("ip", id)
+	case ip.subnet.pn != pn:
+		return nil, invalidArgumentErr("ipam_ids.0", "IP %s is in Private Network %s, not in %s", id, ip.subnet.pn.id, pn.id)
+	case ip.addr.Is6():
+		return nil, invalidArgumentErr("ipam_ids.0", "IP %s is an IPv6 address; only an IPv4 one can be given", id)
+	case ip.res != nil:
+		return nil, alreadyExistsErr("ip", id, fmt.Sprintf("IP %s is already attached to %s %s", id, ip.res.typ, ip.res.id))
+	}
+	return ip, nil
+}
+
+func (s *Server) detachLBPrivateNetwork(c *call) reply {
+	var body struct {
+		PrivateNetworkID string `json:"private_network_id"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	if body.PrivateNetworkID == "" {
+		return errInvalidArguments("private_network_id", "private_network_id is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lb, aerr := s.lbLocked(c)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	lp := lb.attachment(body.PrivateNetworkID)
+	if lp == nil {
+		return notFoundErr("private_network", body.PrivateNetworkID).reply()
+	}
+	c.lbID, c.ipID = lb.id, lp.ip.id
+	s.detachLBPNLocked(c, lb, lp)
+	return noContent()
+}
+
+// detachLBPNLocked ends an attachment: its IP is detached, and released when
+// the attachment booked it. An IP the Go API detached (and maybe attached
+// elsewhere) meanwhile is left as it is.
+func (s *Server) detachLBPNLocked(c *call, lb *lbRec, lp *lbPNRec) {
+	if ip := lp.ip; s.st.ips[ip.id] == ip && ip.res == lp.att {
+		s.detachLocked(c, ip)
+		if lp.dhcp {
+			s.releaseLocked(c, ip)
+		}
+	}
+	lb.pns = slices.DeleteFunc(lb.pns, func(x *lbPNRec) bool { return x == lp })
+	lb.updatedAt = s.now()
+}
+
+func (s *Server) listLBPrivateNetworks(c *call) reply {
+	page, size, aerr := paging(c.query)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	desc := false
+	switch ob := first(c.query, "order_by"); ob {
+	case "", "created_at_asc":
+	case "created_at_desc":
+		desc = true
+	default:
+		return errInvalidArguments("order_by", fmt.Sprintf("unknown order_by %q", ob))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lb, aerr := s.lbLocked(c)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	pns := slices.Clone(lb.pns)
+	if desc {
+		slices.Reverse(pns)
+	}
+	lo, hi := window(page, size, len(pns))
+	out := struct {
+		PrivateNetwork []lbPNJSON `json:"private_network"`
+		TotalCount     int        `json:"total_count"`
+	}{PrivateNetwork: []lbPNJSON{}, TotalCount: len(pns)}
+	for _, lp := range pns[lo:hi] {
+		out.PrivateNetwork = append(out.PrivateNetwork, s.lbPNJSON(lb, lp))
+	}
+	return ok(out)
+}
+
+// newMAC is a locally administered MAC address, unique in the emulator.
+func (st *state) newMAC() string {
+	n := st.nextSeq()
+	return fmt.Sprintf("02:00:00:%02x:%02x:%02x", byte(n>>16), byte(n>>8), byte(n))
+}
