@@ -5,7 +5,7 @@ BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
 SUITES := ./test/integration ./test/chart ./test/playground ./test/chaos
-UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -v '/test/')
+UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|chart|playground|chaos|bench)$$')
 
 .PHONY: all build test unit suites lint bench run clean crds fuzz chaos
 
