@@ -276,23 +276,23 @@ func TestScenario12APIServerOutage(t *testing.T) {
 }
 
 // TestScenario13RecreateWhileTerminating: helm --force (or an Argo CD
-// replace) deletes Service api and creates it again at once. The CCM's
+// replace) deletes a Service and creates it again at once. The CCM's
 // finalizer keeps the old one Terminating with its IP X attached to the old
 // Load Balancer; the client retries the create as kubectl and Helm do
 // (AlreadyExists, and the webhook's 429 "still held" that client-go
 // retries after its Retry-After). The new
 // api ends with X, its new Load Balancer attached with X, and once the
-// sweeper settled no other reservation for payments/api remains.
+// sweeper settled no other reservation for it remains.
 func TestScenario13RecreateWhileTerminating(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "replaced", map[string]string{webhook.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		old := get(t, "payments", "api")
-		x := old.Annotations[webhook.AnnotationPrivateIPIDs]
-		attachedTo(t, "payments", "api", x)
+		x := get(t, "payments", "replaced").Annotations[webhook.AnnotationPrivateIPIDs]
+		attachedTo(t, "payments", "replaced", x)
+		old := get(t, "payments", "replaced")
 		// The sweeper back-fills the uid: X is the reservation a live
 		// Service used.
 		eventually(t, 10*time.Second, "the uid back-filled", func() bool {
@@ -303,7 +303,7 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		if err := s.Kube.Delete(ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		if cur := get(t, "payments", "api"); cur.DeletionTimestamp == nil {
+		if cur := get(t, "payments", "replaced"); cur.DeletionTimestamp == nil {
 			t.Fatal("the deleted Service is not Terminating: the CCM's finalizer is missing")
 		}
 		if ip, _ := s.Emu.IP(x); ip.Resource == nil {
@@ -314,13 +314,13 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		reasons := map[string]int{}
 		start := time.Now()
 		eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
-			err := s.Kube.Create(ctx, lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"}))
+			err := s.Kube.Create(ctx, lbService("payments", "replaced", map[string]string{webhook.AnnotationPool: "dc-link"}))
 			switch {
 			case err == nil:
 				return true
 			case apierrors.IsAlreadyExists(err):
 				reasons["AlreadyExists"]++
-			case strings.Contains(err.Error(), "still held by the Load Balancer of the previous payments/api"):
+			case strings.Contains(err.Error(), "still held by the Load Balancer of the previous payments/replaced"):
 				reasons["still held"]++
 			default:
 				t.Fatalf("re-create: %v", err)
@@ -328,19 +328,19 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 			return false
 		})
 		t.Logf("re-created after %s; refusals seen by the client: %v", time.Since(start).Round(10*time.Millisecond), reasons)
-		now := get(t, "payments", "api")
+		now := get(t, "payments", "replaced")
 		defer del(t, now)
 		if got := now.Annotations[webhook.AnnotationPrivateIPIDs]; got != x {
 			t.Fatalf("re-created api got %s, want its previous %s", got, x)
 		}
-		attachedTo(t, "payments", "api", x)
-		if now.Annotations[webhook.AnnotationLoadBalancerID] == old.Annotations[webhook.AnnotationLoadBalancerID] {
-			t.Fatal("the new Service kept the old Load Balancer's ID")
+		attachedTo(t, "payments", "replaced", x)
+		if lb := get(t, "payments", "replaced").Annotations[webhook.AnnotationLoadBalancerID]; lb == old.Annotations[webhook.AnnotationLoadBalancerID] {
+			t.Fatalf("the new Service is on the old Load Balancer %s", lb)
 		}
 		// Whatever was booked on the way is reclaimed: only X is left.
-		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/api", func() bool {
+		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/replaced", func() bool {
 			for _, ip := range s.Emu.IPs() {
-				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("it") && e.Service.String() == "payments/api" && ip.ID != x {
+				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("it") && e.Service.String() == "payments/replaced" && ip.ID != x {
 					return false
 				}
 			}
