@@ -197,7 +197,7 @@ func TestMakeRun(t *testing.T) {
 	found := false
 	for _, p := range doc.Pools {
 		for _, a := range p.Addresses {
-			found = found || (a.IPID == id && a.Holder == "Service demo/api" && a.Address.String() == addr)
+			found = found || (a.IPID == id && strings.HasPrefix(a.Holder, "Service demo/api, attached to lb_server ") && a.Address.String() == addr)
 		}
 	}
 	if !found {
