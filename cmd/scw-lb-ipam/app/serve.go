@@ -323,7 +323,7 @@ func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc
 	if err := mgr.Add(alloc); err != nil {
 		return err
 	}
-	if err := reg.Register(newPoolCollector(alloc)); err != nil {
+	if err := reg.Register(newPoolCollector(alloc.Stats)); err != nil {
 		return err
 	}
 	sw := sweeper.New(sweeper.Options{
