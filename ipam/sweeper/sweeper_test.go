@@ -61,7 +61,7 @@ func newWorld(t testing.TB) *world {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	var err error
-	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", PageSize: 1000,
+	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par",
 		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	if err != nil {
