@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// DefaultPageSize is how many IPs one ListIPs page asks for.
+// DefaultPageSize is how many IPs one ListIPs page asks for; the webhook,
+// the sweeper and status all use it. ListIPs pages until total_count
+// whatever size the pages come back in.
 const DefaultPageSize = 100
 
 // CallObserver is told about every HTTP call to Scaleway: the operation, the
@@ -140,8 +142,14 @@ func (c *scwCloud) GetIP(ctx context.Context, id string) (*IP, error) {
 	return fromSDK(ip), nil
 }
 
+// ListIPs reads every page, CloudOptions.PageSize IPs at a time, until it
+// holds total_count IPs or a page comes back empty. A short page is not the
+// end: the API may answer fewer than asked (a lower cap than page_size), and
+// stopping there would hide the rest. IPs booked or released while paging
+// shift the pages under us: one seen twice is kept once.
 func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 	var out []*IP
+	seen := map[string]bool{}
 	for page := int32(1); ; page++ {
 		req := &ipamapi.ListIPsRequest{
 			Region:   c.region,
@@ -165,11 +173,12 @@ func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 			return nil, err
 		}
 		for _, ip := range resp.IPs {
-			out = append(out, fromSDK(ip))
+			if !seen[ip.ID] {
+				seen[ip.ID] = true
+				out = append(out, fromSDK(ip))
+			}
 		}
-		// Stop on a short page as well as on the count: IPs booked or
-		// released while paging shift the pages under us.
-		if len(resp.IPs) < int(c.pageSize) || uint64(len(out)) >= resp.TotalCount {
+		if len(resp.IPs) == 0 || uint64(len(out)) >= resp.TotalCount {
 			return out, nil
 		}
 	}

@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,5 +230,80 @@ func TestResolve(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("pools %s: err = %v, want it to mention %q", tt.pools, err, tt.want)
 		}
+	}
+}
+
+// TestListIPsPages: more IPs than a page holds are listed in several pages
+// of DefaultPageSize, until total_count, and every IP is seen once; pages
+// shorter than asked (an API with a lower cap) do not end the listing.
+func TestListIPsPages(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	const n = 250
+	want := map[string]bool{}
+	for range n {
+		id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{TagCluster + "test"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = true
+	}
+	if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{"someone-else"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A proxy in front of the emulator that caps every page at 40 IPs,
+	// whatever page_size asks for.
+	capped := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		target, _ := url.Parse(e.srv.URL())
+		r.SetURL(target)
+		if q := r.Out.URL.Query(); q.Has("page_size") {
+			q.Set("page_size", "40")
+			r.Out.URL.RawQuery = q.Encode()
+		}
+	}})
+	t.Cleanup(capped.Close)
+
+	for _, tt := range []struct {
+		name  string
+		url   string
+		pages int
+	}{
+		{"pages of 100", e.srv.URL(), 3},
+		{"pages capped at 40", capped.URL, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cloud, err := NewCloud(context.Background(), CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+				scw.WithAPIURL(tt.url), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := len(e.srv.Requests())
+			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{TagCluster + "test"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, ip := range ips {
+				if got[ip.ID] {
+					t.Errorf("%s listed twice", ip.ID)
+				}
+				got[ip.ID] = true
+			}
+			if len(ips) != n || !maps.Equal(got, want) {
+				t.Fatalf("listed %d IPs, want the %d tagged ones", len(ips), n)
+			}
+			var pages []string
+			for _, r := range e.srv.Requests()[from:] {
+				if r.Op == ipamtest.OpListIPs {
+					u, _ := url.Parse(r.Path)
+					pages = append(pages, u.Query().Get("page")+"/"+u.Query().Get("page_size"))
+				}
+			}
+			if len(pages) != tt.pages {
+				t.Fatalf("%d ListIPs calls (%v), want %d", len(pages), pages, tt.pages)
+			}
+			if tt.url == e.srv.URL() && !slices.Equal(pages, []string{"1/100", "2/100", "3/100"}) {
+				t.Fatalf("pages %v, want 1/100 2/100 3/100", pages)
+			}
+		})
 	}
 }

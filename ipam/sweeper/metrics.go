@@ -10,7 +10,7 @@ import (
 type Metrics struct {
 	orphans  *prometheus.GaugeVec
 	releases prometheus.Counter
-	would    prometheus.Counter
+	would    prometheus.Gauge
 	errors   prometheus.Counter
 	cycle    prometheus.Histogram
 	// unreserved counts live LoadBalancer Services that should hold a
@@ -27,8 +27,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		releases: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "scw_lb_ipam_sweeper_releases_total", Help: "Reservations released by the sweeper.",
 		}),
-		would: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "scw_lb_ipam_sweeper_would_release_total", Help: "Releases held back by report-only mode or the per-cycle cap.",
+		// A gauge set each cycle, not a counter: the same held-back IPs come
+		// back every cycle, so a running sum would count them again and again.
+		would: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scw_lb_ipam_sweeper_would_release", Help: "Reservations the last cycle would have released but held back (report-only mode or the per-cycle cap).",
 		}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "scw_lb_ipam_sweeper_errors_total", Help: "Failed sweeper steps (API errors, unsynced cache).",
@@ -48,11 +50,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) observeCycle(d time.Duration, r Report) {
 	m.cycle.Observe(d.Seconds())
 	m.releases.Add(float64(len(r.Released)))
-	m.would.Add(float64(len(r.WouldRelease)))
 	m.errors.Add(float64(r.Errors))
 }
 
-func (m *Metrics) setOrphans(byPool map[string]int) {
+// setCycle exports what a completed cycle saw: the orphans by pool, the
+// releases it held back and the unreserved Services.
+func (m *Metrics) setCycle(byPool map[string]int, r Report) {
+	m.would.Set(float64(len(r.WouldRelease)))
+	m.unreserved.Set(float64(r.Unreserved))
 	m.orphans.Reset()
 	for pool, n := range byPool {
 		m.orphans.WithLabelValues(pool).Set(float64(n))

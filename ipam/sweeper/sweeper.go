@@ -232,8 +232,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
 	}
 	if s.o.Metrics != nil {
-		s.o.Metrics.setOrphans(orphansByPool)
-		s.o.Metrics.unreserved.Set(float64(rep.Unreserved))
+		s.o.Metrics.setCycle(orphansByPool, rep)
 	}
 	return rep, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +61,7 @@ func newWorld(t testing.TB) *world {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	var err error
-	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", PageSize: 1000,
+	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par",
 		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	if err != nil {
@@ -239,7 +241,8 @@ func TestReportOnlyReleasesNothing(t *testing.T) {
 
 func TestCapPerCycle(t *testing.T) {
 	w := newWorld(t)
-	s := w.sweeper(func(o *Options) { o.MaxReleasesPerCycle = 2 })
+	reg := prometheus.NewRegistry()
+	s := w.sweeper(func(o *Options) { o.MaxReleasesPerCycle = 2; o.Metrics = NewMetrics(reg) })
 	for i := range 5 {
 		w.book("general", "payments", fmt.Sprint("gone-", i))
 	}
@@ -249,8 +252,19 @@ func TestCapPerCycle(t *testing.T) {
 	if len(rep.Released) != 2 || len(rep.WouldRelease) != 3 || len(w.srv.IPs()) != 3 {
 		t.Fatalf("cap: %+v", rep)
 	}
+	// What a cycle held back is a gauge of that cycle, not a running sum:
+	// the same IPs are held back cycle after cycle.
+	if got := testutil.ToFloat64(s.o.Metrics.would); got != 3 {
+		t.Fatalf("scw_lb_ipam_sweeper_would_release %v after the first capped cycle, want 3", got)
+	}
 	if rep = w.sweep(s); len(rep.Released) != 2 || len(w.srv.IPs()) != 1 {
 		t.Fatalf("second cycle: %+v", rep)
+	}
+	if got := testutil.ToFloat64(s.o.Metrics.would); got != 1 {
+		t.Fatalf("scw_lb_ipam_sweeper_would_release %v after the second capped cycle, want 1", got)
+	}
+	if got := testutil.ToFloat64(s.o.Metrics.releases); got != 4 {
+		t.Fatalf("scw_lb_ipam_sweeper_releases_total %v, want 4", got)
 	}
 }
 

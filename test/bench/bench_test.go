@@ -260,7 +260,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 	defer emu.Close()
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	edge, _ := emu.AddPrivateNetwork("edge", "10.20.0.0/16")
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", PageSize: 1000, ClientOptions: []scw.ClientOption{
+	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
 		scw.WithAPIURL(emu.URL()), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}})
 	if err != nil {
 		b.Fatal(err)
@@ -300,8 +300,8 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 		b.Fatalf("cycle: %+v %v", rep, err)
 	}
 	fmt.Fprintln(out, "Sweeper cycle over 10,000 reservations (9,900 referenced, 100 past retention)")
-	fmt.Fprintf(out, "  wall time %s, ListIPs calls %d (page 1000; ⌈N/page⌉ = 10), GetIP+ReleaseIP %d, UpdateIP %d\n",
-		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
+	fmt.Fprintf(out, "  wall time %s, ListIPs calls %d (page %d; ⌈N/page⌉ = %d), GetIP+ReleaseIP %d, UpdateIP %d\n",
+		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), ipam.DefaultPageSize, (n+ipam.DefaultPageSize-1)/ipam.DefaultPageSize, emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
 	fmt.Fprintf(out, "  peak RSS of the process %d MB (%d MB before the cycle; the emulator and its 10,000 IPs live in it too); goal ≤ 5 s, ≤ 150 MB\n\n", hwm()>>20, before>>20)
 }
 

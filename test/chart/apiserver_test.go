@@ -3,7 +3,10 @@ package chart
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,10 +18,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +51,7 @@ func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.Pat
 func TestServerSideDryRun(t *testing.T) {
 	ensureNamespace(t, namespace, nil)
 	ctx := context.Background()
-	for _, m := range modes {
+	for _, m := range append(modes, overrides) {
 		t.Run(m.name, func(t *testing.T) {
 			objs := render(t, []string{m.values})
 			if len(objs) < 10 {
@@ -149,6 +155,7 @@ scaleway:
 		}
 	}
 	createAndCheck("api")
+	checkSecureMetrics(t, first, secret.Data["ca.crt"])
 
 	// A second replica reuses the Secret as it is and serves the same pair.
 	second := startBinary(t, args, pools, kubeconfig, emu.URL())
@@ -170,6 +177,89 @@ scaleway:
 
 	if strings.Contains(first.logs.String()+second.logs.String(), "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f") {
 		t.Fatal("the Scaleway secret key appears in the logs")
+	}
+}
+
+// checkSecureMetrics: with the chart's arguments and RBAC, the metrics
+// endpoint serves HTTPS with the webhook's certificate (verified against
+// its CA), HTTP/1.1 only like the webhook port, and answers only callers
+// the apiserver authenticates and authorizes through the chart's
+// metrics-reader ClusterRole; the process does the TokenReview and
+// SubjectAccessReview with the chart's metrics-auth rights.
+func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
+	t.Helper()
+	ctx := context.Background()
+	const monitoring = "monitoring"
+	ensureNamespace(t, monitoring, nil)
+	for _, name := range []string{"prometheus", "nosy"} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: monitoring, Name: name}}
+		if err := kube.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + release + "-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: monitoring, Name: "prometheus"}},
+	}
+	if err := kube.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), binding) })
+	clientset, err := kubernetes.NewForConfig(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		tr, err := clientset.CoreV1().ServiceAccounts(monitoring).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA in the TLS Secret")
+	}
+	// Offers h2 first, as Prometheus and the apiserver may.
+	tlsConfig := &tls.Config{RootCAs: roots, ServerName: release + "." + namespace + ".svc", NextProtos: []string{"h2", "http/1.1"}}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: tlsConfig}}
+	defer c.CloseIdleConnections()
+	get := func(bearer string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "https://"+p.metricsAddr+"/metrics", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET /metrics (certificate checked against the webhook's CA): %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	if resp, _ := get(""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("metrics without a token: %s, want 401", resp.Status)
+	}
+	if resp, _ := get(token("nosy")); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("metrics for a ServiceAccount not bound to the reader role: %s, want 403", resp.Status)
+	}
+	resp, body := get(token("prometheus"))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `scw_lb_ipam_pool_addresses{pool="dc-link",state="total"}`) {
+		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
+	}
+	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
+		t.Errorf("metrics server negotiated %q (%s), want HTTP/1.1 only", resp.TLS.NegotiatedProtocol, resp.Proto)
+	}
+	conn, err := tls.Dial("tcp", p.webhookAddr, tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
+		t.Errorf("webhook server negotiated %q, want http/1.1", got)
 	}
 }
 
@@ -205,6 +295,7 @@ type process struct {
 	logs        *bytes.Buffer
 	certDir     string
 	webhookAddr string
+	metricsAddr string
 	stopped     bool
 }
 
@@ -223,11 +314,12 @@ func freePort(t *testing.T) int {
 func startBinary(t *testing.T, chartArgs []string, pools, kubeconfig, apiURL string) *process {
 	t.Helper()
 	webhookPort, probePort := freePort(t), freePort(t)
-	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort)}
+	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort),
+		metricsAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
 	args := append([]string{}, chartArgs...)
 	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
-		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort))
+		"--metrics-bind-address="+p.metricsAddr, "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort))
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
 		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",

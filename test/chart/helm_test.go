@@ -126,10 +126,71 @@ func webhookOf(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
 
 func containerArgs(t testing.TB, objs []*unstructured.Unstructured) []string {
 	t.Helper()
-	containers := field(t, one(t, objs, "Deployment"), "spec", "template", "spec", "containers").([]any)
 	var args []string
-	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+	for _, a := range container(t, objs)["args"].([]any) {
 		args = append(args, fmt.Sprint(a))
 	}
 	return args
+}
+
+// podSpec is the Deployment's pod template spec; container its only
+// container.
+func podSpec(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	return field(t, one(t, objs, "Deployment"), "spec", "template", "spec").(map[string]any)
+}
+
+func container(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	containers := podSpec(t, objs)["containers"].([]any)
+	if len(containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(containers))
+	}
+	return containers[0].(map[string]any)
+}
+
+// named returns the rendered object of a kind and name.
+func named(t testing.TB, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range find(objs, kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+// containerPort returns the container's port of that name, 0 if none.
+func containerPort(t testing.TB, objs []*unstructured.Unstructured, name string) int64 {
+	t.Helper()
+	for _, p := range container(t, objs)["ports"].([]any) {
+		if p := p.(map[string]any); p["name"] == name {
+			return toInt(p["containerPort"])
+		}
+	}
+	return 0
+}
+
+// servicePort returns the port of that name of the rendered Service.
+func servicePort(t testing.TB, objs []*unstructured.Unstructured, name string) int64 {
+	t.Helper()
+	for _, p := range field(t, one(t, objs, "Service"), "spec", "ports").([]any) {
+		if p := p.(map[string]any); p["name"] == name {
+			return toInt(p["port"])
+		}
+	}
+	return 0
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return -1
 }

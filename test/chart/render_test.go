@@ -20,8 +20,13 @@ var modes = []struct {
 	{"cert-manager with issuerRef", "ci/cert-manager-issuer-values.yaml"},
 }
 
+// overrides sets every value a real cluster may set, at once (names,
+// image digest, ServiceAccount, scheduling, metrics, extra flags): linted
+// and applied as a server-side dry run with the modes.
+var overrides = struct{ name, values string }{"every override", "ci/overrides-values.yaml"}
+
 func TestLint(t *testing.T) {
-	for _, m := range modes {
+	for _, m := range append(modes, overrides) {
 		out, err := helm(t, "lint", "--strict", chartDir, "--values", chartDir+"/"+m.values)
 		if err != nil || !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") {
 			t.Errorf("%s: helm lint: %v\n%s", m.name, err, out)
@@ -97,7 +102,7 @@ func TestPDBOnlyWithReplicas(t *testing.T) {
 
 func TestModeSpecificObjectsAndRBAC(t *testing.T) {
 	hasRule := func(objs []*unstructured.Unstructured, kind, resource string) bool {
-		for _, r := range field(t, one(t, objs, kind), "rules").([]any) {
+		for _, r := range field(t, named(t, objs, kind, release), "rules").([]any) {
 			if slices.Contains(r.(map[string]any)["resources"].([]any), any(resource)) {
 				return true
 			}
@@ -150,6 +155,13 @@ func TestHardenedPod(t *testing.T) {
 	if c["resources"].(map[string]any)["limits"] == nil || c["livenessProbe"] == nil || c["readinessProbe"] == nil {
 		t.Error("missing limits or probes")
 	}
+	res := c["resources"].(map[string]any)
+	if req := res["requests"].(map[string]any); req["cpu"] != "50m" || req["memory"] != "64Mi" || res["limits"].(map[string]any)["memory"] != "256Mi" {
+		t.Errorf("default resources %v, want requests 50m/64Mi, limit 256Mi", res)
+	}
+	if _, ok := pod["priorityClassName"]; ok {
+		t.Errorf("a priority class by default: %v", pod["priorityClassName"])
+	}
 	if len(pod["topologySpreadConstraints"].([]any)) == 0 {
 		t.Error("no topology spread")
 	}
@@ -173,6 +185,34 @@ func TestSchemaAndValidationRejections(t *testing.T) {
 		{"bad region", []string{"config.region=mars-1"}, "region"},
 		{"missing clusterName", []string{"config.clusterName="}, "config.clusterName is required"},
 		{"both credential sources", []string{"scaleway.accessKey=SCWABCDEFGHIJKLMNOPQ", "scaleway.secretKey=x"}, "mutually exclusive"},
+		{"bad nameOverride", []string{"nameOverride=Not_A_Name"}, "nameOverride"},
+		{"bad fullnameOverride", []string{"fullnameOverride=edge.ipam"}, "fullnameOverride"},
+		{"tag as digest", []string{"image.digest=latest"}, "digest"},
+		{"short digest", []string{"image.digest=sha256:abc"}, "digest"},
+		{"serviceAccount.create not a boolean", []string{"serviceAccount.create=maybe"}, "create"},
+		{"unknown serviceAccount key", []string{"serviceAccount.automount=true"}, "automount"},
+		{"serviceAccount annotation not a string", []string{"serviceAccount.annotations.x=1"}, "annotations"},
+		{"no ServiceAccount and no name", []string{"serviceAccount.create=false"}, "set serviceAccount.name"},
+		{"podAnnotations not a map", []string{"podAnnotations=x"}, "podAnnotations"},
+		{"podLabels value not a string", []string{"podLabels.tier=1"}, "podLabels"},
+		{"unknown resources key", []string{"resources.cpu=1"}, "cpu"},
+		{"nodeSelector not a map", []string{"nodeSelector=linux"}, "nodeSelector"},
+		{"tolerations not a list", []string{"tolerations=all"}, "tolerations"},
+		{"affinity not a map", []string{"affinity=close"}, "affinity"},
+		{"topologySpreadConstraints not a list", []string{"topologySpreadConstraints=zone"}, "topologySpreadConstraints"},
+		{"priorityClassName not a string", []string{"priorityClassName=5"}, "priorityClassName"},
+		{"extraArgs not a list", []string{"extraArgs=--v=2"}, "extraArgs"},
+		{"extraArgs item not a flag", []string{"extraArgs[0]=serve"}, "extraArgs"},
+		{"extraEnv item without a name", []string{"extraEnv[0].value=x"}, "missing property 'name'"},
+		{"enableHTTP2 not a boolean", []string{"enableHTTP2=sometimes"}, "enableHTTP2"},
+		{"metrics.port not a number", []string{"metrics.port=https"}, "port"},
+		{"metrics.port privileged", []string{"metrics.port=443"}, "port"},
+		{"metrics.secure not a boolean", []string{"metrics.secure=yes"}, "secure"},
+		{"unknown metrics key", []string{"metrics.path=/m"}, "path"},
+		{"metrics.port on the webhook's", []string{"metrics.port=9443"}, "metrics.port 9443 is taken"},
+		{"metrics.port on the probes'", []string{"metrics.port=8081"}, "metrics.port 8081 is taken"},
+		{"serviceMonitor.authorization without a key", []string{"serviceMonitor.authorization.credentials.name=x"}, "key"},
+		{"serviceMonitor.tlsConfig not a map", []string{"serviceMonitor.tlsConfig=insecure"}, "tlsConfig"},
 	} {
 		out, err := renderRaw(t, base, tt.sets...)
 		if err == nil || !strings.Contains(out, tt.want) {
@@ -187,5 +227,282 @@ func TestSchemaAndValidationRejections(t *testing.T) {
 	out, err := renderRaw(t, []string{"ci/self-managed-values.yaml", file})
 	if err == nil || !strings.Contains(out, "missing property 'privateNetworkID'") {
 		t.Errorf("pool without privateNetworkID: accepted or unclear (err=%v):\n%s", err, out)
+	}
+}
+
+// TestImage: repository:tag by default, the chart's appVersion as the tag;
+// a digest wins over any tag.
+func TestImage(t *testing.T) {
+	base := []string{"ci/self-managed-values.yaml"}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		sets []string
+		want string
+	}{
+		{nil, "ghcr.io/scw-lb-ipam/scw-lb-ipam:0.1.0"},
+		{[]string{"image.tag=1.2.3"}, "ghcr.io/scw-lb-ipam/scw-lb-ipam:1.2.3"},
+		{[]string{"image.digest=" + digest}, "ghcr.io/scw-lb-ipam/scw-lb-ipam@" + digest},
+		{[]string{"image.tag=1.2.3", "image.digest=" + digest, "image.repository=registry.example.com/scw-lb-ipam"}, "registry.example.com/scw-lb-ipam@" + digest},
+	} {
+		if got := container(t, render(t, base, tt.sets...))["image"]; got != tt.want {
+			t.Errorf("%v: image %v, want %s", tt.sets, got, tt.want)
+		}
+	}
+}
+
+// TestNameOverrides: fullnameOverride renames every object, and every
+// reference follows: the webhook still reaches its Service, the flags name
+// the renamed webhook configuration, Secret and Service, RBAC binds the
+// renamed ServiceAccount and grants on the renamed objects.
+func TestNameOverrides(t *testing.T) {
+	const full = "edge-ipam"
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			objs := render(t, []string{m.values}, "fullnameOverride="+full)
+			for _, o := range objs {
+				if o.GetName() != full && !strings.HasPrefix(o.GetName(), full+"-") {
+					t.Errorf("%s %s not renamed", o.GetKind(), o.GetName())
+				}
+			}
+			svc := one(t, objs, "Service")
+			ref := webhookOf(t, objs)["clientConfig"].(map[string]any)["service"].(map[string]any)
+			if ref["name"] != svc.GetName() || ref["namespace"] != namespace {
+				t.Errorf("the webhook calls Service %v/%v, the chart renders %s", ref["namespace"], ref["name"], svc.GetName())
+			}
+			mwc := one(t, objs, "MutatingWebhookConfiguration")
+			args := containerArgs(t, objs)
+			for _, want := range []string{"--webhook-service=" + svc.GetName(), "--webhook-config=" + mwc.GetName(), "--tls-secret=" + full + "-tls"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args lack %s: %v", want, args)
+				}
+			}
+			sa := one(t, objs, "ServiceAccount").GetName()
+			if got := podSpec(t, objs)["serviceAccountName"]; got != sa {
+				t.Errorf("pods run as %v, the chart renders ServiceAccount %s", got, sa)
+			}
+			for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+				for _, b := range find(objs, kind) {
+					subj := field(t, b, "subjects").([]any)[0].(map[string]any)
+					if subj["name"] != sa || subj["namespace"] != namespace {
+						t.Errorf("%s %s binds %v", kind, b.GetName(), subj)
+					}
+					roleKind := strings.TrimSuffix(kind, "Binding")
+					named(t, objs, roleKind, field(t, b, "roleRef", "name").(string)) // the role it binds exists
+				}
+			}
+			if selector := field(t, svc, "spec", "selector").(map[string]any); !subset(selector, field(t, one(t, objs, "Deployment"), "spec", "template", "metadata", "labels").(map[string]any)) {
+				t.Errorf("Service selector %v does not select the pods", selector)
+			}
+			cm := one(t, objs, "ConfigMap").GetName()
+			var tlsVolume any
+			for _, v := range podSpec(t, objs)["volumes"].([]any) {
+				v := v.(map[string]any)
+				switch v["name"] {
+				case "config":
+					if v["configMap"].(map[string]any)["name"] != cm {
+						t.Errorf("config volume %v, ConfigMap %s", v, cm)
+					}
+				case "certs":
+					tlsVolume = v["secret"]
+				}
+			}
+			if strings.HasPrefix(m.name, "cert-manager") {
+				if inject := mwc.GetAnnotations()["cert-manager.io/inject-ca-from"]; inject != namespace+"/"+full+"-serving" {
+					t.Errorf("inject-ca-from %q", inject)
+				}
+				cert := named(t, objs, "Certificate", full+"-serving")
+				if field(t, cert, "spec", "secretName") != full+"-tls" || !slices.Contains(field(t, cert, "spec", "dnsNames").([]any), any(svc.GetName()+"."+namespace+".svc")) {
+					t.Errorf("serving Certificate %v", cert.Object["spec"])
+				}
+				if tlsVolume == nil || tlsVolume.(map[string]any)["secretName"] != full+"-tls" {
+					t.Errorf("certs volume %v", tlsVolume)
+				}
+			} else {
+				rules := field(t, named(t, objs, "ClusterRole", full), "rules").([]any)
+				if !slices.ContainsFunc(rules, func(r any) bool {
+					names, _ := r.(map[string]any)["resourceNames"].([]any)
+					return slices.Equal(names, []any{mwc.GetName()})
+				}) {
+					t.Errorf("the ClusterRole does not grant on MutatingWebhookConfiguration %s: %v", mwc.GetName(), rules)
+				}
+				rules = field(t, named(t, objs, "Role", full), "rules").([]any)
+				if !slices.ContainsFunc(rules, func(r any) bool {
+					names, _ := r.(map[string]any)["resourceNames"].([]any)
+					return slices.Equal(names, []any{full + "-tls"})
+				}) {
+					t.Errorf("the Role does not grant on Secret %s-tls: %v", full, rules)
+				}
+			}
+		})
+	}
+
+	// nameOverride renames the app label and, appended to the release
+	// name, the objects.
+	objs := render(t, []string{"ci/self-managed-values.yaml"}, "nameOverride=lbipam")
+	if name := one(t, objs, "Service").GetName(); name != release+"-lbipam" {
+		t.Errorf("with nameOverride the Service is %s, want %s-lbipam", name, release)
+	}
+	if l := field(t, one(t, objs, "Deployment"), "spec", "template", "metadata", "labels").(map[string]any)["app.kubernetes.io/name"]; l != "lbipam" {
+		t.Errorf("app.kubernetes.io/name %v", l)
+	}
+}
+
+func subset(small, big map[string]any) bool {
+	for k, v := range small {
+		if big[k] != v {
+			return false
+		}
+	}
+	return len(small) > 0
+}
+
+// TestServiceAccountValues: a created ServiceAccount carries its
+// annotations; with create false the pods run as the named one, no
+// ServiceAccount is rendered and the RBAC binds the named one.
+func TestServiceAccountValues(t *testing.T) {
+	base := []string{"ci/self-managed-values.yaml"}
+	objs := render(t, base, "serviceAccount.annotations.iam\\.example\\.com/role=webhook")
+	if a := one(t, objs, "ServiceAccount").GetAnnotations(); a["iam.example.com/role"] != "webhook" {
+		t.Errorf("ServiceAccount annotations %v", a)
+	}
+	objs = render(t, base, "serviceAccount.create=true", "serviceAccount.name=ipam-sa")
+	if sa := one(t, objs, "ServiceAccount").GetName(); sa != "ipam-sa" || podSpec(t, objs)["serviceAccountName"] != "ipam-sa" {
+		t.Errorf("named ServiceAccount %s, pods run as %v", sa, podSpec(t, objs)["serviceAccountName"])
+	}
+
+	objs = render(t, base, "serviceAccount.create=false", "serviceAccount.name=existing")
+	if n := len(find(objs, "ServiceAccount")); n != 0 {
+		t.Errorf("%d ServiceAccounts rendered with create false", n)
+	}
+	if got := podSpec(t, objs)["serviceAccountName"]; got != "existing" {
+		t.Errorf("pods run as %v, want existing", got)
+	}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range find(objs, kind) {
+			if subj := field(t, b, "subjects").([]any)[0].(map[string]any); subj["name"] != "existing" {
+				t.Errorf("%s %s binds %v", kind, b.GetName(), subj["name"])
+			}
+		}
+	}
+}
+
+// TestPodValues: scheduling, priority, annotations, labels, resources and
+// extra flags and variables reach the pod; the default spread is replaced
+// by topologySpreadConstraints, not added to.
+func TestPodValues(t *testing.T) {
+	objs := render(t, []string{overrides.values})
+	pod := podSpec(t, objs)
+	c := container(t, objs)
+	meta := field(t, one(t, objs, "Deployment"), "spec", "template", "metadata").(map[string]any)
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"nodeSelector", pod["nodeSelector"].(map[string]any)["kubernetes.io/os"] == "linux"},
+		{"tolerations", len(pod["tolerations"].([]any)) == 1 && pod["tolerations"].([]any)[0].(map[string]any)["key"] == "node-role.kubernetes.io/control-plane"},
+		{"affinity", pod["affinity"].(map[string]any)["nodeAffinity"] != nil},
+		{"topologySpreadConstraints replace the default", len(pod["topologySpreadConstraints"].([]any)) == 1 &&
+			pod["topologySpreadConstraints"].([]any)[0].(map[string]any)["topologyKey"] == "topology.kubernetes.io/zone"},
+		{"priorityClassName", pod["priorityClassName"] == "scw-lb-ipam"},
+		{"podAnnotations", meta["annotations"].(map[string]any)["example.com/note"] == "overrides" && meta["annotations"].(map[string]any)["checksum/scaleway"] != nil},
+		{"podLabels", meta["labels"].(map[string]any)["team"] == "platform" && meta["labels"].(map[string]any)["app.kubernetes.io/name"] == "lbipam"},
+		{"resources", c["resources"].(map[string]any)["requests"].(map[string]any)["cpu"] == "100m" && c["resources"].(map[string]any)["limits"].(map[string]any)["memory"] == "512Mi"},
+		{"image digest", c["image"] == "registry.example.com/mirror/scw-lb-ipam@sha256:4b825dc642cb6eb9a060e54bf8d69288fbee4904c8f5e1a7d2b3c4d5e6f70819"},
+		{"extraEnv", slices.ContainsFunc(c["env"].([]any), func(e any) bool {
+			return e.(map[string]any)["name"] == "GOMEMLIMIT" && e.(map[string]any)["value"] == "200MiB"
+		})},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			t.Errorf("%s not rendered as set", ch.what)
+		}
+	}
+	// Extra flags come last, so they win over the chart's own.
+	args := containerArgs(t, objs)
+	if args[len(args)-1] != "--occupancy-ttl=2m" {
+		t.Errorf("extraArgs not last: %v", args)
+	}
+	if pod := podSpec(t, render(t, []string{"ci/self-managed-values.yaml"})); pod["tolerations"] != nil || pod["nodeSelector"] != nil || pod["affinity"] != nil {
+		t.Errorf("scheduling constraints by default: %v %v %v", pod["tolerations"], pod["nodeSelector"], pod["affinity"])
+	}
+}
+
+// TestMetricsValues: secure metrics by default (HTTPS on 8443, the RBAC the
+// authentication filter needs, a reader role for scrapers, a ServiceMonitor
+// that sends a token over HTTPS); the port follows metrics.port everywhere;
+// metrics.secure=false serves plain HTTP and grants nothing for it.
+func TestMetricsValues(t *testing.T) {
+	base := []string{"ci/self-managed-values.yaml"}
+	objs := render(t, base, "serviceMonitor.enabled=true")
+	args := containerArgs(t, objs)
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--enable-http2=false"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args lack %s: %v", want, args)
+		}
+	}
+	if c, s := containerPort(t, objs, "metrics"), servicePort(t, objs, "metrics"); c != 8443 || s != 8443 {
+		t.Errorf("metrics ports: container %d, Service %d, want 8443", c, s)
+	}
+	auth := named(t, objs, "ClusterRole", release+"-metrics-auth")
+	var granted []string
+	for _, r := range field(t, auth, "rules").([]any) {
+		r := r.(map[string]any)
+		for _, res := range r["resources"].([]any) {
+			granted = append(granted, fmt.Sprintf("%v/%v:%v", r["apiGroups"].([]any)[0], res, r["verbs"]))
+		}
+	}
+	slices.Sort(granted)
+	if want := []string{"authentication.k8s.io/tokenreviews:[create]", "authorization.k8s.io/subjectaccessreviews:[create]"}; !slices.Equal(granted, want) {
+		t.Errorf("metrics-auth grants %v, want %v", granted, want)
+	}
+	binding := named(t, objs, "ClusterRoleBinding", release+"-metrics-auth")
+	if subj := field(t, binding, "subjects").([]any)[0].(map[string]any); subj["name"] != release || field(t, binding, "roleRef", "name") != auth.GetName() {
+		t.Errorf("metrics-auth binding %v", binding.Object)
+	}
+	reader := field(t, named(t, objs, "ClusterRole", release+"-metrics-reader"), "rules").([]any)
+	if r := reader[0].(map[string]any); len(reader) != 1 || !slices.Equal(r["nonResourceURLs"].([]any), []any{"/metrics"}) || !slices.Equal(r["verbs"].([]any), []any{"get"}) {
+		t.Errorf("metrics-reader rules %v", reader)
+	}
+	ep := field(t, one(t, objs, "ServiceMonitor"), "spec", "endpoints").([]any)[0].(map[string]any)
+	if ep["scheme"] != "https" || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" || ep["port"] != "metrics" ||
+		ep["tlsConfig"].(map[string]any)["insecureSkipVerify"] != true {
+		t.Errorf("ServiceMonitor endpoint %v", ep)
+	}
+	notes, err := helm(t, "install", release, chartDir, "--namespace", namespace, "--values", filepath.Join(chartDir, base[0]), "--dry-run=client")
+	if err != nil || !strings.Contains(notes, "https://"+release+"."+namespace+".svc:8443/metrics, for callers allowed by\nClusterRole "+release+"-metrics-reader") {
+		t.Errorf("NOTES do not say where the metrics are and who may read them (err=%v):\n%s", err, notes)
+	}
+
+	// A tlsConfig replaces insecureSkipVerify, an authorization the token
+	// file.
+	objs = render(t, base, "serviceMonitor.enabled=true", "serviceMonitor.tlsConfig.serverName=scw-lb-ipam.scw-lb-ipam.svc",
+		"serviceMonitor.authorization.type=Bearer", "serviceMonitor.authorization.credentials.name=prometheus-token", "serviceMonitor.authorization.credentials.key=token")
+	ep = field(t, one(t, objs, "ServiceMonitor"), "spec", "endpoints").([]any)[0].(map[string]any)
+	if tc := ep["tlsConfig"].(map[string]any); tc["serverName"] != "scw-lb-ipam.scw-lb-ipam.svc" || tc["insecureSkipVerify"] != nil {
+		t.Errorf("tlsConfig %v", tc)
+	}
+	if auth, _ := ep["authorization"].(map[string]any); ep["bearerTokenFile"] != nil || auth == nil || auth["credentials"].(map[string]any)["name"] != "prometheus-token" {
+		t.Errorf("authorization %v, bearerTokenFile %v", ep["authorization"], ep["bearerTokenFile"])
+	}
+
+	// Plain HTTP on another port, HTTP/2 allowed.
+	objs = render(t, base, "serviceMonitor.enabled=true", "metrics.secure=false", "metrics.port=9090", "enableHTTP2=true")
+	args = containerArgs(t, objs)
+	for _, want := range []string{"--metrics-bind-address=:9090", "--metrics-secure=false", "--enable-http2=true"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args lack %s: %v", want, args)
+		}
+	}
+	if c, s := containerPort(t, objs, "metrics"), servicePort(t, objs, "metrics"); c != 9090 || s != 9090 {
+		t.Errorf("metrics ports: container %d, Service %d, want 9090", c, s)
+	}
+	for _, o := range find(objs, "ClusterRole") {
+		if strings.Contains(o.GetName(), "metrics") {
+			t.Errorf("ClusterRole %s rendered for plain HTTP metrics", o.GetName())
+		}
+	}
+	ep = field(t, one(t, objs, "ServiceMonitor"), "spec", "endpoints").([]any)[0].(map[string]any)
+	if ep["scheme"] != "http" || ep["bearerTokenFile"] != nil || ep["tlsConfig"] != nil {
+		t.Errorf("plain HTTP ServiceMonitor endpoint %v", ep)
 	}
 }

@@ -117,7 +117,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("warnings %q, want %q", w.List(), want)
 		}
 		// The pool gauges count it without another Scaleway call.
-		if total, used := s.Gauge("scw_lb_ipam_pool_addresses_total", "dc-link"), s.Gauge("scw_lb_ipam_pool_addresses_used_by_cluster", "dc-link"); total != 120 || used < 1 {
+		if total, used := s.Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link", "state", "total"), s.Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link", "state", "used_by_cluster"); total != 120 || used < 1 {
 			t.Fatalf("pool gauges: total %v used %v", total, used)
 		}
 	})

@@ -200,10 +200,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := os.Setenv("POD_NAMESPACE", Namespace); err != nil {
 		return err
 	}
+	// Metrics in plain HTTP on the loopback, so the banner's URL opens with
+	// curl or a browser; the chart serves them over HTTPS to authorized
+	// callers only.
 	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(tmp, "certs"),
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=0",
-		"--sweep-interval=10s")
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
+		"--health-probe-bind-address=0", "--sweep-interval=10s")
 	opts, err := app.ParseFlags(args[1:]) // args[0] is "serve"
 	if err != nil {
 		return err

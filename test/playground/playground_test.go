@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,19 @@ func TestMakeRun(t *testing.T) {
 	want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id)
 	if got := seen.List(); len(got) != 1 || got[0] != want {
 		t.Fatalf("warnings %q, want %q", got, want)
+	}
+
+	// The banner's metrics URL: plain HTTP on the loopback, the pool gauge
+	// counting the reservation.
+	metricsURL := match(t, text, `metrics\s+(http://\S+)`)
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatalf("GET %s: %v", metricsURL, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `scw_lb_ipam_pool_addresses{pool="dc-link",state="used_by_cluster"} 1`) {
+		t.Fatalf("GET %s: %s, without the dc-link pool gauge:\n%.2000s", metricsURL, resp.Status, body)
 	}
 
 	// The CCM stand-in makes the Load Balancer with the reserved address.

@@ -606,22 +606,40 @@ func (e *Env) Total(name string) float64 {
 	return total
 }
 
-// Gauge reads a pool gauge (the first replica's that has it), -1 when
-// absent.
-func (e *Env) Gauge(name, pool string) float64 {
+// Gauge reads a gauge's series whose labels include the given name/value
+// pairs, e.g. Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link",
+// "state", "total"), from the first replica that has it; -1 when absent.
+func (e *Env) Gauge(name string, labels ...string) float64 {
+	if len(labels)%2 != 0 {
+		panic("testenv.Gauge: labels are name/value pairs")
+	}
 	for _, f := range e.Gather() {
 		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "pool" && l.GetValue() == pool {
-					return m.GetGauge().GetValue()
-				}
+			if hasLabels(m, labels) {
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
 	return -1
+}
+
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i < len(pairs); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // Warnings collects the apiserver's warnings (admission warnings among

@@ -1,12 +1,36 @@
 {{- define "scw-lb-ipam.name" -}}
-{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The name of every object: the release name, with the chart's name
+unless it already contains it; fullnameOverride replaces it. */}}
 {{- define "scw-lb-ipam.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "scw-lb-ipam.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "scw-lb-ipam.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* repository@digest when a digest is given, else repository:tag. */}}
+{{- define "scw-lb-ipam.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 {{- end -}}
 
@@ -46,5 +70,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- if and .Values.scaleway.existingSecret (or .Values.scaleway.accessKey .Values.scaleway.secretKey) -}}
 {{- fail "scaleway.existingSecret and scaleway.accessKey/secretKey are mutually exclusive: use one" -}}
+{{- end -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.create is false: set serviceAccount.name to the existing ServiceAccount the pods run as" -}}
+{{- end -}}
+{{- if or (eq (int .Values.metrics.port) (int .Values.webhook.port)) (eq (int .Values.metrics.port) 8081) -}}
+{{- fail (printf "metrics.port %v is taken: the webhook listens on webhook.port (%v) and the probes on 8081" .Values.metrics.port .Values.webhook.port) -}}
 {{- end -}}
 {{- end -}}

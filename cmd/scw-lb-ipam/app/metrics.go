@@ -37,40 +37,41 @@ func (m *callMetrics) observe(op string, status int, d time.Duration) {
 	m.latency.WithLabelValues(op).Observe(d.Seconds())
 }
 
+// poolStates are the values of the pool gauge's state label, in the order
+// they are exported. used_by_cluster counts retained reservations too.
+var poolStates = []string{"total", "used_by_cluster", "used_by_others", "free", "retained"}
+
 // poolCollector reports the pools' occupancy at scrape time from the
 // allocator's views, which it refreshes in the background: a scrape never
-// calls Scaleway.
+// calls Scaleway. One gauge, scw_lb_ipam_pool_addresses{pool,state}: the
+// states count one thing, a pool's addresses, so they share a name and a
+// label tells them apart; a _total suffix would say counter (Prometheus
+// naming). The states overlap (used_by_cluster includes retained): never
+// sum over state.
 type poolCollector struct {
-	alloc *ipam.Allocator
-	desc  map[string]*prometheus.Desc
+	stats func() []ipam.PoolStats
+	desc  *prometheus.Desc
 }
 
-func newPoolCollector(alloc *ipam.Allocator) *poolCollector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("scw_lb_ipam_pool_"+name, help, []string{"pool"}, nil)
-	}
-	return &poolCollector{alloc: alloc, desc: map[string]*prometheus.Desc{
-		"total":           d("addresses_total", "Addresses the pool can hand out (0: too wide to count)."),
-		"used_by_cluster": d("addresses_used_by_cluster", "Addresses reserved by this cluster, retained ones included."),
-		"used_by_others":  d("addresses_used_by_others", "Addresses held by other clusters, resources or people."),
-		"retained":        d("addresses_retained", "This cluster's reservations no Service uses, kept for their retention."),
-		"free":            d("addresses_free", "Addresses free to hand out."),
-	}}
+func newPoolCollector(stats func() []ipam.PoolStats) *poolCollector {
+	return &poolCollector{stats: stats, desc: prometheus.NewDesc("scw_lb_ipam_pool_addresses", poolAddressesHelp, []string{"pool", "state"}, nil)}
 }
 
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.desc {
-		ch <- d
-	}
-}
+const poolAddressesHelp = "Addresses of a pool by state: total it can hand out (0: too wide to count), " +
+	"used_by_cluster (reserved by this cluster, retained ones included), used_by_others (other clusters, " +
+	"resources or people), free to hand out, retained (this cluster's reservations no Service uses, kept " +
+	"for their retention)."
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.alloc.Stats() {
+	for _, st := range c.stats() {
 		if !st.Known {
 			continue // not listed yet: no number beats a wrong one
 		}
-		for key, v := range map[string]uint64{"total": st.Total, "used_by_cluster": st.UsedByCluster, "used_by_others": st.UsedByOthers, "retained": st.Retained, "free": st.Free} {
-			ch <- prometheus.MustNewConstMetric(c.desc[key], prometheus.GaugeValue, float64(v), st.Pool)
+		values := map[string]uint64{"total": st.Total, "used_by_cluster": st.UsedByCluster, "used_by_others": st.UsedByOthers, "free": st.Free, "retained": st.Retained}
+		for _, state := range poolStates {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(values[state]), st.Pool, state)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -42,11 +44,18 @@ const WebhookPath = "/mutate-v1-service"
 // Options are the flags of "serve", validated before anything starts, and
 // the hooks an embedding test sets instead of flags.
 type Options struct {
-	ConfigFile      string
-	CertDir         string
-	WebhookHost     string
-	WebhookPort     int
-	MetricsAddr     string
+	ConfigFile  string
+	CertDir     string
+	WebhookHost string
+	WebhookPort int
+	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS, to callers the apiserver
+	// authenticates (TokenReview) and authorizes (SubjectAccessReview, get
+	// on the non-resource URL /metrics); false serves plain HTTP to anyone.
+	MetricsSecure bool
+	// EnableHTTP2 lets the webhook and metrics servers negotiate HTTP/2;
+	// off, they serve HTTP/1.1 only (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2     bool
 	ProbeAddr       string
 	Excluded        []string
 	LeaderElect     bool
@@ -104,7 +113,9 @@ func ParseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key, reloaded when they change")
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook server listens on (empty: all)")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS to callers the apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone who reaches the port")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers negotiate HTTP/2; off by default (HTTP/2 Rapid Reset and stream cancellation, CVE-2023-44487 and CVE-2023-39325)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	excluded := fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to the release namespace")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the sweeper (the webhook runs on every replica)")
@@ -240,14 +251,12 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                o.metricsServerOptions(),
 		HealthProbeBindAddress: o.ProbeAddr,
 		// Leader election is the sweeper's own (leaderRunner): losing the
 		// lease must not end the process that serves the webhook.
 		LeaderElection: false,
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir,
-		}),
+		WebhookServer:  crwebhook.NewServer(o.webhookServerOptions()),
 		// Only Services and Namespaces are read, and only from the cache.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Service{}: {}, &corev1.Namespace{}: {},
@@ -277,6 +286,40 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
 	return mgr.Start(ctx)
+}
+
+// tlsOpts adjust the TLS configuration of the webhook and metrics servers.
+// Both offer HTTP/2 by default; unless --enable-http2, they offer HTTP/1.1
+// only, as kubebuilder scaffolds since the HTTP/2 Rapid Reset and stream
+// cancellation attacks (CVE-2023-44487, CVE-2023-39325): the apiserver and
+// Prometheus speak HTTP/1.1 just as well, and a server that never speaks
+// HTTP/2 cannot be hit by them.
+func (o Options) tlsOpts() []func(*tls.Config) {
+	if o.EnableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){http1Only}
+}
+
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// webhookServerOptions configure the admission webhook server.
+func (o Options) webhookServerOptions() crwebhook.Options {
+	return crwebhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir, TLSOpts: o.tlsOpts()}
+}
+
+// metricsServerOptions configure the metrics endpoint. Secure, it serves
+// the webhook's own certificate (CertDir: the Service's DNS names, signed by
+// the webhook's CA), so a scraper can verify it, and lets through only
+// callers the apiserver authenticates and authorizes for get on /metrics.
+func (o Options) metricsServerOptions() metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: o.tlsOpts()}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.CertDir = o.CertDir
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
 
 // setup wires every component into the manager: one entry point each.
@@ -323,7 +366,7 @@ func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc
 	if err := mgr.Add(alloc); err != nil {
 		return err
 	}
-	if err := reg.Register(newPoolCollector(alloc)); err != nil {
+	if err := reg.Register(newPoolCollector(alloc.Stats)); err != nil {
 		return err
 	}
 	sw := sweeper.New(sweeper.Options{

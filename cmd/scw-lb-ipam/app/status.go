@@ -54,7 +54,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, ClientOptions: o.ScalewayOptions, PageSize: 1000})
+	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
 	}
