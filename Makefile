@@ -14,10 +14,11 @@ all: build
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-lint: ## gofmt and go vet must be clean.
+lint: bin/actionlint ## gofmt, go vet and actionlint (the workflows) must be clean.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(BIN)/actionlint
 
 # ---- image: what the chart runs, built without Docker ----------------------
 # The version has one source, the chart's appVersion: the image tag, the
@@ -150,3 +151,7 @@ bin/etcd: FORCE
 
 bin/helm: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/helm,helm.sh/helm/v4,helm.sh/helm/v4/cmd/helm,-X helm.sh/helm/v4/internal/version.version=$$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean)
+
+# actionlint checks .github/workflows in make lint; pinned in its own module.
+bin/actionlint: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/actionlint,github.com/rhysd/actionlint,github.com/rhysd/actionlint/cmd/actionlint,-X github.com/rhysd/actionlint.version=$$v)
