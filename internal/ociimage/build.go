@@ -21,9 +21,9 @@ const (
 // Arches are the linux architectures of the image index, in its order.
 func Arches() []string { return []string{"amd64", "arm64"} }
 
-// Options say what to build and how to name it. Every field but Dir and
-// TarballArch ends up in the image, so two builds with equal Options from the
-// same commit and Go toolchain give the same index digest.
+// Options say what to build and how to name it. Version, Revision, Created
+// and Source are all of the image that is not the commit's code: two builds
+// with equal values from one commit and Go toolchain give one index digest.
 type Options struct {
 	// Dir is a directory of the module, where go build runs ("" = current).
 	Dir string
