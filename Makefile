@@ -7,17 +7,37 @@ PKGS  := ./...
 SUITES := ./test/integration ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|chart|playground|chaos|bench)$$')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz chaos
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image
 
 all: build
 
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-lint: ## gofmt and go vet must be clean.
+lint: bin/actionlint ## gofmt, go vet and actionlint (the workflows) must be clean.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(BIN)/actionlint
+
+# ---- image: what the chart runs, built without Docker ----------------------
+# The version has one source, the chart's appVersion: the image tag, the
+# binary's "scw-lb-ipam version" and the chart agree by construction, and the
+# release checks the git tag against it. Every timestamp in the image is
+# SOURCE_DATE_EPOCH, the commit's time: two builds of a commit with the same
+# Go toolchain give the same index digest (bin/image/index.digest).
+CHART             := charts/scw-lb-ipam
+VERSION           ?= $(shell sed -n 's/^appVersion: *//p' $(CHART)/Chart.yaml | tr -d '"')
+REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The chart's image.repository; the release pushes to its owner's GHCR.
+IMAGE_REPOSITORY  ?= ghcr.io/scw-lb-ipam/scw-lb-ipam
+# docker load takes one platform: the docker tarball holds this one.
+IMAGE_TAR_ARCH    ?= amd64
+
+image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, into bin/image/.
+	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
+	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
 
 test: lint tools crds unit suites ## Every test: unit, emulator fidelity, chart, real control plane.
 
@@ -131,3 +151,7 @@ bin/etcd: FORCE
 
 bin/helm: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/helm,helm.sh/helm/v4,helm.sh/helm/v4/cmd/helm,-X helm.sh/helm/v4/internal/version.version=$$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean)
+
+# actionlint checks .github/workflows in make lint; pinned in its own module.
+bin/actionlint: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/actionlint,github.com/rhysd/actionlint,github.com/rhysd/actionlint/cmd/actionlint,-X github.com/rhysd/actionlint.version=$$v)

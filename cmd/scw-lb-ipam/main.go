@@ -7,7 +7,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	// The image has no /etc/ssl: without these roots, TLS to the Scaleway
+	// API would fail there. Used only when the system has no roots of its own.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 )
 
 const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
@@ -15,6 +20,7 @@ const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
 Usage:
   scw-lb-ipam serve [flags]    run the admission webhook (and the sweeper on the leader)
   scw-lb-ipam status [flags]   print each pool's capacity and who holds which address
+  scw-lb-ipam version          print the version, the commit and the Go toolchain
   scw-lb-ipam help             show this text
 
 Scaleway credentials come from the SDK environment: SCW_ACCESS_KEY,
@@ -48,6 +54,9 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return app.Status(ctx, opts, os.Stdout)
+	case "version", "--version":
+		fmt.Println("scw-lb-ipam", version.String())
+		return nil
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

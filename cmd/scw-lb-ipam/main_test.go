@@ -11,3 +11,9 @@ func TestRunUnknownCommand(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRunVersion(t *testing.T) {
+	if err := run(context.Background(), []string{"version"}); err != nil {
+		t.Fatal(err)
+	}
+}

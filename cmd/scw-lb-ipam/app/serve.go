@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
@@ -284,7 +285,7 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	log.Info("starting", "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
+	log.Info("starting", "version", version.Version(), "revision", version.Revision(), "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
 	return mgr.Start(ctx)
 }
 

@@ -1,0 +1,179 @@
+package ociimage
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// fakeImage assembles an image of small fake binaries (no go build), each
+// saying which architecture it is for, and returns its options.
+func fakeImage(t *testing.T) Options {
+	t.Helper()
+	dir := t.TempDir()
+	o := Options{
+		Out:        filepath.Join(dir, "image"),
+		Version:    "1.2.3",
+		Revision:   "0123abc",
+		Created:    time.Unix(1700000000, 0),
+		Source:     "https://example.com/scw-lb-ipam",
+		Repository: "ghcr.io/example/scw-lb-ipam",
+	}
+	bins := map[string]string{}
+	for _, arch := range Arches() {
+		bins[arch] = filepath.Join(dir, arch)
+		if err := os.WriteFile(bins[arch], []byte("binary for "+arch), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Assemble(o, bins); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestExtractBinary(t *testing.T) {
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Skipf("the image has no %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	o := fakeImage(t)
+	dst := filepath.Join(t.TempDir(), "out")
+	path, err := ExtractBinary(filepath.Join(o.Out, LayoutDir), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != filepath.Join(dst, BinaryName) {
+		t.Errorf("path = %s", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "binary for " + runtime.GOARCH; string(b) != want {
+		t.Errorf("content = %q, want %q", b, want)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode = %v, want 0755", fi.Mode())
+	}
+	// Again, over the first: a test may extract into the same place twice.
+	if _, err := ExtractBinary(filepath.Join(o.Out, LayoutDir), dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExtractBinaryErrors(t *testing.T) {
+	if _, err := ExtractBinary(t.TempDir(), t.TempDir()); err == nil {
+		t.Error("no layout: no error")
+	}
+	o := fakeImage(t)
+	idx, err := imageIndex(filepath.Join(o.Out, LayoutDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findImage(idx, v1.Platform{OS: "windows", Architecture: "amd64"}); err == nil || !strings.Contains(err.Error(), "no image for windows/amd64") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestAssembleIsDeterministic(t *testing.T) {
+	a, b := fakeImage(t), fakeImage(t)
+	da, _ := os.ReadFile(filepath.Join(a.Out, DigestFile))
+	db, _ := os.ReadFile(filepath.Join(b.Out, DigestFile))
+	if len(da) == 0 || !bytes.Equal(da, db) {
+		t.Errorf("digests %q and %q", da, db)
+	}
+	ta, _ := os.ReadFile(filepath.Join(a.Out, TarballFile))
+	tb, _ := os.ReadFile(filepath.Join(b.Out, TarballFile))
+	if len(ta) == 0 || !bytes.Equal(ta, tb) {
+		t.Error("the docker tarballs differ")
+	}
+}
+
+func TestPush(t *testing.T) {
+	o := fakeImage(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	repo := u.Host + "/example/scw-lb-ipam"
+	chart := t.TempDir()
+	writeChart := func(version, appVersion string) {
+		c := "apiVersion: v2\nname: scw-lb-ipam\nversion: " + version + "\nappVersion: \"" + appVersion + "\"\n"
+		if err := os.WriteFile(filepath.Join(chart, "Chart.yaml"), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := func(tag string) (name.Digest, error) {
+		return Push(context.Background(), PushOptions{
+			Layout: filepath.Join(o.Out, LayoutDir), Repository: repo, GitTag: tag, Chart: chart,
+			Options: []remote.Option{remote.WithTransport(srv.Client().Transport)},
+		})
+	}
+
+	writeChart("1.2.3", "1.2.3")
+	if _, err := push("v1.2.4"); err == nil || !strings.Contains(err.Error(), "tag v1.2.4 does not release the image's version 1.2.3") {
+		t.Errorf("wrong tag: err = %v", err)
+	}
+	writeChart("1.2.2", "1.2.3")
+	if _, err := push("v1.2.3"); err == nil || !strings.Contains(err.Error(), `version "1.2.2" and appVersion "1.2.3"`) {
+		t.Errorf("chart version behind: err = %v", err)
+	}
+
+	writeChart("1.2.3", "1.2.3")
+	ref, err := push("v1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(filepath.Join(o.Out, DigestFile))
+	if ref.DigestStr() != strings.TrimSpace(string(want)) {
+		t.Errorf("pushed %s, want digest %s", ref, want)
+	}
+	// The tag is the version, and names the very index built.
+	tag, err := name.NewTag(repo + ":1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.Index(tag, remote.WithTransport(srv.Client().Transport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := got.Digest(); d.String() != ref.DigestStr() {
+		t.Errorf("%s:1.2.3 is %s, want %s", repo, d, ref.DigestStr())
+	}
+}
+
+func TestPurl(t *testing.T) {
+	for _, c := range []struct{ path, version, want string }{
+		{"sigs.k8s.io/controller-runtime", "v0.25.2", "pkg:golang/sigs.k8s.io/controller-runtime@v0.25.2"},
+		{"github.com/docker/cli", "v29.7.2+incompatible", "pkg:golang/github.com/docker/cli@v29.7.2%2Bincompatible"},
+		{"stdlib", "1.26.8", "pkg:golang/stdlib@1.26.8"},
+	} {
+		if got := purl(c.path, c.version).ReferenceLocator; got != c.want {
+			t.Errorf("purl(%s, %s) = %s, want %s", c.path, c.version, got, c.want)
+		}
+	}
+	if got := escapeModulePath("github.com/Azure/go-ansiterm"); got != "github.com/!azure/go-ansiterm" {
+		t.Errorf("escapeModulePath = %s", got)
+	}
+}
+
+func TestSPDXIDsAreUnique(t *testing.T) {
+	ids := spdxIDs{}
+	a, b := ids.next("Package-a/b"), ids.next("Package-a-b")
+	if a != "SPDXRef-Package-a-b" || b != "SPDXRef-Package-a-b-2" {
+		t.Errorf("ids %s, %s", a, b)
+	}
+}
