@@ -57,7 +57,7 @@ endef
 
 # The suites print one line per scenario (-v); passing tests' chatter is
 # filtered.
-suites: tools crds ## The suites on a real kube-apiserver, etcd and helm.
+suites: tools crds image ## The suites on a real kube-apiserver, etcd and helm; the chart's runs the image's binary.
 	@set -o pipefail; $(own_tmp) \
 	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ociimage"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
@@ -51,11 +53,21 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 
-	binary = filepath.Join(tmp, "scw-lb-ipam")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/scw-lb-ipam")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "chart: building scw-lb-ipam:", err)
+	// What the chart's pods run: the binary of the image make image wrote,
+	// for this machine's platform, not a go build of the tree.
+	layoutDir := filepath.Join(root, "bin", "image", "oci")
+	if _, err := os.Stat(layoutDir); err != nil {
+		fmt.Fprintln(os.Stderr, "chart: bin/image/oci is missing: run `make image` (make test does it)")
+		return 1
+	}
+	if binary, err = ociimage.ExtractBinary(layoutDir, tmp); err != nil {
+		fmt.Fprintln(os.Stderr, "chart: taking scw-lb-ipam out of the image:", err)
+		return 1
+	}
+	// It is the release build: stamped with the chart's appVersion.
+	version, err := exec.Command(binary, "version").Output()
+	if err != nil || !strings.HasPrefix(string(version), "scw-lb-ipam "+appVersion()+" ") {
+		fmt.Fprintf(os.Stderr, "chart: the image's binary says %q (%v), want version %s\n", version, err, appVersion())
 		return 1
 	}
 
@@ -107,4 +119,15 @@ func run(m *testing.M) int {
 	}
 	_ = context.Background()
 	return m.Run()
+}
+
+// appVersion is the chart's appVersion, the one place the version is set.
+func appVersion() string {
+	b, _ := os.ReadFile(filepath.Join(root, "charts", "scw-lb-ipam", "Chart.yaml"))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion:"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	return ""
 }
