@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -378,5 +381,73 @@ func TestReadmeInstall(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("install output lacks %q", want)
 		}
+	}
+}
+
+// TestReadmeUpgradeUninstall runs the README's upgrade and uninstall for
+// real (release "lifecycle", its webhook set to Ignore so that it does not
+// stand in the other tests' way; no kubelet runs its pods): the upgrade
+// applies, and the uninstall removes every object of the release and
+// leaves the Services, their annotations and their finalizers, as they
+// were.
+func TestReadmeUpgradeUninstall(t *testing.T) {
+	ctx := context.Background()
+	const rel, ns = "lifecycle", "lifecycle"
+	ensureNamespace(t, ns, nil)
+	ensureNamespace(t, "lifecycle-apps", map[string]string{"scw-lb-ipam.io/enabled": "true"})
+	kubeconfig := adminKubeconfig(t)
+	values := []string{"--values", filepath.Join(chartDir, "ci", "self-managed-values.yaml"), "--set", "webhook.failurePolicy=Ignore"}
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := helm(t, append(append(args, "--namespace", ns, "--kubeconfig", kubeconfig), values...)...); err != nil {
+			t.Fatalf("helm %s: %v\n%s", args[0], err, out)
+		}
+	}
+	run("upgrade", "--install", rel, chartDir)
+	defer helm(t, "uninstall", rel, "--namespace", ns, "--kubeconfig", kubeconfig) //nolint:errcheck // cleanup after a failure
+	// A Service as the webhook leaves it.
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle-apps", Name: "api", Annotations: map[string]string{
+			"scw-lb-ipam.io/pool": "dc-link", "scw-lb-ipam.io/addresses": "172.16.4.200",
+			"service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids": "6f8919b4-bbb4-4bde-8b0b-f9f8a594d932",
+		}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	if err := kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	defer kube.Delete(ctx, svc) //nolint:errcheck // cleanup
+	before := svc.DeepCopy()
+
+	run("upgrade", rel, chartDir, "--set", "replicaCount=3")
+	dep := &appsv1.Deployment{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: rel + "-scw-lb-ipam"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 3 {
+		t.Fatalf("after the upgrade: replicas %v, want 3", dep.Spec.Replicas)
+	}
+
+	if out, err := helm(t, "uninstall", rel, "--namespace", ns, "--kubeconfig", kubeconfig, "--wait"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	var mwcs admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := kube.List(ctx, &mwcs); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mwcs.Items {
+		if strings.HasPrefix(m.Name, rel) {
+			t.Fatalf("webhook configuration %s left after uninstall", m.Name)
+		}
+	}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("Deployment left after uninstall: %v", err)
+	}
+	after := &corev1.Service{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(svc), after); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(after.Annotations, before.Annotations) || len(after.Finalizers) != 0 || after.DeletionTimestamp != nil {
+		t.Fatalf("the Service changed with the uninstall: annotations %v, finalizers %v", after.Annotations, after.Finalizers)
 	}
 }

@@ -194,3 +194,24 @@ func toInt(v any) int64 {
 	}
 	return -1
 }
+
+// TestPackage runs the release workflow's helm package: the archive carries
+// the chart's version, and its version and appVersion agree (the release's
+// one version, which the image push also checks).
+func TestPackage(t *testing.T) {
+	dst := t.TempDir()
+	if out, err := helm(t, "package", chartDir, "--destination", dst); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, out)
+	}
+	v := appVersion()
+	if _, err := os.Stat(filepath.Join(dst, "scw-lb-ipam-"+v+".tgz")); err != nil {
+		t.Fatalf("no scw-lb-ipam-%s.tgz: %v", v, err)
+	}
+	out, err := helm(t, "show", "chart", filepath.Join(dst, "scw-lb-ipam-"+v+".tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "\nversion: "+v+"\n") {
+		t.Fatalf("packaged chart's version differs from appVersion %s:\n%s", v, out)
+	}
+}
