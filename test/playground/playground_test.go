@@ -235,6 +235,10 @@ func TestMakeRun(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("still running 60s after Ctrl-C")
 	}
+	// Nothing logged over the terminal either (client-go's klog included).
+	if strings.TrimSpace(logs.String()) != "" {
+		t.Fatalf("make run wrote to stderr:\n%s", logs.String())
+	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Fatalf("%s is left behind (%v)", tmp, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -205,6 +206,9 @@ func Serve(ctx context.Context, o Options) error {
 		log = zap.New(zap.UseFlagOptions(&o.Zap))
 	}
 	ctrl.SetLogger(log)
+	// client-go's leader election and reflectors log through klog: the same
+	// structured logger, not klog's own format on stderr.
+	klog.SetLogger(log)
 	reg := o.Metrics
 	if reg == nil {
 		reg = metrics.Registry
