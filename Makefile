@@ -76,9 +76,11 @@ fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./webhook
 	$(GO) test -run='^$$' -fuzz='^FuzzAdmissionReview$$' -fuzztime=$(FUZZTIME) ./webhook
 
-bench: tools ## The benchmark table (real control plane), then the Go benchmarks.
+bench: tools crds image ## The benchmark table (real control plane), the image's RSS under load, then the Go benchmarks.
 	@set -o pipefail; $(own_tmp) \
 	  $(GO) test -run='^$$' -bench=BenchmarkReport -benchtime=1x -timeout 30m ./test/bench | grep -vE '^(goos|goarch|pkg|cpu|PASS|ok|BenchmarkReport)'
+	@set -o pipefail; $(own_tmp) \
+	  $(GO) test -run='^$$' -bench=BenchmarkWebhookRSS -benchtime=1x -timeout 10m ./test/chart | grep -vE '^(goos|goarch|pkg|cpu|PASS|ok|BenchmarkWebhookRSS)'
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 
 run: tools build ## The playground: kube-apiserver, etcd, the emulator and scw-lb-ipam, until Ctrl-C.

@@ -36,7 +36,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
-func ensureNamespace(t *testing.T, name string, labels map[string]string) {
+func ensureNamespace(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if err := kube.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -69,15 +69,16 @@ func TestServerSideDryRun(t *testing.T) {
 	}
 }
 
-// TestSelfManagedEndToEnd starts the binary with the chart's own arguments
-// and RBAC (impersonating its ServiceAccount), lets it create its Secret and
-// patch the caBundle, and has the apiserver call it over TLS.
-func TestSelfManagedEndToEnd(t *testing.T) {
+// selfManaged installs the chart's objects in self-managed mode (not the
+// Deployment: the binary runs as a local process) with one pool of the
+// given range, and returns what startBinary needs.
+func selfManaged(t testing.TB, poolRange string) (emu *ipamtest.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
+	t.Helper()
 	ctx := context.Background()
 	ensureNamespace(t, namespace, nil)
 	ensureNamespace(t, "payments", map[string]string{webhook.LabelEnabled: "true"})
 
-	emu := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
 	values := filepath.Join(t.TempDir(), "values.yaml")
@@ -86,13 +87,13 @@ func TestSelfManagedEndToEnd(t *testing.T) {
   region: fr-par
   clusterPrivateNetworkID: %s
   pools:
-    - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.20"]}
+    - {name: dc-link, privateNetworkID: %s, ranges: [%q]}
 scaleway:
   existingSecret: scaleway-secret
-`, nodes.ID, dc.ID)), 0o600); err != nil {
+`, nodes.ID, dc.ID, poolRange)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	objs := render(t, []string{values})
+	objs = render(t, []string{values})
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Deployment", "PodDisruptionBudget":
@@ -107,12 +108,19 @@ scaleway:
 		_ = kube.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: release + "-tls"}})
 	})
 	cm := one(t, objs, "ConfigMap")
-	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	pools = filepath.Join(t.TempDir(), "pools.yaml")
 	if err := os.WriteFile(pools, []byte(field(t, cm, "data", "pools.yaml").(string)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := serviceAccountKubeconfig(t)
-	args := containerArgs(t, objs)
+	return emu, objs, containerArgs(t, objs), pools, serviceAccountKubeconfig(t)
+}
+
+// TestSelfManagedEndToEnd starts the binary with the chart's own arguments
+// and RBAC (impersonating its ServiceAccount), lets it create its Secret and
+// patch the caBundle, and has the apiserver call it over TLS.
+func TestSelfManagedEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	emu, objs, args, pools, kubeconfig := selfManaged(t, "172.16.35.10-172.16.35.20")
 
 	first := startBinary(t, args, pools, kubeconfig, emu.URL())
 	// The apiserver dials the Service's ClusterIP (through the egress proxy).
@@ -268,7 +276,7 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 
 // serviceAccountKubeconfig writes a kubeconfig that impersonates the chart's
 // ServiceAccount, so the binary runs with exactly the chart's RBAC.
-func serviceAccountKubeconfig(t *testing.T) string {
+func serviceAccountKubeconfig(t testing.TB) string {
 	return kubeconfig(t, "system:serviceaccount:"+namespace+":"+release,
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
 }
@@ -276,7 +284,7 @@ func serviceAccountKubeconfig(t *testing.T) string {
 // adminKubeconfig writes the suite's admin kubeconfig.
 func adminKubeconfig(t *testing.T) string { return kubeconfig(t, "") }
 
-func kubeconfig(t *testing.T, impersonate string, groups ...string) string {
+func kubeconfig(t testing.TB, impersonate string, groups ...string) string {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cluster.Host, CertificateAuthorityData: cluster.CAData}
@@ -302,7 +310,7 @@ type process struct {
 	stopped     bool
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -314,7 +322,7 @@ func freePort(t *testing.T) int {
 
 // startBinary runs scw-lb-ipam with the chart's arguments, overriding only
 // what a pod gets from its volumes and network namespace: paths and ports.
-func startBinary(t *testing.T, chartArgs []string, pools, kubeconfig, apiURL string) *process {
+func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL string) *process {
 	t.Helper()
 	webhookPort, probePort := freePort(t), freePort(t)
 	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort),
@@ -349,7 +357,7 @@ func startBinary(t *testing.T, chartArgs []string, pools, kubeconfig, apiURL str
 }
 
 // stop sends SIGTERM, then SIGKILL after ten seconds.
-func (p *process) stop(t *testing.T) {
+func (p *process) stop(t testing.TB) {
 	if p.stopped {
 		return
 	}

@@ -91,6 +91,8 @@ func run(m *testing.M) int {
 		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	// Room for BenchmarkWebhookRSS's 500 LoadBalancer Services.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	if os.Getenv("CHART_VERBOSE") != "" {
 		env.ControlPlane.GetAPIServer().Out, env.ControlPlane.GetAPIServer().Err = os.Stderr, os.Stderr
 	}

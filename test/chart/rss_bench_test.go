@@ -1,0 +1,111 @@
+package chart
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// BenchmarkWebhookRSS measures what the chart's resources are sized from:
+// the resident memory of the image's binary, run with the chart's
+// arguments, while the apiserver sends it 500 concurrent LoadBalancer
+// creates (make bench runs it once).
+func BenchmarkWebhookRSS(b *testing.B) {
+	const creates, workers = 500, 16
+	ctx := context.Background()
+	emu, _, args, pools, kubeconfig := selfManaged(b, "172.16.33.0-172.16.34.255")
+	p := startBinary(b, args, pools, kubeconfig, emu.URL())
+	webhookSvc := &corev1.Service{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, webhookSvc); err != nil {
+		b.Fatal(err)
+	}
+	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
+	proxy.Route(svcHost, p.webhookAddr)
+	defer proxy.Route(svcHost, "")
+	pid := p.cmd.Process.Pid
+	idle := procStatus(b, pid, "VmRSS")
+
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if v := procStatus(b, pid, "VmRSS"); v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	var next, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= creates; i = next.Add(1) {
+				svc := &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: fmt.Sprintf("rss-%d", i), Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
+					Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+				}
+				if err := kube.Create(ctx, svc); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	close(stop)
+	<-sampled
+	hwm := procStatus(b, pid, "VmHWM")
+	if failed.Load() > 0 {
+		b.Fatalf("%d of %d creates failed, the first with: %v", failed.Load(), creates, firstErr.Load())
+	}
+	fmt.Printf("webhook RSS (the image's binary, chart arguments), %d concurrent LoadBalancer creates from %d clients in %s:\n", creates, workers, wall.Round(time.Millisecond))
+	fmt.Printf("  idle after start   %6.1f MiB\n", mib(idle))
+	fmt.Printf("  peak sampled       %6.1f MiB\n", mib(peak.Load()))
+	fmt.Printf("  VmHWM (kernel)     %6.1f MiB\n", mib(hwm))
+}
+
+// procStatus reads a kB field of /proc/<pid>/status, in bytes.
+func procStatus(tb testing.TB, pid int, field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	tb.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
