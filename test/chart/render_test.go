@@ -156,8 +156,8 @@ func TestHardenedPod(t *testing.T) {
 		t.Error("missing limits or probes")
 	}
 	res := c["resources"].(map[string]any)
-	if req := res["requests"].(map[string]any); req["cpu"] != "50m" || req["memory"] != "64Mi" || res["limits"].(map[string]any)["memory"] != "256Mi" {
-		t.Errorf("default resources %v, want requests 50m/64Mi, limit 256Mi", res)
+	if req := res["requests"].(map[string]any); req["cpu"] != "50m" || req["memory"] != "96Mi" || res["limits"].(map[string]any)["memory"] != "256Mi" {
+		t.Errorf("default resources %v, want requests 50m/96Mi, limit 256Mi", res)
 	}
 	if _, ok := pod["priorityClassName"]; ok {
 		t.Errorf("a priority class by default: %v", pod["priorityClassName"])
