@@ -93,6 +93,20 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("allowed", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
+	// Review finding: LoadBalancer → ClusterIP → LoadBalancer before the
+	// CCM tore the old Load Balancer down (its finalizer and LB ID still
+	// on the object): the CCM may re-use that Load Balancer, so the guard
+	// holds although the old object is a ClusterIP.
+	for _, mark := range []string{"lb-id", "finalizer"} {
+		t.Run("back to LoadBalancer while the old one's "+mark+" is there", func(t *testing.T) {
+			h := newHarness(t)
+			old := withLB(service("web", "api", nil), mark)
+			old.Spec.Type = corev1.ServiceTypeClusterIP
+			next := withLB(service("web", "api", nil), mark)
+			r, _ := h.send(review(admissionv1.Update, next, old, false))
+			h.check("type flip", r, kept("general"))
+		})
+	}
 	t.Run("no Load Balancer yet: allocates", func(t *testing.T) {
 		h := newHarness(t)
 		old := service("web", "api", ann("team", "edge"))

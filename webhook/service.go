@@ -114,8 +114,12 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
 		}
-		if old.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			old = nil // a ClusterIP Service turning LoadBalancer: like a CREATE
+		if old.Spec.Type != corev1.ServiceTypeLoadBalancer && !HasLoadBalancer(old) {
+			// A ClusterIP Service turning LoadBalancer: like a CREATE. One
+			// that was a LoadBalancer a moment ago still has its Load
+			// Balancer (the CCM's marks are there): the CCM may take it up
+			// again, so it is judged as an UPDATE of that one.
+			old = nil
 		} else if CCMWrite(old, svc) {
 			// The CCM's finalizer and LB ID: never ours to judge, whatever
 			// the annotations say, or the CCM would be stuck.
