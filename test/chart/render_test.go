@@ -58,7 +58,8 @@ func TestWebhookConfiguration(t *testing.T) {
 				t.Errorf("namespaceSelector %v: opt-in=%v release and kube-system excluded=%v", exprs, optIn, excluded)
 			}
 			conds := hook["matchConditions"].([]any)
-			if len(conds) != 1 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), `object.spec.type == "LoadBalancer"`) {
+			if len(conds) != 2 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), `object.spec.type == "LoadBalancer"`) ||
+				!strings.Contains(conds[1].(map[string]any)["expression"].(string), `!has(oldObject.metadata.deletionTimestamp)`) {
 				t.Errorf("matchConditions %v", conds)
 			}
 			cc := hook["clientConfig"].(map[string]any)

@@ -402,13 +402,23 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 // TestScenario8WebhookStopped runs last: it stops the webhook.
 func TestScenario8WebhookStopped(t *testing.T) {
 	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		// A Service with its Load Balancer, deleted while the webhook is
+		// down: the CCM's last patch (the finalizer removed) must not need
+		// the webhook, or the Service would stay Terminating for as long
+		// as the webhook is down.
+		doomed := lbService("payments", "doomed", map[string]string{webhook.AnnotationPool: "dc-link"})
+		if err := s.Kube.Create(ctx, doomed); err != nil {
+			t.Fatal(err)
+		}
+		attachedTo(t, "payments", "doomed", get(t, "payments", "doomed").Annotations[webhook.AnnotationPrivateIPIDs])
 		s.StopWebhook()
 		defer func() {
 			if err := s.StartWebhook(); err != nil {
 				t.Fatal(err)
 			}
 		}()
-		ctx := context.Background()
+		del(t, get(t, "payments", "doomed"))
 		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{webhook.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("opted-in create with the webhook down: %v", err)
