@@ -157,6 +157,7 @@ pools:
 	stopKills()
 	<-killsDone
 
+	kills.check(t)
 	results := r.invariants(ok3, logs.String())
 	r.summary(seed, opsTotal, clients, opsWall, time.Since(settle), f, results, kills)
 	for _, res := range results {

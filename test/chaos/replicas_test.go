@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
@@ -27,6 +28,7 @@ type replicaChaos struct {
 
 	mu         sync.Mutex
 	kills      []string
+	killed     int // replicas actually killed
 	failovers  int
 	leaderless time.Duration
 	last       string
@@ -97,6 +99,7 @@ func (c *replicaChaos) kill(ctx context.Context, leader bool) {
 	}
 	victim.Kill()
 	c.mu.Lock()
+	c.killed++
 	c.kills = append(c.kills, fmt.Sprintf("%s (%s) at operation %d", what, victim.Name, c.done.Load()))
 	c.mu.Unlock()
 	go func() {
@@ -108,7 +111,6 @@ func (c *replicaChaos) kill(ctx context.Context, leader bool) {
 				c.kills = append(c.kills, "restart failed: "+err.Error())
 				c.mu.Unlock()
 			}
-			c.env.StartWebhook() //nolint:errcheck // routes the restarted replica; a failure shows in the invariants
 		}
 	}()
 }
@@ -118,4 +120,17 @@ func (c *replicaChaos) summary() string {
 	defer c.mu.Unlock()
 	return fmt.Sprintf("  replicas: %d behind one Service; killed without cleanup: %s; leader changes: %d; no sweeper leader for %s in all\n",
 		len(c.env.Replicas), strings.Join(c.kills, ", "), c.failovers, c.leaderless.Round(100*time.Millisecond))
+}
+
+// check fails the run unless both kills happened and the sweeper's
+// leadership moved at least once: a run that killed nothing proves nothing.
+func (c *replicaChaos) check(t *testing.T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.killed != 2 {
+		t.Errorf("%d replicas killed, want 2 (a replica, then the leader): %v", c.killed, c.kills)
+	}
+	if c.failovers < 1 {
+		t.Errorf("the sweeper's leadership never moved after the leader was killed")
+	}
 }

@@ -391,6 +391,13 @@ func (r *Replica) Start() error {
 func (r *Replica) start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.cancel != nil {
+		select {
+		case <-r.stopped:
+		default:
+			return nil // serving already: a second app.Serve would leak
+		}
+	}
 	r.proxy.unblock()
 	r.Metrics = prometheus.NewRegistry()
 	r.serve.Metrics = r.Metrics
