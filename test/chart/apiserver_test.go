@@ -115,6 +115,19 @@ scaleway:
 	return emu, objs, containerArgs(t, objs), pools, serviceAccountKubeconfig(t)
 }
 
+// routeWebhook has the apiserver's calls to the webhook Service's ClusterIP
+// (through the egress proxy) reach p, until the test ends.
+func routeWebhook(t testing.TB, p *process) {
+	t.Helper()
+	webhookSvc := &corev1.Service{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: release}, webhookSvc); err != nil {
+		t.Fatal(err)
+	}
+	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
+	proxy.Route(svcHost, p.webhookAddr)
+	t.Cleanup(func() { proxy.Route(svcHost, "") })
+}
+
 // TestSelfManagedEndToEnd starts the binary with the chart's own arguments
 // and RBAC (impersonating its ServiceAccount), lets it create its Secret and
 // patch the caBundle, and has the apiserver call it over TLS.
@@ -123,14 +136,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	emu, objs, args, pools, kubeconfig := selfManaged(t, "172.16.35.10-172.16.35.20")
 
 	first := startBinary(t, args, pools, kubeconfig, emu.URL())
-	// The apiserver dials the Service's ClusterIP (through the egress proxy).
-	webhookSvc := &corev1.Service{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, webhookSvc); err != nil {
-		t.Fatal(err)
-	}
-	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
-	proxy.Route(svcHost, first.webhookAddr)
-	defer proxy.Route(svcHost, "")
+	routeWebhook(t, first)
 
 	secretKey := client.ObjectKey{Namespace: namespace, Name: release + "-tls"}
 	secret := &corev1.Secret{}
@@ -183,7 +189,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	}
 	// With the first one gone, the second answers the apiserver.
 	first.stop(t)
-	proxy.Route(svcHost, second.webhookAddr)
+	routeWebhook(t, second)
 	createAndCheck("api-2")
 
 	if strings.Contains(first.logs.String()+second.logs.String(), "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f") {

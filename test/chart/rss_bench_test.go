@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -29,13 +27,7 @@ func BenchmarkWebhookRSS(b *testing.B) {
 	ctx := context.Background()
 	emu, _, args, pools, kubeconfig := selfManaged(b, "172.16.33.0-172.16.34.255")
 	p := startBinary(b, args, pools, kubeconfig, emu.URL())
-	webhookSvc := &corev1.Service{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, webhookSvc); err != nil {
-		b.Fatal(err)
-	}
-	svcHost := net.JoinHostPort(webhookSvc.Spec.ClusterIP, "443")
-	proxy.Route(svcHost, p.webhookAddr)
-	defer proxy.Route(svcHost, "")
+	routeWebhook(b, p)
 	pid := p.cmd.Process.Pid
 	idle := procStatus(b, pid, "VmRSS")
 
