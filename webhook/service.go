@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -29,7 +30,7 @@ const (
 	EventIPReused            = "IPReused"
 	EventIPReservationFailed = "IPReservationFailed"
 	// EventIPNotReserved: a Service whose Load Balancer exists with a DHCP
-	// address keeps it; see HasLoadBalancer.
+	// address keeps it; see ccm.HasLoadBalancer.
 	EventIPNotReserved = "IPNotReserved"
 )
 
@@ -116,9 +117,12 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		if old.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			old = nil // a ClusterIP Service turning LoadBalancer: like a CREATE
-		} else if CCMWrite(old, svc) {
+		} else if ccm.OnlyCCMChanges(old, svc) {
 			// The CCM's finalizer and LB ID: never ours to judge, whatever
-			// the annotations say, or the CCM would be stuck.
+			// the annotations say, with no IPAM call. Judging them (say,
+			// allocating for a Service admitted unreserved when the CCM adds
+			// its finalizer) would race the CCM creating the Load Balancer,
+			// or leave it stuck.
 			return admission.Allowed(""), resultCCM
 		}
 	}
@@ -142,7 +146,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		ask, keepDHCP = d.next, d.keepDHCP
 		ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
-		own = ReferencedIDs(old)
+		own = ccm.ReferencedIDs(old)
 	}
 
 	cfg := m.Allocator.Config()
@@ -154,7 +158,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return admission.Allowed(""), resultSkipped
 	}
 	if keepDHCP {
-		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.describe(), AnnotationAllowIPChange)
+		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.describe(), ccm.AnnotationAllowIPChange)
 		if !dryRun {
 			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(w, "scw-lb-ipam: "))
 		}
@@ -199,7 +203,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if w := proxyProtocolWarning(svc); w != "" {
 		warnings = append(warnings, w)
 	}
-	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[AnnotationAddresses], "ids", written[AnnotationPrivateIPIDs])
+	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[ccm.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
 	return resp.WithWarnings(warnings...), resultPatched
 }
 
@@ -219,14 +223,14 @@ type updateDecision struct {
 // update decides UPDATEs of a Service that already was a LoadBalancer.
 func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) updateDecision {
 	prev, _ := parseRequest(old.Annotations)
-	oldIDs := old.Annotations[AnnotationPrivateIPIDs]
-	newIDs, hasIDs := svc.Annotations[AnnotationPrivateIPIDs]
+	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
+	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
 
-	if oldIDs == "" && HasLoadBalancer(old) && !ask.AllowIPChange {
+	if oldIDs == "" && ccm.HasLoadBalancer(old) && !ask.AllowIPChange {
 		// The live-LB guard: the CCM would re-attach the Private Network
 		// with the new IP, so the Load Balancer's address would change.
 		if hasIDs && newIDs != "" {
-			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", AnnotationPrivateIPIDs, AnnotationAllowIPChange, AnnotationPrivateIPIDs))}
+			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
 		}
 		return updateDecision{next: ask, keepDHCP: true}
 	}
@@ -237,11 +241,11 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 			// now calls for it.
 			return updateDecision{next: ask}
 		}
-		if !hasIDs || svc.Annotations[AnnotationAddresses] != old.Annotations[AnnotationAddresses] || svc.Annotations[AnnotationPNIDs] == "" {
+		if !hasIDs || svc.Annotations[ccm.AnnotationAddresses] != old.Annotations[ccm.AnnotationAddresses] || svc.Annotations[ccm.AnnotationPNIDs] == "" {
 			// A server-side apply by a manager that does not own our
 			// annotations dropped them: put them back as they were.
 			kept := map[string]string{}
-			for _, k := range []string{AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationAddresses} {
+			for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
 				if v, ok := old.Annotations[k]; ok {
 					kept[k] = v
 				}
@@ -252,7 +256,7 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
-		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, AnnotationAllowIPChange))}
+		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, ccm.AnnotationAllowIPChange))}
 	}
 	if !ask.sameAsk(prev) || !hasIDs {
 		return updateDecision{next: ask}
@@ -267,14 +271,14 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 // networks come off it, so that a Service moving to another pool is not left
 // attached to the old pool's network.
 func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
-	if old.Annotations[AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[AnnotationPNIDs] {
+	if old.Annotations[ccm.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
 		return pnIDs
 	}
 	var out []string
 	for _, id := range pnIDs {
 		pooled := false
 		for _, p := range cfg.Pools {
-			pooled = pooled || (p.PrivateNetworkID == pnIDOf(id) && id != cfg.ClusterPrivateNetworkID)
+			pooled = pooled || (p.PrivateNetworkID == ccm.PrivateNetworkID(id) && id != cfg.ClusterPrivateNetworkID)
 		}
 		if !pooled {
 			out = append(out, id)
@@ -286,13 +290,13 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 func describeChange(prev, ask request, oldIDs, newIDs string) string {
 	switch {
 	case !slices.Equal(prev.Pools, ask.Pools):
-		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
 	case !slices.Equal(prev.Addresses, ask.Addresses):
-		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
 	case !slices.Equal(prev.IDs, ask.IDs):
-		return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
 	}
-	return fmt.Sprintf("changing annotation %s from %q to %q", AnnotationPrivateIPIDs, oldIDs, newIDs)
+	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
 }
 
 // reserve runs the plan. When one reservation fails, the ones this admission
@@ -344,9 +348,9 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 func wrapReserveError(req ipam.Request, err error) error {
 	switch ipam.ReasonOf(err) {
 	case ipam.ReasonAddressOutsidePool, ipam.ReasonAddressTaken, ipam.ReasonAddressRequired:
-		return &annotationError{AnnotationAddress, req.Address.String(), err.Error(), err}
+		return &annotationError{ccm.AnnotationAddress, req.Address.String(), err.Error(), err}
 	case ipam.ReasonPoolDisabled, ipam.ReasonPoolExhausted:
-		return &annotationError{AnnotationPool, req.Pool.Name, err.Error(), err}
+		return &annotationError{ccm.AnnotationPool, req.Pool.Name, err.Error(), err}
 	}
 	return err
 }
@@ -397,7 +401,7 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, e
 		return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
 			Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
 	}
-	return ns.Labels[LabelEnabled] == "true", nil
+	return ns.Labels[ccm.LabelEnabled] == "true", nil
 }
 
 // Unreserved reports whether a live LoadBalancer Service that carries no
@@ -432,9 +436,9 @@ func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservat
 		ids[i], addrs[i] = r.ID, r.Address.String()
 	}
 	return map[string]string{
-		AnnotationPrivateIPIDs: strings.Join(ids, ","),
-		AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
-		AnnotationAddresses:    strings.Join(addrs, ","),
+		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
+		ccm.AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
+		ccm.AnnotationAddresses:    strings.Join(addrs, ","),
 	}
 }
 

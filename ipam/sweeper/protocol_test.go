@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // schedule releases gated calls in a fixed order. Each step is
@@ -167,7 +167,7 @@ func TestReleaseProtocolEveryInterleaving(t *testing.T) {
 				s := newSchedule(order)
 				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
 				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-					References: webhook.References{Reader: w.kube}, Clock: w.clock,
+					References: ccm.References{Reader: w.kube}, Clock: w.clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 
 				var wg sync.WaitGroup

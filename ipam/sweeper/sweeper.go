@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // Defaults of the sweeper's knobs.
@@ -248,10 +248,10 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][
 	seen := map[types.UID]bool{}
 	for i := range list.Items {
 		svc := &list.Items[i]
-		if !webhook.Live(svc) {
+		if !ccm.Live(svc) {
 			continue
 		}
-		ids := webhook.ReferencedIDs(svc)
+		ids := ccm.ReferencedIDs(svc)
 		for _, id := range ids {
 			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, svc: svc})
 		}
@@ -286,7 +286,7 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 	s.reported[svc.UID] = true
 	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
 		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
-		what, webhook.AnnotationPrivateIPIDs, webhook.AnnotationAllowIPChange)
+		what, ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange)
 }
 
 // collectClaims deletes bring-your-own claims whose Service no longer uses
@@ -412,14 +412,14 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.I
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if svc, ok := obj.(*corev1.Service); ok && len(webhook.ReferencedIDs(svc)) > 0 {
+			if svc, ok := obj.(*corev1.Service); ok && len(ccm.ReferencedIDs(svc)) > 0 {
 				s.Trigger()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Service)
 			n, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && (webhook.Live(o) != webhook.Live(n) || o.Annotations[webhook.AnnotationPrivateIPIDs] != n.Annotations[webhook.AnnotationPrivateIPIDs]) {
+			if ok1 && ok2 && (ccm.Live(o) != ccm.Live(n) || o.Annotations[ccm.AnnotationPrivateIPIDs] != n.Annotations[ccm.AnnotationPrivateIPIDs]) {
 				s.Trigger()
 			}
 		},

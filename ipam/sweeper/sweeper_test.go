@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 const (
@@ -76,13 +76,8 @@ func newWorld(t testing.TB) *world {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{webhook.LabelEnabled: "true"}}}).
-		WithIndex(&corev1.Service{}, webhook.IndexPrivateIPIDs, func(o client.Object) []string {
-			if svc := o.(*corev1.Service); webhook.Live(svc) {
-				return webhook.ReferencedIDs(svc)
-			}
-			return nil
-		}).Build()
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{ccm.LabelEnabled: "true"}}}).
+		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).Build()
 	return w
 }
 
@@ -111,7 +106,7 @@ func (w *world) live(ns, name string, ids ...string) *corev1.Service {
 	w.t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, w.clock.Now().Unix())),
-			Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
+			Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
 	if err := w.kube.Create(context.Background(), svc); err != nil {
@@ -146,10 +141,10 @@ func (w *world) checkReferencedKept() {
 		w.t.Fatal(err)
 	}
 	for i := range list.Items {
-		if !webhook.Live(&list.Items[i]) {
+		if !ccm.Live(&list.Items[i]) {
 			continue
 		}
-		for _, id := range webhook.ReferencedIDs(&list.Items[i]) {
+		for _, id := range ccm.ReferencedIDs(&list.Items[i]) {
 			if _, ok := w.srv.IP(id); !ok {
 				w.t.Fatalf("invariant 2 broken: IP %s of live Service %s/%s was released", id, list.Items[i].Namespace, list.Items[i].Name)
 			}

@@ -29,12 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // The playground's fake Scaleway credentials: the emulator checks them like
@@ -169,7 +169,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
-		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{webhook.LabelEnabled: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{ccm.LabelEnabled: "true"}}},
 	} {
 		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -402,6 +402,6 @@ Try it (from the repository):
   SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
 
 Ctrl-C stops everything and removes %s.
-`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, webhook.LabelEnabled,
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, ccm.LabelEnabled,
 		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
 }

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
@@ -128,7 +128,7 @@ func TestMakeRun(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 		t.Fatal(err)
 	}
-	addr, id := got.Annotations[webhook.AnnotationAddresses], got.Annotations[webhook.AnnotationPrivateIPIDs]
+	addr, id := got.Annotations[ccm.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
 	if addr != "172.16.4.200" || id == "" {
 		t.Fatalf("annotations: %v", got.Annotations)
 	}
@@ -170,7 +170,7 @@ func TestMakeRun(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(byo), byo); err != nil {
 		t.Fatal(err)
 	}
-	if ids := byo.Annotations[webhook.AnnotationPrivateIPIDs]; ids != ExampleBYOID {
+	if ids := byo.Annotations[ccm.AnnotationPrivateIPIDs]; ids != ExampleBYOID {
 		t.Fatalf("examples/service-byo.yaml got private-ip-ids %q, want %s", ids, ExampleBYOID)
 	}
 

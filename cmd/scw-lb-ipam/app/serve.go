@@ -32,6 +32,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -274,7 +275,7 @@ func Serve(ctx context.Context, o Options) error {
 		Fresh: o.margin(), Clock: clock.RealClock{}}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
 		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL,
-		References: webhook.References{Reader: mgr.GetCache()},
+		References: ccm.References{Reader: mgr.GetCache()},
 		Claims:     claims,
 		Retention:  o.retention(),
 		Log:        log.WithName("allocator"),
@@ -329,7 +330,7 @@ func (o Options) metricsServerOptions() metricsserver.Options {
 
 // setup wires every component into the manager: one entry point each.
 func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc *ipam.Allocator, cloud ipam.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
-	if err := webhook.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing Services: %w", err)
 	}
 	mutator := &webhook.ServiceMutator{

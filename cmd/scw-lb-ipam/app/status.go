@@ -6,16 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // StatusOptions are the flags of "status".
@@ -109,8 +110,8 @@ func nameBringYourOwn(ctx context.Context, services client.Reader, report []ipam
 	}
 	users := map[string]string{}
 	for i := range list.Items {
-		if svc := &list.Items[i]; webhook.Live(svc) {
-			for _, id := range webhook.ReferencedIDs(svc) {
+		if svc := &list.Items[i]; ccm.Live(svc) {
+			for _, id := range ccm.ReferencedIDs(svc) {
 				users[id] = svc.Namespace + "/" + svc.Name
 			}
 		}

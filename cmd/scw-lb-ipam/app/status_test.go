@@ -20,8 +20,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
-
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -156,7 +155,7 @@ func TestStatusNamesBringYourOwnUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: byo}},
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: byo}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
