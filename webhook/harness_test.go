@@ -31,6 +31,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 const (
@@ -49,7 +50,7 @@ type harness struct {
 	url     string
 	events  *recordedEvents
 	alloc   *ipam.Allocator
-	cloud   ipam.Cloud
+	cloud   scaleway.Cloud
 	mutator *ServiceMutator
 }
 
@@ -82,7 +83,7 @@ func newHarness(t testing.TB) *harness {
 		h.pns[name] = pn
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{
 		Region: "fr-par",
 		ClientOptions: []scw.ClientOption{
 			scw.WithAPIURL(h.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject),

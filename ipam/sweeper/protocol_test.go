@@ -12,6 +12,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // schedule releases gated calls in a fixed order. Each step is
@@ -71,7 +72,7 @@ func (s *schedule) finish(p string) {
 // gatedCloud holds one party's GetIP, ListIPs, SetTags and ReleaseIP calls
 // until the schedule lets them through.
 type gatedCloud struct {
-	ipam.Cloud
+	scaleway.Cloud
 	party string
 	s     *schedule
 }
@@ -83,17 +84,17 @@ func (c gatedCloud) gate(op string) func() {
 	return func() {}
 }
 
-func (c gatedCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+func (c gatedCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
 	defer c.gate("GetIP")()
 	return c.Cloud.GetIP(ctx, id)
 }
 
-func (c gatedCloud) ListIPs(ctx context.Context, f ipam.ListFilter) ([]*ipam.IP, error) {
+func (c gatedCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
 	defer c.gate("ListIPs")()
 	return c.Cloud.ListIPs(ctx, f)
 }
 
-func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*ipam.IP, error) {
+func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*scaleway.IP, error) {
 	defer c.gate("SetTags")()
 	return c.Cloud.SetTags(ctx, id, tags)
 }

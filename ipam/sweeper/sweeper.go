@@ -17,6 +17,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Defaults of the sweeper's knobs.
@@ -44,7 +45,7 @@ type EventRecorder interface {
 
 // Options configures a Sweeper.
 type Options struct {
-	Cloud ipam.Cloud
+	Cloud scaleway.Cloud
 	// Config returns the pool file in use (it may be reloaded).
 	Config func() *ipam.Config
 	// Services reads Services from the informer cache.
@@ -207,7 +208,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	s.collectClaims(ctx, refs, &rep)
-	ips, err := s.o.Cloud.ListIPs(ctx, ipam.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
+	ips, err := s.o.Cloud.ListIPs(ctx, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
 	if err != nil {
 		rep.Errors++
 		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
@@ -312,7 +313,7 @@ func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, 
 
 // referenced clears orphaned-since, back-fills the uid, and reports an IP
 // shared by several Services.
-func (s *Sweeper) referenced(ctx context.Context, ip *ipam.IP, e ipam.Entry, refs []liveRef, rep *Report) {
+func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report) {
 	if len(refs) > 1 {
 		rep.Shared++
 		for _, r := range refs {
@@ -347,7 +348,7 @@ func (s *Sweeper) referenced(ctx context.Context, ip *ipam.IP, e ipam.Entry, ref
 
 // unreferenced starts the retention clock, or releases once it has run out.
 // start is when the cycle began (see Sweep).
-func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.IP, e ipam.Entry, start time.Time, rep *Report) {
+func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scaleway.IP, e ipam.Entry, start time.Time, rep *Report) {
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if e.OrphanedSince.IsZero() {
 		// The clock right before the write: an admission that saw the IP
@@ -385,7 +386,7 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.I
 	// has cleared orphaned-since, and the CCM may have attached it.
 	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
 	if err != nil {
-		if ipam.Classify(err) != ipam.KindNotFound {
+		if scaleway.Classify(err) != scaleway.KindNotFound {
 			rep.Errors++
 			log.Error(err, "re-reading an IP before releasing it")
 		}
@@ -396,7 +397,7 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.I
 		return
 	}
 	if err := s.o.Cloud.ReleaseIP(ctx, ip.ID); err != nil {
-		if ipam.Classify(err) != ipam.KindNotFound {
+		if scaleway.Classify(err) != scaleway.KindNotFound {
 			rep.Errors++
 			log.Error(err, "releasing an IP")
 		}

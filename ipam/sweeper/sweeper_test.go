@@ -26,6 +26,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 const (
@@ -37,7 +38,7 @@ const (
 type world struct {
 	t     testing.TB
 	srv   *ipamtest.Server
-	cloud ipam.Cloud
+	cloud scaleway.Cloud
 	cfg   *ipam.Config
 	kube  client.Client
 	clock *clocktesting.FakeClock
@@ -61,7 +62,7 @@ func newWorld(t testing.TB) *world {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	var err error
-	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par",
+	w.cloud, err = scaleway.New(context.Background(), scaleway.Options{Region: "fr-par",
 		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	if err != nil {
@@ -371,11 +372,11 @@ func TestRemovedPoolKeptUnlessAllowed(t *testing.T) {
 // racingCloud changes an IP's tags right before the sweeper re-reads it,
 // as an admission taking it back would.
 type racingCloud struct {
-	ipam.Cloud
+	scaleway.Cloud
 	before func(id string)
 }
 
-func (c racingCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+func (c racingCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
 	c.before(id)
 	return c.Cloud.GetIP(ctx, id)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
@@ -260,7 +261,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 	defer emu.Close()
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	edge, _ := emu.AddPrivateNetwork("edge", "10.20.0.0/16")
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
 		scw.WithAPIURL(emu.URL()), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}})
 	if err != nil {
 		b.Fatal(err)
@@ -301,7 +302,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 	}
 	fmt.Fprintln(out, "Sweeper cycle over 10,000 reservations (9,900 referenced, 100 past retention)")
 	fmt.Fprintf(out, "  wall time %s, ListIPs calls %d (page %d; ⌈N/page⌉ = %d), GetIP+ReleaseIP %d, UpdateIP %d\n",
-		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), ipam.DefaultPageSize, (n+ipam.DefaultPageSize-1)/ipam.DefaultPageSize, emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
+		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), scaleway.DefaultPageSize, (n+scaleway.DefaultPageSize-1)/scaleway.DefaultPageSize, emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
 	fmt.Fprintf(out, "  peak RSS of the process %d MB (%d MB before the cycle; the emulator and its 10,000 IPs live in it too); goal ≤ 5 s, ≤ 150 MB\n\n", hwm()>>20, before>>20)
 }
 

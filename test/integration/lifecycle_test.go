@@ -21,6 +21,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -163,7 +164,7 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: "fr-par", ClientOptions: s.ScalewayOptions()})
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: "fr-par", ClientOptions: s.ScalewayOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // configReloader applies pool-file changes. It polls rather than watches:
@@ -21,7 +22,7 @@ import (
 type configReloader struct {
 	path   string
 	every  time.Duration
-	cloud  ipam.Cloud
+	cloud  scaleway.Cloud
 	alloc  *ipam.Allocator
 	policy ipam.Retention
 	gauge  *configGauge
@@ -76,7 +77,7 @@ func (r *configReloader) check(ctx context.Context) {
 	}
 	if err == nil {
 		err = cfg.Resolve(ctx, r.cloud)
-		if ipam.Classify(err) == ipam.KindUnavailable {
+		if scaleway.Classify(err) == scaleway.KindUnavailable {
 			r.retryDelay = min(max(2*r.retryDelay, r.every), maxReloadDelay)
 			r.retryAt = r.clock.Now().Add(r.retryDelay)
 			r.log.Error(err, "the new pool file could not be checked against Scaleway; keeping the configuration in use and trying again", "path", r.path, "retryIn", r.retryDelay.String())

@@ -19,13 +19,14 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 func TestConfigReload(t *testing.T) {
 	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
 		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
 		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
 	}})
@@ -103,7 +104,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
 		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
 		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
 	}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1}})

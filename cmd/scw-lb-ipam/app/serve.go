@@ -36,6 +36,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -223,7 +224,7 @@ func Serve(ctx context.Context, o Options) error {
 		return fmt.Errorf("%s: %w", o.ConfigFile, err)
 	}
 	calls := newCallMetrics(reg)
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return err
 	}
@@ -329,7 +330,7 @@ func (o Options) metricsServerOptions() metricsserver.Options {
 }
 
 // setup wires every component into the manager: one entry point each.
-func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc *ipam.Allocator, cloud ipam.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
+func setup(ctx context.Context, mgr manager.Manager, restCfg *rest.Config, alloc *ipam.Allocator, cloud scaleway.Cloud, claims *webhook.LeaseClaims, gauge *configGauge, o Options, log logr.Logger, reg prometheus.Registerer) error {
 	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing Services: %w", err)
 	}

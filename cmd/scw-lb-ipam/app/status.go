@@ -17,6 +17,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // StatusOptions are the flags of "status".
@@ -55,7 +56,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: cfg.Region, ClientOptions: o.ScalewayOptions})
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
 	}

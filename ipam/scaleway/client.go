@@ -1,4 +1,4 @@
-package ipam
+package scaleway
 
 import (
 	"context"
@@ -7,9 +7,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
@@ -28,14 +25,16 @@ const DefaultPageSize = 100
 // HTTP status (0 when no answer came) and how long it took. Metrics hang here.
 type CallObserver func(op string, status int, d time.Duration)
 
-// CloudOptions configures NewCloud.
-type CloudOptions struct {
+// Options configures New.
+type Options struct {
 	// Region of every IPAM and VPC call, e.g. "fr-par".
 	Region string
 	// ClientOptions add to (and override) the SDK's environment
 	// (SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID, SCW_API_URL…).
 	ClientOptions []scw.ClientOption
-	// Backoff paces retries; the zero value uses DefaultBackoff.
+	// Backoff paces retries; the zero value retries five times over about
+	// three seconds (the caller's deadline cuts it shorter inside an
+	// admission).
 	Backoff wait.Backoff
 	// PageSize of ListIPs; 0 uses DefaultPageSize.
 	PageSize uint32
@@ -43,9 +42,10 @@ type CloudOptions struct {
 	Observe CallObserver
 }
 
-// DefaultBackoff retries five times over about three seconds; the caller's
-// deadline cuts it shorter inside an admission.
-var DefaultBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+// defaultBackoff is Options.Backoff's zero value.
+func defaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+}
 
 // quoted matches the values the SDK quotes in its configuration errors.
 var quoted = regexp.MustCompile(`'[^']*'`)
@@ -61,11 +61,11 @@ type scwCloud struct {
 
 var _ Cloud = (*scwCloud)(nil)
 
-// NewCloud builds a Cloud from the SDK environment (scw.WithEnv, and a config
+// New builds a Cloud from the SDK environment (scw.WithEnv, and a config
 // profile when one is there) plus opts. It calls the API once, so that bad
 // credentials or an unreachable endpoint fail at start and not at the first
 // admission.
-func NewCloud(ctx context.Context, opts CloudOptions) (Cloud, error) {
+func New(ctx context.Context, opts Options) (Cloud, error) {
 	region, err := scw.ParseRegion(opts.Region)
 	if err != nil {
 		return nil, fmt.Errorf("region %q: %w", opts.Region, err)
@@ -100,7 +100,7 @@ func NewCloud(ctx context.Context, opts CloudOptions) (Cloud, error) {
 		pageSize: opts.PageSize,
 	}
 	if c.backoff.Steps == 0 {
-		c.backoff = DefaultBackoff
+		c.backoff = defaultBackoff()
 	}
 	if c.pageSize == 0 {
 		c.pageSize = DefaultPageSize
@@ -142,7 +142,7 @@ func (c *scwCloud) GetIP(ctx context.Context, id string) (*IP, error) {
 	return fromSDK(ip), nil
 }
 
-// ListIPs reads every page, CloudOptions.PageSize IPs at a time, until it
+// ListIPs reads every page, Options.PageSize IPs at a time, until it
 // holds total_count IPs or a page comes back empty. A short page is not the
 // end: the API may answer fewer than asked (a lower cap than page_size), and
 // stopping there would hide the rest. IPs booked or released while paging
@@ -259,74 +259,6 @@ func (c *scwCloud) retry(ctx context.Context, again func(error) bool, call func(
 		case <-t.C:
 		}
 	}
-}
-
-// retryHint carries a Retry-After header from the transport to retry: the
-// SDK's errors do not keep response headers.
-type retryHint struct {
-	mu    sync.Mutex
-	after time.Duration
-}
-
-type retryHintKey struct{}
-
-func (h *retryHint) set(d time.Duration) { h.mu.Lock(); h.after = d; h.mu.Unlock() }
-
-func (h *retryHint) take() time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	d := h.after
-	h.after = 0
-	return d
-}
-
-// observingClient is the SDK's HTTP client: it reports every call to the
-// observer and hands Retry-After to the retry loop.
-type observingClient struct {
-	next    *http.Client
-	observe CallObserver
-}
-
-func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	resp, err := o.next.Do(req)
-	status := 0
-	if err == nil {
-		status = resp.StatusCode
-		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			if secs, perr := strconv.Atoi(ra); perr == nil && secs >= 0 {
-				if h, ok := req.Context().Value(retryHintKey{}).(*retryHint); ok {
-					h.set(time.Duration(secs) * time.Second)
-				}
-			}
-		}
-	}
-	if o.observe != nil {
-		o.observe(operation(req), status, time.Since(start))
-	}
-	return resp, err
-}
-
-// operation names a Scaleway call for metrics from its method and path.
-func operation(req *http.Request) string {
-	p := req.URL.Path
-	switch {
-	case req.Method == http.MethodPost && strings.HasSuffix(p, "/ips"):
-		return "BookIP"
-	case req.Method == http.MethodGet && strings.HasSuffix(p, "/ips"):
-		return "ListIPs"
-	case req.Method == http.MethodGet && strings.Contains(p, "/ips/"):
-		return "GetIP"
-	case req.Method == http.MethodPatch && strings.Contains(p, "/ips/"):
-		return "UpdateIP"
-	case req.Method == http.MethodDelete && strings.Contains(p, "/ips/"):
-		return "ReleaseIP"
-	case req.Method == http.MethodGet && strings.Contains(p, "/private-networks/"):
-		return "GetPrivateNetwork"
-	case p == "/metadata":
-		return "Metadata"
-	}
-	return req.Method + " other"
 }
 
 func fromSDK(ip *ipamapi.IP) *IP {

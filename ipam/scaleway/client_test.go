@@ -1,4 +1,4 @@
-package ipam
+package scaleway
 
 import (
 	"context"
@@ -183,53 +183,15 @@ func TestSlowAnswerPastDeadline(t *testing.T) {
 
 func TestNewCloudRejectsBadCredentials(t *testing.T) {
 	e := newEnv(t)
-	_, err := NewCloud(context.Background(), CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{scw.WithAPIURL(e.srv.URL()), scw.WithAuth(testAccessKey, "not-a-uuid-secret")}})
+	_, err := New(context.Background(), Options{Region: "fr-par", ClientOptions: []scw.ClientOption{scw.WithAPIURL(e.srv.URL()), scw.WithAuth(testAccessKey, "not-a-uuid-secret")}})
 	if err == nil {
 		t.Fatal("accepted a malformed secret key")
 	}
 	if strings.Contains(err.Error(), "not-a-uuid-secret") {
 		t.Fatalf("the secret key appears in the error: %v", err)
 	}
-	if _, err := NewCloud(context.Background(), CloudOptions{Region: "mars-1"}); err == nil || !strings.Contains(err.Error(), "mars-1") {
+	if _, err := New(context.Background(), Options{Region: "mars-1"}); err == nil || !strings.Contains(err.Error(), "mars-1") {
 		t.Fatalf("bad region: %v", err)
-	}
-}
-
-func TestResolve(t *testing.T) {
-	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
-	ctx := context.Background()
-	resolve := func(pools string) error {
-		file := poolFile(pools)
-		for name, pn := range e.pns {
-			file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
-		}
-		c, err := ParseConfig([]byte(file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Resolve(ctx, e.cloud)
-	}
-	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}"}`); err != nil {
-		t.Fatalf("single subnet inferred: %v", err)
-	}
-	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}", ipFamily: IPv6}`); err != nil {
-		t.Fatalf("the PN's IPv6 /64 inferred: %v", err)
-	}
-	if err := resolve(`  - {name: a, privateNetworkID: "{{two}}", subnet: 10.2.0.0/24, ranges: [10.2.0.10-10.2.0.20]}`); err != nil {
-		t.Fatalf("named subnet: %v", err)
-	}
-	for _, tt := range []struct{ pools, want string }{
-		{`  - {name: a, privateNetworkID: "{{two}}"}`, "several IPv4 subnets (10.1.0.0/24, 10.2.0.0/24"},
-		{`  - {name: a, privateNetworkID: "{{one}}", subnet: 10.9.0.0/24}`, "10.9.0.0/24 is not a subnet of Private Network"},
-		{`  - {name: a, privateNetworkID: "00000000-0000-4000-8000-000000000009"}`, "pools[0] (a).privateNetworkID: Private Network 00000000-0000-4000-8000-000000000009: not found"},
-		{`  - {name: a, privateNetworkID: "{{one}}", ranges: ["172.16.40.1-172.16.40.9"]}`, "outside subnet 172.16.32.0/22"},
-		{`  - {name: a, privateNetworkID: "{{one}}"}
-  - {name: b, privateNetworkID: "{{one}}", ranges: ["172.16.33.1-172.16.33.9"]}`, `pools "a" and "b"`},
-	} {
-		err := resolve(tt.pools)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("pools %s: err = %v, want it to mention %q", tt.pools, err, tt.want)
-		}
 	}
 }
 
@@ -241,7 +203,7 @@ func TestListIPsPages(t *testing.T) {
 	const n = 250
 	want := map[string]bool{}
 	for range n {
-		id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{TagCluster + "test"}, nil)
+		id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,13 +233,13 @@ func TestListIPsPages(t *testing.T) {
 		{"pages capped at 40", capped.URL, 7},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cloud, err := NewCloud(context.Background(), CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+			cloud, err := New(context.Background(), Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
 				scw.WithAPIURL(tt.url), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject)}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			from := len(e.srv.Requests())
-			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{TagCluster + "test"}})
+			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{clusterTag}})
 			if err != nil {
 				t.Fatal(err)
 			}
