@@ -27,7 +27,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // BenchmarkReport runs every measurement once and prints the table; run it

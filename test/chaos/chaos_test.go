@@ -25,7 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // podRestart is how long a killed replica stays down before its Deployment

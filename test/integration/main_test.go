@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // Retention and grace are seconds here so the sweeper's work fits a test:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // scenario runs one numbered scenario and records its Scaleway calls.

@@ -33,9 +33,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 )
 
 // Credentials of the emulator.

@@ -30,11 +30,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/cloudcontroller"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // The playground's fake Scaleway credentials: the emulator checks them like
