@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -26,7 +27,7 @@ type configReloader struct {
 	alloc  *ipam.Allocator
 	policy ipam.Retention
 	gauge  *configGauge
-	clock  clock.PassiveClock
+	clock  clock.WithTicker
 	log    logr.Logger
 
 	last []byte // content of the file in use, or refused for good
@@ -35,6 +36,30 @@ type configReloader struct {
 	// while replicas could diverge.
 	retryAt    time.Time
 	retryDelay time.Duration
+}
+
+// reloadOptions configure setupConfigReloadWithManager.
+type reloadOptions struct {
+	path  string
+	every time.Duration
+	// loaded is the file Serve started with.
+	loaded []byte
+	cloud  scaleway.Cloud
+	alloc  *ipam.Allocator
+	policy ipam.Retention
+	reg    prometheus.Registerer
+	log    logr.Logger
+}
+
+// setupConfigReloadWithManager polls the pool file while mgr runs and swaps
+// a good new one into the allocator, which the webhook and the sweeper
+// read. It exports scw_lb_ipam_config_generation, 1 for the file Serve
+// started with.
+func setupConfigReloadWithManager(mgr manager.Manager, o reloadOptions) error {
+	gauge := newConfigGauge(o.reg)
+	gauge.loaded(o.loaded)
+	return mgr.Add(&configReloader{path: o.path, every: o.every, cloud: o.cloud, alloc: o.alloc, policy: o.policy,
+		gauge: gauge, clock: clock.RealClock{}, log: o.log})
 }
 
 // maxReloadDelay caps the delay between retries of a transient failure.
@@ -46,13 +71,13 @@ func (r *configReloader) NeedLeaderElection() bool { return false }
 // Start polls until ctx ends.
 func (r *configReloader) Start(ctx context.Context) error {
 	r.last, _ = os.ReadFile(r.path)
-	t := time.NewTicker(r.every)
+	t := r.clock.NewTicker(r.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 			r.check(ctx)
 		}
 	}

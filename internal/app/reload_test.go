@@ -124,7 +124,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	clk := clocktesting.NewFakePassiveClock(time.Now())
+	clk := clocktesting.NewFakeClock(time.Now())
 	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg}),
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, gauge: newConfigGauge(reg), clock: clk, log: logr.Discard(), last: first}
 	r.gauge.loaded(first)

@@ -1,4 +1,4 @@
-package app
+package sweeper
 
 import (
 	"context"
@@ -19,9 +19,17 @@ import (
 // LeaseName is the Lease the sweeper's replicas campaign for.
 const LeaseName = "scw-lb-ipam-sweeper"
 
-// leaderOptions are the lease timings (controller-runtime's defaults).
-type leaderOptions struct {
+// Election configures the sweeper's own leader election.
+type Election struct {
+	// Enabled campaigns for LeaseName in Namespace; off, the sweeper runs on
+	// this replica alone (a single replica, or tests).
+	Enabled   bool
+	Namespace string
+	// The lease timings (controller-runtime's defaults).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Registerer receives scw_lb_ipam_sweeper_leader.
+	Registerer prometheus.Registerer
+	Log        logr.Logger
 }
 
 // leaderRunner runs the leader-only work (the sweeper) while this replica
@@ -31,19 +39,19 @@ type leaderOptions struct {
 // cycles, never the webhook, which every replica serves.
 type leaderRunner struct {
 	lock    resourcelock.Interface
-	timing  leaderOptions
+	timing  Election
 	work    func(ctx context.Context) error
 	leading prometheus.Gauge
 	log     logr.Logger
 }
 
-func newLeaderRunner(cfg *rest.Config, namespace string, timing leaderOptions, work func(context.Context) error, reg prometheus.Registerer, log logr.Logger) (*leaderRunner, error) {
+func newLeaderRunner(cfg *rest.Config, e Election, work func(context.Context) error) (*leaderRunner, error) {
 	cs, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, LeaseName, cs.CoreV1(), cs.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.Namespace, LeaseName, cs.CoreV1(), cs.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: host + "_" + uuid.NewString()})
 	if err != nil {
 		return nil, fmt.Errorf("the sweeper's leader lock: %w", err)
@@ -51,10 +59,10 @@ func newLeaderRunner(cfg *rest.Config, namespace string, timing leaderOptions, w
 	leading := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "scw_lb_ipam_sweeper_leader", Help: "1 while this replica holds the sweeper's Lease.",
 	})
-	if err := reg.Register(leading); err != nil {
+	if err := e.Registerer.Register(leading); err != nil {
 		return nil, err
 	}
-	return &leaderRunner{lock: lock, timing: timing, work: work, leading: leading, log: log}, nil
+	return &leaderRunner{lock: lock, timing: e, work: work, leading: leading, log: e.Log}, nil
 }
 
 // NeedLeaderElection is false: the runner campaigns itself.
