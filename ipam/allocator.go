@@ -53,7 +53,8 @@ type AllocatorOptions struct {
 	// Retention is the release protocol shared with the sweeper: which
 	// retained reservations an admission may still take back.
 	Retention Retention
-	Clock     clock.PassiveClock
+	// Clock reads the time and paces the background refresh (Start).
+	Clock clock.WithTicker
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
 	// trusted before the next pick lists it again. Conflicts refresh sooner.
 	OccupancyTTL time.Duration
@@ -67,7 +68,7 @@ type Allocator struct {
 	refs   References
 	claims Claims
 	policy Retention
-	clock  clock.PassiveClock
+	clock  clock.WithTicker
 	ttl    time.Duration
 	log    logr.Logger
 	cfg    atomic.Pointer[Config]

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"go4.org/netipx"
 	"sigs.k8s.io/yaml"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // DefaultRetention is how long a reservation outlives its Service when the
@@ -90,6 +91,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 // ParseDuration accepts Go durations and a whole number of days ("7d").
+// Kept rather than prometheus/common/model.ParseDuration, which refuses Go
+// forms pool files may hold ("1.5h", "1h30m0.5s", and "-1h", which
+// Validate reports as negative rather than as unreadable).
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
@@ -104,12 +108,6 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return v, nil
 }
-
-// Regions where Scaleway IPAM is offered.
-var regions = []string{"fr-par", "nl-ams", "pl-waw", "it-mil"}
-
-// dnsLabel is what names must look like: they end up in tags and annotations.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // ParseConfig reads a pool file strictly (unknown fields are errors) and
 // validates it. The Private Networks are checked later by Resolve.
@@ -135,10 +133,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ClusterName == "":
 		add("clusterName", "required; a name unique among the clusters sharing these Private Networks, e.g. \"prod-par\"")
-	case !dnsLabel.MatchString(c.ClusterName):
+	case !IsName(c.ClusterName):
 		add("clusterName", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters)", c.ClusterName)
 	}
-	if !slices.Contains(regions, c.Region) {
+	if regions := scaleway.Regions(); !slices.Contains(regions, c.Region) {
 		add("region", "%q is not a Scaleway region with IPAM; use one of %s", c.Region, strings.Join(regions, ", "))
 	}
 	if err := uuid.Validate(c.ClusterPrivateNetworkID); err != nil {
@@ -203,7 +201,7 @@ func (p *Pool) compile() (errs []error) {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if !dnsLabel.MatchString(p.Name) {
+	if !IsName(p.Name) {
 		add("name", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters): it is used in annotations and tags", p.Name)
 	}
 	if err := uuid.Validate(p.PrivateNetworkID); err != nil {

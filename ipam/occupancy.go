@@ -103,7 +103,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 // waits for the next tick (an admission lists by itself when its view is
 // stale). It implements controller-runtime's manager.Runnable.
 func (a *Allocator) Start(ctx context.Context) error {
-	tick := time.NewTicker(a.ttl / 2)
+	tick := a.clock.NewTicker(a.ttl / 2)
 	defer tick.Stop()
 	for {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -112,7 +112,7 @@ func (a *Allocator) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

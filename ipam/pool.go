@@ -7,9 +7,14 @@ import (
 	"strings"
 
 	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 )
+
+// IsName reports whether s may name a pool or a cluster: a lower-case DNS
+// label (RFC 1123), since names end up in annotations and IPAM tags.
+func IsName(s string) bool { return len(validation.IsDNS1123Label(s)) == 0 }
 
 // Pool returns the pool called name.
 func (c *Config) Pool(name string) (*Pool, bool) {

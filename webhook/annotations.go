@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // maxListItems bounds comma lists: the CCM takes one IP per Private Network,
@@ -60,7 +61,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	var r request
 	var err error
 	if r.Pools, err = list(ann, ccm.AnnotationPool, func(s string) error {
-		if !poolName(s) {
+		if !ipam.IsName(s) {
 			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
 		}
 		return nil
@@ -160,16 +161,4 @@ func truncate(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-func poolName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(s)-1) {
-			return false
-		}
-	}
-	return true
 }

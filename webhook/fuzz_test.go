@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // FuzzParseRequest: any annotation values parse or are refused with the
@@ -33,7 +34,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		for _, p := range r.Pools {
-			if !strings.Contains(pool, p) || !poolName(p) {
+			if !strings.Contains(pool, p) || !ipam.IsName(p) {
 				t.Fatalf("pool %q not from %q", p, pool)
 			}
 		}

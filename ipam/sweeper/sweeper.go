@@ -133,6 +133,13 @@ func (s *Sweeper) Trigger() {
 }
 
 // Start runs cycles every Interval and after triggers until ctx ends.
+//
+// A loop rather than a controller-runtime controller with a single-key
+// workqueue and RequeueAfter: the sweeper runs in leader terms of its own
+// (leaderRunner starts it again on every term it wins, while a controller
+// starts once per manager), and one ticker and one debounced trigger are
+// all such a queue would give. The loop keeps both on the injected clock,
+// which the tests step.
 func (s *Sweeper) Start(ctx context.Context) error {
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()

@@ -389,7 +389,7 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 	w := newWorld(t)
 	r := w.book("general", "payments", "api")
 	w.sweep(w.sweeper())
-	skewed := clocktesting.NewFakePassiveClock(w.clock.Now())
+	skewed := clocktesting.NewFakeClock(w.clock.Now())
 	w.clock.Step(2 * time.Hour)
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: skewed})
 	s := w.sweeper(func(o *Options) {
