@@ -299,6 +299,7 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 		}
 		req := &lbapi.ZonedAPIAttachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: pn, IpamIDs: ids}
 		if len(ids) == 0 {
+			//lint:ignore SA1019 the real CCM attaches without IPAM IDs this way
 			req.DHCPConfig = &lbapi.PrivateNetworkDHCPConfig{}
 		}
 		if _, err := c.lb.AttachPrivateNetwork(req, scw.WithContext(ctx)); err != nil {

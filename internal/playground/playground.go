@@ -31,10 +31,10 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
 // The playground's fake Scaleway credentials: the emulator checks them like
@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if k := obj.GetKind(); k == "Deployment" || k == "PodDisruptionBudget" {
 			continue
 		}
-		if err := kube.Patch(ctx, obj, client.Apply, client.FieldOwner("playground"), client.ForceOwnership); err != nil { //nolint:staticcheck // apply of rendered unstructured objects
+		if err := kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("playground"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}

@@ -34,8 +34,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
 // Credentials of the emulator.

@@ -336,7 +336,7 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	if id == "" {
 		id = newID()
 	} else if _, taken := s.st.pns[id]; taken {
-		return nil, fmt.Errorf("Private Network %s already exists", id)
+		return nil, fmt.Errorf("a Private Network with ID %s already exists", id)
 	}
 	pn := &pnRec{
 		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 // BenchmarkReport runs every measurement once and prints the table; run it

@@ -44,9 +44,10 @@ func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 	}
 }
 
-func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.PatchOption) error {
-	opts = append([]client.PatchOption{client.FieldOwner("chart-test"), client.ForceOwnership}, opts...)
-	return kube.Patch(ctx, o, client.Apply, opts...) //nolint:staticcheck // server-side apply of rendered unstructured objects
+// apply applies a rendered object server-side.
+func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.ApplyOption) error {
+	opts = append([]client.ApplyOption{client.FieldOwner("chart-test"), client.ForceOwnership}, opts...)
+	return kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), opts...)
 }
 
 // TestServerSideDryRun: every object each mode renders is accepted by the

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // scenario runs one numbered scenario and records its Scaleway calls.

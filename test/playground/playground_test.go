@@ -27,9 +27,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
