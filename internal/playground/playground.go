@@ -2,17 +2,13 @@ package playground
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
@@ -20,14 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
@@ -256,152 +249,4 @@ func Run(ctx context.Context, o Options) (err error) {
 		served <- err // for the deferred wait
 		return fmt.Errorf("the webhook stopped: %w", err)
 	}
-}
-
-// seed creates the pool file's Private Networks, with its IDs, in the
-// emulator: each with the subnets its pools name, or one chosen for it.
-func seed(emu *ipamtest.Server, cfg *ipam.Config) error {
-	subnets := map[string][]string{cfg.ClusterPrivateNetworkID: nil}
-	order := []string{cfg.ClusterPrivateNetworkID}
-	for _, p := range cfg.Pools {
-		if _, ok := subnets[p.PrivateNetworkID]; !ok {
-			order = append(order, p.PrivateNetworkID)
-		}
-		if p.Subnet != "" && !strings.Contains(strings.Join(subnets[p.PrivateNetworkID], ","), p.Subnet) {
-			subnets[p.PrivateNetworkID] = append(subnets[p.PrivateNetworkID], p.Subnet)
-		}
-	}
-	for i, id := range order {
-		name := "nodes"
-		if i > 0 {
-			name = "pn-" + strconv.Itoa(i)
-		}
-		if _, err := emu.AddPrivateNetworkWithID(id, name, subnets[id]...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// renderChart renders the chart with the pool file and returns its objects
-// and the Deployment's container arguments.
-func renderChart(ctx context.Context, root, tmp string, poolData []byte) ([]*unstructured.Unstructured, []string, error) {
-	var config map[string]any
-	if err := yaml.Unmarshal(poolData, &config); err != nil {
-		return nil, nil, err
-	}
-	values, err := yaml.Marshal(map[string]any{"config": config, "scaleway": map[string]any{"existingSecret": "scaleway-secret"}})
-	if err != nil {
-		return nil, nil, err
-	}
-	valuesFile := filepath.Join(tmp, "values.yaml")
-	if err := os.WriteFile(valuesFile, values, 0o600); err != nil {
-		return nil, nil, err
-	}
-	home := filepath.Join(tmp, "helm")
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", release, filepath.Join(root, "charts", "scw-lb-ipam"),
-		"--namespace", Namespace, "--values", valuesFile)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, nil, fmt.Errorf("helm template: %s", ee.Stderr)
-		}
-		return nil, nil, err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(out)), 4096)
-	var objs []*unstructured.Unstructured
-	var args []string
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, nil, err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		objs = append(objs, u)
-		if u.GetKind() == "Deployment" {
-			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-			for _, a := range containers[0].(map[string]any)["args"].([]any) {
-				args = append(args, fmt.Sprint(a))
-			}
-		}
-	}
-	if len(args) == 0 {
-		return nil, nil, errors.New("the chart rendered no Deployment arguments")
-	}
-	return objs, args, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitListening(ctx context.Context, addr string, served chan error) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-served:
-			served <- err
-			return fmt.Errorf("the webhook stopped while starting: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		// A TLS handshake, not a bare connect: the server logs half-open
-		// connections as errors.
-		d := &net.Dialer{Timeout: time.Second}
-		if c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a liveness probe only
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the webhook did not listen on %s within 60s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// ReadyLine is printed once everything answers; scripts wait for it.
-const ReadyLine = "playground ready"
-
-func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, logPath, tmp string) {
-	rel := func(p string) string {
-		if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
-			return r
-		}
-		return p
-	}
-	fmt.Fprintf(w, `
-%s: a real kube-apiserver and etcd, the Scaleway emulator, and scw-lb-ipam
-(webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam, next to
-a stand-in of the Scaleway CCM that makes the Load Balancers.
-
-  KUBECONFIG   %s
-  emulator     %s   (Scaleway API; access key %s)
-  metrics      http://127.0.0.1:%d/metrics
-  pool file    %s
-  logs         %s
-  namespace    %s is opted in (label %s=true)
-
-Try it (from the repository):
-
-  export KUBECONFIG=%s
-  kubectl apply -f examples/service.yaml
-  kubectl -n %s get service api -o jsonpath='{.metadata.annotations}{"\n"}'
-  SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
-
-Ctrl-C stops everything and removes %s.
-`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, ccm.LabelEnabled,
-		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
 }

@@ -7,20 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/scaleway/scaleway-sdk-go/scw"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -96,22 +91,6 @@ type Env struct {
 	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
 	stopCCM func()
-}
-
-// Replica is one webhook process (app.Serve in process) with its own
-// caches, metrics, serving port and connection to the apiserver.
-type Replica struct {
-	Name    string
-	Metrics *prometheus.Registry
-
-	env     *Env
-	serve   app.Options
-	addr    string
-	probe   string // its /readyz
-	proxy   *apiProxy
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	stopped chan struct{}
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an
@@ -272,19 +251,6 @@ func (e *Env) startCCM(logs io.Writer) error {
 	return nil
 }
 
-// WebhookCalls are the emulator's calls since the request log held from
-// entries, per operation, less the CCM stand-in's and /metadata.
-func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
-	out := map[ipamtest.Op]int{}
-	reqs := e.Emu.Requests()
-	for _, r := range reqs[min(from, len(reqs)):] {
-		if r.Op != "" && r.Op != ipamtest.OpMetadata && !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
-			out[r.Op]++
-		}
-	}
-	return out
-}
-
 // applyChart renders the chart's webhook configuration and Service (for a
 // release named scw-lb-ipam in namespace scw-lb-ipam) and applies them.
 func (e *Env) applyChart(ctx context.Context) error {
@@ -335,177 +301,6 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// route points the webhook Service at the replicas that serve.
-func (e *Env) route() {
-	var addrs []string
-	for _, r := range e.Replicas {
-		if r.Serving() {
-			addrs = append(addrs, r.addr)
-		}
-	}
-	e.egress.Route(e.service, addrs...)
-}
-
-// StartWebhook starts every replica that is not serving, and waits until
-// each listens and the caBundle is in place.
-func (e *Env) StartWebhook() error {
-	for _, r := range e.Replicas {
-		if !r.Serving() {
-			if err := r.start(); err != nil {
-				return err
-			}
-		}
-	}
-	e.route()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc); err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("the caBundle was not patched within 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// StopWebhook stops every replica (gracefully) and waits for them.
-func (e *Env) StopWebhook() {
-	for _, r := range e.Replicas {
-		r.Stop()
-	}
-	e.route()
-}
-
-// Start runs app.Serve with fresh metrics and waits until it is ready, then
-// the Service routes to it.
-func (r *Replica) Start() error {
-	if err := r.start(); err != nil {
-		return err
-	}
-	r.env.route()
-	return nil
-}
-
-func (r *Replica) start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.proxy.unblock()
-	r.Metrics = prometheus.NewRegistry()
-	r.serve.Metrics = r.Metrics
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.stopped = cancel, make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		defer close(r.stopped)
-		errc <- app.Serve(ctx, r.serve)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-errc:
-			return fmt.Errorf("%s: serve returned: %w", r.Name, err)
-		default:
-		}
-		// Routed to only once ready, as a Service's endpoints are: the
-		// webhook serves and the caches have synced.
-		if resp, err := http.Get(r.probe); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not ready within 60s", r.Name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// Stop ends app.Serve gracefully (the lease is released) and waits for it.
-func (r *Replica) Stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	select {
-	case <-r.stopped:
-	case <-time.After(30 * time.Second):
-		fmt.Fprintf(os.Stderr, "testenv: %s did not stop within 30s\n", r.Name)
-	}
-	r.cancel = nil
-}
-
-// Kill ends the replica as a killed pod ends: the Service stops routing to
-// it, its connections to the apiserver drop first, so it releases nothing
-// (its lease stays until it expires), then it stops.
-func (r *Replica) Kill() {
-	r.proxy.block()
-	r.Stop()
-	r.env.route()
-}
-
-// Leading reports whether the replica holds the sweeper's lease.
-func (r *Replica) Leading() bool {
-	r.mu.Lock()
-	reg := r.Metrics
-	r.mu.Unlock()
-	if reg == nil || !r.Serving() {
-		return false
-	}
-	families, _ := reg.Gather()
-	for _, f := range families {
-		if f.GetName() == "scw_lb_ipam_sweeper_leader" {
-			for _, m := range f.GetMetric() {
-				return m.GetGauge().GetValue() == 1
-			}
-		}
-	}
-	return false
-}
-
-// Serving reports whether the replica's app.Serve is running.
-func (r *Replica) Serving() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel == nil {
-		return false
-	}
-	select {
-	case <-r.stopped:
-		return false
-	default:
-		return true
-	}
-}
-
-// CutAPIServer cuts every replica off from the apiserver (connections
-// dropped, new ones refused) until the returned func is called; the
-// apiserver still calls the webhook.
-func (e *Env) CutAPIServer() (restore func()) {
-	for _, r := range e.Replicas {
-		r.proxy.block()
-	}
-	return func() {
-		for _, r := range e.Replicas {
-			r.proxy.unblock()
-		}
-	}
-}
-
-// Serving reports whether every replica is still running.
-func (e *Env) Serving() bool {
-	for _, r := range e.Replicas {
-		if !r.Serving() {
-			return false
-		}
-	}
-	return true
-}
-
 // Stop stops everything: the replicas, then kube-apiserver and etcd
 // (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
 // removes temp files.
@@ -533,53 +328,6 @@ func (e *Env) Stop() {
 	}
 }
 
-// Gather returns every replica's metric families, one after the other:
-// callers sum what they read.
-func (e *Env) Gather() []*dto.MetricFamily {
-	var out []*dto.MetricFamily
-	for _, r := range e.Replicas {
-		if r.Metrics == nil {
-			continue
-		}
-		families, _ := r.Metrics.Gather()
-		out = append(out, families...)
-	}
-	return out
-}
-
-// Counter sums a counter family over its labels and the replicas (0 when
-// absent).
-func (e *Env) Counter(name string) float64 {
-	total := 0.0
-	for _, f := range e.Gather() {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// Creates is the number of CREATE admissions the replicas answered (the
-// CCM's patches are UPDATEs).
-func (e *Env) Creates() float64 {
-	total := 0.0
-	for _, f := range e.Gather() {
-		if f.GetName() != "scw_lb_ipam_admissions_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "operation" && l.GetValue() == "CREATE" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
-
 // ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
 func (e *Env) ScalewayOptions() []scw.ClientOption {
 	return []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
@@ -587,89 +335,3 @@ func (e *Env) ScalewayOptions() []scw.ClientOption {
 
 // PoolFile is the pool file the webhook runs with.
 func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }
-
-// Total sums a gauge family over its labels and the replicas, -1 when
-// absent.
-func (e *Env) Total(name string) float64 {
-	total, found := 0.0, false
-	for _, f := range e.Gather() {
-		if f.GetName() == name {
-			found = true
-			for _, m := range f.GetMetric() {
-				total += m.GetGauge().GetValue()
-			}
-		}
-	}
-	if !found {
-		return -1
-	}
-	return total
-}
-
-// Gauge reads a gauge's series whose labels include the given name/value
-// pairs, e.g. Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link",
-// "state", "total"), from the first replica that has it; -1 when absent.
-func (e *Env) Gauge(name string, labels ...string) float64 {
-	if len(labels)%2 != 0 {
-		panic("testenv.Gauge: labels are name/value pairs")
-	}
-	for _, f := range e.Gather() {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
-}
-
-func hasLabels(m *dto.Metric, pairs []string) bool {
-	for i := 0; i < len(pairs); i += 2 {
-		found := false
-		for _, l := range m.GetLabel() {
-			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// Warnings collects the apiserver's warnings (admission warnings among
-// them) for a client: set it as rest.Config.WarningHandler.
-type Warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-// HandleWarningHeader implements rest.WarningHandler.
-func (w *Warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-// List returns the warnings so far.
-func (w *Warnings) List() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.list...)
-}
-
-// Client is a client of the apiserver that reports its warnings to w (nil:
-// none) and is not throttled on the client side, for load.
-func (e *Env) Client(w rest.WarningHandler) (client.Client, error) {
-	cfg := rest.CopyConfig(e.Config)
-	if w != nil {
-		cfg.WarningHandler = w
-	}
-	cfg.QPS, cfg.Burst = 1000, 2000
-	return client.New(cfg, client.Options{Scheme: e.Kube.Scheme()})
-}
