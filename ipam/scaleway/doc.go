@@ -4,7 +4,9 @@
 // Kinds, and the implementation on scaleway-sdk-go with bounded retries,
 // Retry-After, paging and per-call observation.
 //
-// It is the only package of the binary that imports scaleway-sdk-go; it
-// must not import any other package of this module, so that the allocator
-// and the sweeper above it never see an SDK type.
+// It is the only package of the binary that imports scaleway-sdk-go's API
+// packages (internal/app names scw.ClientOption only, for tests to point the
+// client at the emulator). It must not import any other package of this
+// module, so that the allocator and the sweeper above it never see an SDK
+// type.
 package scaleway

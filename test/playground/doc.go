@@ -3,4 +3,7 @@
 // README's transcript (apply the example Service, read its annotations and
 // the warning, run status), then presses Ctrl-C and checks that no process
 // or temporary file is left. The playground itself is internal/playground.
+//
+// A suite: only its tests import, and only internal/testenv and the layers
+// below.
 package playground
