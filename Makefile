@@ -14,10 +14,17 @@ all: build
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-lint: bin/actionlint ## gofmt, go vet and actionlint (the workflows) must be clean.
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+# The module's own imports form the last group (goimports -local).
+MODULE := github.com/scw-lb-ipam/scw-lb-ipam
+GOFILES = $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')
+
+lint: bin/actionlint bin/goimports bin/staticcheck ## gofmt, goimports, go vet, staticcheck and actionlint (the workflows) must be clean.
+	@out=$$(gofmt -l $(GOFILES)); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$($(BIN)/goimports -local $(MODULE) -l $(GOFILES)); \
+	  if [ -n "$$out" ]; then echo "goimports -local $(MODULE) would change (import grouping):"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(BIN)/staticcheck $(PKGS)
 	$(BIN)/actionlint
 
 # ---- image: what the chart runs, built without Docker ----------------------
@@ -157,3 +164,11 @@ bin/helm: FORCE
 # actionlint checks .github/workflows in make lint; pinned in its own module.
 bin/actionlint: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/actionlint,github.com/rhysd/actionlint,github.com/rhysd/actionlint/cmd/actionlint,-X github.com/rhysd/actionlint.version=$$v)
+
+# goimports (import grouping) and staticcheck run in make lint; each pinned in
+# its own module. staticcheck reports its version from the build info.
+bin/goimports: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/goimports,golang.org/x/tools,golang.org/x/tools/cmd/goimports,)
+
+bin/staticcheck: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/staticcheck,honnef.co/go/tools,honnef.co/go/tools/cmd/staticcheck,)

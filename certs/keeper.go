@@ -161,7 +161,7 @@ func (k *Keeper) ensureSecret(ctx context.Context) (*bundle, error) {
 		k.o.Log.Info("renewed the webhook certificate", "secret", key.String())
 		return b, nil
 	}
-	return nil, fmt.Errorf("Secret %s kept changing under five attempts to read it", key)
+	return nil, fmt.Errorf("the Secret %s kept changing under five attempts to read it", key)
 }
 
 // stale reports a bundle that must be renewed.

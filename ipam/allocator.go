@@ -2,9 +2,6 @@ package ipam
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // MaxPickAttempts bounds bookings per reservation when picked addresses turn
@@ -47,14 +46,15 @@ func (NoClaims) Claim(context.Context, string, types.NamespacedName) error { ret
 
 // AllocatorOptions configures NewAllocator.
 type AllocatorOptions struct {
-	Cloud      Cloud
+	Cloud      scaleway.Cloud
 	Config     *Config // validated and resolved
 	References References
 	Claims     Claims
 	// Retention is the release protocol shared with the sweeper: which
 	// retained reservations an admission may still take back.
 	Retention Retention
-	Clock     clock.PassiveClock
+	// Clock reads the time and paces the background refresh (Start).
+	Clock clock.WithTicker
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
 	// trusted before the next pick lists it again. Conflicts refresh sooner.
 	OccupancyTTL time.Duration
@@ -64,11 +64,11 @@ type AllocatorOptions struct {
 // Allocator turns requests into IPAM reservations. It is safe for
 // concurrent use; concurrent picks in one pool never choose the same address.
 type Allocator struct {
-	cloud  Cloud
+	cloud  scaleway.Cloud
 	refs   References
 	claims Claims
 	policy Retention
-	clock  clock.PassiveClock
+	clock  clock.WithTicker
 	ttl    time.Duration
 	log    logr.Logger
 	cfg    atomic.Pointer[Config]
@@ -111,210 +111,6 @@ func (a *Allocator) SetConfig(c *Config) {
 	a.mu.Unlock()
 }
 
-// Reserve returns an IP for req: the Service's retained IP when there is one
-// (sticky), else a fresh booking of the requested address, of an address
-// picked from the pool's ranges, or of one IPAM chooses. Scaleway calls:
-// one ListIPs (the sticky lookup) and one BookIP, or one UpdateIP instead
-// of the booking when a retained IP is reused; pools that pick addresses
-// list their subnet when the occupancy view is older than OccupancyTTL.
-// While the Service's reservation is still attached to its previous Load
-// Balancer, nothing is booked and the answer is a retryable refusal.
-func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, error) {
-	p := req.Pool
-	switch {
-	case p.Disabled:
-		return nil, refuse(ReasonPoolDisabled, "pool %q is disabled (draining): it keeps its reservations but takes no new ones; ask for another pool", p.Name)
-	case req.Address.IsValid() && !p.Contains(req.Address):
-		return nil, refuse(ReasonAddressOutsidePool, "address %s is not in pool %q (%s); ask for an address inside it or for another pool", req.Address, p.Name, describeRanges(p))
-	case !req.Address.IsValid() && !p.AutoAssigns():
-		return nil, refuse(ReasonAddressRequired, "pool %q hands out only explicitly requested addresses (autoAssign: false); set scw-lb-ipam.io/address to an address in %s", p.Name, describeRanges(p))
-	}
-
-	known, sticky, err := a.sticky(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if sticky != nil {
-		return a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)
-	}
-	if req.DryRun {
-		return a.predict(ctx, req)
-	}
-	switch {
-	case req.Address.IsValid():
-		return a.bookAddress(ctx, req, known)
-	case p.PicksAddresses():
-		return a.bookPicked(ctx, req, known)
-	default:
-		return a.bookAny(ctx, req, known)
-	}
-}
-
-// predict answers a dry run: what would be booked, from what is known,
-// without writing anything.
-func (a *Allocator) predict(ctx context.Context, req Request) (*Reservation, error) {
-	res := &Reservation{Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID, Address: req.Address}
-	if req.Address.IsValid() || !req.Pool.PicksAddresses() {
-		if h, ok := a.knownHolder(req.Pool, req.Address); ok {
-			return nil, taken(req, h)
-		}
-		return res, nil
-	}
-	o, err := a.occupancy(ctx, req.Pool)
-	if err != nil {
-		return nil, err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s, err := o.space(req.Pool)
-	if err != nil {
-		return nil, err
-	}
-	addr, err := s.Pick()
-	if err != nil {
-		return nil, exhausted(req.Pool, s.Used(), s.Size())
-	}
-	res.Address = addr
-	return res, nil
-}
-
-// bookAddress books the one address asked for.
-func (a *Allocator) bookAddress(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
-	ip, err := a.book(ctx, req, req.Address, known)
-	if err == nil {
-		a.markUsed(req.Pool, ip)
-		return a.booked(req, ip), nil
-	}
-	if Classify(err) == KindAddressTaken {
-		return nil, taken(req, a.findHolder(ctx, req.Pool, req.Address))
-	}
-	return nil, a.bookError(req, err)
-}
-
-// bookPicked picks free addresses from the pool's ranges until a booking
-// succeeds. An address is marked used before the call, so concurrent
-// admissions pick different ones; a conflict means the view was stale, and
-// every few conflicts the subnet is listed again.
-func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
-	for attempt := 1; attempt <= MaxPickAttempts; attempt++ {
-		o, err := a.occupancy(ctx, req.Pool)
-		if err != nil {
-			return nil, err
-		}
-		o.mu.Lock()
-		s, err := o.space(req.Pool)
-		if err != nil {
-			o.mu.Unlock()
-			return nil, err
-		}
-		addr, perr := s.Pick()
-		used, size := s.Used(), s.Size()
-		if perr == nil {
-			o.take(addr, Holder{})
-		}
-		o.mu.Unlock()
-		if perr != nil {
-			return nil, exhausted(req.Pool, used, size)
-		}
-
-		ip, err := a.book(ctx, req, addr, known)
-		if err == nil {
-			a.markUsed(req.Pool, ip)
-			return a.booked(req, ip), nil
-		}
-		if Classify(err) != KindAddressTaken {
-			o.mu.Lock()
-			o.free(addr)
-			o.mu.Unlock()
-			return nil, a.bookError(req, err)
-		}
-		if attempt%3 == 0 {
-			a.invalidate(req.Pool)
-		}
-	}
-	return nil, refuse(ReasonUnavailable, "pool %q: %d picked addresses were taken by others in a row; the pool is under heavy contention, apply again", req.Pool.Name, MaxPickAttempts)
-}
-
-// bookAny lets IPAM choose in the pool's subnet.
-func (a *Allocator) bookAny(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
-	ip, err := a.book(ctx, req, netip.Addr{}, known)
-	if err != nil {
-		if Classify(err) == KindExhausted {
-			total := req.Pool.Total()
-			return nil, exhausted(req.Pool, total, total)
-		}
-		return nil, a.bookError(req, err)
-	}
-	a.markUsed(req.Pool, ip)
-	return a.booked(req, ip), nil
-}
-
-// book sends one BookIP with the ledger tags. When the answer is lost (a
-// server error or a dropped connection after the request went out), the
-// booking may have happened: the Service's reservations are listed again and
-// one that was not there before is adopted instead of booking twice.
-func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, known map[string]bool) (*IP, error) {
-	cfg := a.Config()
-	tags := Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service}.Tags()
-	bookReq := BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == IPv6, Address: addr, Tags: tags}
-	ip, err := a.cloud.BookIP(ctx, bookReq)
-	if err == nil || Classify(err) != KindUnavailable || ctx.Err() != nil {
-		return ip, err
-	}
-	ips, lerr := a.serviceIPs(ctx, req)
-	if lerr != nil {
-		return nil, err
-	}
-	for _, got := range ips {
-		if !known[got.ID] && SameTags(got.Tags, tags) && (!addr.IsValid() || got.Address == addr) {
-			return got, nil
-		}
-	}
-	// Not booked: one more try.
-	return a.cloud.BookIP(ctx, bookReq)
-}
-
-func (a *Allocator) bookError(req Request, err error) error {
-	if Classify(err) == KindExhausted {
-		total := req.Pool.Total()
-		return exhausted(req.Pool, total, total)
-	}
-	return apiError(fmt.Sprintf("booking an address in pool %q for Service %s", req.Pool.Name, req.Service), err)
-}
-
-func (a *Allocator) reservation(req Request, ip *IP) *Reservation {
-	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
-}
-
-func (a *Allocator) booked(req Request, ip *IP) *Reservation {
-	r := a.reservation(req, ip)
-	r.Booked = true
-	return r
-}
-
-func taken(req Request, h Holder) *Error {
-	return refuse(ReasonAddressTaken, "address %s of pool %q is held by %s; ask for another address, or omit scw-lb-ipam.io/address to get a free one", req.Address, req.Pool.Name, h)
-}
-
-func exhausted(p *Pool, used, total uint64) *Error {
-	return refuse(ReasonPoolExhausted, "pool %q is exhausted (%d/%d used); ask for another pool, or free addresses in it (scw-lb-ipam status shows who holds them)", p.Name, used, total)
-}
-
-func describeRanges(p *Pool) string {
-	if len(p.Ranges) == 0 {
-		s := p.Prefix().String()
-		if len(p.Exclude) > 0 {
-			s += " except " + strings.Join(p.Exclude, ", ")
-		}
-		return s
-	}
-	s := strings.Join(p.Ranges, ", ")
-	if len(p.Exclude) > 0 {
-		s += " except " + strings.Join(p.Exclude, ", ")
-	}
-	return s
-}
-
 // Release gives back an IP this call booked, when the admission that wanted
 // it failed further on. Errors are returned for logging: the sweeper
 // reclaims whatever is left after its grace period.
@@ -322,7 +118,7 @@ func (a *Allocator) Release(ctx context.Context, r *Reservation) error {
 	if r == nil || !r.Booked {
 		return nil
 	}
-	if err := a.cloud.ReleaseIP(ctx, r.ID); err != nil && Classify(err) != KindNotFound {
+	if err := a.cloud.ReleaseIP(ctx, r.ID); err != nil && scaleway.Classify(err) != scaleway.KindNotFound {
 		return err
 	}
 	a.mu.Lock()

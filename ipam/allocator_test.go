@@ -2,14 +2,12 @@ package ipam
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 var countedOps = []ipamtest.Op{ipamtest.OpListIPs, ipamtest.OpBookIP, ipamtest.OpUpdateIP, ipamtest.OpGetIP, ipamtest.OpReleaseIP}
@@ -43,398 +41,7 @@ func pool(t *testing.T, a *Allocator, name string) *Pool {
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
-func TestReserveIPAMChooses(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	e.srv.ResetCounts()
-	r, err := a.Reserve(context.Background(), Request{Pool: pool(t, a, "small"), Service: svc("web", "front")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Address != mustAddr("10.10.0.2") || !r.Booked || r.Reused || r.PrivateNetworkID != e.pns["edge"].ID {
-		t.Fatalf("reservation = %+v", r)
-	}
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("calls: %s", got)
-	}
-	ip, ok := e.srv.IP(r.ID)
-	if !ok {
-		t.Fatal("not booked in the emulator")
-	}
-	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=test", "scw-lb-ipam/pool=small", "scw-lb-ipam/service=web/front"}
-	if !SameTags(ip.Tags, want) {
-		t.Fatalf("tags = %v, want %v", ip.Tags, want)
-	}
-}
-
-func TestReserveSpecificAddress(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	p := pool(t, a, "small")
-	r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "a"), Address: mustAddr("10.10.0.5")})
-	if err != nil || r.Address != mustAddr("10.10.0.5") {
-		t.Fatalf("r=%+v err=%v", r, err)
-	}
-
-	// The same address for another Service names the holder.
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "b"), Address: mustAddr("10.10.0.5")})
-	wantRefusal(t, err, ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
-
-	// An address held by another resource names that resource.
-	if _, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.4"), nil, &ipamtest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
-	wantRefusal(t, err, ReasonAddressTaken, "held by rdb_instance orders-db")
-
-	// Outside the pool: refused before any booking.
-	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "d"), Address: mustAddr("172.16.32.9")})
-	wantRefusal(t, err, ReasonAddressOutsidePool, `not in pool "ranged" (172.16.35.200-172.16.35.203)`)
-	// The subnet's last two addresses belong to IPAM.
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
-	wantRefusal(t, err, ReasonAddressOutsidePool, "10.10.0.6")
-	if n := e.srv.Count(ipamtest.OpBookIP); n != 0 {
-		t.Fatalf("refused requests booked %d times", n)
-	}
-}
-
-func TestReserveRangePickSkipsConflicts(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	p := pool(t, a, "ranged")
-	pn := e.pns["dc"].ID
-	// Known before the first pick: listed with the subnet.
-	if _, err := e.srv.AddIP(pn, mustAddr("172.16.35.200"), []string{"vm"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	r1, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "one")})
-	if err != nil || r1.Address != mustAddr("172.16.35.201") {
-		t.Fatalf("first pick: %+v %v", r1, err)
-	}
-	// Taken behind the allocator's back after its listing: a conflict.
-	if _, err := e.srv.AddIP(pn, mustAddr("172.16.35.202"), nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	e.srv.ResetCounts()
-	r2, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "two")})
-	if err != nil || r2.Address != mustAddr("172.16.35.203") {
-		t.Fatalf("pick after conflict: %+v %v", r2, err)
-	}
-	if got := e.calls(ipamtest.OpBookIP, ipamtest.OpListIPs); got != "BookIP=2 ListIPs=1" {
-		t.Fatalf("calls: %s", got)
-	}
-	// Full now: refused with counts, no booking.
-	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "three")})
-	wantRefusal(t, err, ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
-	if n := e.srv.Count(ipamtest.OpBookIP); n != 0 {
-		t.Fatalf("exhausted pool booked %d times", n)
-	}
-}
-
-func TestReserveIPAMExhausted(t *testing.T) {
-	_, a := allocEnv(t, nil)
-	ctx := context.Background()
-	p := pool(t, a, "small") // a /29: four addresses after IPAM's own four
-	for i := range 4 {
-		if _, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", fmt.Sprint("s", i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "s4")})
-	wantRefusal(t, err, ReasonPoolExhausted, `pool "small" is exhausted (4/4 used)`)
-}
-
-func TestReserveSticky(t *testing.T) {
-	r := refs{}
-	e, a := allocEnv(t, r)
-	ctx := context.Background()
-	p := pool(t, a, "ranged")
-	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// A client retry of the same CREATE: same IP, nothing written.
-	e.srv.ResetCounts()
-	again, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil || again.ID != first.ID || !again.Reused || again.Booked {
-		t.Fatalf("retry: %+v %v", again, err)
-	}
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("calls: %s", got)
-	}
-
-	// Used by a live Service (uid back-filled), orphaned by the sweeper an
-	// hour ago, then the Service comes back: the tag goes.
-	entry, _ := ParseEntry(mustIP(t, e, first.ID).Tags)
-	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-time.Hour)
-	if _, err := e.cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
-		t.Fatal(err)
-	}
-	e.srv.ResetCounts()
-	back, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil || back.ID != first.ID || !back.Reused {
-		t.Fatalf("sticky: %+v %v", back, err)
-	}
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=1 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("calls: %s", got)
-	}
-	if got, _ := ParseEntry(mustIP(t, e, first.ID).Tags); !got.OrphanedSince.IsZero() {
-		t.Fatal("orphaned-since still set after reuse")
-	}
-
-	// Not reused: another Service's name, another pool, attached, referenced.
-	other, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "other")})
-	if err != nil || other.ID == first.ID {
-		t.Fatalf("other service: %+v %v", other, err)
-	}
-	inAuto, err := a.Reserve(ctx, Request{Pool: pool(t, a, "auto"), Service: svc("web", "api")})
-	if err != nil || inAuto.ID == first.ID {
-		t.Fatalf("other pool: %+v %v", inAuto, err)
-	}
-	r[first.ID] = svc("web", "impostor")
-	notRef, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil || notRef.ID == first.ID {
-		t.Fatalf("referenced IP reused: %+v %v", notRef, err)
-	}
-	delete(r, first.ID)
-	if err := e.srv.Attach(notRef.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
-		t.Fatal(err)
-	}
-	// The oldest reservation is still attached to the previous Load
-	// Balancer: book nothing, ask to retry, so that the Service gets it back
-	// once detached instead of a new address.
-	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("calls: %s", got)
-	}
-	// Attached to something else than a Load Balancer: not ours to wait for.
-	if err := e.srv.Detach(first.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.srv.Detach(notRef.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.srv.Attach(notRef.ID, ipamtest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil || fresh.ID == first.ID || fresh.ID == notRef.ID || !fresh.Booked {
-		t.Fatalf("IPs attached to other resources must not be reused: %+v %v", fresh, err)
-	}
-}
-
-func TestReserveWithSpecificAddressIsStickyOnlyForThatAddress(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	p := pool(t, a, "manual")
-	r1, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
-	if err != nil || r2.ID != r1.ID {
-		t.Fatalf("same address again: %+v %v", r2, err)
-	}
-	r3, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.11")})
-	if err != nil || r3.ID == r1.ID || r3.Address != mustAddr("172.16.34.11") {
-		t.Fatalf("other address: %+v %v", r3, err)
-	}
-	_ = e
-}
-
-func TestReserveRefusals(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	e.srv.ResetCounts()
-	_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "drained"), Service: svc("web", "x")})
-	wantRefusal(t, err, ReasonPoolDisabled, `pool "drained" is disabled`, "ask for another pool")
-	_, err = a.Reserve(ctx, Request{Pool: pool(t, a, "manual"), Service: svc("web", "x")})
-	wantRefusal(t, err, ReasonAddressRequired, "autoAssign: false", "scw-lb-ipam.io/address", "172.16.34.0/24")
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("refusals called the API: %s", got)
-	}
-}
-
-func TestReserveDryRunBooksNothing(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	e.srv.ResetCounts()
-	for _, req := range []Request{
-		{Pool: pool(t, a, "ranged"), Service: svc("web", "x"), DryRun: true},
-		{Pool: pool(t, a, "small"), Service: svc("web", "x"), DryRun: true},
-		{Pool: pool(t, a, "manual"), Service: svc("web", "x"), Address: mustAddr("172.16.34.20"), DryRun: true},
-	} {
-		r, err := a.Reserve(ctx, req)
-		if err != nil || r.ID != "" || r.Booked {
-			t.Fatalf("dry run %s: %+v %v", req.Pool.Name, r, err)
-		}
-		if req.Pool.Name == "ranged" && r.Address != mustAddr("172.16.35.200") {
-			t.Fatalf("predicted %s", r.Address)
-		}
-	}
-	if n := e.srv.Count(ipamtest.OpBookIP) + e.srv.Count(ipamtest.OpUpdateIP); n != 0 {
-		t.Fatalf("dry run wrote %d times", n)
-	}
-	if len(e.srv.IPs()) != 0 {
-		t.Fatalf("dry run left IPs: %v", e.srv.IPs())
-	}
-}
-
-func TestReserveRecoversCommittedBooking(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	// The booking happens, the answer is a 500: the allocator must find it
-	// rather than book a second address.
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
-	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(e.srv.IPs()); n != 1 {
-		t.Fatalf("%d IPs booked, want 1", n)
-	}
-	if !r.Booked || r.Address != mustAddr("10.10.0.2") {
-		t.Fatalf("reservation = %+v", r)
-	}
-	// A lost answer with nothing behind it: booked on the second try.
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 503})
-	r2, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
-	if err != nil || r2.Address != mustAddr("10.10.0.3") {
-		t.Fatalf("after 503: %+v %v", r2, err)
-	}
-	if n := len(e.srv.IPs()); n != 2 {
-		t.Fatalf("%d IPs booked, want 2", n)
-	}
-}
-
-func TestReserveUnavailable(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	e.srv.FailNext(ipamtest.OpBookIP, 10, ipamtest.Fault{Status: 503})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonUnavailable, "unavailable after retries", "nothing was reserved")
-	if n := len(e.srv.IPs()); n != 0 {
-		t.Fatalf("%d IPs booked", n)
-	}
-	if strings.Contains(err.Error(), testSecretKey) {
-		t.Fatal("the secret key leaked into an error")
-	}
-}
-
-func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
-	e := newEnv(t, "dc=172.16.32.0/22")
-	cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/26"]}`))
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg})
-	const n = 40
-	var wg sync.WaitGroup
-	got := make([]*Reservation, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			got[i], errs[i] = a.Reserve(context.Background(), Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint("s", i))})
-		})
-	}
-	wg.Wait()
-	seen := map[netip.Addr]bool{}
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("reserve %d: %v", i, errs[i])
-		}
-		if seen[got[i].Address] {
-			t.Fatalf("address %s handed out twice", got[i].Address)
-		}
-		seen[got[i].Address] = true
-	}
-	if b := e.srv.Count(ipamtest.OpBookIP); b != n {
-		t.Fatalf("%d bookings for %d reservations: picks collided", b, n)
-	}
-}
-
-func TestReleaseBooked(t *testing.T) {
-	e, a := allocEnv(t, nil)
-	ctx := context.Background()
-	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx, &Reservation{ID: "byo", BringYourOwn: true}); err != nil {
-		t.Fatal(err) // not ours to release: a no-op
-	}
-	if err := a.Release(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := e.srv.IP(r.ID); ok {
-		t.Fatal("still booked")
-	}
-}
-
-func TestValidateID(t *testing.T) {
-	r := refs{}
-	e, a := allocEnv(t, r)
-	ctx := context.Background()
-	edge, pay := e.pns["edge"].ID, e.pns["pay"].ID
-	free, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
-	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
-	payOnly, _ := e.srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
-	nodes, _ := e.srv.AddIP(e.pns["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
-	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
-	otherCluster, _ := e.srv.AddIP(pay, mustAddr("10.20.0.10"), Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
-	mine, _ := e.srv.AddIP(pay, mustAddr("10.20.0.11"), Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
-	refd, _ := e.srv.AddIP(pay, mustAddr("10.20.0.12"), nil, nil)
-	r[refd] = svc("payments", "billing")
-
-	tests := []struct {
-		name string
-		id   string
-		svc  string
-		want []string // empty: valid
-		byo  bool
-	}{
-		{"valid", free, "web/api", nil, true},
-		{"valid in a restricted pool", payOnly, "payments/api", nil, true},
-		{"our own reservation of this Service", mine, "payments/api", nil, false},
-		{"missing", "00000000-0000-4000-8000-000000000000", "web/api", []string{"does not exist in region fr-par"}, false},
-		{"attached", attached, "web/api", []string{"attached to instance_server vm-1"}, false},
-		{"pool not allowed for namespace", payOnly, "web/api", []string{"not on the Private Network of a pool namespace web may use (auto, ranged, manual, drained, small)"}, false},
-		{"no pool on that PN", nodes, "web/api", []string{"not on the Private Network of a pool"}, false},
-		{"tagged to another Service", theirs, "web/api", []string{"reserved for Service web/other of cluster test"}, false},
-		{"tagged by another cluster", otherCluster, "payments/api", []string{"cluster staging"}, false},
-		{"referenced by another Service", refd, "payments/api", []string{"already used by Service payments/billing"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e.srv.ResetCounts()
-			ns, name, _ := strings.Cut(tt.svc, "/")
-			res, err := a.ValidateID(ctx, IDRequest{ID: tt.id, Service: svc(ns, name)})
-			if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
-				t.Errorf("calls: %s", got)
-			}
-			if len(tt.want) > 0 {
-				wantRefusal(t, err, "", tt.want...)
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ID != tt.id || res.BringYourOwn != tt.byo || !res.Address.IsValid() {
-				t.Fatalf("reservation = %+v", res)
-			}
-		})
-	}
-}
-
-func mustIP(t *testing.T, e *env, id string) *IP {
+func mustIP(t *testing.T, e *env, id string) *scaleway.IP {
 	t.Helper()
 	ip, err := e.cloud.GetIP(context.Background(), id)
 	if err != nil {
@@ -457,5 +64,22 @@ func wantRefusal(t *testing.T, err error, reason Reason, fragments ...string) {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("message %q does not mention %q", err.Error(), f)
 		}
+	}
+}
+func TestReleaseBooked(t *testing.T) {
+	e, a := allocEnv(t, nil)
+	ctx := context.Background()
+	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, &Reservation{ID: "byo", BringYourOwn: true}); err != nil {
+		t.Fatal(err) // not ours to release: a no-op
+	}
+	if err := a.Release(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.srv.IP(r.ID); ok {
+		t.Fatal("still booked")
 	}
 }

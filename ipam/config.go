@@ -1,13 +1,11 @@
 package ipam
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +15,7 @@ import (
 	"go4.org/netipx"
 	"sigs.k8s.io/yaml"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // DefaultRetention is how long a reservation outlives its Service when the
@@ -93,6 +91,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 // ParseDuration accepts Go durations and a whole number of days ("7d").
+// Kept rather than prometheus/common/model.ParseDuration, which refuses Go
+// forms pool files may hold ("1.5h", "1h30m0.5s", and "-1h", which
+// Validate reports as negative rather than as unreadable).
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
@@ -107,12 +108,6 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return v, nil
 }
-
-// Regions where Scaleway IPAM is offered.
-var regions = []string{"fr-par", "nl-ams", "pl-waw", "it-mil"}
-
-// dnsLabel is what names must look like: they end up in tags and annotations.
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // ParseConfig reads a pool file strictly (unknown fields are errors) and
 // validates it. The Private Networks are checked later by Resolve.
@@ -138,10 +133,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.ClusterName == "":
 		add("clusterName", "required; a name unique among the clusters sharing these Private Networks, e.g. \"prod-par\"")
-	case !dnsLabel.MatchString(c.ClusterName):
+	case !IsName(c.ClusterName):
 		add("clusterName", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters)", c.ClusterName)
 	}
-	if !slices.Contains(regions, c.Region) {
+	if regions := scaleway.Regions(); !slices.Contains(regions, c.Region) {
 		add("region", "%q is not a Scaleway region with IPAM; use one of %s", c.Region, strings.Join(regions, ", "))
 	}
 	if err := uuid.Validate(c.ClusterPrivateNetworkID); err != nil {
@@ -206,7 +201,7 @@ func (p *Pool) compile() (errs []error) {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if !dnsLabel.MatchString(p.Name) {
+	if !IsName(p.Name) {
 		add("name", "%q must be a lower-case DNS label (a-z, 0-9, '-', at most 63 characters): it is used in annotations and tags", p.Name)
 	}
 	if err := uuid.Validate(p.PrivateNetworkID); err != nil {
@@ -300,28 +295,6 @@ func parseRange(s string) (netipx.IPRange, error) {
 	return netipx.IPRangeFrom(a, a), nil
 }
 
-// checkInsideSubnet needs the subnet, known from the file or from Resolve.
-func (p *Pool) checkInsideSubnet() []error {
-	var errs []error
-	sub := netipx.RangeOfPrefix(p.prefix)
-	for i, it := range p.Ranges {
-		if r, err := parseRange(it); err == nil && !(sub.Contains(r.From()) && sub.Contains(r.To())) {
-			errs = append(errs, fmt.Errorf("ranges[%d]: %q is outside subnet %s; a range must lie inside the pool's subnet", i, it, p.prefix))
-		}
-	}
-	if len(p.Ranges) == 0 {
-		var b netipx.IPSetBuilder
-		b.AddPrefix(p.prefix)
-		p.include, _ = b.IPSet()
-	}
-	if p.picks && len(errs) == 0 {
-		if _, err := p.NewSpace(); err != nil {
-			errs = append(errs, fmt.Errorf("ranges: %w", err))
-		}
-	}
-	return errs
-}
-
 // overlaps reports pools of one Private Network whose addresses intersect:
 // they would compete for the same addresses with different rules.
 func (c *Config) overlaps() []error {
@@ -340,222 +313,4 @@ func (c *Config) overlaps() []error {
 		}
 	}
 	return errs
-}
-
-// Resolve checks the pools against the live Private Networks: each must
-// exist and hold the pool's subnet (or exactly one subnet of its family when
-// the file names none). It fills in the subnet and its IPAM ID.
-func (c *Config) Resolve(ctx context.Context, cloud Cloud) error {
-	var errs []error
-	// transient keeps an answer that may change on retry, so that callers
-	// (the reloader) can tell "try again" from "this file is wrong".
-	var transient error
-	pns := map[string]*PrivateNetwork{}
-	get := func(id string) (*PrivateNetwork, error) {
-		if pn, ok := pns[id]; ok {
-			return pn, nil
-		}
-		pn, err := cloud.GetPrivateNetwork(ctx, id)
-		if err != nil {
-			if Classify(err) == KindUnavailable && transient == nil {
-				transient = err
-			}
-			return nil, err
-		}
-		pns[id] = pn
-		return pn, nil
-	}
-	if _, err := get(c.ClusterPrivateNetworkID); err != nil {
-		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
-	}
-	for i, p := range c.Pools {
-		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
-		pn, err := get(p.PrivateNetworkID)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(err)))
-			continue
-		}
-		var match []Subnet
-		for _, s := range pn.Subnets {
-			if s.Prefix.Addr().Is4() != (p.IPFamily == IPv4) {
-				continue
-			}
-			if !p.prefix.IsValid() || s.Prefix == p.prefix {
-				match = append(match, s)
-			}
-		}
-		switch {
-		case len(match) == 1:
-			p.prefix, p.subnetID = match[0].Prefix, match[0].ID
-			for _, err := range p.checkInsideSubnet() {
-				errs = append(errs, fmt.Errorf("%s.%w", where, err))
-			}
-		case p.Subnet != "":
-			errs = append(errs, fmt.Errorf("%s.subnet: %s is not a subnet of Private Network %s (%s has %s)", where, p.Subnet, p.PrivateNetworkID, pn.Name, subnetList(pn)))
-		case len(match) == 0:
-			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s has no %s subnet (it has %s)", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
-		default:
-			errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
-		}
-	}
-	// Pools that named no subnet only now cover one: check overlaps again.
-	errs = append(errs, c.overlaps()...)
-	if len(errs) > 0 {
-		return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
-	}
-	return nil
-}
-
-// cause carries an error for errors.As without adding to the message.
-type cause struct{ err error }
-
-func (c cause) Error() string { return "" }
-func (c cause) Unwrap() error { return c.err }
-
-func subnetList(pn *PrivateNetwork) string {
-	if len(pn.Subnets) == 0 {
-		return "no subnets"
-	}
-	s := make([]string, len(pn.Subnets))
-	for i, sn := range pn.Subnets {
-		s[i] = sn.Prefix.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-// describe words an API error for a configuration message.
-func describe(err error) string {
-	switch Classify(err) {
-	case KindNotFound:
-		return "not found in this region and project; check the ID and SCW_DEFAULT_REGION"
-	case KindPermissionDenied:
-		return "permission denied; the API key needs VPC read and IPAM rights (PrivateNetworksReadOnly, IPAMFullAccess)"
-	}
-	return err.Error()
-}
-
-// Pool returns the pool called name.
-func (c *Config) Pool(name string) (*Pool, bool) {
-	for _, p := range c.Pools {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return nil, false
-}
-
-// DefaultPool is the pool for Services that ask for nothing, or nil.
-func (c *Config) DefaultPool() *Pool {
-	for _, p := range c.Pools {
-		if p.Default {
-			return p
-		}
-	}
-	return nil
-}
-
-// AllowedPools lists the pools namespace may use, in file order.
-func (c *Config) AllowedPools(namespace string) []*Pool {
-	var out []*Pool
-	for _, p := range c.Pools {
-		if p.Allows(namespace) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// Allows reports whether namespace may use the pool.
-func (p *Pool) Allows(namespace string) bool {
-	if len(p.Namespaces) == 0 {
-		return true
-	}
-	for _, g := range p.Namespaces {
-		if ok, _ := path.Match(g, namespace); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *Pool) autoAssign() bool { return p.AutoAssign == nil || *p.AutoAssign }
-
-// AutoAssigns reports whether the pool hands out addresses to Services that
-// name the pool without an address.
-func (p *Pool) AutoAssigns() bool { return p.autoAssign() }
-
-// Prefix is the pool's subnet (valid once known from the file or Resolve).
-func (p *Pool) Prefix() netip.Prefix { return p.prefix }
-
-// SubnetID is the IPAM ID of the pool's subnet, known after Resolve.
-func (p *Pool) SubnetID() string { return p.subnetID }
-
-// PicksAddresses reports whether the project picks addresses itself (the
-// pool has ranges or exclusions) rather than letting IPAM choose.
-func (p *Pool) PicksAddresses() bool { return p.picks }
-
-// Contains reports whether a may be handed out by the pool: inside its
-// ranges (or subnet), not excluded, and not one of the subnet's first two or
-// last two addresses, which IPAM keeps for itself.
-func (p *Pool) Contains(a netip.Addr) bool {
-	if p.include == nil || !p.include.Contains(a) || (p.exclude != nil && p.exclude.Contains(a)) {
-		return false
-	}
-	if p.prefix.IsValid() {
-		for _, r := range reservedAddrs(p.prefix) {
-			if r == a {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// Covers reports whether a is inside the pool's ranges (or subnet), before
-// exclusions and the addresses IPAM keeps.
-func (p *Pool) Covers(a netip.Addr) bool { return p.include != nil && p.include.Contains(a) }
-
-// Explain says which rule keeps a out of the pool, for denials; "" when the
-// pool contains it.
-func (p *Pool) Explain(a netip.Addr) string {
-	switch {
-	case p.Contains(a):
-		return ""
-	case p.prefix.IsValid() && !p.prefix.Contains(a):
-		return fmt.Sprintf("%s is outside pool %s's subnet %s", a, p.Name, p.prefix)
-	case p.exclude != nil && p.exclude.Contains(a):
-		return fmt.Sprintf("%s is excluded from pool %s (exclude: %s)", a, p.Name, strings.Join(p.Exclude, ", "))
-	case p.include == nil || !p.include.Contains(a):
-		return fmt.Sprintf("%s is outside pool %s's ranges %s", a, p.Name, strings.Join(p.Ranges, ", "))
-	}
-	return fmt.Sprintf("%s is reserved by Scaleway IPAM (the first two and last two addresses of %s)", a, p.prefix)
-}
-
-// NewSpace builds the pool's candidate set for picking.
-func (p *Pool) NewSpace() (*addrspace.Space, error) {
-	var x netipx.IPSetBuilder
-	x.AddSet(p.exclude)
-	for _, a := range reservedAddrs(p.prefix) {
-		x.Add(a)
-	}
-	exclude, _ := x.IPSet()
-	return addrspace.New(p.include, exclude)
-}
-
-// Total is the number of addresses the pool can hand out.
-func (p *Pool) Total() uint64 {
-	if s, err := p.NewSpace(); err == nil {
-		return s.Size()
-	}
-	return 0
-}
-
-// reservedAddrs are the first two and last two addresses of a subnet.
-func reservedAddrs(pr netip.Prefix) []netip.Addr {
-	if !pr.IsValid() {
-		return nil
-	}
-	r := netipx.RangeOfPrefix(pr)
-	first, last := r.From(), r.To()
-	return []netip.Addr{first, first.Next(), last.Prev(), last}
 }

@@ -189,3 +189,16 @@ pools:
 		}
 	}
 }
+
+// TestIsName: pool and cluster names are RFC 1123 labels, as annotations
+// and IPAM tags need.
+func TestIsName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "dc-link": true, "pool-2": true, "0": true, strings.Repeat("a", 63): true,
+		"": false, "-a": false, "a-": false, "Dc": false, "dc_link": false, "dc.link": false, strings.Repeat("a", 64): false,
+	} {
+		if got := IsName(name); got != want {
+			t.Errorf("IsName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -1,9 +1,17 @@
 // Package ipam turns pool requests into Scaleway IPAM reservations and keeps
 // their ledger.
 //
-// It holds the pool file (Config, Pool), the narrow view of Scaleway the rest
-// of the project uses (Cloud, implemented on scaleway-sdk-go with bounded
-// retries), the tag ledger that marks every reservation with its cluster, pool
-// and Service, and the Allocator that reuses, books or validates IPs. IPAM is
-// the only source of truth: nothing here persists state of its own.
+// It holds the pool file (config.go: its format and validation; pool.go:
+// the pool model the allocator reads; resolve.go: the check against the
+// live Private Networks), the tag ledger that marks every reservation with
+// its cluster, pool and Service, the release protocol shared with the
+// sweeper (Retention), and the Allocator that reuses (sticky.go), books
+// (reserve.go) or validates (validate.go) IPs from its view of each
+// subnet's occupancy (occupancy.go, stats.go). IPAM is the only source of
+// truth: nothing here persists state of its own.
+//
+// It talks to Scaleway only through ipam/scaleway's Cloud and does address
+// arithmetic only through ipam/addrspace. It must not import the webhook,
+// the sweeper, the CCM contract or anything Kubernetes beyond API machinery
+// types: admission and Services are the layers above.
 package ipam

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Credentials of the emulator; shaped like real ones, so the SDK accepts them.
@@ -25,7 +26,7 @@ const (
 // Private Networks a test's pool file refers to.
 type env struct {
 	srv   *ipamtest.Server
-	cloud Cloud
+	cloud scaleway.Cloud
 	pns   map[string]ipamtest.PrivateNetwork
 }
 
@@ -46,9 +47,9 @@ func newEnv(t *testing.T, pns ...string) *env {
 	return e
 }
 
-func (e *env) newCloud(t *testing.T) Cloud {
+func (e *env) newCloud(t *testing.T) scaleway.Cloud {
 	t.Helper()
-	c, err := NewCloud(context.Background(), CloudOptions{
+	c, err := scaleway.New(context.Background(), scaleway.Options{
 		Region: "fr-par",
 		ClientOptions: []scw.ClientOption{
 			scw.WithAPIURL(e.srv.URL()),

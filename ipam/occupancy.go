@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // occupancy is what the allocator knows of one subnet's booked addresses,
@@ -67,7 +68,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 		return o, nil
 	}
 	v6 := p.IPFamily == IPv6
-	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
+	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
 	}
@@ -102,7 +103,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 // waits for the next tick (an admission lists by itself when its view is
 // stale). It implements controller-runtime's manager.Runnable.
 func (a *Allocator) Start(ctx context.Context) error {
-	tick := time.NewTicker(a.ttl / 2)
+	tick := a.clock.NewTicker(a.ttl / 2)
 	defer tick.Stop()
 	for {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -111,7 +112,7 @@ func (a *Allocator) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
@@ -133,7 +134,7 @@ func (a *Allocator) invalidate(p *Pool) {
 }
 
 // markUsed records a booking of ours in the subnet's view, if there is one.
-func (a *Allocator) markUsed(p *Pool, ip *IP) {
+func (a *Allocator) markUsed(p *Pool, ip *scaleway.IP) {
 	o := a.existing(p)
 	if o == nil {
 		return

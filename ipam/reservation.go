@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Reason says why the allocator refused a request; the webhook maps it to
@@ -74,11 +76,11 @@ func refuse(r Reason, format string, args ...any) *Error {
 
 // apiError words a failed Scaleway call for users, keeping the cause.
 func apiError(what string, err error) *Error {
-	switch Classify(err) {
-	case KindPermissionDenied:
+	switch scaleway.Classify(err) {
+	case scaleway.KindPermissionDenied:
 		return &Error{Reason: ReasonPermissionDenied, Err: err,
 			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam; the operator must give its API key IPAM rights", what)}
-	case KindUnavailable:
+	case scaleway.KindUnavailable:
 		return &Error{Reason: ReasonUnavailable, Err: err,
 			Message: fmt.Sprintf("%s: the Scaleway IPAM API is unavailable after retries; nothing was reserved, apply again in a moment", what)}
 	}
@@ -120,7 +122,7 @@ type Holder struct {
 	IPID     string
 	Cluster  string
 	Service  types.NamespacedName
-	Resource *Resource
+	Resource *scaleway.Resource
 	// RetainedSince is when the sweeper found the reservation unreferenced;
 	// zero while a Service uses it.
 	RetainedSince time.Time
@@ -138,7 +140,7 @@ func (h Holder) String() string {
 	return "another reservation"
 }
 
-func holderOf(ip *IP) Holder {
+func holderOf(ip *scaleway.IP) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if e, ok := ParseEntry(ip.Tags); ok {
 		h.Cluster, h.Service, h.RetainedSince = e.Cluster, e.Service, e.OrphanedSince

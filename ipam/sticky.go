@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // sticky finds the reservation of the same Service and pool to take back.
@@ -20,7 +22,7 @@ import (
 //
 // It also returns the IDs of every reservation it saw, so that a booking
 // whose answer was lost can be told apart from them later.
-func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *IP, err error) {
+func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
 	cfg := a.Config()
 	ips, err := a.serviceIPs(ctx, req)
 	if err != nil {
@@ -53,12 +55,12 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
 // network and family (any cluster, any pool: the caller filters), oldest
 // booking first.
-func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*IP, error) {
+func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*scaleway.IP, error) {
 	v6 := req.Pool.IPFamily == IPv6
-	ips, err := a.cloud.ListIPs(ctx, ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
+	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
 	// The order is asked for, and kept here too: stickiness must not depend
 	// on an API default.
-	slices.SortStableFunc(ips, func(x, y *IP) int { return x.CreatedAt.Compare(y.CreatedAt) })
+	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int { return x.CreatedAt.Compare(y.CreatedAt) })
 	return ips, err
 }
 
@@ -69,7 +71,7 @@ func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*IP, error) 
 // does not count: it is the previous object, Terminating or gone but still
 // in a lagging cache, since a CREATE of that name only succeeds once the old
 // one is gone. own are the IDs the Service references itself (an UPDATE).
-func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc types.NamespacedName, own []string, ip *IP, now time.Time) (bool, error) {
+func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc types.NamespacedName, own []string, ip *scaleway.IP, now time.Time) (bool, error) {
 	e, ok := ParseEntry(ip.Tags)
 	if !ok || !e.Owns(cfg.ClusterName) || e.Pool != pool.Name || e.Service != svc {
 		return false, nil
@@ -86,7 +88,7 @@ func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc 
 			return false, nil
 		}
 	}
-	if ip.Resource != nil && ip.Resource.Type != ResourceLoadBalancer {
+	if ip.Resource != nil && ip.Resource.Type != scaleway.ResourceLoadBalancer {
 		return false, nil
 	}
 	return a.policy.Reusable(cfg, e, now), nil
@@ -95,7 +97,7 @@ func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc 
 // stillHeld refuses while the previous Load Balancer of svc holds its
 // reservation. A live namesake in the cache means the Service exists: the
 // apiserver would refuse the CREATE, so say that instead of "retry".
-func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip *IP) error {
+func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip *scaleway.IP) error {
 	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
 	if err != nil {
 		return cacheError(err)
@@ -109,7 +111,7 @@ func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip 
 // takeBack hands a retained IP to its Service again. Clearing
 // orphaned-since in the same admission is what keeps the sweeper from
 // releasing it afterwards (its re-read sees the tags changed).
-func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.NamespacedName, ip *IP, dryRun bool) (*Reservation, error) {
+func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.NamespacedName, ip *scaleway.IP, dryRun bool) (*Reservation, error) {
 	res := &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, Reused: true}
 	if dryRun {
 		return res, nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // IDRequest is an IPAM ID a Service brings: scw-lb-ipam.io/ipam-ids, or a
@@ -33,7 +35,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	id, svc := req.ID, req.Service
 	ip, err := a.cloud.GetIP(ctx, id)
 	if err != nil {
-		if Classify(err) == KindNotFound {
+		if scaleway.Classify(err) == scaleway.KindNotFound {
 			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
 		}
 		return nil, apiError("reading IPAM IP "+id, err)
@@ -81,7 +83,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 
 // validateOurs takes one of this Service's own reservations back, under the
 // same rules as the sticky path.
-func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest, ip *IP, e Entry, subnetPool *Pool) (*Reservation, error) {
+func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest, ip *scaleway.IP, e Entry, subnetPool *Pool) (*Reservation, error) {
 	pool, known := cfg.Pool(e.Pool)
 	if !known || !pool.Allows(req.Service.Namespace) {
 		pool = subnetPool
@@ -111,13 +113,13 @@ func (a *Allocator) PrivateNetworkExists(ctx context.Context, id string) (bool, 
 	switch {
 	case err == nil:
 		return true, nil
-	case Classify(err) == KindNotFound:
+	case scaleway.Classify(err) == scaleway.KindNotFound:
 		return false, nil
 	}
 	return false, apiError("reading Private Network "+id, err)
 }
 
-func usedBy(ip *IP, other types.NamespacedName) *Error {
+func usedBy(ip *scaleway.IP, other types.NamespacedName) *Error {
 	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", ip.ID, ip.Address, other)
 }
 

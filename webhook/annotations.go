@@ -7,35 +7,9 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-)
 
-// Annotations and labels users and the CCM depend on.
-const (
-	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
-	LabelEnabled = "scw-lb-ipam.io/enabled"
-
-	// AnnotationPool names the pool, or pools on distinct Private Networks.
-	AnnotationPool = "scw-lb-ipam.io/pool"
-	// AnnotationAddress asks for specific addresses, one per Private Network.
-	AnnotationAddress = "scw-lb-ipam.io/address"
-	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
-	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
-	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs.
-	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
-	// AnnotationAddresses is written back: the reserved addresses, readable
-	// before the Load Balancer exists.
-	AnnotationAddresses = "scw-lb-ipam.io/addresses"
-
-	// AnnotationPrivateIPIDs is the CCM's: IPAM IDs of the LB's private IPs.
-	AnnotationPrivateIPIDs = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
-	// AnnotationPNIDs is the CCM's: the Private Networks to attach the LB to.
-	AnnotationPNIDs = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
-	// AnnotationPrivate is the CCM's: "true" makes the Load Balancer
-	// private-only (no public IP).
-	AnnotationPrivate = "service.beta.kubernetes.io/scw-loadbalancer-private"
-	// AnnotationExternallyManaged is the CCM's: "true" means the Load
-	// Balancer is made outside Kubernetes and may serve several Services.
-	AnnotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // maxListItems bounds comma lists: the CCM takes one IP per Private Network,
@@ -86,15 +60,15 @@ func (e *annotationError) Error() string {
 func parseRequest(ann map[string]string) (request, error) {
 	var r request
 	var err error
-	if r.Pools, err = list(ann, AnnotationPool, func(s string) error {
-		if !poolName(s) {
+	if r.Pools, err = list(ann, ccm.AnnotationPool, func(s string) error {
+		if !ipam.IsName(s) {
 			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
 		}
 		return nil
 	}); err != nil {
 		return r, err
 	}
-	addrs, err := list(ann, AnnotationAddress, func(s string) error {
+	addrs, err := list(ann, ccm.AnnotationAddress, func(s string) error {
 		if _, perr := netip.ParseAddr(s); perr != nil {
 			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", truncate(s))
 		}
@@ -112,13 +86,13 @@ func parseRequest(ann map[string]string) (request, error) {
 		}
 		return nil
 	}
-	if r.IDs, err = list(ann, AnnotationIPAMIDs, isID); err != nil {
+	if r.IDs, err = list(ann, ccm.AnnotationIPAMIDs, isID); err != nil {
 		return r, err
 	}
-	if r.RawIDs, err = list(ann, AnnotationPrivateIPIDs, isID); err != nil {
+	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, isID); err != nil {
 		return r, err
 	}
-	if r.PNIDs, err = list(ann, AnnotationPNIDs, func(s string) error {
+	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, func(s string) error {
 		// The CCM accepts zonal IDs as "zone/uuid"; keep them as written.
 		_, id, _ := strings.Cut(s, "/")
 		if id == "" {
@@ -131,21 +105,21 @@ func parseRequest(ann map[string]string) (request, error) {
 	}); err != nil {
 		return r, err
 	}
-	for _, s := range strings.Split(ann[AnnotationAddresses], ",") {
+	for _, s := range strings.Split(ann[ccm.AnnotationAddresses], ",") {
 		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
 			r.Recorded = append(r.Recorded, a)
 		}
 	}
-	r.ExternallyManaged = ann[AnnotationExternallyManaged] == "true"
-	switch v := ann[AnnotationAllowIPChange]; v {
+	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
+	switch v := ann[ccm.AnnotationAllowIPChange]; v {
 	case "", "false":
 	case "true":
 		r.AllowIPChange = true
 	default:
-		return r, &annotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
+		return r, &annotationError{ccm.AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
 	}
 	if len(r.IDs) > 0 && (len(r.Pools) > 0 || len(r.Addresses) > 0) {
-		return r, &annotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
+		return r, &annotationError{ccm.AnnotationIPAMIDs, ann[ccm.AnnotationIPAMIDs], "cannot be combined with " + ccm.AnnotationPool + " or " + ccm.AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
 	}
 	return r, nil
 }
@@ -187,16 +161,4 @@ func truncate(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-func poolName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(s)-1) {
-			return false
-		}
-	}
-	return true
 }

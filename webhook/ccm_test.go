@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
@@ -22,13 +23,13 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		name string
 		edit func(*corev1.Service)
 	}{
-		{"finalizer added", func(s *corev1.Service) { s.Finalizers = append(s.Finalizers, FinalizerLoadBalancerCleanup) }},
+		{"finalizer added", func(s *corev1.Service) { s.Finalizers = append(s.Finalizers, ccm.FinalizerLoadBalancerCleanup) }},
 		{"scw-loadbalancer-id added", func(s *corev1.Service) {
-			s.Annotations[AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
+			s.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
 		}},
-		{"scw-loadbalancer-id removed", func(s *corev1.Service) { delete(s.Annotations, AnnotationLoadBalancerID) }},
+		{"scw-loadbalancer-id removed", func(s *corev1.Service) { delete(s.Annotations, ccm.AnnotationLoadBalancerID) }},
 		{"finalizer removed", func(s *corev1.Service) {
-			s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == FinalizerLoadBalancerCleanup })
+			s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == ccm.FinalizerLoadBalancerCleanup })
 		}},
 	}
 	for _, start := range []struct {
@@ -36,7 +37,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		make func(h *harness) *corev1.Service
 	}{
 		{"reserved Service", func(h *harness) *corev1.Service {
-			return h.created(service("payments", "api", ann(AnnotationPool, "dc-link")))
+			return h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
 		}},
 		// A default pool applies, but no IDs yet (admitted while the webhook
 		// was down): allocating on the CCM's finalizer would race the CCM
@@ -44,7 +45,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		{"unreserved Service", func(*harness) *corev1.Service { return service("web", "api", nil) }},
 		// Annotations that would be denied: the CCM must not be stuck.
 		{"Service with a bad annotation", func(*harness) *corev1.Service {
-			return service("web", "api", ann(AnnotationPool, "NOT A POOL"))
+			return service("web", "api", ann(ccm.AnnotationPool, "NOT A POOL"))
 		}},
 	} {
 		t.Run(start.name, func(t *testing.T) {
@@ -66,10 +67,10 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 	}
 	t.Run("a user's change next to the CCM's is judged", func(t *testing.T) {
 		h := newHarness(t)
-		cur := h.created(service("payments", "api", ann(AnnotationPool, "dc-link")))
+		cur := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
 		next := cur.DeepCopy()
-		next.Finalizers = []string{FinalizerLoadBalancerCleanup}
-		next.Annotations[AnnotationPool] = "general"
+		next.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
+		next.Annotations[ccm.AnnotationPool] = "general"
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, cur, false))
 		h.check("pool change", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`))
@@ -81,11 +82,11 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 // pool never applies, an explicit request is denied with the reason.
 func TestExternallyManaged(t *testing.T) {
 	h := newHarness(t)
-	ext := ann(AnnotationExternallyManaged, "true")
+	ext := ann(ccm.AnnotationExternallyManaged, "true")
 	r, _ := h.send(review(admissionv1.Create, service("web", "shared", ext), nil, false))
 	h.check("default pool", r, expect{allowed: true})
-	for _, tt := range []struct{ key, value string }{{AnnotationPool, "general"}, {AnnotationAddress, "10.10.0.9"}} {
-		a := ann(AnnotationExternallyManaged, "true", tt.key, tt.value)
+	for _, tt := range []struct{ key, value string }{{ccm.AnnotationPool, "general"}, {ccm.AnnotationAddress, "10.10.0.9"}} {
+		a := ann(ccm.AnnotationExternallyManaged, "true", tt.key, tt.value)
 		r, _ := h.send(review(admissionv1.Create, service("web", "shared", a), nil, false))
 		h.check(tt.key, r, denied("annotation "+tt.key+`: value "`+tt.value+`": the Service uses an externally managed Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-externally-managed: "true"), which several Services may share: its Private Network attachment is not this Service's to change`))
 	}
@@ -96,7 +97,7 @@ func TestCCMContract(t *testing.T) {
 	public := "scw-lb-ipam: the Load Balancer also gets a public IP, as service.beta.kubernetes.io/scw-loadbalancer-private is not \"true\"; set it for a private-only Load Balancer"
 	t.Run("public Load Balancer warned", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPrivate, "false")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPrivate, "false")), nil, false))
 		want := reserved("general", "10.10.0.2", "nodes", "edge")
 		inner := want.warnings
 		want.warnings = func(h *harness) []string { return append(inner(h), public) }
@@ -107,7 +108,7 @@ func TestCCMContract(t *testing.T) {
 	})
 	t.Run("pn-ids without the nodes' network warned", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
 		if !r.Allowed || len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[1], "scw-lb-ipam: service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists Private Networks without the nodes' network "+h.pns["nodes"].ID) {
 			t.Fatalf("warnings %q", r.Warnings)
 		}
@@ -124,7 +125,7 @@ func TestCCMContract(t *testing.T) {
 		h := newHarness(t)
 		missing := "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
 		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
 		if n := h.srv.Count(ipamtest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
 			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.srv.IPs()))

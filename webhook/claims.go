@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -104,10 +105,10 @@ func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error)
 		}
 		return false, err
 	}
-	if !Live(svc) {
+	if !ccm.Live(svc) {
 		return false, nil
 	}
-	for _, ref := range ReferencedIDs(svc) {
+	for _, ref := range ccm.ReferencedIDs(svc) {
 		if ref == id {
 			return true, nil
 		}

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // FuzzParseRequest: any annotation values parse or are refused with the
@@ -18,7 +21,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(" a , b ", "1.2.3.4,1.2.3.4", "x", "y", "maybe")
 	f.Fuzz(func(t *testing.T, pool, address, ids, raw, allow string) {
 		ann := map[string]string{}
-		for k, v := range map[string]string{AnnotationPool: pool, AnnotationAddress: address, AnnotationIPAMIDs: ids, AnnotationPrivateIPIDs: raw, AnnotationAllowIPChange: allow} {
+		for k, v := range map[string]string{ccm.AnnotationPool: pool, ccm.AnnotationAddress: address, ccm.AnnotationIPAMIDs: ids, ccm.AnnotationPrivateIPIDs: raw, ccm.AnnotationAllowIPChange: allow} {
 			if v != "" {
 				ann[k] = v
 			}
@@ -31,7 +34,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		for _, p := range r.Pools {
-			if !strings.Contains(pool, p) || !poolName(p) {
+			if !strings.Contains(pool, p) || !ipam.IsName(p) {
 				t.Fatalf("pool %q not from %q", p, pool)
 			}
 		}
@@ -54,11 +57,11 @@ func FuzzParseRequest(f *testing.F) {
 // answers with an AdmissionReview (or a 4xx), patches only annotations, and
 // books nothing for what it does not mutate.
 func FuzzAdmissionReview(f *testing.F) {
-	svc := service("payments", "api", ann(AnnotationPool, "dc-link"))
+	svc := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
 	f.Add(review(admissionv1.Create, svc, nil, false))
 	f.Add(review(admissionv1.Create, service("web", "front", nil), nil, true))
 	f.Add(review(admissionv1.Update, svc, svc, false))
-	f.Add(review(admissionv1.Create, service("plain", "x", ann(AnnotationPool, "general")), nil, false))
+	f.Add(review(admissionv1.Create, service("plain", "x", ann(ccm.AnnotationPool, "general")), nil, false))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Service"},"namespace":"payments","operation":"CREATE","object":{}}}`))
 	f.Add([]byte(`not json`))
 	h := newHarness(f)

@@ -28,8 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 const (
@@ -48,7 +50,7 @@ type harness struct {
 	url     string
 	events  *recordedEvents
 	alloc   *ipam.Allocator
-	cloud   ipam.Cloud
+	cloud   scaleway.Cloud
 	mutator *ServiceMutator
 }
 
@@ -81,7 +83,7 @@ func newHarness(t testing.TB) *harness {
 		h.pns[name] = pn
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{
 		Region: "fr-par",
 		ClientOptions: []scw.ClientOption{
 			scw.WithAPIURL(h.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject),
@@ -104,17 +106,17 @@ func newHarness(t testing.TB) *harness {
 	ns := func(name string, labelled bool) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if labelled {
-			n.Labels = map[string]string{LabelEnabled: "true"}
+			n.Labels = map[string]string{ccm.LabelEnabled: "true"}
 		}
 		return n
 	}
 	h.kube = fake.NewClientBuilder().WithScheme(scheme).
 		WithObjects(ns("payments", true), ns("web", true), ns("edge-eu", true), ns("plain", false), ns("kube-system", true), ns("scw-lb-ipam", true)).
-		WithIndex(&corev1.Service{}, IndexPrivateIPIDs, liveIDs).
+		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).
 		Build()
 	h.cloud = cloud
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
-	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: References{Reader: h.kube},
+	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: h.kube},
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	m := &ServiceMutator{
 		Allocator:  h.alloc,
@@ -135,7 +137,7 @@ func newHarness(t testing.TB) *harness {
 // annotation set, as for the Load Balancers this project serves; a test of
 // public ones sets it to "false").
 func service(ns, name string, annotations map[string]string) *corev1.Service {
-	a := map[string]string{AnnotationPrivate: "true"}
+	a := map[string]string{ccm.AnnotationPrivate: "true"}
 	for k, v := range annotations {
 		a[k] = v
 	}

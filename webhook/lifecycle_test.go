@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -31,9 +32,9 @@ func withLB(svc *corev1.Service, mark string) *corev1.Service {
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
 		}
-		svc.Annotations[AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
+		svc.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
 	case "finalizer":
-		svc.Finalizers = append(svc.Finalizers, FinalizerLoadBalancerCleanup)
+		svc.Finalizers = append(svc.Finalizers, ccm.FinalizerLoadBalancerCleanup)
 	}
 	return svc
 }
@@ -64,7 +65,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	t.Run("helm upgrade adds a pool annotation", func(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "ingress")
-		next := service("web", "api", ann(AnnotationPool, "general"))
+		next := service("web", "api", ann(ccm.AnnotationPool, "general"))
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("full update", r, kept("general"))
 	})
@@ -81,7 +82,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "lb-id")
 		next := old.DeepCopy()
-		next.Annotations[AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+		next.Annotations[ccm.AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("raw ids", r, denied("adding annotation service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids to a Service whose Load Balancer already exists", `set annotation scw-lb-ipam.io/allow-ip-change: "true"`))
 	})
@@ -89,7 +90,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "ingress")
 		next := old.DeepCopy()
-		next.Annotations[AnnotationAllowIPChange] = "true"
+		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("allowed", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
@@ -159,8 +160,8 @@ func reused(pool, addr, calls string, pns ...string) expect {
 func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	live := h.created(service("payments", "api", ann(AnnotationPool, "dc-link")))
-	x := live.Annotations[AnnotationPrivateIPIDs]
+	live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+	x := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	h.retain(x, "uid-of-the-first-api", 0) // the sweeper back-filled its uid...
 	ip, _ := h.cloud.GetIP(ctx, x)
 	e, _ := ipam.ParseEntry(ip.Tags)
@@ -180,7 +181,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	// Still live in the cache (not Terminating): the apiserver would refuse
 	// the CREATE; say so instead of asking to retry.
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(AnnotationPool, "dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
 	h.check("exists", r, expect{allowed: false, code: 409, calls: "ListIPs=1",
 		message: []string{"Service payments/api already exists and holds address 172.16.35.200"}})
 
@@ -188,7 +189,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	if err := h.kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
 		t.Fatal(err)
 	}
-	live.Finalizers = []string{FinalizerLoadBalancerCleanup}
+	live.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
 	if err := h.kube.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
 	h.check("terminating", r, retry("ListIPs=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
 	if n := len(h.srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs: a retryable refusal booked something", n)
@@ -220,7 +221,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "ListIPs=1 UpdateIP=1", "nodes", "dc"))
 	if !h.orphanedSince(x).IsZero() {
 		t.Fatal("orphaned-since not cleared: the sweeper could release X under the new Service")
@@ -233,12 +234,12 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 func TestRestoredManifest(t *testing.T) {
 	restored := func(h *harness) (*corev1.Service, string) {
 		live := h.created(service("web", "api", nil))
-		id := live.Annotations[AnnotationPrivateIPIDs]
+		id := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		if err := h.kube.Delete(context.Background(), live); err != nil {
 			h.t.Fatal(err)
 		}
-		return service("web", "api", ann(AnnotationPrivateIPIDs, id, AnnotationPNIDs, live.Annotations[AnnotationPNIDs],
-			AnnotationAddresses, live.Annotations[AnnotationAddresses])), id
+		return service("web", "api", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationPNIDs, live.Annotations[ccm.AnnotationPNIDs],
+			ccm.AnnotationAddresses, live.Annotations[ccm.AnnotationAddresses])), id
 	}
 	t.Run("retained: taken back", func(t *testing.T) {
 		h := newHarness(t)
@@ -304,7 +305,7 @@ func TestFailClosed(t *testing.T) {
 		h := newHarness(t)
 		h.created(service("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
-		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: References{Reader: failingReader{h.kube}}})
+		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: ccm.References{Reader: failingReader{h.kube}}})
 		h.mutator.Allocator = h.alloc
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
@@ -327,7 +328,7 @@ func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
 	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &ipamtest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(AnnotationIPAMIDs, attached)), nil, true))
+	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {
 		e := denied("IPAM IP " + attached + " (10.10.0.78) is attached to lb_server legacy-lb")
 		e.calls = "GetIP=1"
@@ -342,13 +343,13 @@ func TestDryRunRecordsNothing(t *testing.T) {
 // fresh address, its old reservation is left to the sweeper.
 func TestRetentionZeroIsNotSticky(t *testing.T) {
 	h := newHarness(t)
-	live := h.created(service("edge-eu", "api", ann(AnnotationPool, "ephemeral")))
-	id := live.Annotations[AnnotationPrivateIPIDs]
+	live := h.created(service("edge-eu", "api", ann(ccm.AnnotationPool, "ephemeral")))
+	id := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	if err := h.kube.Delete(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
 	h.retain(id, "uid-1", time.Second)
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(AnnotationPool, "ephemeral")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(ccm.AnnotationPool, "ephemeral")), nil, false))
 	h.check("re-created", r, reserved("ephemeral", "10.50.0.3", "nodes", "tmp"))
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -39,7 +40,7 @@ func (p *plan) describe() string {
 // or being released; nil when the failure stands. Only for private-ip-ids:
 // scw-lb-ipam.io/ipam-ids are brought-your-own, never replaced.
 func (p *plan) fallback(i int, err error) *ipam.Pool {
-	if err == nil || p.idsFrom != AnnotationPrivateIPIDs {
+	if err == nil || p.idsFrom != ccm.AnnotationPrivateIPIDs {
 		return nil
 	}
 	var ie *ipam.Error
@@ -68,19 +69,19 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 		// never applies; a private-ip-ids the user wrote is theirs and the
 		// CCM's business.
 		for _, a := range []struct{ key, value string }{
-			{AnnotationPool, strings.Join(r.Pools, ",")}, {AnnotationAddress, joinAddrs(r.Addresses)}, {AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
+			{ccm.AnnotationPool, strings.Join(r.Pools, ",")}, {ccm.AnnotationAddress, joinAddrs(r.Addresses)}, {ccm.AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
 		} {
 			if a.value != "" {
-				return nil, &annotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", AnnotationExternallyManaged, a.key), nil}
+				return nil, &annotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", ccm.AnnotationExternallyManaged, a.key), nil}
 			}
 		}
 		return nil, nil
 	}
 	switch {
 	case len(r.IDs) > 0:
-		return &plan{ids: r.IDs, idsFrom: AnnotationIPAMIDs}, nil
+		return &plan{ids: r.IDs, idsFrom: ccm.AnnotationIPAMIDs}, nil
 	case r.empty() && len(r.RawIDs) > 0:
-		p := &plan{ids: r.RawIDs, idsFrom: AnnotationPrivateIPIDs}
+		p := &plan{ids: r.RawIDs, idsFrom: ccm.AnnotationPrivateIPIDs}
 		for _, a := range r.Recorded {
 			var match *ipam.Pool
 			for _, c := range allowed {
@@ -104,10 +105,10 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
 		if !ok {
-			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &annotationError{ccm.AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
 		}
 		if !p.Allows(namespace) {
-			return nil, &annotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &annotationError{ccm.AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
 		}
 		pools = append(pools, p)
 	}
@@ -129,7 +130,7 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 			}
 		}
 		if match == nil {
-			return nil, &annotationError{AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
+			return nil, &annotationError{ccm.AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
 		}
 		used[match] = true
 		p.reserve = append(p.reserve, ipam.Request{Pool: match, Address: a})
@@ -149,13 +150,13 @@ func (p *plan) check() error {
 	v4 := false
 	for _, r := range p.reserve {
 		if other, dup := pns[r.Pool.PrivateNetworkID]; dup {
-			return &annotationError{AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
+			return &annotationError{ccm.AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
 		}
 		pns[r.Pool.PrivateNetworkID] = r.Pool.Name
 		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
 	}
 	if !v4 {
-		return &annotationError{AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
+		return &annotationError{ccm.AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
 	}
 	return nil
 }
@@ -215,17 +216,9 @@ func unionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
 		out = []string{clusterPN}
 	}
 	for _, r := range rs {
-		if !slices.ContainsFunc(out, func(s string) bool { return pnIDOf(s) == r.PrivateNetworkID }) {
+		if !slices.ContainsFunc(out, func(s string) bool { return ccm.PrivateNetworkID(s) == r.PrivateNetworkID }) {
 			out = append(out, r.PrivateNetworkID)
 		}
 	}
 	return strings.Join(out, ",")
-}
-
-// pnIDOf strips the zone the CCM allows in front of a PN ID ("fr-par-1/<id>").
-func pnIDOf(s string) string {
-	if _, id, ok := strings.Cut(s, "/"); ok {
-		return id
-	}
-	return s
 }

@@ -8,4 +8,6 @@
 // It prints one line per seeded object, then
 // "scw-emulator listening on http://127.0.0.1:8081" once it serves, and
 // stops on SIGINT or SIGTERM.
+//
+// It imports only the emulator, ipam/ipamtest.
 package main

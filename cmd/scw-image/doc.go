@@ -3,4 +3,7 @@
 // image index with SOURCE_DATE_EPOCH as its only clock, a docker tarball and
 // an SPDX SBOM. At release, "push" sends the index to a registry once the git
 // tag and the chart agree with the image's version.
+//
+// It is a thin command over internal/ociimage and imports nothing else of
+// the module.
 package main

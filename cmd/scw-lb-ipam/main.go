@@ -11,7 +11,7 @@ import (
 	// API would fail there. Used only when the system has no roots of its own.
 	_ "golang.org/x/crypto/x509roots/fallback"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/cmd/scw-lb-ipam/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 )
 

@@ -4,4 +4,7 @@
 // on the commit (every timestamp is SOURCE_DATE_EPOCH). It also writes the
 // SPDX SBOM of the Go modules in the binaries, pushes the index at release,
 // and gives tests the binary an image holds (ExtractBinary).
+//
+// It must not import any other package of this module: it builds whatever
+// binaries it is given.
 package ociimage

@@ -8,4 +8,8 @@
 // API (checked against recorded traffic by the fidelity test), keeps
 // per-operation call counts, a request log and an audit log of state changes,
 // and injects latency and faults on demand.
+//
+// It must not import any other package of this module: it checks the
+// project from the outside, as the real API would. Nothing the binary ships
+// imports it.
 package ipamtest

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // BenchmarkSweepCycle10k is one steady-state cycle over 10,000 reservations
@@ -40,7 +40,7 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			}
 			if i >= orphans {
 				svc := &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: id}},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: id}},
 					Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
 				}
 				if err := w.kube.Create(ctx, svc); err != nil {

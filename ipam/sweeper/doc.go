@@ -2,4 +2,11 @@
 // references any more, after the pool's retention and only once the Load
 // Balancer has let go of them. It keeps the ledger's orphaned-since and uid
 // tags up to date and runs on the elected leader only.
+//
+// It owns the release half of the ledger and its own leader election (a
+// lost lease costs some cycles, never the webhook), and is set up in a
+// manager by SetupWithManager. It reads the Service side of the contract
+// from ccm and the ledger, the release protocol and the Scaleway view from
+// ipam and ipam/scaleway; it must not import the webhook (the two share
+// only what lies below them) or anything under internal/.
 package sweeper

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -76,12 +77,12 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: webhook.References{Reader: w.kube}})
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper()
 
-	first, _ := w.admit(m, "payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
-	id := first.Annotations[webhook.AnnotationPrivateIPIDs]
+	first, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	id := first.Annotations[ccm.AnnotationPrivateIPIDs]
 	if id == "" {
 		t.Fatalf("no IP: %v", first.Annotations)
 	}
@@ -93,8 +94,8 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	}
 	w.clock.Step(12 * time.Hour) // within the 24h retention
 
-	again, resp := w.admit(m, "payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
-	if got := again.Annotations[webhook.AnnotationPrivateIPIDs]; got != id {
+	again, resp := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
 		t.Fatalf("re-created Service got %s, want %s back", got, id)
 	}
 	if len(resp.Warnings) == 0 || resp.Warnings[0][:len("scw-lb-ipam: reused")] != "scw-lb-ipam: reused" {

@@ -10,8 +10,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // schedule releases gated calls in a fixed order. Each step is
@@ -71,7 +72,7 @@ func (s *schedule) finish(p string) {
 // gatedCloud holds one party's GetIP, ListIPs, SetTags and ReleaseIP calls
 // until the schedule lets them through.
 type gatedCloud struct {
-	ipam.Cloud
+	scaleway.Cloud
 	party string
 	s     *schedule
 }
@@ -83,17 +84,17 @@ func (c gatedCloud) gate(op string) func() {
 	return func() {}
 }
 
-func (c gatedCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+func (c gatedCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
 	defer c.gate("GetIP")()
 	return c.Cloud.GetIP(ctx, id)
 }
 
-func (c gatedCloud) ListIPs(ctx context.Context, f ipam.ListFilter) ([]*ipam.IP, error) {
+func (c gatedCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
 	defer c.gate("ListIPs")()
 	return c.Cloud.ListIPs(ctx, f)
 }
 
-func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*ipam.IP, error) {
+func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*scaleway.IP, error) {
 	defer c.gate("SetTags")()
 	return c.Cloud.SetTags(ctx, id, tags)
 }
@@ -167,7 +168,7 @@ func TestReleaseProtocolEveryInterleaving(t *testing.T) {
 				s := newSchedule(order)
 				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
 				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-					References: webhook.References{Reader: w.kube}, Clock: w.clock,
+					References: ccm.References{Reader: w.kube}, Clock: w.clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 
 				var wg sync.WaitGroup

@@ -2,8 +2,6 @@ package sweeper
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -15,8 +13,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Defaults of the sweeper's knobs.
@@ -44,7 +43,7 @@ type EventRecorder interface {
 
 // Options configures a Sweeper.
 type Options struct {
-	Cloud ipam.Cloud
+	Cloud scaleway.Cloud
 	// Config returns the pool file in use (it may be reloaded).
 	Config func() *ipam.Config
 	// Services reads Services from the informer cache.
@@ -132,6 +131,13 @@ func (s *Sweeper) Trigger() {
 }
 
 // Start runs cycles every Interval and after triggers until ctx ends.
+//
+// A loop rather than a controller-runtime controller with a single-key
+// workqueue and RequeueAfter: the sweeper runs in leader terms of its own
+// (leaderRunner starts it again on every term it wins, while a controller
+// starts once per manager), and one ticker and one debounced trigger are
+// all such a queue would give. The loop keeps both on the injected clock,
+// which the tests step.
 func (s *Sweeper) Start(ctx context.Context) error {
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
@@ -153,273 +159,20 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	}
 }
 
-// Report is what one cycle saw and did.
-type Report struct {
-	Scanned      int
-	Referenced   int
-	Orphaned     int // unreferenced after the cycle
-	Tagged       int // orphaned-since set
-	Untagged     int // orphaned-since cleared
-	Backfilled   int // uid tag written
-	Released     []string
-	WouldRelease []string // report-only, or over the cap
-	Shared       int      // IPs referenced by more than one Service
-	Unreserved   int      // live Services that should hold a reservation and do not
-	Claims       int      // bring-your-own claims collected
-	Errors       int
-}
-
-// liveRef is a live Service referencing an IP.
-type liveRef struct {
-	key types.NamespacedName
-	uid types.UID
-	svc *corev1.Service
-}
-
-// ErrNotSynced is returned by Sweep while the Service cache is not synced.
-var ErrNotSynced = errors.New("the Service cache has not synced; nothing is done until it has")
-
-// Sweep runs one cycle: list this cluster's reservations, compare with the
-// IDs live Services reference, keep the ledger tags current, and release
-// what has been unreferenced past its retention and is attached to nothing.
-//
-// Releases are decided with the clock read when the cycle starts, before
-// the live view is taken: the earliest reading, so the release protocol's
-// margin (ipam.Retention) holds however long the listing takes.
-func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var rep Report
-	start := s.o.Clock.Now()
-	defer func() {
-		if s.o.Metrics != nil {
-			s.o.Metrics.observeCycle(s.o.Clock.Since(start), rep)
-		}
-	}()
-	if !s.o.Synced() {
-		rep.Errors++
-		return rep, ErrNotSynced
-	}
-	cfg := s.o.Config()
-	refs, err := s.liveReferences(ctx, &rep)
-	if err != nil {
-		rep.Errors++
-		return rep, err
-	}
-	s.collectClaims(ctx, refs, &rep)
-	ips, err := s.o.Cloud.ListIPs(ctx, ipam.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
-	if err != nil {
-		rep.Errors++
-		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
-	}
-	// The live view is taken before the listing: an IP booked in between
-	// is at worst tagged orphaned for a cycle, never released, since any
-	// retention is longer than a cycle.
-	orphansByPool := map[string]int{}
-	for _, ip := range ips {
-		entry, ok := ipam.ParseEntry(ip.Tags)
-		if !ok || !entry.Owns(cfg.ClusterName) {
-			continue // the tag filter is OR: foreign IPs may come back too
-		}
-		rep.Scanned++
-		if r := refs[ip.ID]; len(r) > 0 {
-			rep.Referenced++
-			s.referenced(ctx, ip, entry, r, &rep)
-			continue
-		}
-		rep.Orphaned++
-		orphansByPool[entry.Pool]++
-		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
-	}
-	if s.o.Metrics != nil {
-		s.o.Metrics.setCycle(orphansByPool, rep)
-	}
-	return rep, nil
-}
-
-// liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
-// and reports the live ones that should hold a reservation and do not.
-func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][]liveRef, error) {
-	var list corev1.ServiceList
-	if err := s.o.Services.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing Services from the cache: %w", err)
-	}
-	refs := map[string][]liveRef{}
-	seen := map[types.UID]bool{}
-	for i := range list.Items {
-		svc := &list.Items[i]
-		if !webhook.Live(svc) {
-			continue
-		}
-		ids := webhook.ReferencedIDs(svc)
-		for _, id := range ids {
-			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, svc: svc})
-		}
-		if len(ids) == 0 && s.o.Unreserved != nil {
-			s.reportUnreserved(ctx, svc, seen, rep)
-		}
-	}
-	for uid := range s.reported {
-		if !seen[uid] {
-			delete(s.reported, uid)
-		}
-	}
-	return refs, nil
-}
-
-// reportUnreserved counts a live Service that should hold a reservation and
-// does not, with one Event per Service.
-func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, seen map[types.UID]bool, rep *Report) {
-	want, what, err := s.o.Unreserved(ctx, svc)
-	if err != nil {
-		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", client.ObjectKeyFromObject(svc), "error", err.Error())
-		return
-	}
-	if !want {
-		return
-	}
-	rep.Unreserved++
-	seen[svc.UID] = true
-	if s.reported[svc.UID] {
-		return
-	}
-	s.reported[svc.UID] = true
-	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
-		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
-		what, webhook.AnnotationPrivateIPIDs, webhook.AnnotationAllowIPChange)
-}
-
-// collectClaims deletes bring-your-own claims whose Service no longer uses
-// the ID, so that the ID may serve another Service.
-func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, rep *Report) {
-	if s.o.Claims == nil {
-		return
-	}
-	n, err := s.o.Claims.Collect(ctx, func(id string, svc types.NamespacedName) bool {
-		for _, r := range refs[id] {
-			if r.key == svc {
-				return true
-			}
-		}
-		return false
-	})
-	rep.Claims += n
-	if err != nil {
-		rep.Errors++
-		s.o.Log.Error(err, "collecting bring-your-own claims")
-	}
-}
-
-// referenced clears orphaned-since, back-fills the uid, and reports an IP
-// shared by several Services.
-func (s *Sweeper) referenced(ctx context.Context, ip *ipam.IP, e ipam.Entry, refs []liveRef, rep *Report) {
-	if len(refs) > 1 {
-		rep.Shared++
-		for _, r := range refs {
-			s.event(r.svc, corev1.EventTypeWarning, EventReasonIPSharedByServices,
-				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
-		}
-	}
-	next := e
-	next.OrphanedSince = time.Time{}
-	// The uid follows the Service of the tag: a re-created Service that took
-	// its IP back has a new one.
-	for _, r := range refs {
-		if r.key == e.Service && r.uid != "" {
-			next.UID = string(r.uid)
-		}
-	}
-	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
-		return
-	}
-	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
-		rep.Errors++
-		s.o.Log.Error(err, "updating the ledger of a referenced IP", "ipamID", ip.ID)
-		return
-	}
-	if !e.OrphanedSince.IsZero() {
-		rep.Untagged++
-	}
-	if next.UID != e.UID {
-		rep.Backfilled++
-	}
-}
-
-// unreferenced starts the retention clock, or releases once it has run out.
-// start is when the cycle began (see Sweep).
-func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *ipam.IP, e ipam.Entry, start time.Time, rep *Report) {
-	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
-	if e.OrphanedSince.IsZero() {
-		// The clock right before the write: an admission that saw the IP
-		// unorphaned read it before now, so its Service exists before the
-		// release is due (retention ≥ margin ≥ twice the admission deadline).
-		e.OrphanedSince = s.o.Clock.Now()
-		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
-			rep.Errors++
-			log.Error(err, "tagging an unreferenced IP orphaned")
-			return
-		}
-		rep.Tagged++
-		log.V(1).Info("no live Service references this IP; retention starts")
-		return
-	}
-	retention, known := s.policy.Of(cfg, e)
-	if !s.policy.Expired(cfg, e, start) {
-		return
-	}
-	if ip.Resource != nil {
-		// The CCM detaches before it deletes the LB; until then, wait.
-		log.V(1).Info("retention is over but the IP is still attached", "resource", ip.Resource.String())
-		return
-	}
-	if !known && !s.o.ReleaseRemovedPools {
-		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
-		return
-	}
-	if s.o.ReportOnly || len(rep.Released) >= s.o.MaxReleasesPerCycle {
-		rep.WouldRelease = append(rep.WouldRelease, ip.ID)
-		log.Info("would release", "reportOnly", s.o.ReportOnly, "capReached", !s.o.ReportOnly)
-		return
-	}
-	// Re-read right before releasing: an admission that took the IP back
-	// has cleared orphaned-since, and the CCM may have attached it.
-	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
-	if err != nil {
-		if ipam.Classify(err) != ipam.KindNotFound {
-			rep.Errors++
-			log.Error(err, "re-reading an IP before releasing it")
-		}
-		return
-	}
-	if !ipam.SameTags(fresh.Tags, ip.Tags) || fresh.Resource != nil {
-		log.Info("changed since the cycle began; not released")
-		return
-	}
-	if err := s.o.Cloud.ReleaseIP(ctx, ip.ID); err != nil {
-		if ipam.Classify(err) != ipam.KindNotFound {
-			rep.Errors++
-			log.Error(err, "releasing an IP")
-		}
-		return
-	}
-	rep.Released = append(rep.Released, ip.ID)
-	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
-}
-
 // Handler triggers a cycle on Service changes that may free or claim an IP:
 // creations (to back-fill the uid early), deletions, and updates that change
 // the type or the referenced IDs. Register it on the Service informer.
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if svc, ok := obj.(*corev1.Service); ok && len(webhook.ReferencedIDs(svc)) > 0 {
+			if svc, ok := obj.(*corev1.Service); ok && len(ccm.ReferencedIDs(svc)) > 0 {
 				s.Trigger()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Service)
 			n, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && (webhook.Live(o) != webhook.Live(n) || o.Annotations[webhook.AnnotationPrivateIPIDs] != n.Annotations[webhook.AnnotationPrivateIPIDs]) {
+			if ok1 && ok2 && (ccm.Live(o) != ccm.Live(n) || o.Annotations[ccm.AnnotationPrivateIPIDs] != n.Annotations[ccm.AnnotationPrivateIPIDs]) {
 				s.Trigger()
 			}
 		},
@@ -431,15 +184,4 @@ func (s *Sweeper) event(svc *corev1.Service, eventtype, reason, note string, arg
 	if s.o.Recorder != nil {
 		s.o.Recorder.Eventf(svc, nil, eventtype, reason, "Sweep", note, args...)
 	}
-}
-
-func keys(refs []liveRef) string {
-	out := ""
-	for i, r := range refs {
-		if i > 0 {
-			out += ", "
-		}
-		out += r.key.String()
-	}
-	return out
 }

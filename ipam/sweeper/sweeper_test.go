@@ -23,9 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 const (
@@ -37,7 +38,7 @@ const (
 type world struct {
 	t     testing.TB
 	srv   *ipamtest.Server
-	cloud ipam.Cloud
+	cloud scaleway.Cloud
 	cfg   *ipam.Config
 	kube  client.Client
 	clock *clocktesting.FakeClock
@@ -61,7 +62,7 @@ func newWorld(t testing.TB) *world {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	var err error
-	w.cloud, err = ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par",
+	w.cloud, err = scaleway.New(context.Background(), scaleway.Options{Region: "fr-par",
 		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	if err != nil {
@@ -76,13 +77,8 @@ func newWorld(t testing.TB) *world {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{webhook.LabelEnabled: "true"}}}).
-		WithIndex(&corev1.Service{}, webhook.IndexPrivateIPIDs, func(o client.Object) []string {
-			if svc := o.(*corev1.Service); webhook.Live(svc) {
-				return webhook.ReferencedIDs(svc)
-			}
-			return nil
-		}).Build()
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{ccm.LabelEnabled: "true"}}}).
+		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).Build()
 	return w
 }
 
@@ -111,7 +107,7 @@ func (w *world) live(ns, name string, ids ...string) *corev1.Service {
 	w.t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, w.clock.Now().Unix())),
-			Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
+			Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
 	if err := w.kube.Create(context.Background(), svc); err != nil {
@@ -146,10 +142,10 @@ func (w *world) checkReferencedKept() {
 		w.t.Fatal(err)
 	}
 	for i := range list.Items {
-		if !webhook.Live(&list.Items[i]) {
+		if !ccm.Live(&list.Items[i]) {
 			continue
 		}
-		for _, id := range webhook.ReferencedIDs(&list.Items[i]) {
+		for _, id := range ccm.ReferencedIDs(&list.Items[i]) {
 			if _, ok := w.srv.IP(id); !ok {
 				w.t.Fatalf("invariant 2 broken: IP %s of live Service %s/%s was released", id, list.Items[i].Namespace, list.Items[i].Name)
 			}
@@ -376,11 +372,11 @@ func TestRemovedPoolKeptUnlessAllowed(t *testing.T) {
 // racingCloud changes an IP's tags right before the sweeper re-reads it,
 // as an admission taking it back would.
 type racingCloud struct {
-	ipam.Cloud
+	scaleway.Cloud
 	before func(id string)
 }
 
-func (c racingCloud) GetIP(ctx context.Context, id string) (*ipam.IP, error) {
+func (c racingCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
 	c.before(id)
 	return c.Cloud.GetIP(ctx, id)
 }
@@ -393,7 +389,7 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 	w := newWorld(t)
 	r := w.book("general", "payments", "api")
 	w.sweep(w.sweeper())
-	skewed := clocktesting.NewFakePassiveClock(w.clock.Now())
+	skewed := clocktesting.NewFakeClock(w.clock.Now())
 	w.clock.Step(2 * time.Hour)
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: skewed})
 	s := w.sweeper(func(o *Options) {

@@ -21,12 +21,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // BenchmarkReport runs every measurement once and prints the table; run it
@@ -118,32 +119,32 @@ func callsPerAdmission(b *testing.B, env *testenv.Env, kube client.Client, out *
 		fmt.Fprintf(out, "  %-40s %6d  %s\n", name, n, d)
 	}
 	row("pool with ranges (we pick)", func() error {
-		return kube.Create(ctx, svc("opted", "c1", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		return kube.Create(ctx, svc("opted", "c1", map[string]string{ccm.AnnotationPool: "dc-link"}))
 	})
 	row("pool without ranges (IPAM chooses)", func() error {
-		return kube.Create(ctx, svc("opted", "c2", map[string]string{webhook.AnnotationPool: "general"}))
+		return kube.Create(ctx, svc("opted", "c2", map[string]string{ccm.AnnotationPool: "general"}))
 	})
 	row("specific address", func() error {
-		return kube.Create(ctx, svc("opted", "c3", map[string]string{webhook.AnnotationAddress: "172.16.34.77"}))
+		return kube.Create(ctx, svc("opted", "c3", map[string]string{ccm.AnnotationAddress: "172.16.34.77"}))
 	})
 	row("two pools", func() error {
-		return kube.Create(ctx, svc("opted", "c4", map[string]string{webhook.AnnotationPool: "dc-link,general"}))
+		return kube.Create(ctx, svc("opted", "c4", map[string]string{ccm.AnnotationPool: "dc-link,general"}))
 	})
 	row("bring-your-own IPAM ID", func() error {
-		return kube.Create(ctx, svc("opted", "c5", map[string]string{webhook.AnnotationIPAMIDs: byo}))
+		return kube.Create(ctx, svc("opted", "c5", map[string]string{ccm.AnnotationIPAMIDs: byo}))
 	})
 	row("dry run", func() error {
-		return kube.Create(ctx, svc("opted", "c6", map[string]string{webhook.AnnotationPool: "dc-link"}), client.DryRunAll)
+		return kube.Create(ctx, svc("opted", "c6", map[string]string{ccm.AnnotationPool: "dc-link"}), client.DryRunAll)
 	})
 	row("re-create within retention (sticky)", func() error {
 		if err := kube.Delete(ctx, svc("opted", "c1", nil)); err != nil {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
-		return kube.Create(ctx, svc("opted", "c1", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		return kube.Create(ctx, svc("opted", "c1", map[string]string{ccm.AnnotationPool: "dc-link"}))
 	})
 	row("namespace not opted in", func() error {
-		return kube.Create(ctx, svc("plain", "c7", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		return kube.Create(ctx, svc("plain", "c7", map[string]string{ccm.AnnotationPool: "dc-link"}))
 	})
 	fmt.Fprintln(out)
 }
@@ -176,8 +177,8 @@ func latency(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Bu
 		handler0, handlerN := histogram(env, "scw_lb_ipam_admission_duration_seconds")
 		scw0, scwN := histogram(env, "scw_lb_ipam_scaleway_call_duration_seconds")
 		tag := strconv.Itoa(int(lat / time.Millisecond))
-		plain := measure("plain", "lat"+tag, map[string]string{webhook.AnnotationPool: "dc-link"})
-		opted := measure("opted", "lat"+tag, map[string]string{webhook.AnnotationPool: "dc-link"})
+		plain := measure("plain", "lat"+tag, map[string]string{ccm.AnnotationPool: "dc-link"})
+		opted := measure("opted", "lat"+tag, map[string]string{ccm.AnnotationPool: "dc-link"})
 		// The admission's own calls (the first table): one sticky lookup and
 		// one booking; background listings do not delay admissions.
 		const perCreate = 2.0
@@ -223,7 +224,7 @@ func burst(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Buil
 		start := time.Now()
 		for i := range n {
 			wg.Go(func() {
-				s := svc(ns, fmt.Sprintf("burst-%d", i), map[string]string{webhook.AnnotationPool: "dc-link"})
+				s := svc(ns, fmt.Sprintf("burst-%d", i), map[string]string{ccm.AnnotationPool: "dc-link"})
 				err := kube.Create(ctx, s)
 				mu.Lock()
 				defer mu.Unlock()
@@ -231,7 +232,7 @@ func burst(b *testing.B, env *testenv.Env, kube client.Client, out *strings.Buil
 					errs++
 					return
 				}
-				if id := s.Annotations[webhook.AnnotationPrivateIPIDs]; id != "" {
+				if id := s.Annotations[ccm.AnnotationPrivateIPIDs]; id != "" {
 					if seen[id] {
 						dup++
 					}
@@ -260,7 +261,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 	defer emu.Close()
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	edge, _ := emu.AddPrivateNetwork("edge", "10.20.0.0/16")
-	cloud, err := ipam.NewCloud(context.Background(), ipam.CloudOptions{Region: "fr-par", ClientOptions: []scw.ClientOption{
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
 		scw.WithAPIURL(emu.URL()), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}})
 	if err != nil {
 		b.Fatal(err)
@@ -286,7 +287,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 		}
 		if i >= orphans {
 			live.Items = append(live.Items, corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
-				Annotations: map[string]string{webhook.AnnotationPrivateIPIDs: id}}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}})
+				Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: id}}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}})
 		}
 	}
 	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{&live}, MaxReleasesPerCycle: 1000, Log: logr.Discard()})
@@ -301,7 +302,7 @@ func sweepCycle(b *testing.B, out *strings.Builder) {
 	}
 	fmt.Fprintln(out, "Sweeper cycle over 10,000 reservations (9,900 referenced, 100 past retention)")
 	fmt.Fprintf(out, "  wall time %s, ListIPs calls %d (page %d; ⌈N/page⌉ = %d), GetIP+ReleaseIP %d, UpdateIP %d\n",
-		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), ipam.DefaultPageSize, (n+ipam.DefaultPageSize-1)/ipam.DefaultPageSize, emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
+		wall.Round(time.Millisecond), emu.Count(ipamtest.OpListIPs), scaleway.DefaultPageSize, (n+scaleway.DefaultPageSize-1)/scaleway.DefaultPageSize, emu.Count(ipamtest.OpGetIP)+emu.Count(ipamtest.OpReleaseIP), emu.Count(ipamtest.OpUpdateIP))
 	fmt.Fprintf(out, "  peak RSS of the process %d MB (%d MB before the cycle; the emulator and its 10,000 IPs live in it too); goal ≤ 5 s, ≤ 150 MB\n\n", hwm()>>20, before>>20)
 }
 

@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 const (
@@ -187,12 +187,12 @@ func (r *run) client(seed uint64, c, n int) {
 		case x < 80:
 			r.changePool(ctx, ns, name, rng.IntN(2) == 0)
 		case x < 88:
-			r.create(ctx, ns, name, map[string]string{webhook.AnnotationIPAMIDs: r.byo[rng.IntN(len(r.byo))]})
+			r.create(ctx, ns, name, map[string]string{ccm.AnnotationIPAMIDs: r.byo[rng.IntN(len(r.byo))]})
 		default:
 			// Opted-out and excluded namespaces, every annotation set.
 			target := []string{"plain", "kube-system"}[rng.IntN(2)]
-			r.create(ctx, target, name, map[string]string{webhook.AnnotationPool: "dc-link", webhook.AnnotationAddress: "172.16.35.7",
-				webhook.AnnotationIPAMIDs: r.byo[0], webhook.AnnotationAllowIPChange: "true"})
+			r.create(ctx, target, name, map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationAddress: "172.16.35.7",
+				ccm.AnnotationIPAMIDs: r.byo[0], ccm.AnnotationAllowIPChange: "true"})
 			r.delete(ctx, target, name)
 		}
 	}
@@ -201,15 +201,15 @@ func (r *run) client(seed uint64, c, n int) {
 func (r *run) request(rng *rand.Rand) map[string]string {
 	switch rng.IntN(5) {
 	case 0:
-		return map[string]string{webhook.AnnotationPool: "dc-link"}
+		return map[string]string{ccm.AnnotationPool: "dc-link"}
 	case 1:
-		return map[string]string{webhook.AnnotationPool: "dc-link,general"}
+		return map[string]string{ccm.AnnotationPool: "dc-link,general"}
 	case 2:
-		return map[string]string{webhook.AnnotationAddress: fmt.Sprintf("172.16.35.%d", 1+rng.IntN(250))}
+		return map[string]string{ccm.AnnotationAddress: fmt.Sprintf("172.16.35.%d", 1+rng.IntN(250))}
 	case 3:
 		return nil // the default pool
 	}
-	return map[string]string{webhook.AnnotationPool: "general"}
+	return map[string]string{ccm.AnnotationPool: "general"}
 }
 
 func svcObject(ns, name string, ann map[string]string) *corev1.Service {
@@ -253,17 +253,17 @@ func (r *run) changePool(ctx context.Context, ns, name string, allow bool) {
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
 	}
-	delete(svc.Annotations, webhook.AnnotationIPAMIDs)
-	delete(svc.Annotations, webhook.AnnotationAddress)
-	if svc.Annotations[webhook.AnnotationPool] == "general" {
-		svc.Annotations[webhook.AnnotationPool] = "dc-link"
+	delete(svc.Annotations, ccm.AnnotationIPAMIDs)
+	delete(svc.Annotations, ccm.AnnotationAddress)
+	if svc.Annotations[ccm.AnnotationPool] == "general" {
+		svc.Annotations[ccm.AnnotationPool] = "dc-link"
 	} else {
-		svc.Annotations[webhook.AnnotationPool] = "general"
+		svc.Annotations[ccm.AnnotationPool] = "general"
 	}
 	if allow {
-		svc.Annotations[webhook.AnnotationAllowIPChange] = "true"
+		svc.Annotations[ccm.AnnotationAllowIPChange] = "true"
 	} else {
-		delete(svc.Annotations, webhook.AnnotationAllowIPChange)
+		delete(svc.Annotations, ccm.AnnotationAllowIPChange)
 	}
 	if err := r.kube.Update(ctx, svc); err != nil {
 		r.denied(err)
@@ -276,14 +276,14 @@ func (r *run) changePool(ctx context.Context, ns, name string, allow bool) {
 // checks opted-out namespaces were left alone (invariant 5).
 func (r *run) checkReturned(svc *corev1.Service) {
 	if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
-			if _, written := svc.Annotations[k]; written && k != webhook.AnnotationPrivateIPIDs {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+			if _, written := svc.Annotations[k]; written && k != ccm.AnnotationPrivateIPIDs {
 				r.violate("invariant 5: %s/%s got %s", svc.Namespace, svc.Name, k)
 			}
 		}
 		return
 	}
-	for _, id := range webhook.ReferencedIDs(svc) {
+	for _, id := range ccm.ReferencedIDs(svc) {
 		r.mu.Lock()
 		r.returned[id] = svc.Namespace + "/" + svc.Name
 		r.mu.Unlock()
@@ -338,17 +338,17 @@ func (r *run) sample(ctx context.Context) {
 			refs := map[string][]string{}
 			for i := range list.Items {
 				svc := &list.Items[i]
-				if !webhook.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
+				if !ccm.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
 					continue
 				}
-				for _, id := range webhook.ReferencedIDs(svc) {
+				for _, id := range ccm.ReferencedIDs(svc) {
 					refs[id] = append(refs[id], svc.Namespace+"/"+svc.Name)
 					if _, ok := r.env.Emu.IP(id); ok {
 						continue
 					}
 					// Re-check: the Service may have been deleted meanwhile.
 					cur := &corev1.Service{}
-					if err := r.env.Kube.Get(ctx, client.ObjectKeyFromObject(svc), cur); err == nil && cur.UID == svc.UID && webhook.Live(cur) {
+					if err := r.env.Kube.Get(ctx, client.ObjectKeyFromObject(svc), cur); err == nil && cur.UID == svc.UID && ccm.Live(cur) {
 						r.violate("invariant 2: IP %s of live Service %s/%s does not exist", id, svc.Namespace, svc.Name)
 					}
 				}
@@ -374,8 +374,8 @@ func (r *run) unreferencedOurs() []string {
 	}
 	refs := map[string]bool{}
 	for i := range list.Items {
-		if webhook.Live(&list.Items[i]) {
-			for _, id := range webhook.ReferencedIDs(&list.Items[i]) {
+		if ccm.Live(&list.Items[i]) {
+			for _, id := range ccm.ReferencedIDs(&list.Items[i]) {
 				refs[id] = true
 			}
 		}
@@ -423,10 +423,10 @@ func (r *run) invariants(settled bool, logs string) []result {
 	owners := map[string][]string{}
 	for i := range list.Items {
 		svc := &list.Items[i]
-		if !webhook.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
+		if !ccm.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
 			continue
 		}
-		for _, id := range webhook.ReferencedIDs(svc) {
+		for _, id := range ccm.ReferencedIDs(svc) {
 			owners[id] = append(owners[id], svc.Namespace+"/"+svc.Name)
 			if _, ok := r.env.Emu.IP(id); !ok {
 				violations = append(violations, fmt.Sprintf("invariant 2: IP %s of live Service %s/%s is released", id, svc.Namespace, svc.Name))
@@ -471,7 +471,7 @@ func (r *run) invariants(settled bool, logs string) []result {
 	for i := range list.Items {
 		svc := &list.Items[i]
 		if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			for _, k := range []string{webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
+			for _, k := range []string{ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
 				if _, ok := svc.Annotations[k]; ok {
 					bad5 = append(bad5, fmt.Sprintf("%s/%s has %s", svc.Namespace, svc.Name, k))
 				}

@@ -3,4 +3,7 @@
 // the design's six invariants from the emulator's audit log and the
 // apiserver's state. CHAOS_OPS, CHAOS_CLIENTS and CHAOS_SEED size and replay
 // a run; make test runs a short one, make chaos the full one.
+//
+// A suite: only its tests import, and only internal/testenv and the layers
+// below.
 package chaos

@@ -32,8 +32,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 func ensureNamespace(t testing.TB, name string, labels map[string]string) {
@@ -44,9 +44,10 @@ func ensureNamespace(t testing.TB, name string, labels map[string]string) {
 	}
 }
 
-func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.PatchOption) error {
-	opts = append([]client.PatchOption{client.FieldOwner("chart-test"), client.ForceOwnership}, opts...)
-	return kube.Patch(ctx, o, client.Apply, opts...) //nolint:staticcheck // server-side apply of rendered unstructured objects
+// apply applies a rendered object server-side.
+func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.ApplyOption) error {
+	opts = append([]client.ApplyOption{client.FieldOwner("chart-test"), client.ForceOwnership}, opts...)
+	return kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), opts...)
 }
 
 // TestServerSideDryRun: every object each mode renders is accepted by the
@@ -76,7 +77,7 @@ func selfManaged(t testing.TB, poolRange string) (emu *ipamtest.Server, objs []*
 	t.Helper()
 	ctx := context.Background()
 	ensureNamespace(t, namespace, nil)
-	ensureNamespace(t, "payments", map[string]string{webhook.LabelEnabled: "true"})
+	ensureNamespace(t, "payments", map[string]string{ccm.LabelEnabled: "true"})
 
 	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
@@ -158,7 +159,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	// The apiserver calls the webhook over TLS, through the Service name.
 	createAndCheck := func(name string) {
 		t.Helper()
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{ccm.AnnotationPool: "dc-link"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
 		if err := kube.Create(ctx, svc); err != nil {
 			t.Fatalf("creating a Service through the webhook: %v\nlogs:\n%s", err, first.logs.String())
@@ -167,7 +168,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(got.Annotations[webhook.AnnotationAddresses], "172.16.35.") || got.Annotations[webhook.AnnotationPrivateIPIDs] == "" {
+		if !strings.HasPrefix(got.Annotations[ccm.AnnotationAddresses], "172.16.35.") || got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
 			t.Fatalf("Service %s not mutated: %v", name, got.Annotations)
 		}
 	}

@@ -3,4 +3,7 @@
 // dry-run of every rendered object on a real kube-apiserver, and the
 // self-managed TLS mode end to end with the binary started from the chart's
 // own arguments.
+//
+// A suite: only its tests import, and only internal/testenv and the layers
+// below.
 package chart

@@ -19,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -35,7 +37,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if err := s.Kube.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		svc := lbService("late", "legacy", map[string]string{webhook.AnnotationPool: "general"})
+		svc := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -46,8 +48,8 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		var dhcp string
 		eventually(t, 15*time.Second, "the CCM's Load Balancer with a DHCP address", func() bool {
 			got := get(t, "late", "legacy")
-			if len(got.Status.LoadBalancer.Ingress) == 0 || got.Annotations[webhook.AnnotationLoadBalancerID] == "" ||
-				!slices.Contains(got.Finalizers, webhook.FinalizerLoadBalancerCleanup) {
+			if len(got.Status.LoadBalancer.Ingress) == 0 || got.Annotations[ccm.AnnotationLoadBalancerID] == "" ||
+				!slices.Contains(got.Finalizers, ccm.FinalizerLoadBalancerCleanup) {
 				return false
 			}
 			dhcp = got.Status.LoadBalancer.Ingress[0].IP
@@ -56,7 +58,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if !strings.HasPrefix(dhcp, "172.16.") {
 			t.Fatalf("ingress %s is not on the nodes' network 172.16.0.0/22", dhcp)
 		}
-		ns.Labels = map[string]string{webhook.LabelEnabled: "true"}
+		ns.Labels = map[string]string{ccm.LabelEnabled: "true"}
 		if err := s.Kube.Update(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +74,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A helm upgrade sends the whole object as the chart renders it.
-		full := lbService("late", "legacy", map[string]string{webhook.AnnotationPool: "general"})
+		full := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
 		full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 		full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
 		cur := get(t, "late", "legacy")
@@ -85,7 +87,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if len(after.Status.LoadBalancer.Ingress) != 1 || after.Status.LoadBalancer.Ingress[0].IP != dhcp {
 			t.Fatalf("ingress %v, want the DHCP address %s kept", after.Status.LoadBalancer.Ingress, dhcp)
 		}
-		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
 			if v, ok := after.Annotations[k]; ok {
 				t.Fatalf("annotation %s written: %q", k, v)
 			}
@@ -162,7 +164,7 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cloud, err := ipam.NewCloud(ctx, ipam.CloudOptions{Region: "fr-par", ClientOptions: s.ScalewayOptions()})
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: "fr-par", ClientOptions: s.ScalewayOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhook.IndexServices(ctx, services); err != nil {
+	if err := ccm.IndexServices(ctx, services); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := services.GetInformer(ctx, &corev1.Service{}); err != nil {
@@ -191,7 +193,7 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 	if !services.WaitForCacheSync(ctx) {
 		t.Fatal("cache not synced")
 	}
-	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: webhook.References{Reader: services}}
+	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: services}}
 	if claims {
 		o.Claims = &webhook.LeaseClaims{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}
@@ -261,12 +263,12 @@ func TestScenario12APIServerOutage(t *testing.T) {
 		}
 		eventually(t, leaseDuration, "a sweeper leader again within the lease duration", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
 		t.Logf("lease lost %s into the outage; leader again %s after it", lost.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
-		svc := lbService("payments", "after-outage", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "after-outage", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
-		if got := get(t, "payments", "after-outage"); got.Annotations[webhook.AnnotationPrivateIPIDs] == "" {
+		if got := get(t, "payments", "after-outage"); got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
 			t.Fatal("the admission after the outage reserved nothing")
 		}
 		if !s.Serving() {
@@ -286,11 +288,11 @@ func TestScenario12APIServerOutage(t *testing.T) {
 func TestScenario13RecreateWhileTerminating(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "replaced", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "replaced", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		x := get(t, "payments", "replaced").Annotations[webhook.AnnotationPrivateIPIDs]
+		x := get(t, "payments", "replaced").Annotations[ccm.AnnotationPrivateIPIDs]
 		attachedTo(t, "payments", "replaced", x)
 		old := get(t, "payments", "replaced")
 		// The sweeper back-fills the uid: X is the reservation a live
@@ -314,7 +316,7 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		reasons := map[string]int{}
 		start := time.Now()
 		eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
-			err := s.Kube.Create(ctx, lbService("payments", "replaced", map[string]string{webhook.AnnotationPool: "dc-link"}))
+			err := s.Kube.Create(ctx, lbService("payments", "replaced", map[string]string{ccm.AnnotationPool: "dc-link"}))
 			switch {
 			case err == nil:
 				return true
@@ -330,11 +332,11 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		t.Logf("re-created after %s; refusals seen by the client: %v", time.Since(start).Round(10*time.Millisecond), reasons)
 		now := get(t, "payments", "replaced")
 		defer del(t, now)
-		if got := now.Annotations[webhook.AnnotationPrivateIPIDs]; got != x {
+		if got := now.Annotations[ccm.AnnotationPrivateIPIDs]; got != x {
 			t.Fatalf("re-created api got %s, want its previous %s", got, x)
 		}
 		attachedTo(t, "payments", "replaced", x)
-		if lb := get(t, "payments", "replaced").Annotations[webhook.AnnotationLoadBalancerID]; lb == old.Annotations[webhook.AnnotationLoadBalancerID] {
+		if lb := get(t, "payments", "replaced").Annotations[ccm.AnnotationLoadBalancerID]; lb == old.Annotations[ccm.AnnotationLoadBalancerID] {
 			t.Fatalf("the new Service is on the old Load Balancer %s", lb)
 		}
 		// Whatever was booked on the way is reclaimed: only X is left.

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // scenario runs one numbered scenario and records its Scaleway calls.
@@ -30,7 +30,7 @@ func scenario(t *testing.T, f func(t *testing.T)) {
 // lbService is a private LoadBalancer Service (the CCM's private
 // annotation set, as for the Load Balancers this project serves).
 func lbService(ns, name string, ann map[string]string) *corev1.Service {
-	a := map[string]string{webhook.AnnotationPrivate: "true"}
+	a := map[string]string{ccm.AnnotationPrivate: "true"}
 	for k, v := range ann {
 		a[k] = v
 	}
@@ -87,23 +87,23 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		c, w := clientWithWarnings(t)
-		svc := lbService("payments", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
 		got := get(t, "payments", "api")
-		id := got.Annotations[webhook.AnnotationPrivateIPIDs]
+		id := got.Annotations[ccm.AnnotationPrivateIPIDs]
 		ip, ok := s.Emu.IP(id)
 		if !ok {
 			t.Fatalf("annotation %q names no booked IP", id)
 		}
 		addr := strings.Split(ip.Address.String(), "/")[0]
-		if got.Annotations[webhook.AnnotationAddresses] != addr {
-			t.Fatalf("addresses %q, booked %s", got.Annotations[webhook.AnnotationAddresses], addr)
+		if got.Annotations[ccm.AnnotationAddresses] != addr {
+			t.Fatalf("addresses %q, booked %s", got.Annotations[ccm.AnnotationAddresses], addr)
 		}
-		if want := s.PNs["nodes"].ID + "," + s.PNs["dc"].ID; got.Annotations[webhook.AnnotationPNIDs] != want {
-			t.Fatalf("pn-ids %q, want %q", got.Annotations[webhook.AnnotationPNIDs], want)
+		if want := s.PNs["nodes"].ID + "," + s.PNs["dc"].ID; got.Annotations[ccm.AnnotationPNIDs] != want {
+			t.Fatalf("pn-ids %q, want %q", got.Annotations[ccm.AnnotationPNIDs], want)
 		}
 		if got.Spec.LoadBalancerIP != "" {
 			t.Fatal("spec.loadBalancerIP written")
@@ -126,13 +126,13 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		from := len(s.Emu.Requests())
-		svc := lbService("plain", "api", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("plain", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
 		got := get(t, "plain", "api")
-		for _, k := range []string{webhook.AnnotationPrivateIPIDs, webhook.AnnotationPNIDs, webhook.AnnotationAddresses} {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
 			if _, ok := got.Annotations[k]; ok {
 				t.Fatalf("annotation %s written in a namespace that did not opt in", k)
 			}
@@ -147,7 +147,7 @@ func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		c, w := clientWithWarnings(t)
 		ipsBefore := len(s.Emu.IPs())
-		svc := lbService("payments", "dry", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "dry", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 			}
 			defer s.Kube.Delete(ctx, o)
 		}
-		svc := lbService("payments", "leaky", map[string]string{webhook.AnnotationPool: "general"})
+		svc := lbService("payments", "leaky", map[string]string{ccm.AnnotationPool: "general"})
 		var leaked string
 		// The policy takes a moment to be loaded by the apiserver.
 		eventually(t, 20*time.Second, "the policy to deny after our mutation", func() bool {
@@ -221,11 +221,11 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
 		create := func() string {
-			svc := lbService("payments", "stable", map[string]string{webhook.AnnotationPool: "dc-link"})
+			svc := lbService("payments", "stable", map[string]string{ccm.AnnotationPool: "dc-link"})
 			if err := s.Kube.Create(ctx, svc); err != nil {
 				t.Fatal(err)
 			}
-			return get(t, "payments", "stable").Annotations[webhook.AnnotationPrivateIPIDs]
+			return get(t, "payments", "stable").Annotations[ccm.AnnotationPrivateIPIDs]
 		}
 		orphaned := func(id string) func() bool {
 			return func() bool {
@@ -285,7 +285,7 @@ func attachedTo(t *testing.T, ns, name, id string) {
 		if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 			return false
 		}
-		_, lb, _ := strings.Cut(svc.Annotations[webhook.AnnotationLoadBalancerID], "/")
+		_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
 		ip, ok := s.Emu.IP(id)
 		return ok && lb != "" && ip.Resource != nil && ip.Resource.ID == lb && string(ip.Resource.Type) == "lb_server"
 	})
@@ -299,7 +299,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{webhook.AnnotationPool: "dc-link"}))
+				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{ccm.AnnotationPool: "dc-link"}))
 			})
 		}
 		wg.Wait()
@@ -313,7 +313,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		for i := range n {
 			name := fmt.Sprint("burst-", i)
 			svc := get(t, "web", name)
-			id, addr := svc.Annotations[webhook.AnnotationPrivateIPIDs], svc.Annotations[webhook.AnnotationAddresses]
+			id, addr := svc.Annotations[ccm.AnnotationPrivateIPIDs], svc.Annotations[ccm.AnnotationAddresses]
 			if other, dup := ids[id]; dup {
 				t.Fatalf("%s and %s share IPAM ID %s", other, name, id)
 			}
@@ -342,31 +342,31 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 func TestScenario7PoolChange(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "mover", map[string]string{webhook.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "mover", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
 		live := get(t, "payments", "mover")
 		defer del(t, live)
-		oldID := live.Annotations[webhook.AnnotationPrivateIPIDs]
-		live.Annotations[webhook.AnnotationPool] = "general"
+		oldID := live.Annotations[ccm.AnnotationPrivateIPIDs]
+		live.Annotations[ccm.AnnotationPool] = "general"
 		err := s.Kube.Update(ctx, live)
 		if err == nil || !strings.Contains(err.Error(), "allow-ip-change") {
 			t.Fatalf("pool change without allow-ip-change: %v", err)
 		}
 		live = get(t, "payments", "mover")
-		live.Annotations[webhook.AnnotationPool] = "general"
-		live.Annotations[webhook.AnnotationAllowIPChange] = "true"
+		live.Annotations[ccm.AnnotationPool] = "general"
+		live.Annotations[ccm.AnnotationAllowIPChange] = "true"
 		if err := s.Kube.Update(ctx, live); err != nil {
 			t.Fatal(err)
 		}
 		moved := get(t, "payments", "mover")
-		newID := moved.Annotations[webhook.AnnotationPrivateIPIDs]
-		if newID == oldID || !strings.HasPrefix(moved.Annotations[webhook.AnnotationAddresses], "10.10.0.") {
+		newID := moved.Annotations[ccm.AnnotationPrivateIPIDs]
+		if newID == oldID || !strings.HasPrefix(moved.Annotations[ccm.AnnotationAddresses], "10.10.0.") {
 			t.Fatalf("not moved: %v", moved.Annotations)
 		}
-		if want := s.PNs["nodes"].ID + "," + s.PNs["edge"].ID; moved.Annotations[webhook.AnnotationPNIDs] != want {
-			t.Fatalf("pn-ids %q, want %q (the old pool's network dropped)", moved.Annotations[webhook.AnnotationPNIDs], want)
+		if want := s.PNs["nodes"].ID + "," + s.PNs["edge"].ID; moved.Annotations[ccm.AnnotationPNIDs] != want {
+			t.Fatalf("pn-ids %q, want %q (the old pool's network dropped)", moved.Annotations[ccm.AnnotationPNIDs], want)
 		}
 		eventually(t, 10*time.Second, "the old IP orphaned", func() bool {
 			ip, ok := s.Emu.IP(oldID)
@@ -380,7 +380,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		before := s.Creates()
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{webhook.AnnotationPool: "dc-link"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{ccm.AnnotationPool: "dc-link"}},
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
 		}
 		if err := s.Kube.Create(context.Background(), svc); err != nil {
@@ -407,11 +407,11 @@ func TestScenario8WebhookStopped(t *testing.T) {
 		// down: the CCM's last patch (the finalizer removed) must not need
 		// the webhook, or the Service would stay Terminating for as long
 		// as the webhook is down.
-		doomed := lbService("payments", "doomed", map[string]string{webhook.AnnotationPool: "dc-link"})
+		doomed := lbService("payments", "doomed", map[string]string{ccm.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, doomed); err != nil {
 			t.Fatal(err)
 		}
-		attachedTo(t, "payments", "doomed", get(t, "payments", "doomed").Annotations[webhook.AnnotationPrivateIPIDs])
+		attachedTo(t, "payments", "doomed", get(t, "payments", "doomed").Annotations[ccm.AnnotationPrivateIPIDs])
 		s.StopWebhook()
 		defer func() {
 			if err := s.StartWebhook(); err != nil {
@@ -419,7 +419,7 @@ func TestScenario8WebhookStopped(t *testing.T) {
 			}
 		}()
 		del(t, get(t, "payments", "doomed"))
-		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{webhook.AnnotationPool: "dc-link"}))
+		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{ccm.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("opted-in create with the webhook down: %v", err)
 		}

@@ -1,5 +1,9 @@
-// Package playground runs scw-lb-ipam on a laptop with nothing from
-// Scaleway: a real kube-apiserver and etcd (built by make tools), the
-// Scaleway emulator seeded from a pool file, and the webhook and sweeper as
-// the chart installs them, in self-managed TLS mode. `make run` starts it.
+// Package playground is the suite of `make run`: it builds cmd/scw-playground
+// and cmd/scw-lb-ipam, starts the playground as a newcomer would, walks the
+// README's transcript (apply the example Service, read its annotations and
+// the warning, run status), then presses Ctrl-C and checks that no process
+// or temporary file is left. The playground itself is internal/playground.
+//
+// A suite: only its tests import, and only internal/testenv and the layers
+// below.
 package playground

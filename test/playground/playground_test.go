@@ -1,4 +1,4 @@
-package playground
+package playground_test
 
 import (
 	"bufio"
@@ -26,9 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
@@ -100,8 +101,8 @@ func TestMakeRun(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("no ready banner within 3 minutes:\n%s", out.String())
 	}
-	if !strings.Contains(text, ReadyLine) {
-		t.Fatalf("banner without %q:\n%s", ReadyLine, text)
+	if !strings.Contains(text, playground.ReadyLine) {
+		t.Fatalf("banner without %q:\n%s", playground.ReadyLine, text)
 	}
 	kubeconfig := match(t, text, `KUBECONFIG\s+(\S+)`)
 	tmp := match(t, text, `removes (\S+)\.`)
@@ -128,7 +129,7 @@ func TestMakeRun(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 		t.Fatal(err)
 	}
-	addr, id := got.Annotations[webhook.AnnotationAddresses], got.Annotations[webhook.AnnotationPrivateIPIDs]
+	addr, id := got.Annotations[ccm.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
 	if addr != "172.16.4.200" || id == "" {
 		t.Fatalf("annotations: %v", got.Annotations)
 	}
@@ -170,8 +171,8 @@ func TestMakeRun(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(byo), byo); err != nil {
 		t.Fatal(err)
 	}
-	if ids := byo.Annotations[webhook.AnnotationPrivateIPIDs]; ids != ExampleBYOID {
-		t.Fatalf("examples/service-byo.yaml got private-ip-ids %q, want %s", ids, ExampleBYOID)
+	if ids := byo.Annotations[ccm.AnnotationPrivateIPIDs]; ids != playground.ExampleBYOID {
+		t.Fatalf("examples/service-byo.yaml got private-ip-ids %q, want %s", ids, playground.ExampleBYOID)
 	}
 
 	// The logs went to the file the banner names, not over the banner.

@@ -1,0 +1,45 @@
+package ccm
+
+// The label and annotations of scw-lb-ipam on Services and namespaces.
+const (
+	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
+	LabelEnabled = "scw-lb-ipam.io/enabled"
+
+	// AnnotationPool names the pool, or pools on distinct Private Networks.
+	AnnotationPool = "scw-lb-ipam.io/pool"
+	// AnnotationAddress asks for specific addresses, one per Private Network.
+	AnnotationAddress = "scw-lb-ipam.io/address"
+	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
+	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
+	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs:
+	// the CCM then re-attaches the Load Balancer (a brief outage).
+	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
+	// AnnotationAddresses is written back: the reserved addresses, readable
+	// before the Load Balancer exists.
+	AnnotationAddresses = "scw-lb-ipam.io/addresses"
+)
+
+// The CCM's annotations that scw-lb-ipam reads or writes.
+const (
+	// AnnotationPrivateIPIDs is the CCM's: IPAM IDs of the LB's private IPs.
+	AnnotationPrivateIPIDs = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
+	// AnnotationPNIDs is the CCM's: the Private Networks to attach the LB to.
+	AnnotationPNIDs = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
+	// AnnotationPrivate is the CCM's: "true" makes the Load Balancer
+	// private-only (no public IP).
+	AnnotationPrivate = "service.beta.kubernetes.io/scw-loadbalancer-private"
+	// AnnotationExternallyManaged is the CCM's: "true" means the Load
+	// Balancer is made outside Kubernetes and may serve several Services.
+	AnnotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
+)
+
+// The CCM's own marks on a Service whose Load Balancer exists.
+const (
+	// AnnotationLoadBalancerID is written by the CCM once it created the
+	// Load Balancer ("<zone>/<lb-id>").
+	AnnotationLoadBalancerID = "service.beta.kubernetes.io/scw-loadbalancer-id"
+	// FinalizerLoadBalancerCleanup is added by the cloud-provider service
+	// controller before it creates the Load Balancer and removed once the
+	// Load Balancer is gone.
+	FinalizerLoadBalancerCleanup = "service.kubernetes.io/load-balancer-cleanup"
+)

@@ -1,0 +1,118 @@
+package ccm
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// References is what the allocator asks; the assertion lives in the test so
+// that the contract itself imports nothing of the project.
+var _ ipam.References = References{}
+
+func lb(ann map[string]string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "api", Annotations: ann},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}, {Port: 80}}},
+	}
+}
+
+func TestReferencedIDsOfLiveServices(t *testing.T) {
+	svc := lb(map[string]string{AnnotationPrivateIPIDs: " a, ,b "})
+	if got := ReferencedIDs(svc); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("ReferencedIDs = %q, want [a b]", got)
+	}
+	if got := LiveIDs(svc); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("LiveIDs = %q", got)
+	}
+	deleting := svc.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	cluster := svc.DeepCopy()
+	cluster.Spec.Type = corev1.ServiceTypeClusterIP
+	for name, s := range map[string]*corev1.Service{"terminating": deleting, "ClusterIP": cluster} {
+		if Live(s) || LiveIDs(s) != nil {
+			t.Errorf("%s Service counted as live", name)
+		}
+	}
+	if ReferencedIDs(lb(nil)) != nil {
+		t.Error("IDs from a Service without the annotation")
+	}
+}
+
+func TestHasLoadBalancer(t *testing.T) {
+	withIngress := lb(nil)
+	withIngress.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
+	withFinalizer := lb(nil)
+	withFinalizer.Finalizers = []string{FinalizerLoadBalancerCleanup}
+	for name, tt := range map[string]struct {
+		svc  *corev1.Service
+		want bool
+	}{
+		"nothing yet":    {lb(nil), false},
+		"ingress":        {withIngress, true},
+		"LB ID":          {lb(map[string]string{AnnotationLoadBalancerID: "fr-par-1/x"}), true},
+		"the finalizer":  {withFinalizer, true},
+		"our IDs only":   {lb(map[string]string{AnnotationPrivateIPIDs: "a"}), false},
+		"another marker": {lb(map[string]string{"example.com/lb": "x"}), false},
+	} {
+		if got := HasLoadBalancer(tt.svc); got != tt.want {
+			t.Errorf("%s: HasLoadBalancer = %v, want %v", name, got, tt.want)
+		}
+	}
+}
+
+func TestOnlyCCMChanges(t *testing.T) {
+	old := lb(map[string]string{AnnotationPool: "dc-link"})
+	old.ResourceVersion = "1"
+	edit := func(f func(*corev1.Service)) *corev1.Service {
+		s := old.DeepCopy()
+		s.ResourceVersion = "2"
+		f(s)
+		return s
+	}
+	for name, tt := range map[string]struct {
+		svc  *corev1.Service
+		want bool
+	}{
+		"finalizer": {edit(func(s *corev1.Service) { s.Finalizers = []string{FinalizerLoadBalancerCleanup} }), true},
+		"LB ID":     {edit(func(s *corev1.Service) { s.Annotations[AnnotationLoadBalancerID] = "fr-par-1/x" }), true},
+		"status": {edit(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
+		}), true},
+		"resourceVersion only": {edit(func(*corev1.Service) {}), false},
+		"a user's annotation":  {edit(func(s *corev1.Service) { s.Annotations[AnnotationPool] = "general" }), false},
+		"LB ID and the pool": {edit(func(s *corev1.Service) {
+			s.Annotations[AnnotationLoadBalancerID] = "fr-par-1/x"
+			s.Annotations[AnnotationPool] = "general"
+		}), false},
+	} {
+		if got := OnlyCCMChanges(old, tt.svc); got != tt.want {
+			t.Errorf("%s: OnlyCCMChanges = %v, want %v", name, got, tt.want)
+		}
+	}
+}
+
+func TestPrivateNetworkID(t *testing.T) {
+	for in, want := range map[string]string{"fr-par-1/abc": "abc", "abc": "abc"} {
+		if got := PrivateNetworkID(in); got != want {
+			t.Errorf("PrivateNetworkID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestProxyProtocolGap(t *testing.T) {
+	const v2 = "service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2"
+	key, value, missing, ok := ProxyProtocolGap(lb(map[string]string{v2: "443"}))
+	if !ok || key != v2 || value != "443" || !slices.Equal(missing, []string{"80"}) {
+		t.Fatalf("gap = %q %q %q %v", key, value, missing, ok)
+	}
+	for _, v := range []string{"*", "true", "false", "", "443,80", "nope"} {
+		if _, _, _, ok := ProxyProtocolGap(lb(map[string]string{v2: v})); ok {
+			t.Errorf("%q: reported a gap", v)
+		}
+	}
+}

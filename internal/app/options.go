@@ -1,0 +1,252 @@
+package app
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// WebhookPath is where the Service mutator is served; the chart's
+// MutatingWebhookConfiguration points here.
+const WebhookPath = "/mutate-v1-service"
+
+// Options are the flags of "serve", validated before anything starts, and
+// the hooks an embedding test sets instead of flags.
+type Options struct {
+	ConfigFile  string
+	CertDir     string
+	WebhookHost string
+	WebhookPort int
+	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS, to callers the apiserver
+	// authenticates (TokenReview) and authorizes (SubjectAccessReview, get
+	// on the non-resource URL /metrics); false serves plain HTTP to anyone.
+	MetricsSecure bool
+	// EnableHTTP2 lets the webhook and metrics servers negotiate HTTP/2;
+	// off, they serve HTTP/1.1 only (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2     bool
+	ProbeAddr       string
+	Excluded        []string
+	LeaderElect     bool
+	LeaderElectNS   string
+	Leader          leaderOptions
+	Kubeconfig      string
+	OccupancyTTL    time.Duration
+	ConfigPollEvery time.Duration
+	// WebhookTimeout is the webhook configuration's timeoutSeconds: the
+	// admission deadline is derived from it, and the reuse safety margin is
+	// twice it.
+	WebhookTimeout time.Duration
+	Sweep          sweepOptions
+	TLS            tlsOptions
+	Zap            zap.Options
+
+	// RestConfig, when set, is used instead of --kubeconfig.
+	RestConfig *rest.Config
+	// ScalewayOptions add to the SDK environment (tests point it at the
+	// emulator).
+	ScalewayOptions []scw.ClientOption
+	// Metrics receives the project's metrics; default controller-runtime's
+	// registry, which the metrics endpoint serves.
+	Metrics prometheus.Registerer
+	// Log replaces the zap logger built from the flags.
+	Log logr.Logger
+}
+
+// tlsOptions choose who provides the serving certificate.
+type tlsOptions struct {
+	// SelfManaged: the certs package keeps a CA and certificate in a Secret
+	// and patches the caBundle. Otherwise (cert-manager) the files in
+	// CertDir are provided and the caBundle injected by someone else.
+	SelfManaged   bool
+	Namespace     string
+	SecretName    string
+	ServiceName   string
+	WebhookConfig string
+}
+
+// leaderOptions are the lease timings of the sweeper's election
+// (controller-runtime's defaults).
+type leaderOptions struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// sweepOptions are the sweeper's knobs.
+type sweepOptions struct {
+	Interval            time.Duration
+	PendingGrace        time.Duration
+	MaxReleases         int
+	ReportOnly          bool
+	ReleaseRemovedPools bool
+}
+
+// ParseFlags reads the flags of "serve" and the pod's namespace
+// (POD_NAMESPACE), then validates them.
+func ParseFlags(args []string) (Options, error) {
+	o := Options{Zap: zap.Options{}}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	excluded, tlsMode := o.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := o.complete(*excluded, *tlsMode, os.Getenv("POD_NAMESPACE")); err != nil {
+		return o, err
+	}
+	return o, o.Validate()
+}
+
+// bindFlags binds the flags to o; the two it returns need complete.
+func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
+	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file; reloaded when it changes (a bad file keeps the last good one)")
+	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key, reloaded when they change")
+	fs.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook server listens on (empty: all)")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint (0 disables it)")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS to callers the apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone who reaches the port")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers negotiate HTTP/2; off by default (HTTP/2 Rapid Reset and stream cancellation, CVE-2023-44487 and CVE-2023-39325)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	excluded = fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to the release namespace")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader for the sweeper (the webhook runs on every replica)")
+	fs.StringVar(&o.LeaderElectNS, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
+	fs.DurationVar(&o.Leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease blocks the others")
+	fs.DurationVar(&o.Leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives the sweeper up (the webhook keeps serving)")
+	fs.DurationVar(&o.Leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "time between campaign and renew attempts")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
+	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
+	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
+	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")
+	fs.DurationVar(&o.Sweep.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "retention of a reservation whose Service was never created")
+	fs.IntVar(&o.Sweep.MaxReleases, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
+	fs.BoolVar(&o.Sweep.ReportOnly, "sweep-report-only", false, "log and count what the sweeper would release, release nothing")
+	fs.BoolVar(&o.Sweep.ReleaseRemovedPools, "release-removed-pools", false, "let the sweeper release reservations of pools no longer in the pool file")
+	tlsMode = fs.String("tls-mode", "self-managed", "who provides the serving certificate: self-managed (a Secret kept by scw-lb-ipam) or cert-manager (files mounted in --cert-dir)")
+	fs.StringVar(&o.TLS.SecretName, "tls-secret", "scw-lb-ipam-tls", "self-managed mode: the Secret holding the CA and serving certificate")
+	fs.StringVar(&o.TLS.ServiceName, "webhook-service", "scw-lb-ipam", "self-managed mode: the webhook's Service, whose DNS names the certificate covers")
+	fs.StringVar(&o.TLS.WebhookConfig, "webhook-config", "scw-lb-ipam", "self-managed mode: the MutatingWebhookConfiguration whose caBundle is kept")
+	o.Zap.BindFlags(fs)
+	return excluded, tlsMode
+}
+
+// complete fills in what the flags imply: the excluded namespaces, the
+// release namespace podNS, and the TLS mode.
+func (o *Options) complete(excluded, tlsMode, podNS string) error {
+	for _, ns := range strings.Split(excluded, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			o.Excluded = append(o.Excluded, ns)
+		}
+	}
+	// The release namespace (where the webhook's own pods run) is always
+	// excluded: the webhook must never be needed to admit itself.
+	if podNS != "" {
+		o.Excluded = append(o.Excluded, podNS)
+		if o.LeaderElectNS == "" {
+			o.LeaderElectNS = podNS
+		}
+	}
+	switch tlsMode {
+	case "self-managed":
+		o.TLS.SelfManaged = true
+		o.TLS.Namespace = podNS
+		if o.TLS.Namespace == "" {
+			return fmt.Errorf("--tls-mode self-managed keeps its Secret in the pod's namespace: set POD_NAMESPACE (the chart does)")
+		}
+	case "cert-manager":
+	default:
+		return fmt.Errorf("--tls-mode %q: use self-managed or cert-manager", tlsMode)
+	}
+	return nil
+}
+
+// Validate refuses options that cannot work together, naming the flags.
+func (o Options) Validate() error {
+	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
+		return fmt.Errorf("--webhook-port %d is not a port", o.WebhookPort)
+	}
+	if o.Sweep.Interval < time.Second || o.Sweep.PendingGrace < time.Second || o.Sweep.MaxReleases < 1 {
+		return fmt.Errorf("--sweep-interval and --pending-grace must be at least 1s and --max-releases-per-cycle at least 1")
+	}
+	if o.WebhookTimeout < time.Second || o.WebhookTimeout > 30*time.Second {
+		return fmt.Errorf("--webhook-timeout %s: the apiserver allows 1s to 30s; pass the webhook configuration's timeoutSeconds", o.WebhookTimeout)
+	}
+	if m := o.margin(); o.Sweep.PendingGrace < m {
+		return fmt.Errorf("--pending-grace %s is shorter than the reuse safety margin %s (twice --webhook-timeout); use at least %s", o.Sweep.PendingGrace, m, m)
+	}
+	if l := o.Leader; l.RetryPeriod <= 0 || l.RenewDeadline <= l.RetryPeriod || l.LeaseDuration <= l.RenewDeadline {
+		return fmt.Errorf("leader election timings: need --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s) > 0", l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
+	}
+	if o.OccupancyTTL < time.Second {
+		return fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
+	}
+	return nil
+}
+
+// margin is the release protocol's safety margin: twice the admission
+// deadline (see ipam.Retention).
+func (o Options) margin() time.Duration { return 2 * o.WebhookTimeout }
+
+// retention is the release protocol the allocator and the sweeper share.
+func (o Options) retention() ipam.Retention {
+	return ipam.Retention{PendingGrace: o.Sweep.PendingGrace, Margin: o.margin()}
+}
+
+// tlsOpts adjust the TLS configuration of the webhook and metrics servers.
+// Both offer HTTP/2 by default; unless --enable-http2, they offer HTTP/1.1
+// only, as kubebuilder scaffolds since the HTTP/2 Rapid Reset and stream
+// cancellation attacks (CVE-2023-44487, CVE-2023-39325): the apiserver and
+// Prometheus speak HTTP/1.1 just as well, and a server that never speaks
+// HTTP/2 cannot be hit by them.
+func (o Options) tlsOpts() []func(*tls.Config) {
+	if o.EnableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){http1Only}
+}
+
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// webhookServerOptions configure the admission webhook server.
+func (o Options) webhookServerOptions() crwebhook.Options {
+	return crwebhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir, TLSOpts: o.tlsOpts()}
+}
+
+// metricsServerOptions configure the metrics endpoint. Secure, it serves
+// the webhook's own certificate (CertDir: the Service's DNS names, signed by
+// the webhook's CA), so a scraper can verify it, and lets through only
+// callers the apiserver authenticates and authorizes for get on /metrics.
+func (o Options) metricsServerOptions() metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr, TLSOpts: o.tlsOpts()}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.CertDir = o.CertDir
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
+}
+
+// claimsNamespace holds the bring-your-own claims: the release namespace.
+func (o Options) claimsNamespace() string {
+	if o.LeaderElectNS != "" {
+		return o.LeaderElectNS
+	}
+	return "default"
+}

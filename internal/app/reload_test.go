@@ -1,0 +1,190 @@
+package app
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+func TestConfigReload(t *testing.T) {
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
+	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
+		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(pools string) string {
+		return "clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: " + nodes.ID + "\npools:\n" + pools
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pools.yaml")
+	// A ConfigMap volume: the file is a symlink into a data directory that
+	// is swapped as a whole.
+	write := func(content string) {
+		data := filepath.Join(dir, "data-"+time.Now().Format("150405.000000000"))
+		if err := os.Mkdir(data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "pools.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "tmp-link")
+		if err := os.Symlink(filepath.Join(data, "pools.yaml"), tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
+	cfg, _, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+		t.Fatal(err)
+	}
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+	var logged []string
+	r := &configReloader{path: path, cloud: cloud, alloc: alloc, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
+	r.last, _ = os.ReadFile(path)
+
+	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n  - {name: b, privateNetworkID: " + nodes.ID + ", default: true}\n"))
+	r.check(context.Background())
+	if _, ok := alloc.Config().Pool("b"); !ok {
+		t.Fatalf("good change not applied; log: %v", logged)
+	}
+
+	// A file that parses but names a subnet the network does not have.
+	write(file("  - {name: c, privateNetworkID: " + dc.ID + ", subnet: 10.9.0.0/24}\n"))
+	r.check(context.Background())
+	if _, ok := alloc.Config().Pool("b"); !ok {
+		t.Fatal("a bad file replaced the good configuration")
+	}
+	if len(logged) == 0 || !strings.Contains(logged[len(logged)-1], "10.9.0.0/24 is not a subnet") {
+		t.Fatalf("the refusal does not say why: %v", logged)
+	}
+	n := len(logged)
+	r.check(context.Background())
+	if len(logged) != n {
+		t.Fatal("the same bad file was reported again")
+	}
+
+	write("pools: [")
+	r.check(context.Background())
+	if _, ok := alloc.Config().Pool("b"); !ok || len(logged) != n+1 {
+		t.Fatalf("unparsable file: pools kept=%v, log %v", ok, logged)
+	}
+}
+
+// TestConfigReloadRetriesTransientErrors: a reload that meets a Scaleway
+// outage is tried again with backoff, not dropped for good (replicas would
+// diverge), and each load shows in the generation gauge.
+func TestConfigReloadRetriesTransientErrors(t *testing.T) {
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
+	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
+	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
+		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
+	}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(pools string) []byte {
+		return []byte("clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: " + nodes.ID + "\npools:\n" + pools)
+	}
+	path := filepath.Join(t.TempDir(), "pools.yaml")
+	first := file("  - {name: a, privateNetworkID: " + dc.ID + "}\n")
+	cfg, err := ipam.ParseConfig(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg}),
+		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, gauge: newConfigGauge(reg), clock: clk, log: logr.Discard(), last: first}
+	r.gauge.loaded(first)
+
+	second := file("  - {name: a, privateNetworkID: " + dc.ID + "}\n  - {name: b, privateNetworkID: " + nodes.ID + "}\n")
+	if err := os.WriteFile(path, second, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv.FailNext(ipamtest.OpGetPrivateNetwork, 1, ipamtest.Fault{Status: 503})
+	r.check(context.Background())
+	if _, ok := r.alloc.Config().Pool("b"); ok {
+		t.Fatal("applied although Scaleway failed")
+	}
+	calls := srv.Count(ipamtest.OpGetPrivateNetwork)
+	r.check(context.Background()) // before the backoff: not tried
+	if n := srv.Count(ipamtest.OpGetPrivateNetwork) - calls; n != 0 {
+		t.Fatalf("%d GetPrivateNetwork calls before the backoff ran out, want 0", n)
+	}
+	clk.SetTime(clk.Now().Add(11 * time.Second))
+	r.check(context.Background())
+	if _, ok := r.alloc.Config().Pool("b"); !ok {
+		t.Fatal("the reload was dropped after a transient error")
+	}
+	if got := testutil.ToFloat64(r.gauge.vec.WithLabelValues(fileHash(second))); got != 2 {
+		t.Fatalf("scw_lb_ipam_config_generation{sha256=%s} = %v, want 2", fileHash(second), got)
+	}
+
+	// A retention shorter than the margin is refused, naming the margin.
+	short := file("  - {name: a, privateNetworkID: " + dc.ID + ", retention: 5s}\n")
+	if err := os.WriteFile(path, short, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	r.log = funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	r.check(context.Background())
+	if p, _ := r.alloc.Config().Pool("a"); p.Retention.Duration != ipam.DefaultRetention || len(logged) != 1 ||
+		!strings.Contains(logged[0], "pools[0] (a).retention: 5s is shorter than the reuse safety margin 20s") {
+		t.Fatalf("short retention: %v", logged)
+	}
+}
+
+func TestParseServeFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "scw-lb-ipam")
+	o, err := ParseFlags([]string{"--config", "/p.yaml", "--excluded-namespaces", "kube-system, infra"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.TLS.SelfManaged || o.TLS.Namespace != "scw-lb-ipam" {
+		t.Fatalf("options %+v", o)
+	}
+	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "40s"}} {
+		if _, err := ParseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	if _, err := ParseFlags(nil); err == nil || !strings.Contains(err.Error(), "POD_NAMESPACE") {
+		t.Errorf("self-managed TLS without POD_NAMESPACE: %v", err)
+	}
+	if o, err := ParseFlags([]string{"--tls-mode", "cert-manager"}); err != nil || o.TLS.SelfManaged {
+		t.Errorf("cert-manager mode: %+v %v", o.TLS, err)
+	}
+}

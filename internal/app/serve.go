@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// Serve runs until ctx ends or a component fails: it loads the pool file,
+// checks it against Scaleway, then sets up each concern in one manager —
+// the certificates, the webhook, the sweeper, the pool-file reload and the
+// metrics — and starts it.
+func Serve(ctx context.Context, o Options) error {
+	log := o.Log
+	if log.GetSink() == nil {
+		log = zap.New(zap.UseFlagOptions(&o.Zap))
+	}
+	ctrl.SetLogger(log)
+	// client-go's leader election and reflectors log through klog: the same
+	// structured logger, not klog's own format on stderr.
+	klog.SetLogger(log)
+	reg := o.Metrics
+	if reg == nil {
+		reg = metrics.Registry
+	}
+
+	cfg, data, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	if err := o.retention().Check(cfg); err != nil {
+		return fmt.Errorf("%s: %w", o.ConfigFile, err)
+	}
+	calls := newCallMetrics(reg)
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
+	if err != nil {
+		return err
+	}
+	if err := cfg.Resolve(ctx, cloud); err != nil {
+		return err
+	}
+
+	mgr, err := o.newManager()
+	if err != nil {
+		return err
+	}
+	if o.TLS.SelfManaged {
+		if err := certs.SetupWithManager(ctx, mgr, o.certsOptions(log)); err != nil {
+			return err
+		}
+	}
+	claims := &webhook.LeaseClaims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
+		Fresh: o.margin(), Clock: clock.RealClock{}}
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
+		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL,
+		References: ccm.References{Reader: mgr.GetCache()},
+		Claims:     claims,
+		Retention:  o.retention(),
+		Log:        log.WithName("allocator"),
+	})
+	mutator, err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
+		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook")})
+	if err != nil {
+		return err
+	}
+	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, mutator, claims, reg, log), o.election(reg, log)); err != nil {
+		return err
+	}
+	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: data,
+		cloud: cloud, alloc: alloc, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
+		return err
+	}
+	if err := setupMetricsWithManager(mgr, reg, alloc); err != nil {
+		return err
+	}
+	log.Info("starting", "version", version.Version(), "revision", version.Revision(), "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
+	return mgr.Start(ctx)
+}
+
+// newManager makes the manager every concern runs in, with the process's
+// liveness check.
+func (o Options) newManager() (manager.Manager, error) {
+	restCfg := o.RestConfig
+	if restCfg == nil {
+		var err error
+		if restCfg, err = restConfig(o.Kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                o.metricsServerOptions(),
+		HealthProbeBindAddress: o.ProbeAddr,
+		// Leader election is the sweeper's own (sweeper.Election): losing
+		// the lease must not end the process that serves the webhook.
+		LeaderElection: false,
+		WebhookServer:  crwebhook.NewServer(o.webhookServerOptions()),
+		// Only Services and Namespaces are read, and only from the cache.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}: {}, &corev1.Namespace{}: {},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// certsOptions configure the self-managed certificates.
+func (o Options) certsOptions(log logr.Logger) certs.Options {
+	return certs.Options{Namespace: o.TLS.Namespace, SecretName: o.TLS.SecretName, ServiceName: o.TLS.ServiceName,
+		WebhookConfigName: o.TLS.WebhookConfig, CertDir: o.CertDir, Log: log.WithName("certs")}
+}
+
+// sweeperOptions configure the sweeper from the flags and the components
+// it shares with the webhook.
+func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mutator *webhook.ServiceMutator, claims *webhook.LeaseClaims, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
+	return sweeper.Options{
+		Cloud:               cloud,
+		Config:              alloc.Config,
+		Interval:            o.Sweep.Interval,
+		PendingGrace:        o.Sweep.PendingGrace,
+		MaxReleasesPerCycle: o.Sweep.MaxReleases,
+		ReportOnly:          o.Sweep.ReportOnly,
+		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
+		Unreserved:          mutator.Unreserved,
+		Claims:              claims,
+		Metrics:             sweeper.NewMetrics(reg),
+		Log:                 log.WithName("sweeper"),
+	}
+}
+
+// election is the sweeper's leader election.
+func (o Options) election(reg prometheus.Registerer, log logr.Logger) sweeper.Election {
+	return sweeper.Election{Enabled: o.LeaderElect, Namespace: o.claimsNamespace(), LeaseDuration: o.Leader.LeaseDuration,
+		RenewDeadline: o.Leader.RenewDeadline, RetryPeriod: o.Leader.RetryPeriod, Registerer: reg, Log: log.WithName("leader")}
+}
+
+// loadConfig reads and validates the pool file.
+func loadConfig(path string) (*ipam.Config, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the pool file: %w (set --config)", err)
+	}
+	cfg, err := ipam.ParseConfig(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, data, nil
+}
+
+var errNoKubeconfig = errors.New("no Kubernetes configuration: run in a cluster, set --kubeconfig or $KUBECONFIG")

@@ -1,0 +1,192 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+const statusSecret = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+
+func statusWorld(t *testing.T) (*ipamtest.Server, StatusOptions, map[string]string) {
+	t.Helper()
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: statusSecret})
+	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
+	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
+	edge, _ := srv.AddPrivateNetwork("edge", "10.10.0.0/29")
+	file := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(`clusterName: prod
+region: fr-par
+clusterPrivateNetworkID: %s
+pools:
+  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.19"], retention: 24h}
+  - {name: edge, privateNetworkID: %s}
+`, nodes.ID, dc.ID, edge.ID)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	orphaned := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	ids := map[string]string{}
+	add := func(key, pn, addr string, tags []string, res *ipamtest.Resource) {
+		id, err := srv.AddIP(pn, netip.MustParseAddr(addr), tags, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[key] = id
+	}
+	svc := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	add("api", dc.ID, "172.16.35.10", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "api"), UID: "u1"}.Tags(),
+		&ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"})
+	add("old", dc.ID, "172.16.35.11", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "old"), UID: "u2", OrphanedSince: orphaned}.Tags(), nil)
+	add("staging", dc.ID, "172.16.35.12", ipam.Entry{Cluster: "staging", Pool: "dc-link", Service: svc("web", "front")}.Tags(), nil)
+	add("vm", dc.ID, "172.16.35.13", nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
+	add("outside", dc.ID, "172.16.33.1", nil, nil) // on the PN, outside the pool's ranges
+	add("edge", edge.ID, "10.10.0.2", ipam.Entry{Cluster: "prod", Pool: "edge", Service: svc("web", "edge")}.Tags(), nil)
+	ids["pn:edge"] = edge.ID
+	o := StatusOptions{ConfigFile: file, Output: "table", ScalewayOptions: []scw.ClientOption{
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}}
+	return srv, o, ids
+}
+
+func TestStatusTable(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"cluster prod, region fr-par",
+		fmt.Sprintf("dc-link  172.16.35.10  %s  Service payments/api, attached to lb_server api-lb", ids["api"]),
+		fmt.Sprintf("dc-link  172.16.35.11  %s  retained until 2026-11-23T08:00:00Z (payments/old)", ids["old"]),
+		fmt.Sprintf("dc-link  172.16.35.12  %s  Service web/front (cluster staging)", ids["staging"]),
+		fmt.Sprintf("dc-link  172.16.35.13  %s  instance_server bastion", ids["vm"]),
+		fmt.Sprintf("edge     10.10.0.2     %s  Service web/edge", ids["edge"]),
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	// The pool line: 10 addresses, 2 ours (1 retained), 2 others, 6 free.
+	if !strings.Contains(collapse(got), "dc-link "+mustPN(t, got)+" 172.16.32.0/22 172.16.35.10-172.16.35.19 10 2 2 1 6") {
+		t.Errorf("dc-link summary wrong:\n%s", got)
+	}
+	if !strings.Contains(collapse(got), "edge") || !strings.Contains(collapse(got), "(IPAM chooses) 4 1 0 0 3") {
+		t.Errorf("edge summary wrong:\n%s", got)
+	}
+	if strings.Contains(got, ids["outside"]) {
+		t.Error("an address outside every pool is listed")
+	}
+	for op, n := range srv.Counts() {
+		if op == ipamtest.OpBookIP || op == ipamtest.OpUpdateIP || op == ipamtest.OpReleaseIP {
+			if n > 0 {
+				t.Fatalf("status is read-only, but called %s", op)
+			}
+		}
+	}
+}
+
+// collapse folds runs of spaces, so assertions ignore column widths.
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func mustPN(t *testing.T, table string) string {
+	for _, f := range strings.Fields(table) {
+		if len(f) == 36 && strings.Count(f, "-") == 4 && strings.Contains(table, "dc-link  "+f) {
+			return f
+		}
+	}
+	t.Fatal("no private network ID in the table")
+	return ""
+}
+
+func TestStatusJSON(t *testing.T) {
+	_, o, ids := statusWorld(t)
+	o.Output = "json"
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Pools []ipam.PoolReport `json:"pools"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	holders := map[string]ipam.AddressReport{}
+	for _, p := range doc.Pools {
+		for _, a := range p.Addresses {
+			holders[a.IPID] = a
+		}
+	}
+	if h := holders[ids["old"]]; !h.Mine || h.RetainedUntil.IsZero() || h.Holder != "Service payments/old" {
+		t.Errorf("retained: %+v", h)
+	}
+	if h := holders[ids["staging"]]; h.Mine || h.Holder != "Service web/front (cluster staging)" {
+		t.Errorf("other cluster: %+v", h)
+	}
+	if doc.Pools[0].Free != 6 || doc.Pools[0].UsedByOthers != 2 {
+		t.Errorf("dc-link: %+v", doc.Pools[0].PoolStats)
+	}
+}
+
+// TestStatusNamesBringYourOwnUsers: IPAM does not know who uses a
+// bring-your-own IP; with the cluster's Services, status says.
+func TestStatusNamesBringYourOwnUsers(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	byo, err := srv.AddIP(ids["pn:edge"], netip.MustParseAddr("10.10.0.3"), []string{"reserved-by-terraform"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: byo}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("edge     10.10.0.3     %s  Service web/byo (bring-your-own)", byo); !strings.Contains(out.String(), want) {
+		t.Fatalf("table lacks %q:\n%s", want, out.String())
+	}
+	if want := fmt.Sprintf("%s  instance_server bastion", ids["vm"]); !strings.Contains(out.String(), want) || strings.Contains(out.String(), "--kubeconfig") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	srv, o, _ := statusWorld(t)
+	wrongSecret := "00000000-1111-4222-8333-444444444444"
+	bad := o
+	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	err := Status(context.Background(), bad, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), wrongSecret) {
+		t.Errorf("wrong credentials: %v", err)
+	}
+	missing := o
+	missing.ConfigFile = filepath.Join(t.TempDir(), "nope.yaml")
+	if err := Status(context.Background(), missing, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "reading the pool file") {
+		t.Errorf("missing pool file: %v", err)
+	}
+	if _, err := ParseStatusFlags([]string{"-o", "yaml"}); err == nil || !strings.Contains(err.Error(), "table or json") {
+		t.Errorf("-o yaml: %v", err)
+	}
+}

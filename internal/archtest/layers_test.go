@@ -1,0 +1,199 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/scw-lb-ipam/scw-lb-ipam"
+
+// layer is one row of the README's diagram.
+type layer struct {
+	name string
+	pkgs []string // relative to the module
+}
+
+// layers is the import graph's order, top to bottom: a package imports only
+// packages of the layers below its own, never one of its own layer or above.
+// The README's Architecture section shows this table (TestREADMEShowsTheLayers).
+var layers = []layer{
+	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image"}},
+	{"suites and checks", []string{"test/integration", "test/chart", "test/playground", "test/chaos", "test/bench", "internal/archtest"}},
+	{"make run", []string{"internal/playground"}},
+	{"test environment", []string{"internal/testenv"}},
+	{"wiring", []string{"internal/app"}},
+	{"admission, release, TLS", []string{"webhook", "ipam/sweeper", "certs"}},
+	{"CCM contract, allocator", []string{"ccm", "ipam"}},
+	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
+	{"beside", []string{"ipam/ipamtest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}},
+}
+
+// selfContained import no package of the module: the CCM contract is pure
+// knowledge of the Service object, the Scaleway view sits under the
+// allocator, and the emulator and the CCM stand-in check the project from
+// the outside rather than share its reading of the API and annotations.
+var selfContained = []string{"ccm", "ipam/scaleway", "ipam/addrspace", "ipam/ipamtest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}
+
+// sdkAPI may import scaleway-sdk-go's api packages: the adapter, the
+// emulator and the CCM stand-in. sdkCore may also import its scw package,
+// to point a client at the emulator.
+var (
+	sdkAPI  = []string{"ipam/scaleway", "ipam/ipamtest", "internal/cloudcontroller"}
+	sdkCore = append([]string{"internal/app", "internal/testenv", "internal/playground"}, sdkAPI...)
+)
+
+// testOnly are linked into no binary that ships.
+var testOnly = []string{"ipam/ipamtest", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// list runs go list over the module, from its root.
+func list(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Imports,Deps"}, args...)...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rel names a package of the module relative to it; ok is false for others.
+func rel(path string) (string, bool) {
+	if path == module {
+		return ".", true
+	}
+	r, ok := strings.CutPrefix(path, module+"/")
+	return r, ok
+}
+
+func layerOf() map[string]int {
+	m := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l.pkgs {
+			m[p] = i
+		}
+	}
+	return m
+}
+
+// TestImportLayers fails on an import of a package of the same layer or of
+// a layer above, and on a package the table does not place.
+func TestImportLayers(t *testing.T) {
+	at := layerOf()
+	for _, p := range list(t, "./...") {
+		from, _ := rel(p.ImportPath)
+		li, placed := at[from]
+		if !placed {
+			t.Errorf("package %s is in no layer: add it to layers in internal/archtest and to the README's diagram", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ours := rel(imp)
+			if !ours {
+				continue
+			}
+			lj, placed := at[to]
+			switch {
+			case !placed:
+				// reported above, as a package of its own
+			case lj == li:
+				t.Errorf("%s imports %s, of its own layer (%s): a layer's packages do not know each other; move what they share below", from, to, layers[li].name)
+			case lj < li:
+				t.Errorf("%s (layer %d, %s) imports %s (layer %d, %s), above it: a lower layer must not reach up", from, li+1, layers[li].name, to, lj+1, layers[lj].name)
+			}
+		}
+	}
+}
+
+// TestSelfContained: the packages that import nothing of the project.
+func TestSelfContained(t *testing.T) {
+	for _, p := range list(t, "./...") {
+		from, _ := rel(p.ImportPath)
+		if !slices.Contains(selfContained, from) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if to, ours := rel(imp); ours {
+				t.Errorf("%s imports %s: it must import no package of the project", from, to)
+			}
+		}
+	}
+}
+
+// TestScalewaySDKConfined: scaleway-sdk-go's API packages are the adapter's,
+// the emulator's and the CCM stand-in's business only; nothing above the
+// adapter sees an SDK type.
+func TestScalewaySDKConfined(t *testing.T) {
+	const sdk = "github.com/scaleway/scaleway-sdk-go/"
+	for _, p := range list(t, "./...") {
+		from, _ := rel(p.ImportPath)
+		for _, imp := range p.Imports {
+			switch {
+			case strings.HasPrefix(imp, sdk+"api/") && !slices.Contains(sdkAPI, from):
+				t.Errorf("%s imports %s: only %s may import the SDK's API packages", from, imp, strings.Join(sdkAPI, ", "))
+			case strings.HasPrefix(imp, sdk) && !slices.Contains(sdkCore, from):
+				t.Errorf("%s imports %s: only %s may import scaleway-sdk-go", from, imp, strings.Join(sdkCore, ", "))
+			}
+		}
+	}
+}
+
+// TestShippedBinaryLinksNoTestCode: scw-lb-ipam, which the image ships,
+// depends on neither the emulator, the CCM stand-in, the test environment,
+// the playground nor envtest.
+func TestShippedBinaryLinksNoTestCode(t *testing.T) {
+	for _, p := range list(t, "-deps", "./cmd/scw-lb-ipam") {
+		if name, _ := rel(p.ImportPath); slices.Contains(testOnly, name) || slices.Contains(testOnly, p.ImportPath) {
+			t.Errorf("cmd/scw-lb-ipam links %s", p.ImportPath)
+		}
+	}
+}
+
+// diagram is the layer table as the README shows it.
+func diagram() string {
+	var b strings.Builder
+	for i, l := range layers {
+		fmt.Fprintf(&b, "%d  %-24s %s\n", i+1, l.name, strings.Join(l.pkgs, "  "))
+	}
+	return b.String()
+}
+
+// TestREADMEShowsTheLayers: the README's Architecture section holds the
+// table above, verbatim, so that the diagram and this test cannot drift.
+func TestREADMEShowsTheLayers(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, arch, ok := strings.Cut(string(readme), "\n## Architecture\n")
+	if !ok {
+		t.Fatal("README.md has no ## Architecture section")
+	}
+	arch, _, _ = strings.Cut(arch, "\n## ")
+	if want := diagram(); !strings.Contains(arch, want) {
+		t.Fatalf("README.md's Architecture section does not show the layers as internal/archtest has them; it should contain:\n%s", want)
+	}
+}

@@ -1,0 +1,276 @@
+package cloudcontroller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The CCM's names, spelled as its own code spells them.
+const (
+	annotationLoadBalancerID    = "service.beta.kubernetes.io/scw-loadbalancer-id"
+	annotationPNIDs             = "service.beta.kubernetes.io/scw-loadbalancer-pn-ids"
+	annotationPrivateIPIDs      = "service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids"
+	annotationPrivate           = "service.beta.kubernetes.io/scw-loadbalancer-private"
+	annotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
+	// Finalizer is the cloud-provider service controller's: added before
+	// the Load Balancer is created, removed once it is deleted.
+	Finalizer = "service.kubernetes.io/load-balancer-cleanup"
+	// managedTag marks the Load Balancers the CCM created.
+	managedTag = "managed-by-scaleway-cloud-controller-manager"
+)
+
+// UserAgent is sent with every Scaleway call of the stand-in, so that a
+// suite can tell them from the webhook's in the emulator's request log.
+const UserAgent = "scaleway-cloud-controller-manager-stand-in"
+
+// Options configures a Controller.
+type Options struct {
+	Kube     client.Client
+	Scaleway []scw.ClientOption
+	// Zone of the Load Balancers; default fr-par-1.
+	Zone scw.Zone
+	// ClusterPrivateNetworkID is the CCM's PN_ID: the network a Load
+	// Balancer is attached to when the Service names none.
+	ClusterPrivateNetworkID string
+	// Delay is waited before acting on each new version of a Service (the
+	// service controller's queue and the Load Balancer API's provisioning
+	// take seconds) and before tearing a deleted one down: the window in
+	// which a deleted Service is Terminating with its IPs still attached.
+	Delay time.Duration
+	// Interval between two looks at the Services; default 100 ms.
+	Interval time.Duration
+	// Logf receives one line per action and error; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Controller is the stand-in. Run drives it; Sync is one pass.
+type Controller struct {
+	o    Options
+	lb   *lbapi.ZonedAPI
+	ipam *ipamapi.API
+
+	mu sync.Mutex
+	// done is the resourceVersion each Service was last reconciled at.
+	done map[types.UID]string
+	// due is when a Service's pending version (or teardown) may be acted on.
+	due map[string]time.Time
+	// known are the UIDs of the last pass: one missing now was deleted,
+	// maybe before the finalizer was added, and its LB is collected.
+	known map[types.UID]bool
+}
+
+// New returns a Controller talking to the Scaleway API of opts.Scaleway.
+func New(o Options) (*Controller, error) {
+	if o.Zone == "" {
+		o.Zone = scw.ZoneFrPar1
+	}
+	if o.Interval == 0 {
+		o.Interval = 100 * time.Millisecond
+	}
+	region, err := o.Zone.Region()
+	if err != nil {
+		return nil, err
+	}
+	opts := append(slices.Clone(o.Scaleway), scw.WithUserAgent(UserAgent), scw.WithDefaultZone(o.Zone), scw.WithDefaultRegion(region))
+	cli, err := scw.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{
+		o: o, lb: lbapi.NewZonedAPI(cli), ipam: ipamapi.NewAPI(cli),
+		done: map[types.UID]string{}, due: map[string]time.Time{}, known: map[types.UID]bool{},
+	}, nil
+}
+
+// Run syncs every Interval until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	for {
+		c.Sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.o.Interval):
+		}
+	}
+}
+
+// Sync is one pass over the Services; errors are logged and retried on the
+// next pass, as the service controller's queue does.
+func (c *Controller) Sync(ctx context.Context) {
+	var list corev1.ServiceList
+	if err := c.o.Kube.List(ctx, &list); err != nil {
+		c.logf("listing Services: %v", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	seen := map[types.UID]bool{}
+	gone := false
+	for i := range list.Items {
+		svc := &list.Items[i]
+		seen[svc.UID] = true
+		wants := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
+		switch {
+		case wants && c.done[svc.UID] != svc.ResourceVersion:
+			if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
+				continue
+			}
+			if err := c.ensure(ctx, svc); err != nil {
+				c.logf("ensuring the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
+				continue
+			}
+			c.done[svc.UID] = svc.ResourceVersion
+		case !wants && slices.Contains(svc.Finalizers, Finalizer):
+			if !c.ready("delete/"+string(svc.UID), now) {
+				continue
+			}
+			if err := c.ensureDeleted(ctx, svc); err != nil {
+				c.logf("deleting the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
+			}
+		}
+	}
+	for uid := range c.known {
+		if !seen[uid] {
+			gone = true
+			delete(c.done, uid)
+		}
+	}
+	c.known = seen
+	if gone {
+		c.collect(ctx, list.Items)
+	}
+}
+
+// ready tells whether the step named key has waited Delay since it was
+// first due.
+func (c *Controller) ready(key string, now time.Time) bool {
+	first, ok := c.due[key]
+	if !ok {
+		c.due[key] = now
+		first = now
+	}
+	if now.Sub(first) < c.o.Delay {
+		return false
+	}
+	delete(c.due, key)
+	return true
+}
+
+// annotate is the CCM's annotateAndPatch.
+func (c *Controller) annotate(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	orig := svc.DeepCopy()
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[annotationLoadBalancerID] = lb.Zone.String() + "/" + lb.ID
+	if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("annotating the Service with its load balancer: %w", err)
+	}
+	return nil
+}
+
+// updateStatus writes the ingress the CCM reports: for a private Load
+// Balancer the IPv4 addresses IPAM shows attached to it. The emulator has
+// no flexible IPs, so a public one reports the same.
+func (c *Controller) updateStatus(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	region, _ := lb.Zone.Region()
+	resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{
+		Region: region, ProjectID: &lb.ProjectID, ResourceType: ipamapi.ResourceTypeLBServer, ResourceID: &lb.ID, IsIPv6: scw.BoolPtr(false),
+	}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("unable to query ipam for lb %s: %w", lb.ID, err)
+	}
+	var ingress []corev1.LoadBalancerIngress
+	for _, ip := range resp.IPs {
+		ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
+	}
+	if len(ingress) == 0 {
+		return fmt.Errorf("no private network ip for lb %s", lb.ID)
+	}
+	if equalIngress(svc.Status.LoadBalancer.Ingress, ingress) {
+		return nil
+	}
+	orig := svc.DeepCopy()
+	svc.Status.LoadBalancer.Ingress = ingress
+	if err := c.o.Kube.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("updating the Service's status: %w", err)
+	}
+	return nil
+}
+
+// ensureDeleted is the teardown of a Service deleted (or no longer a
+// LoadBalancer): the CCM's EnsureLoadBalancerDeleted, then the finalizer
+// removed.
+func (c *Controller) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
+	lb, err := c.fetch(ctx, svc)
+	if err != nil {
+		return err
+	}
+	// A shared (externally managed) LB stays: the CCM removes only this
+	// Service's frontends and backends, which the emulator does not have.
+	if lb != nil && svc.Annotations[annotationExternallyManaged] != "true" {
+		if err := c.deleteLB(ctx, svc, lb); err != nil {
+			return err
+		}
+	}
+	if svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		orig := svc.DeepCopy()
+		svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+		if err := c.o.Kube.Status().Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("clearing the Service's status: %w", err)
+		}
+	}
+	orig := svc.DeepCopy()
+	svc.Finalizers = slices.DeleteFunc(svc.Finalizers, func(f string) bool { return f == Finalizer })
+	if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the finalizer: %w", err)
+	}
+	delete(c.done, svc.UID)
+	return nil
+}
+
+// collect deletes the Load Balancers of Services that are gone without the
+// finalizer's teardown (deleted before it was added), as the service
+// controller does from its informer's delete event.
+func (c *Controller) collect(ctx context.Context, services []corev1.Service) {
+	keep := map[string]bool{}
+	for _, svc := range services {
+		keep[string(svc.UID)] = true
+	}
+	resp, err := c.lb.ListLBs(&lbapi.ZonedAPIListLBsRequest{Zone: c.o.Zone, Tags: []string{managedTag}}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		c.logf("listing load balancers: %v", err)
+		return
+	}
+	for _, lb := range resp.LBs {
+		if keep[lb.Name] || !slices.Contains(lb.Tags, managedTag) {
+			continue
+		}
+		if err := c.lb.DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{Zone: lb.Zone, LBID: lb.ID, ReleaseIP: true}, scw.WithContext(ctx)); err != nil && !notFound(err) {
+			c.logf("deleting orphaned load balancer %s: %v", lb.ID, err)
+			continue
+		}
+		c.logf("deleted Load Balancer %s of a deleted Service", lb.ID)
+	}
+}
+
+func (c *Controller) logf(format string, args ...any) {
+	if c.o.Logf != nil {
+		c.o.Logf("ccm: "+format, args...)
+	}
+}
+
+func equalIngress(a, b []corev1.LoadBalancerIngress) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.LoadBalancerIngress) bool { return x.IP == y.IP && x.Hostname == y.Hostname })
+}

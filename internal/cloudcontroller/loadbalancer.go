@@ -1,0 +1,188 @@
+package cloudcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ensure is the service controller's sync of a LoadBalancer Service: the
+// finalizer, then the CCM's EnsureLoadBalancer.
+func (c *Controller) ensure(ctx context.Context, svc *corev1.Service) error {
+	if !slices.Contains(svc.Finalizers, Finalizer) {
+		orig := svc.DeepCopy()
+		svc.Finalizers = append(svc.Finalizers, Finalizer)
+		if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	lb, err := c.fetch(ctx, svc)
+	if err != nil {
+		return err
+	}
+	if lb == nil {
+		if svc.Annotations[annotationExternallyManaged] == "true" {
+			return errors.New("cannot create an externally managed load balancer, please provide an existing load balancer instead")
+		}
+		if lb, err = c.lb.CreateLB(&lbapi.ZonedAPICreateLBRequest{
+			Zone: c.o.Zone, Name: string(svc.UID), Description: "kubernetes service " + svc.Name,
+			Tags: []string{managedTag}, Type: "lb-s", AssignFlexibleIP: scw.BoolPtr(svc.Annotations[annotationPrivate] != "true"),
+		}, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("creating the load balancer: %w", err)
+		}
+		c.logf("created Load Balancer %s for %s/%s", lb.ID, svc.Namespace, svc.Name)
+		if err := c.annotate(ctx, svc, lb); err != nil {
+			return err
+		}
+	}
+	if err := c.attachPrivateNetworks(ctx, svc, lb); err != nil {
+		return fmt.Errorf("failed to attach private networks: %w", err)
+	}
+	return c.updateStatus(ctx, svc, lb)
+}
+
+// fetch finds the Service's Load Balancer by the CCM's annotation, else by
+// name (annotating it then); nil when there is none.
+func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB, error) {
+	if v := svc.Annotations[annotationLoadBalancerID]; v != "" {
+		zone, id, ok := strings.Cut(v, "/")
+		if !ok {
+			zone, id = string(c.o.Zone), v
+		}
+		lb, err := c.lb.GetLB(&lbapi.ZonedAPIGetLBRequest{Zone: scw.Zone(zone), LBID: id}, scw.WithContext(ctx))
+		if err == nil || !notFound(err) {
+			return lb, err
+		}
+		return nil, nil
+	}
+	name := string(svc.UID)
+	resp, err := c.lb.ListLBs(&lbapi.ZonedAPIListLBsRequest{Zone: c.o.Zone, Name: &name}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	for _, lb := range resp.LBs {
+		if lb.Name == name {
+			return lb, c.annotate(ctx, svc, lb)
+		}
+	}
+	return nil, nil
+}
+
+// attachPrivateNetworks attaches the Load Balancer to the Service's
+// Private Networks (the cluster's when it names none) with the IPAM IDs of
+// private-ip-ids that belong to each, detaching what it should not be on
+// and what is attached with other IDs.
+func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	want := map[string][]string{} // PN → the IPAM IDs to attach it with
+	external := svc.Annotations[annotationExternallyManaged] == "true"
+	if !external {
+		for _, pn := range split(svc.Annotations[annotationPNIDs]) {
+			want[pnID(pn)] = nil
+		}
+	}
+	if len(want) == 0 {
+		want[c.o.ClusterPrivateNetworkID] = nil
+	}
+	region, _ := lb.Zone.Region()
+	if ids := split(svc.Annotations[annotationPrivateIPIDs]); len(ids) > 0 {
+		for pn := range want {
+			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
+			if err != nil {
+				return fmt.Errorf("listing the IPAM IPs of private network %s: %w", pn, err)
+			}
+			for _, ip := range resp.IPs {
+				want[pn] = append(want[pn], ip.ID)
+			}
+			slices.Sort(want[pn])
+		}
+	}
+	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("error listing private networks of load balancer %s: %w", lb.ID, err)
+	}
+	attached := map[string]bool{}
+	for _, att := range resp.PrivateNetwork {
+		ids, wanted := want[att.PrivateNetworkID]
+		got := slices.Sorted(slices.Values(att.IpamIDs))
+		if wanted && (len(ids) == 0 || slices.Equal(ids, got)) {
+			attached[att.PrivateNetworkID] = true
+			continue
+		}
+		if external && !wanted {
+			continue // a shared LB's other networks are not this Service's
+		}
+		if err := c.lb.DetachPrivateNetwork(&lbapi.ZonedAPIDetachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: att.PrivateNetworkID}, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("unable to detach private network %s from %s: %w", att.PrivateNetworkID, lb.ID, err)
+		}
+		c.logf("detached private network %s (IPAM IDs %v) from %s", att.PrivateNetworkID, att.IpamIDs, lb.ID)
+	}
+	for pn, ids := range want {
+		if attached[pn] {
+			continue
+		}
+		req := &lbapi.ZonedAPIAttachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: pn, IpamIDs: ids}
+		if len(ids) == 0 {
+			//lint:ignore SA1019 the real CCM attaches without IPAM IDs this way
+			req.DHCPConfig = &lbapi.PrivateNetworkDHCPConfig{}
+		}
+		if _, err := c.lb.AttachPrivateNetwork(req, scw.WithContext(ctx)); err != nil {
+			return fmt.Errorf("unable to attach private network %s on %s: %w", pn, lb.ID, err)
+		}
+		c.logf("attached private network %s to %s with IPAM IDs %v", pn, lb.ID, ids)
+	}
+	return nil
+}
+
+// deleteLB is the CCM's deleteLoadBalancer: unannotate, then DeleteLB,
+// which detaches its Private Networks.
+func (c *Controller) deleteLB(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
+	if _, ok := svc.Annotations[annotationLoadBalancerID]; ok {
+		orig := svc.DeepCopy()
+		delete(svc.Annotations, annotationLoadBalancerID)
+		if err := c.o.Kube.Patch(ctx, svc, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("removing the load balancer annotation: %w", err)
+		}
+	}
+	if lb.Name != string(svc.UID) {
+		c.logf("load balancer for service %s/%s was renamed, not removing", svc.Namespace, svc.Name)
+		return nil
+	}
+	if err := c.lb.DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{Zone: lb.Zone, LBID: lb.ID, ReleaseIP: true}, scw.WithContext(ctx)); err != nil && !notFound(err) {
+		return fmt.Errorf("error deleting load balancer %s for service %s/%s: %w", lb.ID, svc.Namespace, svc.Name, err)
+	}
+	c.logf("deleted Load Balancer %s of %s/%s", lb.ID, svc.Namespace, svc.Name)
+	return nil
+}
+
+func split(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pnID strips the zone or region the CCM allows in front of a PN ID.
+func pnID(s string) string {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func notFound(err error) bool {
+	var nf *scw.ResourceNotFoundError
+	var re *scw.ResponseError
+	return errors.As(err, &nf) || (errors.As(err, &re) && re.StatusCode == http.StatusNotFound)
+}

@@ -1,0 +1,83 @@
+package playground
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(ctx context.Context, addr string, served chan error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-served:
+			served <- err
+			return fmt.Errorf("the webhook stopped while starting: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		// A TLS handshake, not a bare connect: the server logs half-open
+		// connections as errors.
+		d := &net.Dialer{Timeout: time.Second}
+		if c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a liveness probe only
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the webhook did not listen on %s within 60s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ReadyLine is printed once everything answers; scripts wait for it.
+const ReadyLine = "playground ready"
+
+func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, logPath, tmp string) {
+	rel := func(p string) string {
+		if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return p
+	}
+	fmt.Fprintf(w, `
+%s: a real kube-apiserver and etcd, the Scaleway emulator, and scw-lb-ipam
+(webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam, next to
+a stand-in of the Scaleway CCM that makes the Load Balancers.
+
+  KUBECONFIG   %s
+  emulator     %s   (Scaleway API; access key %s)
+  metrics      http://127.0.0.1:%d/metrics
+  pool file    %s
+  logs         %s
+  namespace    %s is opted in (label %s=true)
+
+Try it (from the repository):
+
+  export KUBECONFIG=%s
+  kubectl apply -f examples/service.yaml
+  kubectl -n %s get service api -o jsonpath='{.metadata.annotations}{"\n"}'
+  SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
+
+Ctrl-C stops everything and removes %s.
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, ccm.LabelEnabled,
+		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
+}

@@ -1,0 +1,252 @@
+package playground
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// The playground's fake Scaleway credentials: the emulator checks them like
+// the real API would, and they open nothing anywhere else.
+const (
+	AccessKey = "SCWPLAYGROUNDXXXXXXX"
+	SecretKey = "00000000-0000-4000-8000-00000000d3a0"
+	// Namespace is where the chart is installed; DemoNamespace is opted in.
+	Namespace     = "scw-lb-ipam"
+	DemoNamespace = "demo"
+	release       = "scw-lb-ipam"
+)
+
+// Options configures Run.
+type Options struct {
+	// Root is the repository: bin/ (make tools), charts/ and the pool file.
+	Root string
+	// PoolFile is the pool file to seed and serve; default examples/pools.yaml.
+	PoolFile string
+	// Out receives the banner; the components log to a file in the
+	// playground's temporary directory, which the banner names.
+	Out io.Writer
+	// Verbose logs at debug level.
+	Verbose bool
+}
+
+// ExampleBYOID is the IPAM ID of examples/service-byo.yaml: the playground
+// books it in the first pool's Private Network, as Terraform or the
+// console would have, so that the example is admitted as written.
+const ExampleBYOID = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+
+// exampleBYOAddress is its address: in dc-link's subnet, outside its
+// ranges (pool ranges are for the webhook to hand out).
+var exampleBYOAddress = netip.MustParseAddr("172.16.4.20")
+
+// Run starts everything, prints how to use it, and stops everything when
+// ctx ends, removing its temporary files.
+func Run(ctx context.Context, o Options) (err error) {
+	if o.PoolFile == "" {
+		o.PoolFile = filepath.Join(o.Root, "examples", "pools.yaml")
+	}
+	bin := filepath.Join(o.Root, "bin")
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("bin/%s is missing: run make tools (make run does)", b)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "scw-lb-ipam-playground-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	logPath := filepath.Join(tmp, "scw-lb-ipam.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	level := zapcore.InfoLevel
+	if o.Verbose {
+		level = zapcore.DebugLevel
+	}
+	log := zap.New(zap.UseDevMode(true), zap.Level(level), zap.WriteTo(logFile))
+
+	// 1. The emulator, with the pool file's Private Networks.
+	poolData, err := os.ReadFile(o.PoolFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := ipam.ParseConfig(poolData)
+	if err != nil {
+		return err
+	}
+	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey})
+	emuURL, err := emu.Start("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+	if err := seed(emu, cfg); err != nil {
+		return err
+	}
+	if _, err := emu.AddIPWithID(ExampleBYOID, cfg.Pools[0].PrivateNetworkID, exampleBYOAddress, []string{"reserved-by-terraform"}, nil); err != nil {
+		return fmt.Errorf("booking the bring-your-own example's IP: %w", err)
+	}
+
+	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
+	// to the in-process webhook, as they would to a pod.
+	proxy, err := testenv.StartConnectProxy(filepath.Join(tmp, "egress.sock"))
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	egress := filepath.Join(tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
+		return err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	restCfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	defer func() {
+		if serr := env.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	user, err := env.AddUser(envtest.User{Name: "playground-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kubeconfigData, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kubeconfigData, 0o600); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	// 3. The chart, rendered with this pool file, minus what needs a kubelet.
+	objs, args, err := renderChart(ctx, o.Root, tmp, poolData)
+	if err != nil {
+		return err
+	}
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{ccm.LabelEnabled: "true"}}},
+	} {
+		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		if k := obj.GetKind(); k == "Deployment" || k == "PodDisruptionBudget" {
+			continue
+		}
+		if err := kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("playground"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+
+	// 4. The webhook and sweeper, with the chart's arguments, in process.
+	pools := filepath.Join(tmp, "pools.yaml")
+	if err := os.WriteFile(pools, poolData, 0o600); err != nil {
+		return err
+	}
+	webhookPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv("POD_NAMESPACE", Namespace); err != nil {
+		return err
+	}
+	// Metrics in plain HTTP on the loopback, so the banner's URL opens with
+	// curl or a browser; the chart serves them over HTTPS to authorized
+	// callers only.
+	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(tmp, "certs"),
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
+		"--health-probe-bind-address=0", "--sweep-interval=10s")
+	opts, err := app.ParseFlags(args[1:]) // args[0] is "serve"
+	if err != nil {
+		return err
+	}
+	opts.RestConfig = restCfg
+	opts.Log = log
+	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(serveCtx, opts) }()
+	defer func() {
+		stopServe()
+		<-served
+	}()
+	svc := &corev1.Service{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
+		return err
+	}
+	proxy.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
+	if err := waitListening(ctx, "127.0.0.1:"+strconv.Itoa(webhookPort), served); err != nil {
+		return err
+	}
+
+	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
+	scwOpts := []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	ccm, err := cloudcontroller.New(cloudcontroller.Options{
+		Kube: kube, Scaleway: scwOpts, ClusterPrivateNetworkID: cfg.ClusterPrivateNetworkID, Delay: time.Second,
+		Logf: func(format string, args ...any) { log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
+	})
+	if err != nil {
+		return err
+	}
+	ccmCtx, stopCCM := context.WithCancel(ctx)
+	ccmDone := make(chan struct{})
+	go func() { defer close(ccmDone); ccm.Run(ccmCtx) }()
+	defer func() {
+		stopCCM()
+		<-ccmDone
+	}()
+
+	banner(o.Out, o.Root, kubeconfig, emuURL, metricsPort, pools, logPath, tmp)
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", tmp)
+		return nil
+	case err := <-served:
+		served <- err // for the deferred wait
+		return fmt.Errorf("the webhook stopped: %w", err)
+	}
+}

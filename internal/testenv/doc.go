@@ -1,0 +1,9 @@
+// Package testenv starts what the suites on a real control plane share:
+// kube-apiserver and etcd from bin/ (make tools), the chart's rendered
+// MutatingWebhookConfiguration, the Scaleway emulator, and scw-lb-ipam
+// itself through internal/app, in process.
+//
+// It owns the control plane's lifecycle, the webhook replicas and the reads
+// of their metrics. It imports internal/app, the emulator and the CCM
+// stand-in; nothing the binary ships imports it.
+package testenv

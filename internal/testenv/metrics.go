@@ -1,0 +1,124 @@
+package testenv
+
+import (
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// WebhookCalls are the emulator's calls since the request log held from
+// entries, per operation, less the CCM stand-in's and /metadata.
+func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
+	out := map[ipamtest.Op]int{}
+	reqs := e.Emu.Requests()
+	for _, r := range reqs[min(from, len(reqs)):] {
+		if r.Op != "" && r.Op != ipamtest.OpMetadata && !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
+			out[r.Op]++
+		}
+	}
+	return out
+}
+
+// Gather returns every replica's metric families, one after the other:
+// callers sum what they read.
+func (e *Env) Gather() []*dto.MetricFamily {
+	var out []*dto.MetricFamily
+	for _, r := range e.Replicas {
+		if r.Metrics == nil {
+			continue
+		}
+		families, _ := r.Metrics.Gather()
+		out = append(out, families...)
+	}
+	return out
+}
+
+// Counter sums a counter family over its labels and the replicas (0 when
+// absent).
+func (e *Env) Counter(name string) float64 {
+	total := 0.0
+	for _, f := range e.Gather() {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// Creates is the number of CREATE admissions the replicas answered (the
+// CCM's patches are UPDATEs).
+func (e *Env) Creates() float64 {
+	total := 0.0
+	for _, f := range e.Gather() {
+		if f.GetName() != "scw_lb_ipam_admissions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == "CREATE" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// Total sums a gauge family over its labels and the replicas, -1 when
+// absent.
+func (e *Env) Total(name string) float64 {
+	total, found := 0.0, false
+	for _, f := range e.Gather() {
+		if f.GetName() == name {
+			found = true
+			for _, m := range f.GetMetric() {
+				total += m.GetGauge().GetValue()
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
+}
+
+// Gauge reads a gauge's series whose labels include the given name/value
+// pairs, e.g. Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link",
+// "state", "total"), from the first replica that has it; -1 when absent.
+func (e *Env) Gauge(name string, labels ...string) float64 {
+	if len(labels)%2 != 0 {
+		panic("testenv.Gauge: labels are name/value pairs")
+	}
+	for _, f := range e.Gather() {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i < len(pairs); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == pairs[i] && l.GetValue() == pairs[i+1] {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,211 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+)
+
+// Replica is one webhook process (app.Serve in process) with its own
+// caches, metrics, serving port and connection to the apiserver.
+type Replica struct {
+	Name    string
+	Metrics *prometheus.Registry
+
+	env     *Env
+	serve   app.Options
+	addr    string
+	probe   string // its /readyz
+	proxy   *apiProxy
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// route points the webhook Service at the replicas that serve.
+func (e *Env) route() {
+	var addrs []string
+	for _, r := range e.Replicas {
+		if r.Serving() {
+			addrs = append(addrs, r.addr)
+		}
+	}
+	e.egress.Route(e.service, addrs...)
+}
+
+// StartWebhook starts every replica that is not serving, and waits until
+// each listens and the caBundle is in place.
+func (e *Env) StartWebhook() error {
+	for _, r := range e.Replicas {
+		if !r.Serving() {
+			if err := r.start(); err != nil {
+				return err
+			}
+		}
+	}
+	e.route()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc); err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the caBundle was not patched within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StopWebhook stops every replica (gracefully) and waits for them.
+func (e *Env) StopWebhook() {
+	for _, r := range e.Replicas {
+		r.Stop()
+	}
+	e.route()
+}
+
+// Start runs app.Serve with fresh metrics and waits until it is ready, then
+// the Service routes to it.
+func (r *Replica) Start() error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	r.env.route()
+	return nil
+}
+
+func (r *Replica) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		select {
+		case <-r.stopped:
+		default:
+			return nil // serving already: a second app.Serve would leak
+		}
+	}
+	r.proxy.unblock()
+	r.Metrics = prometheus.NewRegistry()
+	r.serve.Metrics = r.Metrics
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.stopped = cancel, make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(r.stopped)
+		errc <- app.Serve(ctx, r.serve)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("%s: serve returned: %w", r.Name, err)
+		default:
+		}
+		// Routed to only once ready, as a Service's endpoints are: the
+		// webhook serves and the caches have synced.
+		if resp, err := http.Get(r.probe); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not ready within 60s", r.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop ends app.Serve gracefully (the lease is released) and waits for it.
+func (r *Replica) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case <-r.stopped:
+	case <-time.After(30 * time.Second):
+		fmt.Fprintf(os.Stderr, "testenv: %s did not stop within 30s\n", r.Name)
+	}
+	r.cancel = nil
+}
+
+// Kill ends the replica as a killed pod ends: the Service stops routing to
+// it, its connections to the apiserver drop first, so it releases nothing
+// (its lease stays until it expires), then it stops.
+func (r *Replica) Kill() {
+	r.proxy.block()
+	r.Stop()
+	r.env.route()
+}
+
+// Leading reports whether the replica holds the sweeper's lease.
+func (r *Replica) Leading() bool {
+	r.mu.Lock()
+	reg := r.Metrics
+	r.mu.Unlock()
+	if reg == nil || !r.Serving() {
+		return false
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == "scw_lb_ipam_sweeper_leader" {
+			for _, m := range f.GetMetric() {
+				return m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	return false
+}
+
+// Serving reports whether the replica's app.Serve is running.
+func (r *Replica) Serving() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel == nil {
+		return false
+	}
+	select {
+	case <-r.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
+// CutAPIServer cuts every replica off from the apiserver (connections
+// dropped, new ones refused) until the returned func is called; the
+// apiserver still calls the webhook.
+func (e *Env) CutAPIServer() (restore func()) {
+	for _, r := range e.Replicas {
+		r.proxy.block()
+	}
+	return func() {
+		for _, r := range e.Replicas {
+			r.proxy.unblock()
+		}
+	}
+}
+
+// Serving reports whether every replica is still running.
+func (e *Env) Serving() bool {
+	for _, r := range e.Replicas {
+		if !r.Serving() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,337 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// Credentials of the emulator.
+const (
+	AccessKey = "SCWABCDEFGHIJKLMNOPQ"
+	SecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+)
+
+// Options configures Start.
+type Options struct {
+	// Root is the repository; default the parent of the test's package's parent.
+	Root string
+	// PrivateNetworks are created in the emulator, as "name=cidr[,cidr]";
+	// "nodes" is the cluster's.
+	PrivateNetworks []string
+	// PoolFile renders the pool file from the networks' IDs.
+	PoolFile func(pns map[string]ipamtest.PrivateNetwork) string
+	// Namespaces to create; true means opted in.
+	Namespaces map[string]bool
+	// HelmSets are --set values for rendering the chart's webhook
+	// configuration and Service.
+	HelmSets []string
+	// Args are extra flags of serve (sweeper knobs, ...).
+	Args []string
+	// Replicas of the webhook behind the chart's Service; default 2, as the
+	// chart installs.
+	Replicas int
+	// Logs receives the webhook's and sweeper's logs; nil discards them.
+	Logs io.Writer
+	// APIServerFlags are extra kube-apiserver flags.
+	APIServerFlags map[string]string
+	// CCMDelay is the CCM stand-in's delay before each step (see
+	// cloudcontroller.Options.Delay); default 300 ms.
+	CCMDelay time.Duration
+	// NoCCM leaves the CCM stand-in out (benchmarks of the admission path
+	// alone).
+	NoCCM bool
+}
+
+// The release the chart is rendered as: its webhook configuration, Service
+// and TLS Secret names.
+const (
+	ReleaseNamespace = "scw-lb-ipam"
+	release          = "scw-lb-ipam"
+)
+
+// Env is a running control plane with scw-lb-ipam replicas.
+type Env struct {
+	Config   *rest.Config
+	Kube     client.Client
+	Emu      *ipamtest.Server
+	PNs      map[string]ipamtest.PrivateNetwork
+	Replicas []*Replica
+
+	o       Options
+	env     *envtest.Environment
+	tmp     string
+	egress  *ConnectProxy
+	service string // the webhook Service's ClusterIP:443
+	stopCCM func()
+}
+
+// Start brings everything up: the emulator, kube-apiserver and etcd with an
+// egress proxy in front of the cluster network, the chart's Service and
+// MutatingWebhookConfiguration, and the replicas in self-managed TLS mode
+// (they keep the CA Secret and the caBundle, as in a cluster). Call Stop,
+// also when a test fails.
+func Start(o Options) (_ *Env, err error) {
+	if o.Root == "" {
+		o.Root, _ = filepath.Abs("../..")
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	bin := filepath.Join(o.Root, "bin")
+	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return nil, fmt.Errorf("bin/%s is missing: run `make tools` (make test does it)", b)
+		}
+	}
+	e := &Env{o: o, PNs: map[string]ipamtest.PrivateNetwork{}}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	if e.tmp, err = os.MkdirTemp("", "scw-lb-ipam-testenv-"); err != nil {
+		return nil, err
+	}
+	if o.CCMDelay == 0 {
+		o.CCMDelay = 300 * time.Millisecond
+	}
+	e.Emu = ipamtest.New(ipamtest.Options{SecretKey: SecretKey})
+	if _, err := e.Emu.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	for _, spec := range o.PrivateNetworks {
+		name, cidrs, _ := strings.Cut(spec, "=")
+		pn, err := e.Emu.AddPrivateNetwork(name, strings.Split(cidrs, ",")...)
+		if err != nil {
+			return nil, err
+		}
+		e.PNs[name] = pn
+	}
+	// The apiserver calls the webhook through its Service: the egress
+	// selector sends "cluster" connections to a CONNECT proxy that maps the
+	// ClusterIP to the replicas.
+	if e.egress, err = StartConnectProxy(filepath.Join(e.tmp, "egress.sock")); err != nil {
+		return nil, err
+	}
+	egress := filepath.Join(e.tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
+		return nil, err
+	}
+	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	for k, v := range o.APIServerFlags {
+		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	}
+	if e.Config, err = e.env.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	if e.Kube, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := e.Kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
+		return nil, err
+	}
+	for name, optedIn := range o.Namespaces {
+		if name == ReleaseNamespace {
+			continue
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if optedIn {
+			ns.Labels = map[string]string{ccm.LabelEnabled: "true"}
+		}
+		if err := e.Kube.Create(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.applyChart(ctx); err != nil {
+		return nil, err
+	}
+	pools := filepath.Join(e.tmp, "pools.yaml")
+	if err := os.WriteFile(pools, []byte(o.PoolFile(e.PNs)), 0o600); err != nil {
+		return nil, err
+	}
+	logs := o.Logs
+	if logs == nil {
+		logs = io.Discard
+	}
+	apiURL, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	for i := range o.Replicas {
+		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
+		probe, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		r.probe = fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+		args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
+			"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system",
+			"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, o.Args...)
+		if r.serve, err = app.ParseFlags(args); err != nil {
+			return nil, err
+		}
+		// Self-managed TLS, as the chart runs it: a CA and serving
+		// certificate in a Secret the replicas share, the caBundle kept.
+		r.serve.TLS.SelfManaged, r.serve.TLS.Namespace = true, ReleaseNamespace
+		r.serve.TLS.SecretName, r.serve.TLS.ServiceName, r.serve.TLS.WebhookConfig = release+"-tls", release, release
+		r.serve.Excluded = append(r.serve.Excluded, ReleaseNamespace)
+		r.serve.CertDir = filepath.Join(e.tmp, r.Name, "certs")
+		if r.serve.WebhookPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.WebhookPort))
+		// Each replica reaches the apiserver through a proxy of its own,
+		// which a test can cut (CutAPIServer, Kill).
+		if r.proxy, err = newAPIProxy(apiURL.Host); err != nil {
+			return nil, err
+		}
+		r.serve.RestConfig = rest.CopyConfig(e.Config)
+		r.serve.RestConfig.Host = "https://" + r.proxy.addr()
+		r.serve.ScalewayOptions = e.ScalewayOptions()
+		r.serve.Log = zap.New(zap.WriteTo(logs)).WithValues("replica", r.Name)
+		e.Replicas = append(e.Replicas, r)
+	}
+	if err := e.StartWebhook(); err != nil {
+		return nil, err
+	}
+	if !o.NoCCM {
+		if err := e.startCCM(logs); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startCCM runs the CCM stand-in on every Service of the cluster, with the
+// "nodes" network as the cluster's.
+func (e *Env) startCCM(logs io.Writer) error {
+	ccm, err := cloudcontroller.New(cloudcontroller.Options{
+		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: e.o.CCMDelay,
+		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); ccm.Run(ctx) }()
+	e.stopCCM = func() { cancel(); <-done }
+	return nil
+}
+
+// applyChart renders the chart's webhook configuration and Service (for a
+// release named scw-lb-ipam in namespace scw-lb-ipam) and applies them.
+func (e *Env) applyChart(ctx context.Context) error {
+	chart := filepath.Join(e.o.Root, "charts", "scw-lb-ipam")
+	args := []string{"template", release, chart, "--namespace", ReleaseNamespace,
+		"--values", filepath.Join(chart, "ci", "self-managed-values.yaml"),
+		"--show-only", "templates/mutatingwebhookconfiguration.yaml", "--show-only", "templates/service.yaml"}
+	for _, s := range e.o.HelmSets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(filepath.Join(e.o.Root, "bin", "helm"), args...)
+	home := filepath.Join(e.tmp, "helm")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("helm template: %w", err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := e.Kube.Create(ctx, u); err != nil {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	svc := &corev1.Service{}
+	if err := e.Kube.Get(ctx, client.ObjectKey{Namespace: ReleaseNamespace, Name: release}, svc); err != nil {
+		return err
+	}
+	e.service = net.JoinHostPort(svc.Spec.ClusterIP, "443")
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Stop stops everything: the replicas, then kube-apiserver and etcd
+// (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
+// removes temp files.
+func (e *Env) Stop() {
+	if e.stopCCM != nil {
+		e.stopCCM()
+	}
+	e.StopWebhook()
+	if e.env != nil {
+		if err := e.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
+		}
+	}
+	for _, r := range e.Replicas {
+		r.proxy.close()
+	}
+	if e.egress != nil {
+		e.egress.Close()
+	}
+	if e.Emu != nil {
+		_ = e.Emu.Close()
+	}
+	if e.tmp != "" {
+		_ = os.RemoveAll(e.tmp)
+	}
+}
+
+// ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
+func (e *Env) ScalewayOptions() []scw.ClientOption {
+	return []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+}
+
+// PoolFile is the pool file the webhook runs with.
+func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }

@@ -1,0 +1,154 @@
+package ipamtest
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+)
+
+type customResourceBody struct {
+	MacAddress string  `json:"mac_address"`
+	Name       *string `json:"name"`
+}
+
+// attachment validates a custom resource of a request.
+func (r *customResourceBody) attachment(arg string) (*attachment, *apiError) {
+	if r == nil {
+		return nil, invalidArgumentErr(arg, "%s is required", arg)
+	}
+	if _, err := net.ParseMAC(r.MacAddress); err != nil {
+		return nil, invalidArgumentErr(arg+".mac_address", "%q is not a MAC address", r.MacAddress)
+	}
+	a := &attachment{typ: string(ipam.ResourceTypeCustom), id: newID(), mac: r.MacAddress}
+	if r.Name != nil {
+		a.name = *r.Name
+	}
+	return a, nil
+}
+
+func (r *customResourceBody) matches(a *attachment) bool {
+	return r != nil && a != nil && a.typ == string(ipam.ResourceTypeCustom) && strings.EqualFold(r.MacAddress, a.mac)
+}
+
+// --- handlers: attach, detach, move ---
+
+func (s *Server) attachIP(c *call) reply {
+	c.ipID = c.id
+	var body struct {
+		Resource *customResourceBody `json:"resource"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	a, aerr := body.Resource.attachment("resource")
+	if aerr != nil {
+		return aerr.reply()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip, err := s.attachLocked(c, c.id, a)
+	if err != nil {
+		return errorReply(err)
+	}
+	return ok(ip.json(s.opts.Region))
+}
+
+func (s *Server) attachLocked(c *call, id string, a *attachment) (*ipRecord, error) {
+	ip := s.st.ips[id]
+	if ip == nil {
+		return nil, notFoundErr("ip", id)
+	}
+	if ip.res != nil {
+		return nil, preconditionErr(preconditionInUse, fmt.Sprintf("IP is already attached to %s %s, detach it first", ip.res.typ, ip.res.id))
+	}
+	now := s.now()
+	a.at = now
+	ip.res = a
+	ip.updatedAt = now
+	s.auditLocked(c, AuditAttach, ip, a, now)
+	return ip, nil
+}
+
+func (s *Server) detachLocked(c *call, ip *ipRecord) {
+	now := s.now()
+	old := ip.res
+	ip.res = nil
+	ip.updatedAt = now
+	s.auditLocked(c, AuditDetach, ip, old, now)
+}
+
+func (s *Server) detachIP(c *call) reply {
+	c.ipID = c.id
+	var body struct {
+		Resource *customResourceBody `json:"resource"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	if body.Resource == nil {
+		return errInvalidArguments("resource", "resource is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip := s.st.ips[c.id]
+	if ip == nil {
+		return notFoundErr("ip", c.id).reply()
+	}
+	if !body.Resource.matches(ip.res) {
+		return preconditionErr(preconditionNotUsable, notAttachedHelp(ip, body.Resource)).reply()
+	}
+	s.detachLocked(c, ip)
+	return ok(ip.json(s.opts.Region))
+}
+
+func notAttachedHelp(ip *ipRecord, r *customResourceBody) string {
+	switch {
+	case ip.res == nil:
+		return "IP is not attached to any resource"
+	case ip.res.typ != string(ipam.ResourceTypeCustom):
+		return fmt.Sprintf("IP is attached to %s %s, which only its product's API can detach", ip.res.typ, ip.res.id)
+	}
+	return fmt.Sprintf("IP is not attached to the custom resource with MAC address %s", r.MacAddress)
+}
+
+// moveIP detaches from from_resource and attaches to to_resource; without
+// to_resource it only detaches.
+func (s *Server) moveIP(c *call) reply {
+	c.ipID = c.id
+	var body struct {
+		FromResource *customResourceBody `json:"from_resource"`
+		ToResource   *customResourceBody `json:"to_resource"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	if body.FromResource == nil {
+		return errInvalidArguments("from_resource", "from_resource is required")
+	}
+	var to *attachment
+	if body.ToResource != nil {
+		a, aerr := body.ToResource.attachment("to_resource")
+		if aerr != nil {
+			return aerr.reply()
+		}
+		to = a
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip := s.st.ips[c.id]
+	if ip == nil {
+		return notFoundErr("ip", c.id).reply()
+	}
+	if !body.FromResource.matches(ip.res) {
+		return preconditionErr(preconditionNotUsable, notAttachedHelp(ip, body.FromResource)).reply()
+	}
+	s.detachLocked(c, ip)
+	if to != nil {
+		if _, err := s.attachLocked(c, ip.id, to); err != nil {
+			return errorReply(err)
+		}
+	}
+	return ok(ip.json(s.opts.Region))
+}

@@ -1,0 +1,184 @@
+package ipamtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+type handler func(s *Server, c *call) reply
+
+type route struct {
+	method string
+	segs   []string
+	op     Op
+	h      handler
+}
+
+func buildRoutes() []route {
+	const (
+		ipamR = "ipam/v1/regions/{region}/"
+		vpcR  = "vpc/v2/regions/{region}/"
+		acct  = "account/v3/"
+		lbZ   = "lb/v1/zones/{zone}/"
+	)
+	table := []struct {
+		method, pattern string
+		op              Op
+		h               handler
+	}{
+		{"GET", "metadata", OpMetadata, (*Server).getMetadata},
+
+		{"POST", ipamR + "ips", OpBookIP, (*Server).bookIP},
+		{"GET", ipamR + "ips", OpListIPs, (*Server).listIPs},
+		{"GET", ipamR + "ips/{id}", OpGetIP, (*Server).getIP},
+		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, (*Server).updateIP},
+		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, (*Server).releaseIP},
+		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, (*Server).attachIP},
+		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, (*Server).detachIP},
+		{"POST", ipamR + "ips/{id}/move", OpMoveIP, (*Server).moveIP},
+		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, (*Server).releaseIPSet},
+
+		{"POST", vpcR + "vpcs", OpCreateVPC, (*Server).createVPC},
+		{"GET", vpcR + "vpcs", OpListVPCs, (*Server).listVPCs},
+		{"GET", vpcR + "vpcs/{id}", OpGetVPC, (*Server).getVPC},
+		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, (*Server).deleteVPC},
+		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, (*Server).enableCustomRoutesPropagation},
+		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, (*Server).createPrivateNetwork},
+		{"GET", vpcR + "private-networks", OpListPrivateNetworks, (*Server).listPrivateNetworks},
+		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, (*Server).getPrivateNetwork},
+		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, (*Server).deletePrivateNetwork},
+		{"GET", vpcR + "subnets", OpListSubnets, (*Server).listSubnets},
+
+		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
+		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
+		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+
+		{"POST", lbZ + "lbs", OpCreateLB, (*Server).createLB},
+		{"GET", lbZ + "lbs", OpListLBs, (*Server).listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, (*Server).getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, (*Server).deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, (*Server).attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, (*Server).detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, (*Server).listLBPrivateNetworks},
+	}
+	routes := make([]route, len(table))
+	for i, e := range table {
+		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
+	}
+	return routes
+}
+
+// pathParams are the variable segments of a path.
+type pathParams struct {
+	region, zone, id string
+}
+
+// match finds the route of r and its {region}, {zone} and {id}.
+func (s *Server) match(r *http.Request) (*route, pathParams) {
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	for i := range s.routes {
+		cand := &s.routes[i]
+		if cand.method != r.Method || len(cand.segs) != len(segs) {
+			continue
+		}
+		var pp pathParams
+		ok := true
+		for j, p := range cand.segs {
+			switch p {
+			case "{region}":
+				pp.region = segs[j]
+			case "{zone}":
+				pp.zone = segs[j]
+			case "{id}":
+				pp.id = segs[j]
+			default:
+				ok = p == segs[j]
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return cand, pp
+		}
+	}
+	return nil, pathParams{}
+}
+
+// zoneServed tells whether zone is one of the region's: <region>-1 to -3.
+func (s *Server) zoneServed(zone string) bool {
+	switch strings.TrimPrefix(zone, s.opts.Region+"-") {
+	case "1", "2", "3":
+		return strings.HasPrefix(zone, s.opts.Region+"-")
+	}
+	return false
+}
+
+// call is one request on its way through a handler.
+type call struct {
+	op     Op
+	r      *http.Request
+	region string
+	zone   string
+	id     string // the {id} of the path
+	body   []byte
+	query  map[string][]string
+
+	// Set by handlers.
+	ipID string
+	// lbID is the Load Balancer whose call changes IPs, for the audit log.
+	lbID string
+	// lost marks the changes of a CommitThenFail call in the audit log.
+	lost bool
+}
+
+// reply is a handler's answer: a JSON body, or no body when body is nil.
+type reply struct {
+	status int
+	body   any
+}
+
+func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
+
+func noContent() reply { return reply{status: http.StatusNoContent} }
+
+func opName(op Op) string {
+	if op == "" {
+		return "no route"
+	}
+	return string(op)
+}
+
+// decodeBody unmarshals the JSON body into v; an empty body reads as {}.
+func decodeBody(c *call, v any) *reply {
+	if len(bytes.TrimSpace(c.body)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(c.body, v); err != nil {
+		rep := errInvalidArguments("body", "the request body is not valid JSON for this operation: "+err.Error())
+		return &rep
+	}
+	return nil
+}
+
+func writeReply(w http.ResponseWriter, rep reply) int {
+	if rep.body == nil {
+		w.WriteHeader(rep.status)
+		return rep.status
+	}
+	b, err := json.Marshal(rep.body)
+	if err != nil {
+		// Bodies are the emulator's own types: failing here is a bug.
+		panic(fmt.Sprintf("ipamtest: encoding a reply: %v", err))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(b)
+	return rep.status
+}

@@ -1,0 +1,348 @@
+package ipamtest
+
+import (
+	"cmp"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// PrivateNetwork is a seeded Private Network.
+type PrivateNetwork struct {
+	ID, VPCID, Name string
+	// Subnets in the API's order: the IPv4 ones as given, then the IPv6 /64.
+	Subnets []Subnet
+}
+
+// Subnet is a subnet of a Private Network.
+type Subnet struct {
+	ID     string
+	Prefix netip.Prefix
+}
+
+// Private Networks created without subnets get a /22 of autoV4Space, from
+// autoV4Start on (as recorded for a fresh VPC), then from the space's start.
+const (
+	autoV4Space = "172.16.0.0/12"
+	autoV4Start = "172.16.16.0"
+	autoV4End   = "172.32.0.0"
+)
+
+func (s *Server) pnJSON(pn *pnRec) pnJSON {
+	out := pnJSON{
+		CreatedAt:                      ts(pn.createdAt),
+		DefaultRoutePropagationEnabled: pn.defaultRoutePropagation,
+		DHCPEnabled:                    true,
+		ID:                             pn.id,
+		Name:                           pn.name,
+		OrganizationID:                 pn.orgID,
+		ProjectID:                      pn.projectID,
+		Region:                         s.opts.Region,
+		Subnets:                        make([]subnetJSON, len(pn.subnets)),
+		Tags:                           nonNil(pn.tags),
+		UpdatedAt:                      ts(pn.updatedAt),
+		VpcID:                          pn.vpc.id,
+	}
+	for i, sn := range pn.subnets {
+		out.Subnets[i] = s.subnetJSON(sn)
+	}
+	return out
+}
+
+func (s *Server) subnetJSON(sn *subnetRec) subnetJSON {
+	return subnetJSON{
+		CreatedAt:        ts(sn.createdAt),
+		ID:               sn.id,
+		PrivateNetworkID: sn.pn.id,
+		ProjectID:        sn.pn.projectID,
+		Region:           s.opts.Region,
+		Subnet:           sn.prefix.String(),
+		UpdatedAt:        ts(sn.updatedAt),
+		VpcID:            sn.pn.vpc.id,
+	}
+}
+
+// --- Private Networks ---
+
+type pnSpec struct {
+	id              string // "": a new one
+	name, projectID string
+	tags            []string
+	subnets         []string // nil: choose a free /22
+	vpcID           string   // "": the project's default VPC
+	defaultRoutes   bool
+}
+
+func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
+	if spec.projectID == "" {
+		spec.projectID = s.opts.ProjectID
+	}
+	var vpc *vpcRec
+	if spec.vpcID != "" {
+		if vpc = s.st.vpcs[spec.vpcID]; vpc == nil {
+			return nil, notFoundErr("vpc", spec.vpcID)
+		}
+	}
+	var prefixes []netip.Prefix
+	for i, raw := range spec.subnets {
+		p, err := netip.ParsePrefix(raw)
+		arg := fmt.Sprintf("subnets.%d", i)
+		switch {
+		case err != nil:
+			return nil, invalidArgumentErr(arg, "%q is not a CIDR", raw)
+		case p != p.Masked():
+			return nil, invalidArgumentErr(arg, "%s has host bits set; the subnet is %s", raw, p.Masked())
+		case p.Addr().Is4() && p.Bits() > 30, p.Addr().Is6() && p.Bits() > 126:
+			return nil, invalidArgumentErr(arg, "%s is too small: IPAM keeps four addresses of every subnet", raw)
+		}
+		for j, q := range prefixes {
+			if q.Overlaps(p) {
+				return nil, invalidArgumentErr(arg, "%s overlaps subnets.%d (%s)", p, j, q)
+			}
+		}
+		prefixes = append(prefixes, p)
+	}
+	if vpc == nil {
+		vpc = s.defaultVPCLocked(spec.projectID, now)
+	}
+	for i, p := range prefixes {
+		if other := overlapInVPC(vpc, p); other != nil {
+			return nil, invalidArgumentErr(fmt.Sprintf("subnets.%d", i), "%s overlaps subnet %s of Private Network %s in VPC %s", p, other.prefix, other.pn.id, vpc.id)
+		}
+	}
+	if len(prefixes) == 0 {
+		p, found := freeAutoV4(vpc)
+		if !found {
+			return nil, outOfStockErr("subnet")
+		}
+		prefixes = append(prefixes, p)
+	}
+	// The API adds an IPv6 /64 to every Private Network (recorded); it is
+	// taken from a /48 of the organization's, as recorded.
+	orgID := s.projectOrgLocked(spec.projectID)
+	if !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+		prefixes = append(prefixes, s.freeULA64Locked(orgID))
+	}
+	slices.SortStableFunc(prefixes, func(a, b netip.Prefix) int {
+		return cmp.Compare(a.Addr().BitLen(), b.Addr().BitLen())
+	})
+
+	id := spec.id
+	if id == "" {
+		id = newID()
+	} else if _, taken := s.st.pns[id]; taken {
+		return nil, fmt.Errorf("a Private Network with ID %s already exists", id)
+	}
+	pn := &pnRec{
+		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
+		tags: nonNil(spec.tags), defaultRoutePropagation: spec.defaultRoutes,
+		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
+	}
+	if pn.name == "" {
+		pn.name = "pn-" + pn.id[:8]
+	}
+	for _, p := range prefixes {
+		sn := newSubnet(newID(), p, pn, now, s.st.nextSeq())
+		pn.subnets = append(pn.subnets, sn)
+		s.st.subnets[sn.id] = sn
+	}
+	s.st.pns[pn.id] = pn
+	vpc.pns[pn.id] = pn
+	return pn, nil
+}
+
+func overlapInVPC(vpc *vpcRec, p netip.Prefix) *subnetRec {
+	for _, pn := range vpc.pns {
+		for _, sn := range pn.subnets {
+			if sn.prefix.Overlaps(p) {
+				return sn
+			}
+		}
+	}
+	return nil
+}
+
+// freeAutoV4 is the first /22 of 172.16.0.0/12, from 172.16.16.0/22 on,
+// that overlaps nothing in vpc.
+func freeAutoV4(vpc *vpcRec) (netip.Prefix, bool) {
+	space := netip.MustParsePrefix(autoV4Space)
+	try := func(from, to netip.Addr) (netip.Prefix, bool) {
+		for a := from; space.Contains(a) && a.Compare(to) < 0; {
+			p := netip.PrefixFrom(a, 22)
+			if overlapInVPC(vpc, p) == nil {
+				return p, true
+			}
+			b := a.As4()
+			next := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+			next += 1 << 10
+			a = netip.AddrFrom4([4]byte{byte(next >> 24), byte(next >> 16), byte(next >> 8), byte(next)})
+		}
+		return netip.Prefix{}, false
+	}
+	start := netip.MustParseAddr(autoV4Start)
+	if p, ok := try(start, netip.MustParseAddr(autoV4End)); ok {
+		return p, true
+	}
+	return try(space.Addr(), start)
+}
+
+// freeULA64Locked is a random /64, unused in the emulator, inside the ULA /48
+// the organization's Private Networks draw from (fdXX:XXXX:XXXX::/48, derived
+// from the organization ID).
+func (s *Server) freeULA64Locked(orgID string) netip.Prefix {
+	h := sha256.Sum256([]byte(orgID))
+	var b [16]byte
+	b[0] = 0xfd
+	copy(b[1:6], h[:5])
+	for {
+		var r [2]byte
+		_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+		b[6], b[7] = r[0], r[1]
+		p := netip.PrefixFrom(netip.AddrFrom16(b), 64)
+		if !s.prefixUsedLocked(p) {
+			return p
+		}
+	}
+}
+
+func (s *Server) prefixUsedLocked(p netip.Prefix) bool {
+	for _, sn := range s.st.subnets {
+		if sn.prefix == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) createPrivateNetwork(c *call) reply {
+	var body struct {
+		Name                           string   `json:"name"`
+		ProjectID                      string   `json:"project_id"`
+		Tags                           []string `json:"tags"`
+		Subnets                        []string `json:"subnets"`
+		VpcID                          *string  `json:"vpc_id"`
+		DefaultRoutePropagationEnabled bool     `json:"default_route_propagation_enabled"`
+	}
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	spec := pnSpec{
+		name: body.Name, projectID: body.ProjectID, tags: body.Tags, subnets: body.Subnets,
+		defaultRoutes: body.DefaultRoutePropagationEnabled,
+	}
+	if body.VpcID != nil {
+		spec.vpcID = *body.VpcID
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pn, err := s.createPNLocked(spec, s.now())
+	if err != nil {
+		return errorReply(err)
+	}
+	return ok(s.pnJSON(pn))
+}
+
+func (s *Server) getPrivateNetwork(c *call) reply {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	pn := s.st.pns[c.id]
+	if pn == nil {
+		return notFoundErr("private_network", c.id).reply()
+	}
+	return ok(s.pnJSON(pn))
+}
+
+func (s *Server) deletePrivateNetwork(c *call) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pn := s.st.pns[c.id]
+	if pn == nil {
+		return notFoundErr("private_network", c.id).reply()
+	}
+	if pn.ipCount > 0 {
+		// The recorded body, word for word.
+		return preconditionErr(preconditionInUse, "Private Network must be empty to be deleted").reply()
+	}
+	for _, sn := range pn.subnets {
+		delete(s.st.subnets, sn.id)
+	}
+	delete(s.st.pns, pn.id)
+	delete(pn.vpc.pns, pn.id)
+	return noContent()
+}
+
+func (s *Server) listPrivateNetworks(c *call) reply {
+	q := c.query
+	page, size, aerr := paging(q)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	dhcp, aerr := optBool(q, "dhcp_enabled")
+	if aerr != nil {
+		return aerr.reply()
+	}
+	order, aerr := nameOrder(first(q, "order_by"))
+	if aerr != nil {
+		return aerr.reply()
+	}
+	name, projectID, orgID, vpcID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id"), optString(q, "vpc_id")
+	ids, tags := set(q, "private_network_ids"), q["tags"]
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var pns []*pnRec
+	for _, pn := range s.st.pns {
+		switch {
+		case name != nil && !containsFold(pn.name, *name),
+			projectID != nil && *projectID != pn.projectID,
+			orgID != nil && *orgID != pn.orgID,
+			vpcID != nil && *vpcID != pn.vpc.id,
+			ids != nil && !ids[pn.id],
+			len(tags) > 0 && !anyTag(pn.tags, tags),
+			dhcp != nil && !*dhcp:
+			continue
+		}
+		pns = append(pns, pn)
+	}
+	slices.SortFunc(pns, func(a, b *pnRec) int {
+		return order(namedItem{a.name, a.createdAt, a.seq}, namedItem{b.name, b.createdAt, b.seq})
+	})
+	lo, hi := window(page, size, len(pns))
+	out := struct {
+		PrivateNetworks []pnJSON `json:"private_networks"`
+		TotalCount      int      `json:"total_count"`
+	}{PrivateNetworks: []pnJSON{}, TotalCount: len(pns)}
+	for _, pn := range pns[lo:hi] {
+		out.PrivateNetworks = append(out.PrivateNetworks, s.pnJSON(pn))
+	}
+	return ok(out)
+}
+
+// --- Go API ---
+
+// AddPrivateNetwork creates a Private Network named name in the default VPC
+// of Options.ProjectID, with the given IPv4 (or IPv6) CIDRs, a free
+// 172.16.x.0/22 when none is given, and an IPv6 /64 as the API adds one
+// unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
+func (s *Server) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
+	return s.AddPrivateNetworkWithID("", name, subnets...)
+}
+
+// AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
+// pool file written for the playground names networks that exist.
+func (s *Server) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pn, err := s.createPNLocked(pnSpec{id: id, name: name, subnets: subnets}, s.now())
+	if err != nil {
+		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
+	}
+	out := PrivateNetwork{ID: pn.id, VPCID: pn.vpc.id, Name: pn.name}
+	for _, sn := range pn.subnets {
+		out.Subnets = append(out.Subnets, Subnet{ID: sn.id, Prefix: sn.prefix})
+	}
+	return out, nil
+}

@@ -1,0 +1,47 @@
+package ipam
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// TestStartRefreshesOnItsClock: the background refresh lists the pools'
+// subnets once at start, then every half OccupancyTTL of the allocator's
+// clock, not of the wall clock.
+func TestStartRefreshesOnItsClock(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	cfg := e.config(t, poolFile(`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.203"]}`))
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))
+	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Clock: clk, OccupancyTTL: time.Hour})
+	e.srv.ResetCounts()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.Start(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	wait("the listing at start", func() bool { return e.srv.Count(ipamtest.OpListIPs) == 1 && clk.HasWaiters() })
+	time.Sleep(50 * time.Millisecond)
+	if n := e.srv.Count(ipamtest.OpListIPs); n != 1 {
+		t.Fatalf("%d listings before the clock moved, want 1", n)
+	}
+	clk.Step(30 * time.Minute)
+	wait("the listing half a TTL later", func() bool { return e.srv.Count(ipamtest.OpListIPs) == 2 })
+	if st := a.Stats(); len(st) != 1 || !st[0].Known || st[0].Total != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -1,0 +1,101 @@
+package ipam
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// Resolve checks the pools against the live Private Networks: each must
+// exist and hold the pool's subnet (or exactly one subnet of its family when
+// the file names none). It fills in the subnet and its IPAM ID.
+func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
+	var errs []error
+	// transient keeps an answer that may change on retry, so that callers
+	// (the reloader) can tell "try again" from "this file is wrong".
+	var transient error
+	pns := map[string]*scaleway.PrivateNetwork{}
+	get := func(id string) (*scaleway.PrivateNetwork, error) {
+		if pn, ok := pns[id]; ok {
+			return pn, nil
+		}
+		pn, err := cloud.GetPrivateNetwork(ctx, id)
+		if err != nil {
+			if scaleway.Classify(err) == scaleway.KindUnavailable && transient == nil {
+				transient = err
+			}
+			return nil, err
+		}
+		pns[id] = pn
+		return pn, nil
+	}
+	if _, err := get(c.ClusterPrivateNetworkID); err != nil {
+		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
+	}
+	for i, p := range c.Pools {
+		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		pn, err := get(p.PrivateNetworkID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(err)))
+			continue
+		}
+		var match []scaleway.Subnet
+		for _, s := range pn.Subnets {
+			if s.Prefix.Addr().Is4() != (p.IPFamily == IPv4) {
+				continue
+			}
+			if !p.prefix.IsValid() || s.Prefix == p.prefix {
+				match = append(match, s)
+			}
+		}
+		switch {
+		case len(match) == 1:
+			p.prefix, p.subnetID = match[0].Prefix, match[0].ID
+			for _, err := range p.checkInsideSubnet() {
+				errs = append(errs, fmt.Errorf("%s.%w", where, err))
+			}
+		case p.Subnet != "":
+			errs = append(errs, fmt.Errorf("%s.subnet: %s is not a subnet of Private Network %s (%s has %s)", where, p.Subnet, p.PrivateNetworkID, pn.Name, subnetList(pn)))
+		case len(match) == 0:
+			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s has no %s subnet (it has %s)", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+		default:
+			errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+		}
+	}
+	// Pools that named no subnet only now cover one: check overlaps again.
+	errs = append(errs, c.overlaps()...)
+	if len(errs) > 0 {
+		return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
+	}
+	return nil
+}
+
+// cause carries an error for errors.As without adding to the message.
+type cause struct{ err error }
+
+func (c cause) Error() string { return "" }
+func (c cause) Unwrap() error { return c.err }
+
+func subnetList(pn *scaleway.PrivateNetwork) string {
+	if len(pn.Subnets) == 0 {
+		return "no subnets"
+	}
+	s := make([]string, len(pn.Subnets))
+	for i, sn := range pn.Subnets {
+		s[i] = sn.Prefix.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// describe words an API error for a configuration message.
+func describe(err error) string {
+	switch scaleway.Classify(err) {
+	case scaleway.KindNotFound:
+		return "not found in this region and project; check the ID and SCW_DEFAULT_REGION"
+	case scaleway.KindPermissionDenied:
+		return "permission denied; the API key needs VPC read and IPAM rights (PrivateNetworksReadOnly, IPAMFullAccess)"
+	}
+	return err.Error()
+}

@@ -1,0 +1,45 @@
+package ipam
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
+	ctx := context.Background()
+	resolve := func(pools string) error {
+		file := poolFile(pools)
+		for name, pn := range e.pns {
+			file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
+		}
+		c, err := ParseConfig([]byte(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Resolve(ctx, e.cloud)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}"}`); err != nil {
+		t.Fatalf("single subnet inferred: %v", err)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}", ipFamily: IPv6}`); err != nil {
+		t.Fatalf("the PN's IPv6 /64 inferred: %v", err)
+	}
+	if err := resolve(`  - {name: a, privateNetworkID: "{{two}}", subnet: 10.2.0.0/24, ranges: [10.2.0.10-10.2.0.20]}`); err != nil {
+		t.Fatalf("named subnet: %v", err)
+	}
+	for _, tt := range []struct{ pools, want string }{
+		{`  - {name: a, privateNetworkID: "{{two}}"}`, "several IPv4 subnets (10.1.0.0/24, 10.2.0.0/24"},
+		{`  - {name: a, privateNetworkID: "{{one}}", subnet: 10.9.0.0/24}`, "10.9.0.0/24 is not a subnet of Private Network"},
+		{`  - {name: a, privateNetworkID: "00000000-0000-4000-8000-000000000009"}`, "pools[0] (a).privateNetworkID: Private Network 00000000-0000-4000-8000-000000000009: not found"},
+		{`  - {name: a, privateNetworkID: "{{one}}", ranges: ["172.16.40.1-172.16.40.9"]}`, "outside subnet 172.16.32.0/22"},
+		{`  - {name: a, privateNetworkID: "{{one}}"}
+  - {name: b, privateNetworkID: "{{one}}", ranges: ["172.16.33.1-172.16.33.9"]}`, `pools "a" and "b"`},
+	} {
+		err := resolve(tt.pools)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("pools %s: err = %v, want it to mention %q", tt.pools, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package scaleway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"time"
+
+	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
+	vpcapi "github.com/scaleway/scaleway-sdk-go/api/vpc/v2"
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// DefaultPageSize is how many IPs one ListIPs page asks for; the webhook,
+// the sweeper and status all use it. ListIPs pages until total_count
+// whatever size the pages come back in.
+const DefaultPageSize = 100
+
+// CallObserver is told about every HTTP call to Scaleway: the operation, the
+// HTTP status (0 when no answer came) and how long it took. Metrics hang here.
+type CallObserver func(op string, status int, d time.Duration)
+
+// Options configures New.
+type Options struct {
+	// Region of every IPAM and VPC call, e.g. "fr-par".
+	Region string
+	// ClientOptions add to (and override) the SDK's environment
+	// (SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID, SCW_API_URL…).
+	ClientOptions []scw.ClientOption
+	// Backoff paces retries; the zero value retries five times over about
+	// three seconds (the caller's deadline cuts it shorter inside an
+	// admission).
+	Backoff wait.Backoff
+	// PageSize of ListIPs; 0 uses DefaultPageSize.
+	PageSize uint32
+	// Observe, when set, sees every HTTP call.
+	Observe CallObserver
+}
+
+// defaultBackoff is Options.Backoff's zero value.
+func defaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+}
+
+// quoted matches the values the SDK quotes in its configuration errors.
+var quoted = regexp.MustCompile(`'[^']*'`)
+
+// scwCloud implements Cloud on scaleway-sdk-go.
+type scwCloud struct {
+	region   scw.Region
+	ipam     *ipamapi.API
+	vpc      *vpcapi.API
+	backoff  wait.Backoff
+	pageSize uint32
+}
+
+var _ Cloud = (*scwCloud)(nil)
+
+// New builds a Cloud from the SDK environment (scw.WithEnv, and a config
+// profile when one is there) plus opts. It calls the API once, so that bad
+// credentials or an unreachable endpoint fail at start and not at the first
+// admission.
+func New(ctx context.Context, opts Options) (Cloud, error) {
+	region, err := scw.ParseRegion(opts.Region)
+	if err != nil {
+		return nil, fmt.Errorf("region %q: %w", opts.Region, err)
+	}
+	hc := &observingClient{
+		next:    &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		observe: opts.Observe,
+	}
+	clientOpts := []scw.ClientOption{scw.WithUserAgent("scw-lb-ipam")}
+	if cfg, err := scw.LoadConfig(); err == nil {
+		if p, err := cfg.GetActiveProfile(); err == nil {
+			clientOpts = append(clientOpts, scw.WithProfile(p))
+		}
+	}
+	clientOpts = append(clientOpts, scw.WithEnv(), scw.WithDefaultRegion(region), scw.WithHTTPClient(hc))
+	clientOpts = append(clientOpts, opts.ClientOptions...)
+	client, err := scw.NewClient(clientOpts...)
+	if err != nil {
+		// The SDK quotes the offending value, which may be a secret key.
+		return nil, fmt.Errorf("scaleway client settings (SCW_* environment or profile): %s", quoted.ReplaceAllString(err.Error(), "'<redacted>'"))
+	}
+	// The SDK caches the API metadata in the client without a lock; reading
+	// it once here, before any concurrent use, keeps later calls read-only.
+	if _, err := client.GetAPIMetadata(); err != nil {
+		return nil, fmt.Errorf("reaching the Scaleway API: %w", err)
+	}
+	c := &scwCloud{
+		region:   region,
+		ipam:     ipamapi.NewAPI(client),
+		vpc:      vpcapi.NewAPI(client),
+		backoff:  opts.Backoff,
+		pageSize: opts.PageSize,
+	}
+	if c.backoff.Steps == 0 {
+		c.backoff = defaultBackoff()
+	}
+	if c.pageSize == 0 {
+		c.pageSize = DefaultPageSize
+	}
+	return c, nil
+}
+
+func (c *scwCloud) BookIP(ctx context.Context, req BookRequest) (*IP, error) {
+	sdkReq := &ipamapi.BookIPRequest{
+		Region: c.region,
+		Source: &ipamapi.Source{PrivateNetworkID: scw.StringPtr(req.PrivateNetworkID)},
+		IsIPv6: req.IPv6,
+		Tags:   req.Tags,
+	}
+	if req.Address.IsValid() {
+		a := net.IP(req.Address.AsSlice())
+		sdkReq.Address = &a
+	}
+	var ip *ipamapi.IP
+	err := c.retry(ctx, definitelyNotCommitted, func(ctx context.Context) (err error) {
+		ip, err = c.ipam.BookIP(sdkReq, scw.WithContext(ctx))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fromSDK(ip), nil
+}
+
+func (c *scwCloud) GetIP(ctx context.Context, id string) (*IP, error) {
+	var ip *ipamapi.IP
+	err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
+		ip, err = c.ipam.GetIP(&ipamapi.GetIPRequest{Region: c.region, IPID: id}, scw.WithContext(ctx))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fromSDK(ip), nil
+}
+
+// ListIPs reads every page, Options.PageSize IPs at a time, until it
+// holds total_count IPs or a page comes back empty. A short page is not the
+// end: the API may answer fewer than asked (a lower cap than page_size), and
+// stopping there would hide the rest. IPs booked or released while paging
+// shift the pages under us: one seen twice is kept once.
+func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
+	var out []*IP
+	seen := map[string]bool{}
+	for page := int32(1); ; page++ {
+		req := &ipamapi.ListIPsRequest{
+			Region:   c.region,
+			Page:     scw.Int32Ptr(page),
+			PageSize: scw.Uint32Ptr(c.pageSize),
+			Tags:     f.Tags,
+			IsIPv6:   f.IPv6,
+		}
+		if f.PrivateNetworkID != "" {
+			req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
+		}
+		if f.OldestFirst {
+			req.OrderBy = ipamapi.ListIPsRequestOrderByCreatedAtAsc
+		}
+		var resp *ipamapi.ListIPsResponse
+		err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
+			resp, err = c.ipam.ListIPs(req, scw.WithContext(ctx))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, ip := range resp.IPs {
+			if !seen[ip.ID] {
+				seen[ip.ID] = true
+				out = append(out, fromSDK(ip))
+			}
+		}
+		if len(resp.IPs) == 0 || uint64(len(out)) >= resp.TotalCount {
+			return out, nil
+		}
+	}
+}
+
+func (c *scwCloud) SetTags(ctx context.Context, id string, tags []string) (*IP, error) {
+	if tags == nil {
+		tags = []string{} // nil would leave the tags as they are
+	}
+	var ip *ipamapi.IP
+	err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
+		ip, err = c.ipam.UpdateIP(&ipamapi.UpdateIPRequest{Region: c.region, IPID: id, Tags: &tags}, scw.WithContext(ctx))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fromSDK(ip), nil
+}
+
+func (c *scwCloud) ReleaseIP(ctx context.Context, id string) error {
+	return c.retry(ctx, retryable, func(ctx context.Context) error {
+		err := c.ipam.ReleaseIP(&ipamapi.ReleaseIPRequest{Region: c.region, IPID: id}, scw.WithContext(ctx))
+		return err
+	})
+}
+
+func (c *scwCloud) GetPrivateNetwork(ctx context.Context, id string) (*PrivateNetwork, error) {
+	var pn *vpcapi.PrivateNetwork
+	err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
+		pn, err = c.vpc.GetPrivateNetwork(&vpcapi.GetPrivateNetworkRequest{Region: c.region, PrivateNetworkID: id}, scw.WithContext(ctx))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &PrivateNetwork{ID: pn.ID, Name: pn.Name}
+	for _, s := range pn.Subnets {
+		p, ok := netipx.FromStdIPNet(&s.Subnet.IPNet)
+		if !ok {
+			continue
+		}
+		out.Subnets = append(out.Subnets, Subnet{ID: s.ID, Prefix: p.Masked()})
+	}
+	return out, nil
+}
+
+// retry runs call until it succeeds, fails with an error again() refuses,
+// runs out of backoff steps, or the next wait would pass ctx's deadline. The
+// last error is returned as it came, so Classify still sees it.
+func (c *scwCloud) retry(ctx context.Context, again func(error) bool, call func(context.Context) error) error {
+	b := c.backoff
+	hint := &retryHint{}
+	ctx = context.WithValue(ctx, retryHintKey{}, hint)
+	for {
+		err := call(ctx)
+		if err == nil || !again(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("%w (%w)", ctx.Err(), err)
+			}
+			return err
+		}
+		if b.Steps <= 1 {
+			return err
+		}
+		wait := b.Step()
+		if ra := hint.take(); ra > wait {
+			wait = ra // the server knows best how long it needs
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+func fromSDK(ip *ipamapi.IP) *IP {
+	out := &IP{ID: ip.ID, IsIPv6: ip.IsIPv6, Tags: ip.Tags, Region: ip.Region.String()}
+	if p, ok := netipx.FromStdIPNet(&ip.Address.IPNet); ok {
+		out.Address = p.Addr()
+	}
+	if ip.Source != nil && ip.Source.SubnetID != nil {
+		out.SubnetID = *ip.Source.SubnetID
+	}
+	if ip.CreatedAt != nil {
+		out.CreatedAt = *ip.CreatedAt
+	}
+	if ip.Resource != nil {
+		out.Resource = &Resource{Type: ip.Resource.Type.String(), ID: ip.Resource.ID}
+		if ip.Resource.Name != nil {
+			out.Resource.Name = *ip.Resource.Name
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package scaleway
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// Credentials of the emulator; shaped like real ones, so the SDK accepts them.
+const (
+	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
+	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+	testProject   = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
+)
+
+// clusterTag is a ledger tag as the allocator writes it.
+const clusterTag = "scw-lb-ipam/cluster=test"
+
+// env is one emulator, a Cloud talking to it through the real SDK, and its
+// Private Networks by name.
+type env struct {
+	srv   *ipamtest.Server
+	cloud Cloud
+	pns   map[string]ipamtest.PrivateNetwork
+}
+
+// newEnv starts an emulator with the named Private Networks ("name=cidr").
+func newEnv(t *testing.T, pns ...string) *env {
+	t.Helper()
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
+	e := &env{srv: srv, pns: map[string]ipamtest.PrivateNetwork{}}
+	for _, spec := range append([]string{"nodes=172.16.0.0/22"}, pns...) {
+		name, cidr, _ := strings.Cut(spec, "=")
+		pn, err := srv.AddPrivateNetwork(name, strings.Split(cidr, ",")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.pns[name] = pn
+	}
+	c, err := New(context.Background(), Options{
+		Region: "fr-par",
+		ClientOptions: []scw.ClientOption{
+			scw.WithAPIURL(srv.URL()),
+			scw.WithAuth(testAccessKey, testSecretKey),
+			scw.WithDefaultProjectID(testProject),
+		},
+		// Short steps keep retry tests quick; the shape is the production one.
+		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
+		PageSize: 50,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cloud = c
+	return e
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -1,0 +1,81 @@
+package scaleway
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// retryHint carries a Retry-After header from the transport to retry: the
+// SDK's errors do not keep response headers.
+type retryHint struct {
+	mu    sync.Mutex
+	after time.Duration
+}
+
+type retryHintKey struct{}
+
+func (h *retryHint) set(d time.Duration) { h.mu.Lock(); h.after = d; h.mu.Unlock() }
+
+func (h *retryHint) take() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.after
+	h.after = 0
+	return d
+}
+
+// observingClient is the SDK's HTTP client: it reports every call to the
+// observer and hands Retry-After to the retry loop. Hand-written rather than
+// promhttp.InstrumentRoundTripperCounter/Duration: those record only calls
+// that got an answer, under a label named code, while
+// scw_lb_ipam_scaleway_calls_total{operation,status} also counts the calls
+// that got none, as status 0, which is what shows an unreachable API.
+type observingClient struct {
+	next    *http.Client
+	observe CallObserver
+}
+
+func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := o.next.Do(req)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			if secs, perr := strconv.Atoi(ra); perr == nil && secs >= 0 {
+				if h, ok := req.Context().Value(retryHintKey{}).(*retryHint); ok {
+					h.set(time.Duration(secs) * time.Second)
+				}
+			}
+		}
+	}
+	if o.observe != nil {
+		o.observe(operation(req), status, time.Since(start))
+	}
+	return resp, err
+}
+
+// operation names a Scaleway call for metrics from its method and path.
+func operation(req *http.Request) string {
+	p := req.URL.Path
+	switch {
+	case req.Method == http.MethodPost && strings.HasSuffix(p, "/ips"):
+		return "BookIP"
+	case req.Method == http.MethodGet && strings.HasSuffix(p, "/ips"):
+		return "ListIPs"
+	case req.Method == http.MethodGet && strings.Contains(p, "/ips/"):
+		return "GetIP"
+	case req.Method == http.MethodPatch && strings.Contains(p, "/ips/"):
+		return "UpdateIP"
+	case req.Method == http.MethodDelete && strings.Contains(p, "/ips/"):
+		return "ReleaseIP"
+	case req.Method == http.MethodGet && strings.Contains(p, "/private-networks/"):
+		return "GetPrivateNetwork"
+	case p == "/metadata":
+		return "Metadata"
+	}
+	return req.Method + " other"
+}

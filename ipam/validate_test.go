@@ -1,0 +1,64 @@
+package ipam
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+func TestValidateID(t *testing.T) {
+	r := refs{}
+	e, a := allocEnv(t, r)
+	ctx := context.Background()
+	edge, pay := e.pns["edge"].ID, e.pns["pay"].ID
+	free, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
+	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	payOnly, _ := e.srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
+	nodes, _ := e.srv.AddIP(e.pns["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
+	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
+	otherCluster, _ := e.srv.AddIP(pay, mustAddr("10.20.0.10"), Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	mine, _ := e.srv.AddIP(pay, mustAddr("10.20.0.11"), Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	refd, _ := e.srv.AddIP(pay, mustAddr("10.20.0.12"), nil, nil)
+	r[refd] = svc("payments", "billing")
+
+	tests := []struct {
+		name string
+		id   string
+		svc  string
+		want []string // empty: valid
+		byo  bool
+	}{
+		{"valid", free, "web/api", nil, true},
+		{"valid in a restricted pool", payOnly, "payments/api", nil, true},
+		{"our own reservation of this Service", mine, "payments/api", nil, false},
+		{"missing", "00000000-0000-4000-8000-000000000000", "web/api", []string{"does not exist in region fr-par"}, false},
+		{"attached", attached, "web/api", []string{"attached to instance_server vm-1"}, false},
+		{"pool not allowed for namespace", payOnly, "web/api", []string{"not on the Private Network of a pool namespace web may use (auto, ranged, manual, drained, small)"}, false},
+		{"no pool on that PN", nodes, "web/api", []string{"not on the Private Network of a pool"}, false},
+		{"tagged to another Service", theirs, "web/api", []string{"reserved for Service web/other of cluster test"}, false},
+		{"tagged by another cluster", otherCluster, "payments/api", []string{"cluster staging"}, false},
+		{"referenced by another Service", refd, "payments/api", []string{"already used by Service payments/billing"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.srv.ResetCounts()
+			ns, name, _ := strings.Cut(tt.svc, "/")
+			res, err := a.ValidateID(ctx, IDRequest{ID: tt.id, Service: svc(ns, name)})
+			if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
+				t.Errorf("calls: %s", got)
+			}
+			if len(tt.want) > 0 {
+				wantRefusal(t, err, "", tt.want...)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ID != tt.id || res.BringYourOwn != tt.byo || !res.Address.IsValid() {
+				t.Fatalf("reservation = %+v", res)
+			}
+		})
+	}
+}

@@ -1,5 +1,0 @@
-// Package testenv starts what the suites on a real control plane share:
-// kube-apiserver and etcd from bin/ (make tools), the chart's rendered
-// MutatingWebhookConfiguration, the Scaleway emulator, and scw-lb-ipam
-// itself through cmd/scw-lb-ipam/app, in process.
-package testenv

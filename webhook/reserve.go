@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// reserve runs the plan. When one reservation fails, the ones this admission
+// booked are released again, best effort: the sweeper reclaims the rest.
+// own are the IDs the Service references now (an UPDATE).
+func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
+	var out []*ipam.Reservation
+	fail := func(err error) ([]*ipam.Reservation, error) {
+		for _, r := range out {
+			if rerr := m.Allocator.Release(context.WithoutCancel(ctx), r); rerr != nil {
+				m.Log.Error(rerr, "releasing a reservation of a failed admission; the sweeper will reclaim it", "service", key, "ipamID", r.ID)
+			}
+		}
+		return nil, err
+	}
+	for i, id := range p.ids {
+		r, err := m.Allocator.ValidateID(ctx, ipam.IDRequest{ID: id, Service: key, DryRun: dryRun, Own: own})
+		if pool := p.fallback(i, err); pool != nil {
+			// A restored manifest whose reservation is gone or being
+			// released: a fresh address from the same pool, not a denial.
+			r, err = m.Allocator.Reserve(ctx, ipam.Request{Pool: pool, Service: key, DryRun: dryRun})
+			if err != nil {
+				return fail(wrapReserveError(ipam.Request{Pool: pool}, err))
+			}
+		}
+		if err != nil {
+			return fail(&annotationError{p.idsFrom, strings.Join(p.ids, ","), err.Error(), err})
+		}
+		out = append(out, r)
+	}
+	for _, req := range p.reserve {
+		req.Service, req.DryRun, req.Own = key, dryRun, own
+		r, err := m.Allocator.Reserve(ctx, req)
+		if err != nil {
+			return fail(wrapReserveError(req, err))
+		}
+		out = append(out, r)
+	}
+	pns := map[string]string{}
+	for _, r := range out {
+		if other, dup := pns[r.PrivateNetworkID]; dup {
+			return fail(fmt.Errorf("IPAM IDs %s and %s are both on Private Network %s, and a Load Balancer takes one IP per Private Network; keep one", other, r.ID, r.PrivateNetworkID))
+		}
+		pns[r.PrivateNetworkID] = r.ID
+	}
+	return out, nil
+}
+
+func wrapReserveError(req ipam.Request, err error) error {
+	switch ipam.ReasonOf(err) {
+	case ipam.ReasonAddressOutsidePool, ipam.ReasonAddressTaken, ipam.ReasonAddressRequired:
+		return &annotationError{ccm.AnnotationAddress, req.Address.String(), err.Error(), err}
+	case ipam.ReasonPoolDisabled, ipam.ReasonPoolExhausted:
+		return &annotationError{ccm.AnnotationPool, req.Pool.Name, err.Error(), err}
+	}
+	return err
+}

@@ -1,0 +1,125 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	k8sjson "sigs.k8s.io/json"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// deny refuses the admission. A refusal that goes away by itself (the
+// previous Load Balancer still holds the IP, a cache that cannot answer)
+// is a 429 with Retry-After: kubectl, Helm and every client-go client retry
+// it on their own.
+func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response {
+	m.Log.V(1).Info("denied", "namespace", svc.Namespace, "name", svc.Name, "reason", err.Error())
+	resp := admission.Denied("scw-lb-ipam: " + err.Error())
+	var ie *ipam.Error
+	if errors.As(err, &ie) {
+		switch {
+		case ie.Retryable():
+			resp.Result.Code = http.StatusTooManyRequests
+			resp.Result.Reason = metav1.StatusReasonTooManyRequests
+			resp.Result.Details = &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds}
+		case ie.Reason == ipam.ReasonServiceExists:
+			resp.Result.Code = http.StatusConflict
+			resp.Result.Reason = metav1.StatusReasonAlreadyExists
+		}
+	}
+	return resp
+}
+
+// retryAfterSeconds is the Retry-After of retryable refusals: about how long
+// a Load Balancer takes to let go of its IP, or a cache to catch up.
+const retryAfterSeconds = 2
+
+// reservedAnnotations are the CCM's annotations and ours for the
+// reservations. spec.loadBalancerIP is never written: the CCM reads the IDs.
+func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservation) map[string]string {
+	ids := make([]string, len(rs))
+	addrs := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], addrs[i] = r.ID, r.Address.String()
+	}
+	return map[string]string{
+		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
+		ccm.AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
+		ccm.AnnotationAddresses:    strings.Join(addrs, ","),
+	}
+}
+
+// patchAnnotations sets annotations on the raw object and answers with the
+// patch. It edits the JSON as it came rather than a re-encoded Service: a
+// typed round trip would drop fields this build does not know (a newer
+// apiserver's), and the patch would remove them.
+func patchAnnotations(raw []byte, set map[string]string) admission.Response {
+	var obj map[string]any
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj["metadata"] = md
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	for k, v := range set {
+		ann[k] = v
+	}
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(raw, mutated)
+}
+
+func reservedWarning(r *ipam.Reservation) string {
+	switch {
+	case r.BringYourOwn:
+		return fmt.Sprintf("scw-lb-ipam: using %s (IPAM ID %s, pool %s), validated; it was reserved outside scw-lb-ipam and will never be released by it", r.Address, r.ID, r.Pool)
+	case r.Reused:
+		return fmt.Sprintf("scw-lb-ipam: reused %s (IPAM ID %s) from pool %s, retained for this Service", r.Address, r.ID, r.Pool)
+	}
+	return fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", r.Address, r.ID, r.Pool)
+}
+
+func logVerb(rs []*ipam.Reservation) string {
+	for _, r := range rs {
+		if !r.Reused {
+			return "reserved"
+		}
+	}
+	return "reused"
+}
+
+func dryRunWarnings(rs []*ipam.Reservation) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		addr := "an address IPAM chooses"
+		if r.Address.IsValid() {
+			addr = r.Address.String()
+		}
+		switch {
+		case r.ID != "" && r.Reused:
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would reuse %s (IPAM ID %s) from pool %s; nothing was changed", addr, r.ID, r.Pool))
+		case r.ID != "":
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would use %s (IPAM ID %s) from pool %s; nothing was changed", addr, r.ID, r.Pool))
+		default:
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would reserve %s from pool %s; nothing was booked", addr, r.Pool))
+		}
+	}
+	return out
+}

@@ -1,0 +1,77 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+)
+
+// Options configures SetupWithManager.
+type Options struct {
+	// Path the MutatingWebhookConfiguration calls.
+	Path      string
+	Allocator Allocator
+	// Excluded namespaces are never touched (kube-system, the release's own).
+	Excluded []string
+	// Timeout is the webhook configuration's timeoutSeconds; admissions
+	// answer within it (see WithAdmissionDeadline).
+	Timeout    time.Duration
+	Registerer prometheus.Registerer
+	Log        logr.Logger
+}
+
+// SetupWithManager serves the Service mutator on the manager's webhook
+// server at o.Path. It indexes the Service cache by the IPAM IDs Services
+// reference (the allocator's References read that index), starts the
+// Service and Namespace informers, and makes the pod ready only once the
+// webhook server serves and those caches have synced: the Service endpoint
+// then routes the apiserver's calls to this pod, and no admission is
+// decided on an empty cache. The mutator is returned for the sweeper's
+// report of unreserved Services.
+func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*ServiceMutator, error) {
+	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("indexing Services: %w", err)
+	}
+	mutator := &ServiceMutator{
+		Allocator:  o.Allocator,
+		Namespaces: mgr.GetCache(),
+		Excluded:   o.Excluded,
+		Recorder:   mgr.GetEventRecorder("scw-lb-ipam"),
+		Metrics:    NewMetrics(o.Registerer),
+		Log:        o.Log,
+	}
+	server := mgr.GetWebhookServer()
+	server.Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: mutator}, o.Timeout))
+	// The Namespace informer is started here, not on the first admission's
+	// read.
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the Service and Namespace caches have not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mutator, nil
+}

@@ -1,0 +1,105 @@
+package webhook
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// updateDecision is what update decided.
+type updateDecision struct {
+	resp   admission.Response
+	result string
+	// done: resp is the answer. Otherwise the UPDATE allocates like a
+	// CREATE, for next, unless keepDHCP.
+	done bool
+	next request
+	// keepDHCP: the Load Balancer exists with a DHCP address and no
+	// reserved IP, and allow-ip-change is not set: it keeps its address.
+	keepDHCP bool
+}
+
+// update decides UPDATEs of a Service that already was a LoadBalancer.
+func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) updateDecision {
+	prev, _ := parseRequest(old.Annotations)
+	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
+	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
+
+	if oldIDs == "" && ccm.HasLoadBalancer(old) && !ask.AllowIPChange {
+		// The live-LB guard: the CCM would re-attach the Private Network
+		// with the new IP, so the Load Balancer's address would change.
+		if hasIDs && newIDs != "" {
+			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
+		}
+		return updateDecision{next: ask, keepDHCP: true}
+	}
+	if ask.sameAsk(prev) && (!hasIDs || newIDs == oldIDs) {
+		if oldIDs == "" {
+			// Nothing was reserved before (say the pool file had no default
+			// then) and no Load Balancer exists yet: allocate if the request
+			// now calls for it.
+			return updateDecision{next: ask}
+		}
+		if !hasIDs || svc.Annotations[ccm.AnnotationAddresses] != old.Annotations[ccm.AnnotationAddresses] || svc.Annotations[ccm.AnnotationPNIDs] == "" {
+			// A server-side apply by a manager that does not own our
+			// annotations dropped them: put them back as they were.
+			kept := map[string]string{}
+			for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+				if v, ok := old.Annotations[k]; ok {
+					kept[k] = v
+				}
+			}
+			return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
+		}
+		return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
+	}
+	if oldIDs != "" && !ask.AllowIPChange {
+		what := describeChange(prev, ask, oldIDs, newIDs)
+		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, ccm.AnnotationAllowIPChange))}
+	}
+	if !ask.sameAsk(prev) || !hasIDs {
+		return updateDecision{next: ask}
+	}
+	// The request is the same but the IDs were edited by hand, with
+	// allow-ip-change: the new IDs are brought-your-own, to validate.
+	return updateDecision{next: request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
+}
+
+// userPNs separates the networks a user asked for from those an earlier
+// admission added: when pn-ids is still what was written then, the pools'
+// networks come off it, so that a Service moving to another pool is not left
+// attached to the old pool's network.
+func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
+	if old.Annotations[ccm.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
+		return pnIDs
+	}
+	var out []string
+	for _, id := range pnIDs {
+		pooled := false
+		for _, p := range cfg.Pools {
+			pooled = pooled || (p.PrivateNetworkID == ccm.PrivateNetworkID(id) && id != cfg.ClusterPrivateNetworkID)
+		}
+		if !pooled {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func describeChange(prev, ask request, oldIDs, newIDs string) string {
+	switch {
+	case !slices.Equal(prev.Pools, ask.Pools):
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
+	case !slices.Equal(prev.Addresses, ask.Addresses):
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
+	case !slices.Equal(prev.IDs, ask.IDs):
+		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
+	}
+	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
+}
