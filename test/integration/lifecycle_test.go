@@ -68,19 +68,18 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		want := `scw-lb-ipam: Service late/legacy already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (pool general), set annotation scw-lb-ipam.io/allow-ip-change: "true" (the CCM re-attaches the Load Balancer: a brief outage)`
 
 		c, w := clientWithWarnings(t)
-		got := get(t, "late", "legacy")
-		got.Labels = map[string]string{"team": "edge"}
-		if err := c.Update(ctx, got); err != nil {
+		if err := update(c, "late", "legacy", func(svc *corev1.Service) { svc.Labels = map[string]string{"team": "edge"} }); err != nil {
 			t.Fatal(err)
 		}
 		// A helm upgrade sends the whole object as the chart renders it.
-		full := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
-		full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
-		full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
-		cur := get(t, "late", "legacy")
-		full.ResourceVersion, full.Finalizers, full.Spec.ClusterIP, full.Spec.ClusterIPs = cur.ResourceVersion, cur.Finalizers, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
-		full.Spec.Ports[0].NodePort = cur.Spec.Ports[0].NodePort
-		if err := c.Update(ctx, full); err != nil {
+		if err := update(c, "late", "legacy", func(cur *corev1.Service) {
+			full := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
+			full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
+			full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
+			full.ResourceVersion, full.Finalizers, full.Spec.ClusterIP, full.Spec.ClusterIPs = cur.ResourceVersion, cur.Finalizers, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+			full.Spec.Ports[0].NodePort = cur.Spec.Ports[0].NodePort
+			*cur = *full
+		}); err != nil {
 			t.Fatal(err)
 		}
 		after := get(t, "late", "legacy")

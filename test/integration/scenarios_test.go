@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -276,6 +277,19 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// update changes a Service as kubectl edit does: read, change, write,
+// again on a conflict (the CCM stand-in patches Services meanwhile).
+func update(c client.Client, ns, name string, change func(*corev1.Service)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		change(svc)
+		return c.Update(context.Background(), svc)
+	})
+}
+
 // attachedTo waits until the CCM stand-in has attached IPAM ID id to the
 // Load Balancer of Service ns/name, through the Load Balancer API.
 func attachedTo(t *testing.T, ns, name, id string) {
@@ -349,15 +363,16 @@ func TestScenario7PoolChange(t *testing.T) {
 		live := get(t, "payments", "mover")
 		defer del(t, live)
 		oldID := live.Annotations[ccm.AnnotationPrivateIPIDs]
-		live.Annotations[ccm.AnnotationPool] = "general"
-		err := s.Kube.Update(ctx, live)
+		err := update(s.Kube, "payments", "mover", func(svc *corev1.Service) {
+			svc.Annotations[ccm.AnnotationPool] = "general"
+		})
 		if err == nil || !strings.Contains(err.Error(), "allow-ip-change") {
 			t.Fatalf("pool change without allow-ip-change: %v", err)
 		}
-		live = get(t, "payments", "mover")
-		live.Annotations[ccm.AnnotationPool] = "general"
-		live.Annotations[ccm.AnnotationAllowIPChange] = "true"
-		if err := s.Kube.Update(ctx, live); err != nil {
+		if err := update(s.Kube, "payments", "mover", func(svc *corev1.Service) {
+			svc.Annotations[ccm.AnnotationPool] = "general"
+			svc.Annotations[ccm.AnnotationAllowIPChange] = "true"
+		}); err != nil {
 			t.Fatal(err)
 		}
 		moved := get(t, "payments", "mover")
