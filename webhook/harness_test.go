@@ -74,12 +74,11 @@ func newHarness(t testing.TB) *harness {
 	h := &harness{t: t, pns: map[string]ipamtest.PrivateNetwork{}, events: &recordedEvents{}}
 	h.srv = ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
 	file := harnessPools
-	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24"} {
-		name, cidr, _ := strings.Cut(spec, "=")
-		pn, err := h.srv.AddPrivateNetwork(name, cidr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	pns, err := h.srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pn := range pns {
 		h.pns[name] = pn
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
@@ -127,13 +126,8 @@ func Start(o Options) (_ *Env, err error) {
 	if _, err := e.Emu.Start("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	for _, spec := range o.PrivateNetworks {
-		name, cidrs, _ := strings.Cut(spec, "=")
-		pn, err := e.Emu.AddPrivateNetwork(name, strings.Split(cidrs, ",")...)
-		if err != nil {
-			return nil, err
-		}
-		e.PNs[name] = pn
+	if e.PNs, err = e.Emu.AddPrivateNetworks(o.PrivateNetworks...); err != nil {
+		return nil, err
 	}
 	// The apiserver calls the webhook through its Service: the egress
 	// selector sends "cluster" connections to a CONNECT proxy that maps the

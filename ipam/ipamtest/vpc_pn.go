@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -329,6 +330,26 @@ func (s *Server) listPrivateNetworks(c *call) reply {
 // unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
 func (s *Server) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
 	return s.AddPrivateNetworkWithID("", name, subnets...)
+}
+
+// AddPrivateNetworks adds one Private Network per spec "name=cidr[,cidr]"
+// (AddPrivateNetwork's rules), the fixtures tests and suites start from,
+// and returns them by name.
+func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
+	out := make(map[string]PrivateNetwork, len(specs))
+	for _, spec := range specs {
+		name, cidrs, _ := strings.Cut(spec, "=")
+		var subnets []string
+		if cidrs != "" {
+			subnets = strings.Split(cidrs, ",")
+		}
+		pn, err := s.AddPrivateNetwork(name, subnets...)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = pn
+	}
+	return out, nil
 }
 
 // AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a

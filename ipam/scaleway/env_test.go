@@ -3,7 +3,6 @@ package scaleway
 import (
 	"context"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,15 +34,11 @@ type env struct {
 func newEnv(t *testing.T, pns ...string) *env {
 	t.Helper()
 	srv := ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
-	e := &env{srv: srv, pns: map[string]ipamtest.PrivateNetwork{}}
-	for _, spec := range append([]string{"nodes=172.16.0.0/22"}, pns...) {
-		name, cidr, _ := strings.Cut(spec, "=")
-		pn, err := srv.AddPrivateNetwork(name, strings.Split(cidr, ",")...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.pns[name] = pn
+	nets, err := srv.AddPrivateNetworks(append([]string{"nodes=172.16.0.0/22"}, pns...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
+	e := &env{srv: srv, pns: nets}
 	c, err := New(context.Background(), Options{
 		Region: "fr-par",
 		ClientOptions: []scw.ClientOption{

@@ -52,16 +52,14 @@ func newWorld(t testing.TB) *world {
 	file := "clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" +
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n" +
 		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"
-	for _, spec := range []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16"} {
-		name, cidr, _ := strings.Cut(spec, "=")
-		pn, err := w.srv.AddPrivateNetwork(name, cidr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	pns, err := w.srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pn := range pns {
 		w.pns[name] = pn
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
-	var err error
 	w.cloud, err = scaleway.New(context.Background(), scaleway.Options{Region: "fr-par",
 		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
