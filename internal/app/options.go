@@ -49,6 +49,9 @@ type Options struct {
 	Kubeconfig      string
 	OccupancyTTL    time.Duration
 	ConfigPollEvery time.Duration
+	// ShutdownDelay is how long a stopping process keeps serving the
+	// webhook after its readiness failed (see Serve).
+	ShutdownDelay time.Duration
 	// WebhookTimeout is the webhook configuration's timeoutSeconds: the
 	// admission deadline is derived from it, and the reuse safety margin is
 	// twice it.
@@ -133,6 +136,7 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the webhook keeps serving once /readyz fails, so that the apiserver stops calling this pod before it stops listening (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
 	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")
 	fs.DurationVar(&o.Sweep.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "retention of a reservation whose Service was never created")

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,8 +101,47 @@ func Serve(ctx context.Context, o Options) error {
 	if err := setupMetricsWithManager(mgr, reg, alloc); err != nil {
 		return err
 	}
+	mgrCtx, stopMgr, err := drainOnStop(ctx, mgr, o.ShutdownDelay, log)
+	if err != nil {
+		return err
+	}
+	defer stopMgr()
 	log.Info("starting", "version", version.Version(), "revision", version.Revision(), "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
-	return mgr.Start(ctx)
+	return mgr.Start(mgrCtx)
+}
+
+// drainOnStop returns the context the manager runs in: when ctx ends (a
+// SIGTERM: a rollout, a drain), /readyz fails at once, and the manager
+// stops only delay later. The apiserver keeps calling a pod until its
+// endpoint is gone, which takes the failed probe plus its propagation;
+// a webhook that stopped listening first fails those admissions, and with
+// failurePolicy Fail the Service changes with them.
+func drainOnStop(ctx context.Context, mgr manager.Manager, delay time.Duration, log logr.Logger) (context.Context, context.CancelFunc, error) {
+	var draining atomic.Bool
+	if err := mgr.AddReadyzCheck("not-stopping", func(*http.Request) error {
+		if draining.Load() {
+			return errors.New("stopping")
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	mgrCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-mgrCtx.Done(): // the manager ended on its own
+			return
+		case <-ctx.Done():
+		}
+		draining.Store(true)
+		log.Info("stopping: not ready any more, serving admissions a while longer", "delay", delay)
+		select {
+		case <-time.After(delay):
+		case <-mgrCtx.Done():
+		}
+		stop()
+	}()
+	return mgrCtx, stop, nil
 }
 
 // newManager makes the manager every concern runs in, with the process's

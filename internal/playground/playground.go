@@ -199,7 +199,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(tmp, "certs"),
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
-		"--health-probe-bind-address=0", "--sweep-interval=10s")
+		"--health-probe-bind-address=0", "--sweep-interval=10s",
+		"--shutdown-delay=0s") // nothing routes here but the playground: Ctrl-C stops at once
 	opts, err := app.ParseFlags(args[1:]) // args[0] is "serve"
 	if err != nil {
 		return err

@@ -191,7 +191,7 @@ func Start(o Options) (_ *Env, err error) {
 		}
 		r.probe = fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
 		args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
-			"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system",
+			"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system", "--shutdown-delay", "0s",
 			"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, o.Args...)
 		if r.serve, err = app.ParseFlags(args); err != nil {
 			return nil, err

@@ -188,8 +188,36 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	if err != nil || !bytes.Equal(served, again.Data["tls.crt"]) {
 		t.Fatalf("the second replica serves another certificate (%v)", err)
 	}
+	// A rollout stops the first: SIGTERM fails its readiness at once (the
+	// endpoint goes), and it keeps answering the apiserver for the chart's
+	// shutdown delay, so the admissions still routed to it succeed.
+	stopping := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := http.Get(first.readyz)
+		if err != nil {
+			t.Fatalf("readiness probe: %v: the server stopped instead of failing its probe", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			break
+		}
+		if time.Since(stopping) > 2*time.Second {
+			t.Fatal("still ready 2s after SIGTERM")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	createAndCheck("api-while-stopping")
+	if time.Since(stopping) > 4*time.Second {
+		t.Fatalf("the check took %s: past the 5s shutdown delay, it proves nothing", time.Since(stopping))
+	}
 	// With the first one gone, the second answers the apiserver.
 	first.stop(t)
+	if waited := time.Since(stopping); waited < 5*time.Second {
+		t.Fatalf("stopped %s after SIGTERM, before the 5s shutdown delay", waited)
+	}
 	routeWebhook(t, second)
 	createAndCheck("api-2")
 
@@ -314,6 +342,7 @@ type process struct {
 	certDir     string
 	webhookAddr string
 	metricsAddr string
+	readyz      string
 	stopped     bool
 }
 
@@ -333,7 +362,7 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	t.Helper()
 	webhookPort, probePort := freePort(t), freePort(t)
 	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort),
-		metricsAddr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+		metricsAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)}
 	args := append([]string{}, chartArgs...)
 	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
@@ -349,7 +378,7 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	t.Cleanup(func() { p.stop(t) })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort))
+		resp, err := http.Get(p.readyz)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
