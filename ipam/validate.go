@@ -71,6 +71,14 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 		return a.validateOurs(ctx, cfg, req, ip, e, pool)
 	}
 	if ip.Resource != nil && !slices.Contains(req.Own, id) {
+		// This Service's claim and a Load Balancer: its previous
+		// incarnation's, which the CCM is tearing down (a helm --force, an
+		// Argo CD replace). Retryable, as for a pool's reservation.
+		if holder, ok, err := a.claims.Holder(ctx, id); err != nil {
+			return nil, err
+		} else if ok && holder == svc && ip.Resource.Type == scaleway.ResourceLoadBalancer {
+			return nil, a.stillHeld(ctx, svc, ip)
+		}
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
 	}
 	if !req.DryRun {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
@@ -61,4 +63,39 @@ func TestValidateID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldBy is Claims whose every ID is held by one Service.
+type heldBy types.NamespacedName
+
+func (h heldBy) Claim(_ context.Context, id string, s types.NamespacedName) error {
+	if s != types.NamespacedName(h) {
+		return refuse(ReasonIDNotUsable, "IPAM IP %s is already used by Service %s", id, types.NamespacedName(h))
+	}
+	return nil
+}
+
+func (h heldBy) Holder(context.Context, string) (types.NamespacedName, bool, error) {
+	return types.NamespacedName(h), true, nil
+}
+
+// Review finding: helm --force or an Argo CD replace of a bring-your-own
+// Service. Its claim names it, and the ID is still attached to the Load
+// Balancer of its previous incarnation, which the CCM is tearing down: a
+// retryable "still held", as for a pool's reservation, not a hard denial.
+// Another Service's LB, or any other resource, stays a hard denial.
+func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
+	e, a := allocEnv(t, refs{})
+	a.claims = heldBy(svc("web", "api"))
+	ctx := context.Background()
+	edge := e.pns["edge"].ID
+	lb, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &ipamtest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
+	vm, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+
+	_, err := a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "api")})
+	wantRefusal(t, err, ReasonStillHeld, "still held by the Load Balancer of the previous web/api", "retry in a moment")
+	_, err = a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "other")})
+	wantRefusal(t, err, ReasonIDNotUsable, "attached to lb_server")
+	_, err = a.ValidateID(ctx, IDRequest{ID: vm, Service: svc("web", "api")})
+	wantRefusal(t, err, ReasonIDNotUsable, "attached to instance_server vm-1")
 }

@@ -95,6 +95,22 @@ func (c *LeaseClaims) Claim(ctx context.Context, id string, svc types.Namespaced
 	return nil
 }
 
+// Holder reads the claim of an IPAM ID from the apiserver.
+func (c *LeaseClaims) Holder(ctx context.Context, id string) (types.NamespacedName, bool, error) {
+	lease := &coordinationv1.Lease{}
+	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: claimName(id)}, lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return types.NamespacedName{}, false, nil
+		}
+		return types.NamespacedName{}, false, claimError(id, err)
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return types.NamespacedName{}, false, nil
+	}
+	ns, name, _ := strings.Cut(*lease.Spec.HolderIdentity, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, true, nil
+}
+
 // uses reads the holder from the apiserver: does it still reference id?
 func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error) {
 	ns, name, _ := strings.Cut(holder, "/")

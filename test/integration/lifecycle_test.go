@@ -301,43 +301,7 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 			e, _ := ipam.ParseEntry(ip.Tags)
 			return e.UID == string(old.UID)
 		})
-		if err := s.Kube.Delete(ctx, old); err != nil {
-			t.Fatal(err)
-		}
-		if cur := get(t, "payments", "replaced"); cur.DeletionTimestamp == nil {
-			t.Fatal("the deleted Service is not Terminating: the CCM's finalizer is missing")
-		}
-		if ip, _ := s.Emu.IP(x); ip.Resource == nil {
-			t.Fatal("X was detached before the re-create started")
-		}
-		// The client's retry loop: every 100 ms until it is created (on a
-		// 429 client-go itself retries after Retry-After).
-		reasons := map[string]int{}
-		start := time.Now()
-		eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
-			err := s.Kube.Create(ctx, lbService("payments", "replaced", map[string]string{ccm.AnnotationPool: "dc-link"}))
-			switch {
-			case err == nil:
-				return true
-			case apierrors.IsAlreadyExists(err):
-				reasons["AlreadyExists"]++
-			case strings.Contains(err.Error(), "still held by the Load Balancer of the previous payments/replaced"):
-				reasons["still held"]++
-			default:
-				t.Fatalf("re-create: %v", err)
-			}
-			return false
-		})
-		t.Logf("re-created after %s; refusals seen by the client: %v", time.Since(start).Round(10*time.Millisecond), reasons)
-		now := get(t, "payments", "replaced")
-		defer del(t, now)
-		if got := now.Annotations[ccm.AnnotationPrivateIPIDs]; got != x {
-			t.Fatalf("re-created api got %s, want its previous %s", got, x)
-		}
-		attachedTo(t, "payments", "replaced", x)
-		if lb := get(t, "payments", "replaced").Annotations[ccm.AnnotationLoadBalancerID]; lb == old.Annotations[ccm.AnnotationLoadBalancerID] {
-			t.Fatalf("the new Service is on the old Load Balancer %s", lb)
-		}
+		replaceWhileTerminating(t, old, x, map[string]string{ccm.AnnotationPool: "dc-link"})
 		// Whatever was booked on the way is reclaimed: only X is left.
 		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/replaced", func() bool {
 			for _, ip := range s.Emu.IPs() {
@@ -347,5 +311,69 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 			}
 			return true
 		})
+	})
+}
+
+// replaceWhileTerminating deletes old, whose Load Balancer holds x, and
+// creates it again at once with ann, retrying as kubectl and Helm do (on a
+// 429 client-go itself retries after Retry-After): the new Service ends
+// with x, attached to its own new Load Balancer.
+func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	ns, name := old.Namespace, old.Name
+	if err := s.Kube.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if cur := get(t, ns, name); cur.DeletionTimestamp == nil {
+		t.Fatal("the deleted Service is not Terminating: the CCM's finalizer is missing")
+	}
+	if ip, _ := s.Emu.IP(x); ip.Resource == nil {
+		t.Fatal("X was detached before the re-create started")
+	}
+	reasons := map[string]int{}
+	start := time.Now()
+	eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
+		err := s.Kube.Create(ctx, lbService(ns, name, ann))
+		switch {
+		case err == nil:
+			return true
+		case apierrors.IsAlreadyExists(err):
+			reasons["AlreadyExists"]++
+		case strings.Contains(err.Error(), "still held by the Load Balancer of the previous "+ns+"/"+name):
+			reasons["still held"]++
+		default:
+			t.Fatalf("re-create: %v", err)
+		}
+		return false
+	})
+	t.Logf("re-created after %s; refusals seen by the client: %v", time.Since(start).Round(10*time.Millisecond), reasons)
+	now := get(t, ns, name)
+	t.Cleanup(func() { del(t, now) })
+	if got := now.Annotations[ccm.AnnotationPrivateIPIDs]; got != x {
+		t.Fatalf("re-created %s/%s got %s, want its previous %s", ns, name, got, x)
+	}
+	attachedTo(t, ns, name, x)
+	if lb := get(t, ns, name).Annotations[ccm.AnnotationLoadBalancerID]; lb == old.Annotations[ccm.AnnotationLoadBalancerID] {
+		t.Fatalf("the new Service is on the old Load Balancer %s", lb)
+	}
+}
+
+// TestScenario14BringYourOwnRecreateWhileTerminating: the same replace with
+// a bring-your-own IPAM ID: its claim names the Service, so the previous
+// Load Balancer's hold is a retryable refusal, not "attached to lb_server".
+func TestScenario14BringYourOwnRecreateWhileTerminating(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		id, err := s.Emu.AddIP(s.PNs["edge"].ID, netip.MustParseAddr("10.10.0.250"), []string{"reserved-by-terraform"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ann := map[string]string{ccm.AnnotationIPAMIDs: id}
+		if err := s.Kube.Create(ctx, lbService("payments", "byo-replaced", ann)); err != nil {
+			t.Fatal(err)
+		}
+		attachedTo(t, "payments", "byo-replaced", id)
+		replaceWhileTerminating(t, get(t, "payments", "byo-replaced"), id, ann)
 	})
 }
