@@ -221,3 +221,44 @@ func TestDelayKeepsTheServiceTerminating(t *testing.T) {
 		t.Fatal("the Load Balancer outlived the delay")
 	}
 }
+
+// TestCollectsTheLoadBalancerOfAServiceDeletedWithoutItsFinalizer: a
+// Service that disappears without the finalizer's teardown (its finalizer
+// removed by hand, or deleted before it was added) still has its Load
+// Balancer deleted, its networks detached and its DHCP address released,
+// as the service controller does from its informer's delete event.
+func TestCollectsTheLoadBalancerOfAServiceDeletedWithoutItsFinalizer(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	keep := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "keep", UID: "uid-keep", Annotations: map[string]string{annotationPrivate: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+	}
+	gone := keep.DeepCopy()
+	gone.Name, gone.UID = "gone", "uid-gone"
+	for _, svc := range []*corev1.Service{keep, gone} {
+		if err := w.kube.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.ccm.Sync(ctx)
+	if n := len(w.emu.LBs()); n != 2 {
+		t.Fatalf("%d load balancers, want 2", n)
+	}
+	got := w.get(t, "gone")
+	got.Finalizers = nil
+	if err := w.kube.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.kube.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	w.ccm.Sync(ctx)
+	lbs := w.emu.LBs()
+	if len(lbs) != 1 || lbs[0].Name != "uid-keep" {
+		t.Fatalf("load balancers after the delete: %+v, want only uid-keep's", lbs)
+	}
+	if n := len(w.emu.IPs()); n != 1 {
+		t.Fatalf("%d IPs left, want keep's DHCP address only", n)
+	}
+}
