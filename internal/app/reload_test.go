@@ -23,19 +23,8 @@ import (
 )
 
 func TestConfigReload(t *testing.T) {
-	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
-	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
-	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
-	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
-		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
-		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := func(pools string) string {
-		return "clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: " + nodes.ID + "\npools:\n" + pools
-	}
+	_, pns, cloud, file := reloadWorld(t, scaleway.Options{})
+	dc, nodes := pns["dc"], pns["nodes"]
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pools.yaml")
 	// A ConfigMap volume: the file is a symlink into a data directory that
@@ -101,19 +90,9 @@ func TestConfigReload(t *testing.T) {
 // outage is tried again with backoff, not dropped for good (replicas would
 // diverge), and each load shows in the generation gauge.
 func TestConfigReloadRetriesTransientErrors(t *testing.T) {
-	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
-	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
-	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
-	cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
-		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
-		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
-	}, Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := func(pools string) []byte {
-		return []byte("clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: " + nodes.ID + "\npools:\n" + pools)
-	}
+	srv, pns, cloud, text := reloadWorld(t, scaleway.Options{Backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1}})
+	dc, nodes := pns["dc"], pns["nodes"]
+	file := func(pools string) []byte { return []byte(text(pools)) }
 	path := filepath.Join(t.TempDir(), "pools.yaml")
 	first := file("  - {name: a, privateNetworkID: " + dc.ID + "}\n")
 	cfg, err := ipam.ParseConfig(first)
@@ -187,4 +166,29 @@ func TestParseServeFlags(t *testing.T) {
 	if o, err := ParseFlags([]string{"--tls-mode", "cert-manager"}); err != nil || o.TLS.SelfManaged {
 		t.Errorf("cert-manager mode: %+v %v", o.TLS, err)
 	}
+}
+
+// reloadWorld is an emulator with the networks "nodes" and "dc", a Cloud
+// talking to it (opts with the emulator's URL and credentials added), and
+// the text of a pool file for the given pools lines.
+func reloadWorld(t *testing.T, opts scaleway.Options) (*ipamtest.Server, map[string]ipamtest.PrivateNetwork, scaleway.Cloud, func(pools string) string) {
+	t.Helper()
+	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	pns, err := srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Region = "fr-par"
+	opts.ClientOptions = []scw.ClientOption{
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
+		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
+	}
+	cloud, err := scaleway.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(pools string) string {
+		return "clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: " + pns["nodes"].ID + "\npools:\n" + pools
+	}
+	return srv, pns, cloud, file
 }
