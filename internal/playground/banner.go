@@ -14,15 +14,6 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func waitListening(ctx context.Context, addr string, served chan error) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -182,11 +182,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := os.WriteFile(pools, poolData, 0o600); err != nil {
 		return err
 	}
-	webhookPort, err := freePort()
+	webhookPort, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ func Start(o Options) (_ *Env, err error) {
 	}
 	for i := range o.Replicas {
 		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
-		probe, err := freePort()
+		probe, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ func Start(o Options) (_ *Env, err error) {
 		r.serve.TLS.SecretName, r.serve.TLS.ServiceName, r.serve.TLS.WebhookConfig = release+"-tls", release, release
 		r.serve.Excluded = append(r.serve.Excluded, ReleaseNamespace)
 		r.serve.CertDir = filepath.Join(e.tmp, r.Name, "certs")
-		if r.serve.WebhookPort, err = freePort(); err != nil {
+		if r.serve.WebhookPort, err = FreePort(); err != nil {
 			return nil, err
 		}
 		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.WebhookPort))
@@ -286,7 +286,8 @@ func (e *Env) applyChart(ctx context.Context) error {
 	return nil
 }
 
-func freePort() (int, error) {
+// FreePort is a free TCP port on 127.0.0.1, for a listener started next.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
