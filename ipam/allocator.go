@@ -62,30 +62,41 @@ type AllocatorOptions struct {
 	// Clock reads the time and paces the background refresh (Start).
 	Clock clock.WithTicker
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
-	// trusted before the next pick lists it again. Conflicts refresh sooner.
+	// trusted: past it, a pick lists the subnet again and the sticky lookup
+	// lists the Service's reservations instead of reading the index.
+	// Conflicts refresh sooner.
 	OccupancyTTL time.Duration
-	Log          logr.Logger
+	// RefreshInterval paces the background listing (Start) that keeps the
+	// occupancy views and reservation indexes fresh; default a fifth of
+	// the TTL.
+	RefreshInterval time.Duration
+	Log             logr.Logger
 }
 
 // Allocator turns requests into IPAM reservations. It is safe for
 // concurrent use; concurrent picks in one pool never choose the same address.
 type Allocator struct {
-	cloud  scaleway.Cloud
-	refs   References
-	claims Claims
-	policy Retention
-	clock  clock.WithTicker
-	ttl    time.Duration
-	log    logr.Logger
-	cfg    atomic.Pointer[Config]
+	cloud   scaleway.Cloud
+	refs    References
+	claims  Claims
+	policy  Retention
+	clock   clock.WithTicker
+	ttl     time.Duration
+	refresh time.Duration
+	log     logr.Logger
+	cfg     atomic.Pointer[Config]
 
 	mu  sync.Mutex
 	occ map[string]*occupancy // by subnet ID
+	// hints are IDs the Service cache showed on a Service (Remember), kept
+	// until a listing of every pool has seen them.
+	hints map[types.NamespacedName]map[string]time.Time
 }
 
 // NewAllocator returns an Allocator over a resolved Config.
 func NewAllocator(o AllocatorOptions) *Allocator {
-	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, occ: map[string]*occupancy{}, log: o.Log}
+	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, refresh: o.RefreshInterval,
+		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{}, log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
 	}
@@ -100,6 +111,9 @@ func NewAllocator(o AllocatorOptions) *Allocator {
 	}
 	if a.ttl == 0 {
 		a.ttl = 5 * time.Minute
+	}
+	if a.refresh == 0 {
+		a.refresh = a.ttl / 5
 	}
 	a.cfg.Store(o.Config)
 	return a
@@ -127,12 +141,6 @@ func (a *Allocator) Release(ctx context.Context, r *Reservation) error {
 	if err := a.cloud.ReleaseIP(ctx, r.ID); err != nil && scaleway.Classify(err) != scaleway.KindNotFound {
 		return err
 	}
-	a.mu.Lock()
-	for _, o := range a.occ {
-		o.mu.Lock()
-		o.free(r.Address)
-		o.mu.Unlock()
-	}
-	a.mu.Unlock()
+	a.forget(r.ID, r.Address)
 	return nil
 }

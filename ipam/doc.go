@@ -7,8 +7,10 @@
 // its cluster, pool and Service, the release protocol shared with the
 // sweeper (Retention), and the Allocator that reuses (sticky.go), books
 // (reserve.go) or validates (validate.go) IPs from its view of each
-// subnet's occupancy (occupancy.go, stats.go). IPAM is the only source of
-// truth: nothing here persists state of its own.
+// subnet's occupancy (occupancy.go, stats.go) and its reservation index of
+// this cluster's IPs (index.go), which only choose what to re-read or pick.
+// IPAM is the only source of truth: nothing here persists state of its
+// own.
 //
 // It talks to Scaleway only through ipam/scaleway's Cloud and does address
 // arithmetic only through ipam/addrspace. It must not import the webhook,

@@ -19,6 +19,9 @@ type occupancy struct {
 	loaded  time.Time
 	holders map[netip.Addr]Holder
 	spaces  map[string]*addrspace.Space // by pool name
+	// mine indexes this cluster's reservations on the subnet, from the
+	// same listing and writes.
+	mine index
 }
 
 func (o *occupancy) space(p *Pool) (*addrspace.Space, error) {
@@ -56,7 +59,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 	a.mu.Lock()
 	o, ok := a.occ[p.SubnetID()]
 	if !ok {
-		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}}
+		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex()}
 		a.occ[p.SubnetID()] = o
 	}
 	a.mu.Unlock()
@@ -68,6 +71,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 		return o, nil
 	}
 	v6 := p.IPFamily == IPv6
+	since := a.clock.Now()
 	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
@@ -82,11 +86,17 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 		}
 	}
 	o.holders = inflight
+	cluster := a.Config().ClusterName
+	var mine []*indexed
 	for _, ip := range ips {
 		if ip.SubnetID == p.SubnetID() {
 			o.holders[ip.Address] = holderOf(ip)
+			if r, ok := indexEntry(ip, cluster, since); ok {
+				mine = append(mine, r)
+			}
 		}
 	}
+	o.mine = o.mine.rebuilt(mine, since)
 	for _, s := range o.spaces {
 		s.Reset()
 		for addr := range o.holders {
@@ -97,13 +107,14 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 	return o, nil
 }
 
-// Start keeps the occupancy views of the pools fresh in the background, so
-// admissions rarely pay for a subnet listing and Stats stays current. It lists them
-// once right away and then every half TTL until ctx ends; a failed listing
-// waits for the next tick (an admission lists by itself when its view is
-// stale). It implements controller-runtime's manager.Runnable.
+// Start keeps the occupancy views and reservation indexes of the pools
+// fresh in the background, so that admissions do not pay for listings and
+// Stats stays current. It lists them once right away and then every
+// refresh interval until ctx ends; a failed listing waits for the next
+// tick (past the TTL, admissions list by themselves). It implements
+// controller-runtime's manager.Runnable.
 func (a *Allocator) Start(ctx context.Context) error {
-	tick := a.clock.NewTicker(a.ttl / 2)
+	tick := a.clock.NewTicker(a.refresh)
 	defer tick.Stop()
 	for {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -133,7 +144,8 @@ func (a *Allocator) invalidate(p *Pool) {
 	}
 }
 
-// markUsed records a booking of ours in the subnet's view, if there is one.
+// markUsed records a booking or take-back of ours in the subnet's view and
+// index, if there is one.
 func (a *Allocator) markUsed(p *Pool, ip *scaleway.IP) {
 	o := a.existing(p)
 	if o == nil {
@@ -141,6 +153,9 @@ func (a *Allocator) markUsed(p *Pool, ip *scaleway.IP) {
 	}
 	o.mu.Lock()
 	o.take(ip.Address, holderOf(ip))
+	if r, ok := indexEntry(ip, a.Config().ClusterName, a.clock.Now()); ok {
+		o.mine.put(r)
+	}
 	o.mu.Unlock()
 }
 

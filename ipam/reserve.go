@@ -11,12 +11,15 @@ import (
 
 // Reserve returns an IP for req: the Service's retained IP when there is one
 // (sticky), else a fresh booking of the requested address, of an address
-// picked from the pool's ranges, or of one IPAM chooses. Scaleway calls:
-// one ListIPs (the sticky lookup) and one BookIP, or one UpdateIP instead
-// of the booking when a retained IP is reused; pools that pick addresses
-// list their subnet when the occupancy view is older than OccupancyTTL.
-// While the Service's reservation is still attached to its previous Load
-// Balancer, nothing is booked and the answer is a retryable refusal.
+// picked from the pool's ranges, or of one IPAM chooses. Scaleway calls, in
+// steady state (Start keeps the pools listed): one BookIP for a Service the
+// reservation index holds nothing for; one GetIP per indexed candidate,
+// plus an UpdateIP when a retained IP is taken back. Without a fresh index
+// the Service's reservations are listed first (one ListIPs), and pools
+// that pick addresses list their subnet when their view is older than
+// OccupancyTTL. While the Service's reservation is still attached to its
+// previous Load Balancer, nothing is booked and the answer is a retryable
+// refusal.
 func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	p := req.Pool
 	switch {

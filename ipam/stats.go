@@ -25,6 +25,9 @@ type PoolStats struct {
 	Free     uint64 `json:"free"`
 	// Known is false until the pool's subnet has been listed once.
 	Known bool `json:"-"`
+	// Listed is when the pool's subnet was last listed: the age of its
+	// occupancy view and reservation index.
+	Listed time.Time `json:"-"`
 }
 
 // Stats reports every pool's occupancy without calling the API.
@@ -34,7 +37,8 @@ func (a *Allocator) Stats() []PoolStats {
 	for _, p := range cfg.Pools {
 		st := PoolStats{Pool: p.Name, Total: p.Total()}
 		var holders map[netip.Addr]Holder
-		holders, st.Known = a.holdersIn(p)
+		holders, st.Listed = a.holdersIn(p)
+		st.Known = !st.Listed.IsZero()
 		for _, h := range holders {
 			if h.Cluster == cfg.ClusterName {
 				st.UsedByCluster++
@@ -54,13 +58,13 @@ func (a *Allocator) Stats() []PoolStats {
 }
 
 // holdersIn copies the booked addresses of pool p from its subnet's view;
-// bookings still in flight are left out until they answer. known is false
-// before the subnet's first listing.
-func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, known bool) {
+// bookings still in flight are left out until they answer. listed is when
+// the subnet was last listed, zero before its first listing.
+func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed time.Time) {
 	holders = map[netip.Addr]Holder{}
 	o := a.existing(p)
 	if o == nil {
-		return holders, false
+		return holders, time.Time{}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -69,12 +73,13 @@ func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, known boo
 			holders[addr] = h
 		}
 	}
-	return holders, !o.loaded.IsZero()
+	return holders, o.loaded
 }
 
 // Refresh lists the subnet of every pool, each subnet once: pools that pick
 // addresses need it to pick, and Stats reports from it.
 func (a *Allocator) Refresh(ctx context.Context) error {
+	since := a.clock.Now()
 	var errs []error
 	seen := map[string]bool{}
 	for _, p := range a.Config().Pools {
@@ -86,6 +91,9 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		if _, err := a.occupancy(ctx, p); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		a.dropHints(since)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -20,9 +21,49 @@ import (
 // Balancer, the answer is a retryable refusal: booking another would move
 // the Service to a new address once the old LB is gone.
 //
-// It also returns the IDs of every reservation it saw, so that a booking
-// whose answer was lost can be told apart from them later.
+// The candidates come from the reservation index, without a call when it
+// holds none: a fresh Service costs its booking alone. Each candidate is
+// re-read (GetIP) before it is handed out, and taken back under the
+// release protocol: a stale index costs stickiness, never correctness.
+// Without a fresh index (before the first listing, or after listings
+// failed for longer than the TTL) the Service's reservations are listed.
+//
+// It also returns the IDs of every reservation of the Service it knows of,
+// so that a booking whose answer was lost can be told apart from them.
 func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
+	ids, known, fresh := a.candidates(req)
+	if !fresh {
+		return a.stickyListed(ctx, req)
+	}
+	cfg := a.Config()
+	for _, id := range ids {
+		ip, err := a.cloud.GetIP(ctx, id)
+		if scaleway.Classify(err) == scaleway.KindNotFound {
+			a.forget(id, netip.Addr{})
+			continue
+		}
+		if err != nil {
+			return nil, nil, apiError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, req.Service), err)
+		}
+		a.learn(req.Service, ip)
+		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, a.clock.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
+			continue
+		}
+		if ip.Resource != nil && !slices.Contains(req.Own, ip.ID) {
+			return nil, nil, a.stillHeld(ctx, req.Service, ip)
+		}
+		return known, ip, nil
+	}
+	return known, nil, nil
+}
+
+// stickyListed is the sticky lookup without an index: one listing of the
+// Service's reservations, the best candidate chosen among them.
+func (a *Allocator) stickyListed(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
 	cfg := a.Config()
 	ips, err := a.serviceIPs(ctx, req)
 	if err != nil {
@@ -50,6 +91,178 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 		return nil, nil, a.stillHeld(ctx, req.Service, found)
 	}
 	return known, found, nil
+}
+
+// candidates are the IDs to re-read for req, in order of preference: the
+// index's reservations of the Service in the pool, then the IDs the
+// Service references (an UPDATE), then IDs the Service cache showed on a
+// Service of that name that no listing has seen yet. known are all the
+// IDs of the Service the allocator knows of; fresh is false when the
+// pool's index is missing or older than the TTL.
+func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool, fresh bool) {
+	o := a.existing(req.Pool)
+	if o == nil {
+		return nil, nil, false
+	}
+	known = map[string]bool{}
+	add := func(id string) {
+		if !known[id] {
+			known[id] = true
+			ids = append(ids, id)
+		}
+	}
+	cfg, now := a.Config(), a.clock.Now()
+	o.mu.Lock()
+	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < a.ttl
+	for _, r := range o.mine.of(req.Service) {
+		if r.pool == req.Pool.Name && (!req.Address.IsValid() || r.address == req.Address) && a.mayBeReusable(cfg, r, now) {
+			add(r.id)
+		} else {
+			known[r.id] = true
+		}
+	}
+	o.mu.Unlock()
+	if !fresh {
+		return nil, nil, false
+	}
+	for _, id := range req.Own {
+		if !a.indexedElsewhere(id, req.Pool) {
+			add(id)
+		}
+	}
+	a.mu.Lock()
+	hinted := make([]string, 0, len(a.hints[req.Service]))
+	for id := range a.hints[req.Service] {
+		hinted = append(hinted, id)
+	}
+	a.mu.Unlock()
+	slices.Sort(hinted)
+	for _, id := range hinted {
+		if !known[id] && !a.indexedElsewhere(id, req.Pool) {
+			add(id)
+		}
+	}
+	return ids, known, true
+}
+
+// mayBeReusable skips the re-read of a reservation the index knows to be
+// past its reuse window (or in a pool without stickiness): its
+// orphaned-since can only have been cleared since by a live Service, which
+// would make it referenced. A stale answer costs stickiness, never
+// correctness.
+func (a *Allocator) mayBeReusable(cfg *Config, r *indexed, now time.Time) bool {
+	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned}
+	if r.used {
+		e.UID = "used"
+	}
+	return a.policy.Reusable(cfg, e, now)
+}
+
+// indexedElsewhere reports whether an index knows id as a reservation of
+// another pool than p: not a candidate, no need to re-read it.
+func (a *Allocator) indexedElsewhere(id string, p *Pool) bool {
+	a.mu.Lock()
+	views := make([]*occupancy, 0, len(a.occ))
+	for _, o := range a.occ {
+		views = append(views, o)
+	}
+	a.mu.Unlock()
+	for _, o := range views {
+		o.mu.Lock()
+		r, ok := o.mine.byID[id]
+		o.mu.Unlock()
+		if ok && r.pool != p.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// Remember records the IPAM IDs a Service references, as the Service cache
+// shows them: written by any replica, they reach every replica's cache
+// within moments, long before its next listing. A re-create of that
+// Service re-reads them, so it gets its address back even when another
+// replica booked it since this one last listed. No call is made; the IDs
+// are dropped once a listing of every pool has run after them.
+func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	now := a.clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.hints[svc]
+	if m == nil {
+		m = map[string]time.Time{}
+		a.hints[svc] = m
+	}
+	for _, id := range ids {
+		m[id] = now
+	}
+}
+
+// learn records what a re-read showed: the index entry of one of this
+// cluster's reservations, and the hint answered.
+func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP) {
+	a.mu.Lock()
+	if m := a.hints[svc]; m != nil {
+		delete(m, ip.ID)
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
+	view := a.occ[ip.SubnetID]
+	a.mu.Unlock()
+	if view == nil {
+		return
+	}
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	if r, ok := indexEntry(ip, a.Config().ClusterName, a.clock.Now()); ok {
+		view.mine.put(r)
+	} else {
+		view.mine.drop(ip.ID)
+	}
+}
+
+// forget drops an IP that is gone (released here or found missing) from
+// every view, index and hint.
+func (a *Allocator) forget(id string, addr netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for svc, m := range a.hints {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
+	for _, o := range a.occ {
+		o.mu.Lock()
+		if r, ok := o.mine.byID[id]; ok {
+			o.free(r.address)
+			o.mine.drop(id)
+		} else if h, ok := o.holders[addr]; ok && h.IPID == id {
+			o.free(addr)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// dropHints forgets the hints recorded before since: a listing of every
+// pool that started after them has put what they named in the indexes.
+func (a *Allocator) dropHints(since time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for svc, m := range a.hints {
+		for id, at := range m {
+			if at.Before(since) {
+				delete(m, id)
+			}
+		}
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
 }
 
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
@@ -119,8 +332,12 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 	e, _ := ParseEntry(ip.Tags)
 	if !e.OrphanedSince.IsZero() {
 		e.OrphanedSince = time.Time{}
-		if _, err := a.cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
+		updated, err := a.cloud.SetTags(ctx, ip.ID, e.Tags())
+		if err != nil {
 			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)
+		}
+		if updated != nil {
+			ip = updated
 		}
 	}
 	a.markUsed(pool, ip)

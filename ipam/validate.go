@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -36,6 +37,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	ip, err := a.cloud.GetIP(ctx, id)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindNotFound {
+			a.forget(id, netip.Addr{})
 			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
 		}
 		return nil, apiError("reading IPAM IP "+id, err)
@@ -63,6 +65,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 			return nil, usedBy(ip, other)
 		}
 	}
+	a.learn(svc, ip)
 	e, ours := ParseEntry(ip.Tags)
 	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)

@@ -117,6 +117,12 @@ func newHarness(t testing.TB) *harness {
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
 	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: h.kube},
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
+	// Steady state, as Start keeps it: the pools' subnets listed, the
+	// reservation index built.
+	if err := h.alloc.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.ResetCounts()
 	m := &ServiceMutator{
 		Allocator:  h.alloc,
 		Namespaces: h.kube,

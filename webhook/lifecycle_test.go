@@ -182,7 +182,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	// the CREATE; say so instead of asking to retry.
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
-	h.check("exists", r, expect{allowed: false, code: 409, calls: "ListIPs=1",
+	h.check("exists", r, expect{allowed: false, code: 409, calls: "GetIP=1",
 		message: []string{"Service payments/api already exists and holds address 172.16.35.200"}})
 
 	// Terminating, held by the CCM's finalizer, X still attached: retry.
@@ -198,7 +198,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	}
 	h.srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
-	h.check("terminating", r, retry("ListIPs=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
+	h.check("terminating", r, retry("GetIP=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
 	if n := len(h.srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs: a retryable refusal booked something", n)
 	}
@@ -222,7 +222,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	}
 	h.srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
-	h.check("re-created", r, reused("dc-link", "172.16.35.200", "ListIPs=1 UpdateIP=1", "nodes", "dc"))
+	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	if !h.orphanedSince(x).IsZero() {
 		t.Fatal("orphaned-since not cleared: the sweeper could release X under the new Service")
 	}
@@ -254,7 +254,7 @@ func TestRestoredManifest(t *testing.T) {
 			t.Fatal("orphaned-since left set: the sweeper may release it under the live Service")
 		}
 	})
-	fresh := expect{allowed: true, calls: "ListIPs=1 BookIP=1 GetIP=1",
+	fresh := expect{allowed: true, calls: "BookIP=1 GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation {
 			id, _ := h.ipByAddress("10.10.0.3")
 			ops := addOps(id, h.pnList("nodes", "edge"), "10.10.0.3")
@@ -351,5 +351,9 @@ func TestRetentionZeroIsNotSticky(t *testing.T) {
 	h.retain(id, "uid-1", time.Second)
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(ccm.AnnotationPool, "ephemeral")), nil, false))
-	h.check("re-created", r, reserved("ephemeral", "10.50.0.3", "nodes", "tmp"))
+	// The sweeper's orphaned-since is not in this replica's index yet: one
+	// re-read rules the old reservation out.
+	want := reserved("ephemeral", "10.50.0.3", "nodes", "tmp")
+	want.calls = "BookIP=1 GetIP=1"
+	h.check("re-created", r, want)
 }

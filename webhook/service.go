@@ -45,6 +45,9 @@ type Allocator interface {
 	ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Reservation, error)
 	Release(ctx context.Context, r *ipam.Reservation) error
 	PrivateNetworkExists(ctx context.Context, id string) (bool, error)
+	// Remember records the IDs the Service cache shows on a Service, so
+	// that a re-create finds reservations this replica has not listed yet.
+	Remember(svc types.NamespacedName, ids []string)
 }
 
 var _ Allocator = (*ipam.Allocator)(nil)

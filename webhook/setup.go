@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -60,6 +61,9 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
+	if err := rememberReferences(ctx, mgr, o.Allocator); err != nil {
+		return nil, err
+	}
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
 		return nil, err
 	}
@@ -74,4 +78,26 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 		return nil, err
 	}
 	return mutator, nil
+}
+
+// rememberReferences hands the allocator the IDs every Service in the
+// cache references, as they arrive: another replica's bookings reach this
+// replica through the Service cache within moments, and its reservation
+// index through its next listing only. Deletions add nothing: the IDs
+// were remembered when the Service appeared.
+func rememberReferences(ctx context.Context, mgr manager.Manager, alloc Allocator) error {
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
+	if err != nil {
+		return fmt.Errorf("watching Services: %w", err)
+	}
+	remember := func(obj any) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			alloc.Remember(client.ObjectKeyFromObject(svc), ccm.ReferencedIDs(svc))
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    remember,
+		UpdateFunc: func(_, obj any) { remember(obj) },
+	})
+	return err
 }

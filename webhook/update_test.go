@@ -191,7 +191,7 @@ func TestMultiplePools(t *testing.T) {
 	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("patch %+v\nwant %+v", got, want)
 	}
-	if c := h.calls(); c != "ListIPs=2 BookIP=2" {
+	if c := h.calls(); c != "BookIP=2" {
 		t.Fatalf("calls %s", c)
 	}
 	if ev := h.events.take(); len(ev) != 2 || ev[0] != "Normal IPReserved payments/api" {

@@ -47,7 +47,7 @@ func setupMetricsWithManager(mgr manager.Manager, reg prometheus.Registerer, all
 	if err := mgr.Add(alloc); err != nil {
 		return err
 	}
-	return reg.Register(newPoolCollector(alloc.Stats))
+	return reg.Register(newPoolCollector(alloc.Stats, time.Now))
 }
 
 // poolStates are the values of the pool gauge's state label, in the order
@@ -61,13 +61,23 @@ var poolStates = []string{"total", "used_by_cluster", "used_by_others", "free", 
 // label tells them apart; a _total suffix would say counter (Prometheus
 // naming). The states overlap (used_by_cluster includes retained): never
 // sum over state.
+//
+// scw_lb_ipam_index_age_seconds{pool} is how old the listing behind both
+// the gauge and the pool's reservation index is: it grows past
+// --index-refresh-interval only while listings fail, and past
+// --occupancy-ttl every pool CREATE pays an extra listing.
 type poolCollector struct {
 	stats func() []ipam.PoolStats
+	now   func() time.Time
 	desc  *prometheus.Desc
+	age   *prometheus.Desc
 }
 
-func newPoolCollector(stats func() []ipam.PoolStats) *poolCollector {
-	return &poolCollector{stats: stats, desc: prometheus.NewDesc("scw_lb_ipam_pool_addresses", poolAddressesHelp, []string{"pool", "state"}, nil)}
+func newPoolCollector(stats func() []ipam.PoolStats, now func() time.Time) *poolCollector {
+	return &poolCollector{stats: stats, now: now,
+		desc: prometheus.NewDesc("scw_lb_ipam_pool_addresses", poolAddressesHelp, []string{"pool", "state"}, nil),
+		age: prometheus.NewDesc("scw_lb_ipam_index_age_seconds", "Seconds since this replica last listed the pool's subnet: "+
+			"the age of its occupancy view and of its reservation index of this cluster's IPs.", []string{"pool"}, nil)}
 }
 
 const poolAddressesHelp = "Addresses of a pool by state: total it can hand out (0: too wide to count), " +
@@ -75,7 +85,7 @@ const poolAddressesHelp = "Addresses of a pool by state: total it can hand out (
 	"resources or people), free to hand out, retained (this cluster's reservations no Service uses, kept " +
 	"for their retention)."
 
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.age }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.stats() {
@@ -86,5 +96,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, state := range poolStates {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(values[state]), st.Pool, state)
 		}
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, c.now().Sub(st.Listed).Seconds(), st.Pool)
 	}
 }

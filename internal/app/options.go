@@ -40,14 +40,17 @@ type Options struct {
 	MetricsSecure bool
 	// EnableHTTP2 lets the webhook and metrics servers negotiate HTTP/2;
 	// off, they serve HTTP/1.1 only (CVE-2023-44487, CVE-2023-39325).
-	EnableHTTP2     bool
-	ProbeAddr       string
-	Excluded        []string
-	LeaderElect     bool
-	LeaderElectNS   string
-	Leader          leaderOptions
-	Kubeconfig      string
-	OccupancyTTL    time.Duration
+	EnableHTTP2   bool
+	ProbeAddr     string
+	Excluded      []string
+	LeaderElect   bool
+	LeaderElectNS string
+	Leader        leaderOptions
+	Kubeconfig    string
+	OccupancyTTL  time.Duration
+	// IndexRefresh paces the background listing of the pools' subnets that
+	// keeps the occupancy views and reservation indexes fresh.
+	IndexRefresh    time.Duration
 	ConfigPollEvery time.Duration
 	// ShutdownDelay is how long a stopping process keeps serving the
 	// webhook after its readiness failed (see Serve).
@@ -134,7 +137,8 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.DurationVar(&o.Leader.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives the sweeper up (the webhook keeps serving)")
 	fs.DurationVar(&o.Leader.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "time between campaign and renew attempts")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
-	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses is trusted for picking")
+	fs.DurationVar(&o.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses and of this cluster's reservations is trusted; past it, admissions list by themselves (an extra Scaleway call each)")
+	fs.DurationVar(&o.IndexRefresh, "index-refresh-interval", time.Minute, "how often each replica lists the pools' subnets in the background (ceil(addresses/100) calls per subnet): the reservation index that lets a CREATE book in one call, and the pool gauges; must be shorter than --occupancy-ttl")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the webhook keeps serving once /readyz fails, so that the apiserver stops calling this pod before it stops listening (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&o.WebhookTimeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
@@ -200,6 +204,9 @@ func (o Options) Validate() error {
 	}
 	if o.OccupancyTTL < time.Second {
 		return fmt.Errorf("--occupancy-ttl %s is too short; use a minute or more", o.OccupancyTTL)
+	}
+	if o.IndexRefresh < time.Second || o.IndexRefresh >= o.OccupancyTTL {
+		return fmt.Errorf("--index-refresh-interval %s must be at least 1s and shorter than --occupancy-ttl %s, so that a failed listing is retried before admissions stop trusting the last one", o.IndexRefresh, o.OccupancyTTL)
 	}
 	return nil
 }

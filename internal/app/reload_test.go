@@ -154,7 +154,7 @@ func TestParseServeFlags(t *testing.T) {
 	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.TLS.SelfManaged || o.TLS.Namespace != "scw-lb-ipam" {
 		t.Fatalf("options %+v", o)
 	}
-	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "40s"}} {
+	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"--index-refresh-interval", "5m"}, {"--index-refresh-interval", "0s"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "40s"}} {
 		if _, err := ParseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

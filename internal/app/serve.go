@@ -80,7 +80,7 @@ func Serve(ctx context.Context, o Options) error {
 	claims := &webhook.LeaseClaims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
 		Fresh: o.margin(), Clock: clock.RealClock{}}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
-		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL,
+		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh,
 		References: ccm.References{Reader: mgr.GetCache()},
 		Claims:     claims,
 		Retention:  o.retention(),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 )
 
@@ -20,7 +21,12 @@ type ConnectProxy struct {
 	mu     sync.Mutex
 	routes map[string][]string
 	next   map[string]int
-	wg     sync.WaitGroup
+	// tunnels are the open connections by target: the apiserver keeps
+	// its connections to a webhook alive, so a route change closes those
+	// to targets it drops, as a pod that lost its endpoint stops being
+	// reachable.
+	tunnels map[net.Conn]string
+	wg      sync.WaitGroup
 }
 
 // StartConnectProxy listens on a Unix socket: the apiserver speaks
@@ -30,7 +36,7 @@ func StartConnectProxy(socket string) (*ConnectProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ConnectProxy{ln: ln, routes: map[string][]string{}, next: map[string]int{}}
+	p := &ConnectProxy{ln: ln, routes: map[string][]string{}, next: map[string]int{}, tunnels: map[net.Conn]string{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -52,7 +58,8 @@ egressSelections:
 }
 
 // Route sends CONNECTs for hostport to the targets, round-robin; none
-// removes the route.
+// removes the route. Open tunnels to targets hostport no longer routes to
+// are closed.
 func (p *ConnectProxy) Route(hostport string, targets ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,6 +67,17 @@ func (p *ConnectProxy) Route(hostport string, targets ...string) {
 	for _, t := range targets {
 		if t != "" {
 			live = append(live, t)
+		}
+	}
+	for _, old := range p.routes[hostport] {
+		if slices.Contains(live, old) {
+			continue
+		}
+		for conn, target := range p.tunnels {
+			if target == old {
+				_ = conn.Close()
+				delete(p.tunnels, conn)
+			}
 		}
 	}
 	if len(live) == 0 {
@@ -70,21 +88,19 @@ func (p *ConnectProxy) Route(hostport string, targets ...string) {
 }
 
 // dial connects to the next target of hostport that answers.
-func (p *ConnectProxy) dial(hostport string) (net.Conn, bool) {
+func (p *ConnectProxy) dial(hostport string) (net.Conn, string) {
 	p.mu.Lock()
 	targets := p.routes[hostport]
 	start := p.next[hostport]
 	p.next[hostport]++
 	p.mu.Unlock()
-	if len(targets) == 0 {
-		return nil, false
-	}
 	for i := range targets {
-		if up, err := net.Dial("tcp", targets[(start+i)%len(targets)]); err == nil {
-			return up, true
+		target := targets[(start+i)%len(targets)]
+		if up, err := net.Dial("tcp", target); err == nil {
+			return up, target
 		}
 	}
-	return nil, true
+	return nil, ""
 }
 
 // Close stops accepting and waits for the accept loop.
@@ -112,12 +128,20 @@ func (p *ConnectProxy) handle(conn net.Conn) {
 		_, _ = io.WriteString(conn, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
 		return
 	}
-	up, _ := p.dial(req.Host)
+	up, target := p.dial(req.Host)
 	if up == nil {
 		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
 	defer up.Close()
+	p.mu.Lock()
+	p.tunnels[conn] = target
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.tunnels, conn)
+		p.mu.Unlock()
+	}()
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}

@@ -52,9 +52,23 @@ func (e *Env) Counter(name string) float64 {
 
 // Creates is the number of CREATE admissions the replicas answered (the
 // CCM's patches are UPDATEs).
-func (e *Env) Creates() float64 {
+func (e *Env) Creates() float64 { return creates(e.Gather()) }
+
+// Creates is the number of CREATE admissions this replica answered.
+func (r *Replica) Creates() float64 {
+	r.mu.Lock()
+	reg := r.Metrics
+	r.mu.Unlock()
+	if reg == nil {
+		return 0
+	}
+	families, _ := reg.Gather()
+	return creates(families)
+}
+
+func creates(families []*dto.MetricFamily) float64 {
 	total := 0.0
-	for _, f := range e.Gather() {
+	for _, f := range families {
 		if f.GetName() != "scw_lb_ipam_admissions_total" {
 			continue
 		}

@@ -43,6 +43,40 @@ func (e *Env) route() {
 	e.egress.Route(e.service, addrs...)
 }
 
+// RouteTo sends the webhook Service's connections to rs only, as if the
+// others had no endpoint, until restore (or a replica starts or stops).
+func (e *Env) RouteTo(rs ...*Replica) (restore func()) {
+	addrs := make([]string, 0, len(rs))
+	for _, r := range rs {
+		addrs = append(addrs, r.addr)
+	}
+	e.egress.Route(e.service, addrs...)
+	return e.route
+}
+
+// Gauge reads a gauge of this replica with the given label pairs
+// ("pool", "dc-link"); false when it does not export it.
+func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
+	r.mu.Lock()
+	reg := r.Metrics
+	r.mu.Unlock()
+	if reg == nil {
+		return 0, false
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // StartWebhook starts every replica that is not serving, and waits until
 // each listens and the caBundle is in place.
 func (e *Env) StartWebhook() error {

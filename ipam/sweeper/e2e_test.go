@@ -3,6 +3,7 @@ package sweeper
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,5 +150,46 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRecreateUnseenByTheIndex: replica B listed its pools before replica
+// A booked the Service's IP, and its Service cache never showed it (the
+// Service came and went between two of B's listings). The re-create on B
+// gets a fresh IP; nothing references the old one, and the sweeper
+// releases it after the retention: stickiness lost, nothing leaked.
+func TestRecreateUnseenByTheIndex(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	p, _ := w.cfg.Pool("dc-link")
+	replica := func() *ipam.Allocator {
+		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
+	}
+	a, b := replica(), replica()
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api := types.NamespacedName{Namespace: "payments", Name: "api"}
+	old, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := w.live("payments", "api", old.ID)
+	w.sweep(w.sweeper())
+	w.remove(first)
+
+	again, err := b.Reserve(ctx, ipam.Request{Pool: p, Service: api})
+	if err != nil || again.ID == old.ID || !again.Booked {
+		t.Fatalf("re-create on the replica that has not seen it: %+v %v", again, err)
+	}
+	w.live("payments", "api", again.ID)
+	w.sweep(w.sweeper())
+	if w.entry(old.ID).OrphanedSince.IsZero() {
+		t.Fatal("the old reservation is not marked orphaned")
+	}
+	w.clock.Step(p.Retention.Duration + time.Minute)
+	rep := w.sweep(w.sweeper())
+	if !slices.Contains(rep.Released, old.ID) || w.exists(old.ID) || !w.exists(again.ID) {
+		t.Fatalf("released %v; old exists %v, new exists %v", rep.Released, w.exists(old.ID), w.exists(again.ID))
 	}
 }

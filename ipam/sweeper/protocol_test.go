@@ -25,6 +25,7 @@ type schedule struct {
 	steps    []string
 	next     int
 	finished map[string]bool
+	made     []string // the steps made, in order
 }
 
 func newSchedule(steps []string) *schedule {
@@ -58,6 +59,7 @@ func (s *schedule) enter(step string) bool {
 func (s *schedule) leave() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.made = append(s.made, s.steps[s.next])
 	s.next++
 	s.skip()
 }
@@ -105,11 +107,12 @@ func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
 }
 
 // interleavings are every order of the sweeper's re-read and release and
-// the admission's sticky listing and take-back, each party's own order
+// the admission's sticky read (read: its listing of the Service, or its
+// re-read of the index's candidate) and take-back, each party's own order
 // kept: the six ways the two can meet on one retained IP.
-func interleavings() [][]string {
+func interleavings(read string) [][]string {
 	sweeper := []string{"sweeper:GetIP", "sweeper:ReleaseIP"}
-	admission := []string{"admission:ListIPs", "admission:SetTags"}
+	admission := []string{"admission:" + read, "admission:SetTags"}
 	var out [][]string
 	var walk func(prefix []string, i, j int)
 	walk = func(prefix []string, i, j int) {
@@ -130,15 +133,23 @@ func interleavings() [][]string {
 
 // TestReleaseProtocolEveryInterleaving drives the sweeper releasing a
 // retained IP and an admission re-creating its Service through every
-// interleaving of {sweeper GetIP, sweeper ReleaseIP, admission ListIPs,
+// interleaving of {sweeper GetIP, sweeper ReleaseIP, admission read,
 // admission SetTags}, at a time well inside the retention, inside the safety
-// margin before the release, and after the release is due. In every case no
+// margin before the release, and after the release is due; the admission
+// reads by listing the Service's reservations (no index yet) or by
+// re-reading the candidate its reservation index holds. In every case no
 // ID the admission hands out is released (invariant 2); and the protocol is
 // not vacuous: inside the retention the IP is taken back, after it the
 // sweeper releases it.
 func TestReleaseProtocolEveryInterleaving(t *testing.T) {
+	for _, read := range []string{"ListIPs", "GetIP"} {
+		t.Run("admission reads by "+read, func(t *testing.T) { releaseProtocol(t, read) })
+	}
+}
+
+func releaseProtocol(t *testing.T, read string) {
 	const margin = 20 * time.Second
-	orders := interleavings()
+	orders := interleavings(read)
 	if len(orders) != 6 {
 		t.Fatalf("%d interleavings, want 6", len(orders))
 	}
@@ -170,6 +181,13 @@ func TestReleaseProtocolEveryInterleaving(t *testing.T) {
 				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
 					References: ccm.References{Reader: w.kube}, Clock: w.clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+				if read == "GetIP" {
+					// The index lists the pools (not a scheduled step) and
+					// holds the retained IP.
+					if err := alloc.Refresh(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
 
 				var wg sync.WaitGroup
 				var rep Report
@@ -189,6 +207,11 @@ func TestReleaseProtocolEveryInterleaving(t *testing.T) {
 				wg.Wait()
 				if serr != nil || aerr != nil {
 					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+				}
+				// Past the reuse window the index alone rules the IP out:
+				// no re-read to schedule then.
+				if (read == "ListIPs" || z.reused) && !slices.Contains(s.made, "admission:"+read) {
+					t.Fatalf("the admission did not read by %s: steps made %v", read, s.made)
 				}
 				if !w.exists(res.ID) {
 					t.Fatalf("invariant 2: the admission handed out %s (reused=%v), which is released", res.ID, res.Reused)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -375,5 +377,63 @@ func TestScenario14BringYourOwnRecreateWhileTerminating(t *testing.T) {
 		}
 		attachedTo(t, "payments", "byo-replaced", id)
 		replaceWhileTerminating(t, get(t, "payments", "byo-replaced"), id, ann)
+	})
+}
+
+// TestScenario15RecreateOnTheReplicaThatDidNotBook: replica 0 books the
+// Service's IP; the Service is deleted and re-created through replica 1,
+// whose last listing of the pool predates that booking. Its reservation
+// index has not seen the IP, but its Service cache showed it on the
+// Service: the re-create gets it back (invariant 8 across replicas), with
+// a re-read and no booking.
+func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		one, two := s.Replicas[0], s.Replicas[1]
+		// Replica 1's background listing runs every minute: try again with
+		// another name in the rare case it listed between the booking and
+		// the re-create (then the index, not the cache, would find X).
+		for attempt := range 3 {
+			name := fmt.Sprintf("moved-%d", attempt)
+			restore := s.RouteTo(one)
+			created1, created2 := one.Creates(), two.Creates()
+			booked := time.Now()
+			if err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{ccm.AnnotationPool: "dc-link"})); err != nil {
+				restore()
+				t.Fatal(err)
+			}
+			x := get(t, "payments", name).Annotations[ccm.AnnotationPrivateIPIDs]
+			attachedTo(t, "payments", name, x)
+			s.RouteTo(two)
+			del(t, get(t, "payments", name))
+			from := len(s.Emu.Requests())
+			err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{ccm.AnnotationPool: "dc-link"}))
+			calls := s.WebhookCalls(from)
+			age, ok := two.Gauge("scw_lb_ipam_index_age_seconds", "pool", "dc-link")
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := get(t, "payments", name)
+			t.Cleanup(func() { del(t, now) })
+			if !ok || time.Duration(age*float64(time.Second)) < time.Since(booked) {
+				t.Logf("attempt %d: replica 1 listed the pool after the booking (index age %.1fs); again", attempt, age)
+				continue
+			}
+			if one.Creates() != created1+1 || two.Creates() != created2+1 {
+				t.Fatalf("CREATEs answered: replica 0 %v, replica 1 %v; want one each", one.Creates()-created1, two.Creates()-created2)
+			}
+			t.Logf("re-created through replica 1 in %s after the booking; its index was %.1fs old", time.Since(booked).Round(time.Millisecond), age)
+			if got := now.Annotations[ccm.AnnotationPrivateIPIDs]; got != x {
+				t.Fatalf("re-created through replica 1: got %s, want %s back (calls %v)", got, x, calls)
+			}
+			// The sweeper (every second, on either replica) lists and reads
+			// too: only "no booking, a re-read" is the admission's own.
+			if calls[ipamtest.OpBookIP] != 0 || calls[ipamtest.OpGetIP] == 0 {
+				t.Fatalf("the re-create's calls: %v, want a re-read and no booking", calls)
+			}
+			return
+		}
+		t.Fatal("replica 1 listed the pool between the booking and the re-create three times in a row")
 	})
 }

@@ -1,0 +1,238 @@
+package ipam
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// indexed returns an allocator over allocEnv's pools whose indexes were
+// listed once, as Start does, on a fake clock.
+func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.FakeClock) {
+	t.Helper()
+	e, base := allocEnv(t, r)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), References: r, Clock: clk})
+	if err := a.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ResetCounts()
+	return e, a, clk
+}
+
+// A Service the index holds nothing for costs its booking alone, for every
+// kind of pool request.
+func TestIndexedCreateBooksDirectly(t *testing.T) {
+	e, a, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	for _, req := range []Request{
+		{Pool: pool(t, a, "ranged"), Service: svc("web", "picked")},
+		{Pool: pool(t, a, "small"), Service: svc("web", "chosen")},
+		{Pool: pool(t, a, "manual"), Service: svc("web", "asked"), Address: mustAddr("172.16.34.9")},
+	} {
+		e.srv.ResetCounts()
+		r, err := a.Reserve(ctx, req)
+		if err != nil || !r.Booked {
+			t.Fatalf("%s: %+v %v", req.Pool.Name, r, err)
+		}
+		if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+			t.Fatalf("%s: calls %s", req.Pool.Name, got)
+		}
+	}
+}
+
+// The dangerous order: the index still shows the Service's retained IP as
+// reusable, and behind its back the sweeper released it, another cluster's
+// admission took the address, or the previous Load Balancer still holds
+// it. The re-read decides every time; trusting the index would hand out a
+// released ID, or move the Service to a new address under its old LB.
+func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
+	e, a, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, a, "ranged")
+	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Released by the sweeper (another replica's) since: a fresh booking,
+	// and the index forgets the ID.
+	if err := e.cloud.ReleaseIP(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ResetCounts()
+	second, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || second.ID == first.ID || !second.Booked || second.Reused {
+		t.Fatalf("after release: %+v %v", second, err)
+	}
+	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=1" {
+		t.Fatalf("calls %s", got)
+	}
+
+	// Re-tagged for another Service since (a hand edit, a restore): not
+	// handed out.
+	entry, _ := ParseEntry(mustIP(t, e, second.ID).Tags)
+	entry.Service = svc("web", "other")
+	if _, err := e.cloud.SetTags(ctx, second.ID, entry.Tags()); err != nil {
+		t.Fatal(err)
+	}
+	third, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || third.ID == second.ID || !third.Booked {
+		t.Fatalf("after re-tag: %+v %v", third, err)
+	}
+
+	// Attached to the previous Load Balancer since: the retryable refusal,
+	// nothing booked.
+	if err := e.srv.Attach(third.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ResetCounts()
+	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ReasonStillHeld, third.Address.String(), "retry in a moment")
+	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+}
+
+// Another replica booked the Service's reservation after this replica's
+// last listing. Without a word of it, the re-create gets a fresh IP (the
+// sweeper reclaims the old one: ipam/sweeper's
+// TestRecreateUnseenByTheIndex); once the Service cache showed the ID on
+// the Service (Remember), the re-create gets it back.
+func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
+	e, mine, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
+	p := pool(t, mine, "ranged")
+	theirs, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.srv.ResetCounts()
+	fresh, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || fresh.Reused || fresh.ID == theirs.ID {
+		t.Fatalf("unseen: %+v %v", fresh, err)
+	}
+	// The picked address was theirs too (the subnet's view is as old as the
+	// index): a conflict, then the next one.
+	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=2 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+
+	theirs, err = other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.Remember(svc("web", "api2"), []string{theirs.ID})
+	e.srv.ResetCounts()
+	back, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api2")})
+	if err != nil || back.ID != theirs.ID || !back.Reused {
+		t.Fatalf("remembered: %+v %v", back, err)
+	}
+	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+
+	// A remembered ID of another pool is read once, then known: a CREATE
+	// in its own pool does not read it again.
+	inSmall, err := other.Reserve(ctx, Request{Pool: pool(t, mine, "small"), Service: svc("web", "db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.Remember(svc("web", "db"), []string{inSmall.ID})
+	e.srv.ResetCounts()
+	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "db")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=1" {
+		t.Fatalf("calls %s", got)
+	}
+
+	// A listing of every pool started after the hint makes it redundant.
+	if err := mine.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mine.mu.Lock()
+	left := len(mine.hints)
+	mine.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d hints left after a full listing", left)
+	}
+}
+
+// A booking whose answer was lost is still found by listing the Service's
+// reservations, with a fresh index too: one booking, adopted.
+func TestIndexedLostAnswerIsAdopted(t *testing.T) {
+	e, a, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
+	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	if err != nil || !r.Booked {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if n := len(e.srv.IPs()); n != 1 {
+		t.Fatalf("%d IPs booked, want 1", n)
+	}
+	if got := e.calls(ipamtest.OpBookIP, ipamtest.OpListIPs); got != "BookIP=1 ListIPs=1" {
+		t.Fatalf("calls %s", got)
+	}
+}
+
+// Past the TTL without a listing (Scaleway refused the background ones),
+// the index is not trusted: the Service's reservations are listed, as
+// without an index, and the retained IP is found.
+func TestStaleIndexListsTheService(t *testing.T) {
+	e, a, clk := indexedAlloc(t, nil)
+	ctx := context.Background()
+	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: a.Config()})
+	theirs, err := other.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(a.ttl + time.Second)
+	e.srv.ResetCounts()
+	back, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	if err != nil || back.ID != theirs.ID {
+		t.Fatalf("%+v %v", back, err)
+	}
+	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+}
+
+// The index follows this replica's own writes between listings: a
+// release forgets, a booking adds, and a listing that started before a
+// booking does not drop it.
+func TestIndexFollowsOwnWrites(t *testing.T) {
+	e, a, clk := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, a, "small")
+	r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := a.existing(p)
+	listed := o.mine.byID[r.ID]
+	if listed == nil || listed.service != svc("web", "api") || listed.pool != "small" {
+		t.Fatalf("booking not indexed: %+v", listed)
+	}
+	// A listing that started before the booking answered.
+	o.mu.Lock()
+	o.mine = o.mine.rebuilt(nil, clk.Now().Add(-time.Second))
+	o.mu.Unlock()
+	if o.mine.byID[r.ID] == nil {
+		t.Fatal("an earlier listing dropped this replica's booking")
+	}
+	if err := a.Release(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if o.mine.byID[r.ID] != nil || len(o.mine.byService) != 0 {
+		t.Fatal("released reservation still indexed")
+	}
+	_ = e
+}
