@@ -74,6 +74,7 @@ type run struct {
 	ops        map[string]int
 	denials    map[string]int
 	returned   map[string]string // IPAM ID → Service that got it
+	creates    []created
 	violations []string
 }
 
@@ -223,10 +224,12 @@ func (r *run) create(ctx context.Context, ns, name string, ann map[string]string
 	r.count(r.ops, "create")
 	r.done.Add(1)
 	svc := svcObject(ns, name, ann)
+	start := time.Now()
 	if err := r.kube.Create(ctx, svc); err != nil {
 		r.denied(err)
 		return
 	}
+	r.recordCreate(ns, name, start, svc.Annotations)
 	r.checkReturned(svc)
 }
 
@@ -537,6 +540,7 @@ func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Durati
 	sort.Strings(kinds)
 	fmt.Fprintf(&b, "%s) over %d Scaleway calls\n", strings.Join(kinds, " "), len(r.env.Emu.Requests()))
 	fmt.Fprintf(&b, "  settled after the faults stopped in %s\n", settle.Round(time.Millisecond))
+	b.WriteString(r.stickiness())
 	b.WriteString(kills.summary())
 	names := []string{"", "no IPAM ID referenced by two live Services", "no referenced IP ever released",
 		"after quiescence + retention, nothing of ours unreferenced", "every ID handed out was booked or validated",
