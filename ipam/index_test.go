@@ -2,12 +2,16 @@ package ipam
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // indexed returns an allocator over allocEnv's pools whose indexes were
@@ -235,4 +239,116 @@ func TestIndexFollowsOwnWrites(t *testing.T) {
 		t.Fatal("released reservation still indexed")
 	}
 	_ = e
+}
+
+// heldListing answers ListIPs with what it read, but only once the test
+// lets it: a listing that read the subnet before a booking and lands after.
+type heldListing struct {
+	scaleway.Cloud
+	pn      string // the Private Network whose listing is held
+	hold    *atomic.Bool
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (h heldListing) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
+	ips, err := h.Cloud.ListIPs(ctx, f)
+	if f.PrivateNetworkID == h.pn && h.hold.Load() {
+		h.read <- struct{}{}
+		<-h.release
+	}
+	return ips, err
+}
+
+// The dangerous order for the index: a background listing reads the
+// subnet, this replica books for a Service, then the listing's answer
+// lands without that booking. The booking must stay indexed: the Service's
+// retried CREATE then takes it back instead of booking a second IP.
+func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	hold := &atomic.Bool{}
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pool(t, a, "small")
+	hold.Store(true)
+	done := make(chan error)
+	go func() { done <- a.Refresh(ctx) }()
+	<-cloud.read // the listing has read the subnet
+	hold.Store(false)
+	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(cloud.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ResetCounts()
+	again, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || again.ID != first.ID || !again.Reused {
+		t.Fatalf("retry after the listing landed: %+v %v (first %s)", again, err, first.ID)
+	}
+	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+}
+
+// Admissions, background listings and the Service cache's hints at once
+// (run with -race): every reservation distinct, and a final listing
+// indexes them all.
+func TestIndexUnderConcurrentUse(t *testing.T) {
+	e, a, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, a, "auto")
+	const n = 30
+	ids := make([]string, n)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = a.Refresh(ctx)
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s := svc("web", fmt.Sprint("s", i))
+			r, err := a.Reserve(ctx, Request{Pool: p, Service: s})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = r.ID
+			a.Remember(s, []string{r.ID})
+		})
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	o := a.existing(p)
+	for i, id := range ids {
+		if id == "" || seen[id] {
+			t.Fatalf("reservation %d: %q (duplicate or missing)", i, id)
+		}
+		seen[id] = true
+		if r := o.mine.byID[id]; r == nil || r.service != svc("web", fmt.Sprint("s", i)) {
+			t.Fatalf("%s not indexed for s%d: %+v", id, i, r)
+		}
+	}
+	if len(e.srv.IPs()) != n {
+		t.Fatalf("%d IPs booked for %d reservations", len(e.srv.IPs()), n)
+	}
 }
