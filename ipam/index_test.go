@@ -352,3 +352,37 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 		t.Fatalf("%d IPs booked for %d reservations", len(e.srv.IPs()), n)
 	}
 }
+
+// The index read a reservation past its reuse window; since, another
+// replica's re-created Service took it back (orphaned-since cleared) and
+// the Service cache showed it. Trusting the stale orphaned-since would
+// skip it; the later hint has it re-read and taken back.
+func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	p := pool(t, base, "small")
+	x, err := base.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := ParseEntry(mustIP(t, e, x.ID).Tags)
+	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-25*time.Hour)
+	if _, err := e.cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Clock: clk})
+	if err := a.Refresh(ctx); err != nil { // indexed: past its retention
+		t.Fatal(err)
+	}
+	entry.OrphanedSince = time.Time{} // taken back elsewhere
+	if _, err := e.cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	a.Remember(svc("web", "api"), []string{x.ID})
+	back, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || back.ID != x.ID || !back.Reused {
+		t.Fatalf("got %+v %v, want %s taken back", back, err, x.ID)
+	}
+}

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -111,11 +112,17 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 			ids = append(ids, id)
 		}
 	}
+	a.mu.Lock()
+	hints := maps.Clone(a.hints[req.Service])
+	a.mu.Unlock()
 	cfg, now := a.Config(), a.clock.Now()
 	o.mu.Lock()
 	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < a.ttl
 	for _, r := range o.mine.of(req.Service) {
-		if r.pool == req.Pool.Name && (!req.Address.IsValid() || r.address == req.Address) && a.mayBeReusable(cfg, r, now) {
+		// A Service that showed the ID after the index learned its tags
+		// may have taken it back since: its orphaned-since is stale.
+		hintedLater := hints[r.id].After(r.learned)
+		if r.pool == req.Pool.Name && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || a.mayBeReusable(cfg, r, now)) {
 			add(r.id)
 		} else {
 			known[r.id] = true
@@ -130,13 +137,7 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 			add(id)
 		}
 	}
-	a.mu.Lock()
-	hinted := make([]string, 0, len(a.hints[req.Service]))
-	for id := range a.hints[req.Service] {
-		hinted = append(hinted, id)
-	}
-	a.mu.Unlock()
-	slices.Sort(hinted)
+	hinted := slices.Sorted(maps.Keys(hints))
 	for _, id := range hinted {
 		if !known[id] && !a.indexedElsewhere(id, req.Pool) {
 			add(id)

@@ -159,11 +159,20 @@ pools:
 	<-killsDone
 
 	kills.check(t)
+	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
+		_ = os.WriteFile(path, []byte(logs.String()), 0o600)
+	}
 	results := r.invariants(ok3, logs.String())
 	r.summary(seed, opsTotal, clients, opsWall, time.Since(settle), f, results, kills)
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
+			// Kept after the run, to tell why.
+			if f, err := os.CreateTemp("", "chaos-logs-*.txt"); err == nil {
+				_, _ = f.WriteString(logs.String())
+				_ = f.Close()
+				t.Logf("the replicas' and the CCM stand-in's logs: %s", f.Name())
+			}
 		}
 	}
 }
@@ -386,10 +395,31 @@ func (r *run) unreferencedOurs() []string {
 	var out []string
 	for _, ip := range r.env.Emu.IPs() {
 		if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("chaos") && !refs[ip.ID] {
-			out = append(out, fmt.Sprintf("%s (%s, service %s, attached %v)", ip.ID, ip.Address, e.Service, ip.Resource != nil))
+			out = append(out, fmt.Sprintf("%s (%s, service %s, attached %v; %s)", ip.ID, ip.Address, e.Service, ip.Resource != nil, r.trail(ip.ID)))
 		}
 	}
 	return out
+}
+
+// trail is an IP's audit trail, to tell why it is left over.
+func (r *run) trail(id string) string {
+	var parts []string
+	for _, ev := range r.env.Emu.Audit() {
+		if ev.IPID != id {
+			continue
+		}
+		p := ev.Time.Format("15:04:05.000") + " " + string(ev.Kind)
+		if ev.LBID != "" {
+			p += " lb " + ev.LBID
+		}
+		if ev.Kind == ipamtest.AuditTags || ev.Kind == ipamtest.AuditBook {
+			if e, ok := ipam.ParseEntry(ev.Tags); ok && (e.UID != "" || !e.OrphanedSince.IsZero()) {
+				p += fmt.Sprintf(" (uid %q, orphaned %s)", e.UID, e.OrphanedSince.Format("15:04:05"))
+			}
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
 }
 
 type result struct {

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"net/netip"
+	"os"
 	"slices"
 	"time"
 
@@ -16,10 +18,14 @@ type created struct {
 	svc   string // ns/name
 	start time.Time
 	ids   []string
+	// address asked for, if any: only a reservation of that address is
+	// its to take back.
+	address string
 }
 
 // history is one IP's life from the emulator's audit log.
 type history struct {
+	address          netip.Addr
 	booked, released time.Time // released zero while it exists
 	tags             []struct {
 		at   time.Time
@@ -68,7 +74,7 @@ func histories(audit []ipamtest.AuditEvent) map[string]*history {
 		}
 		switch ev.Kind {
 		case ipamtest.AuditBook:
-			h.booked = ev.Time
+			h.booked, h.address = ev.Time, ev.Address
 		case ipamtest.AuditRelease:
 			h.released = ev.Time
 			continue
@@ -91,9 +97,11 @@ func histories(audit []ipamtest.AuditEvent) map[string]*history {
 // earlier reservation of their Service and pool in IPAM that the release
 // protocol let them take back (not attached, outside the safety margin),
 // and how many of those got a fresh IP instead: the reservation index and
-// the Service cache of the replica that answered had not seen it (booked
-// by the other replica, for a Service that came and went, or by a CREATE
-// that failed after its admission). The sweeper releases those after their
+// the Service cache of the replica that answered had not seen it. Those
+// are split by what the earlier reservation was: pending (booked by the
+// other replica for a CREATE that failed after its admission: no Service
+// ever showed it), held by a Service that was created (its cache had not
+// caught up), or still attached. The sweeper releases those after their
 // retention; invariant 3 checks nothing is left.
 func (r *run) stickiness() string {
 	hist := histories(r.env.Emu.Audit())
@@ -105,7 +113,15 @@ func (r *run) stickiness() string {
 	r.mu.Lock()
 	creates := slices.Clone(r.creates)
 	r.mu.Unlock()
-	var reusable, reused, fresh, heldFresh int
+	// IDs some successful create handed to a Service: the Service cache of
+	// every replica showed them.
+	shown := map[string]bool{}
+	for _, c := range creates {
+		for _, id := range c.ids {
+			shown[id] = true
+		}
+	}
+	var reusable, reused, fresh, freshShown, heldFresh int
 	for _, c := range creates {
 		for _, id := range c.ids {
 			h := hist[id]
@@ -122,28 +138,38 @@ func (r *run) stickiness() string {
 				continue
 			}
 			// Booked for this create: was an earlier one of the Service and
-			// pool there to take back?
+			// pool there to take back when the admission booked instead (a
+			// client's retries can put that well after it sent the CREATE)?
+			at := h.booked
 			for other, oh := range hist {
-				if other == id || !oh.existsAt(c.start) || !oh.booked.Before(c.start) {
+				if other == id || !oh.existsAt(at) || !oh.booked.Before(c.start) {
 					continue
 				}
-				e, ok := oh.entryAt(c.start)
-				if !ok || e.Service != got.Service || e.Pool != got.Pool || !policy.Reusable(cfg, e, c.start) {
+				e, ok := oh.entryAt(at)
+				if !ok || e.Service != got.Service || e.Pool != got.Pool || !policy.Reusable(cfg, e, at) ||
+					(c.address != "" && oh.address.String() != c.address) {
 					continue
 				}
 				reusable++
-				if oh.attachedAt(c.start) {
+				switch {
+				case oh.attachedAt(at):
 					heldFresh++
-				} else {
+				case shown[other]:
+					freshShown++
+					if os.Getenv("CHAOS_DEBUG") != "" {
+						fmt.Printf("miss: %s sent %s, booked %s at %s; earlier %s: %s\n", c.svc, c.start.Format("15:04:05.000"), id, at.Format("15:04:05.000"), other, r.trail(other))
+					}
+				default:
 					fresh++
 				}
 				break
 			}
 		}
 	}
-	return fmt.Sprintf("  stickiness: %d creates found an earlier reservation of their Service and pool to take back: %d took it back,\n"+
-		"    %d got a fresh IP though it was unattached and %d though it was still attached (the replica had not seen it)\n",
-		reusable, reused, fresh, heldFresh)
+	return fmt.Sprintf("  stickiness: %d creates found an earlier reservation of their Service and pool to take back: %d took it back;\n"+
+		"    fresh IP instead (the answering replica had not seen it): %d pending (booked by an admission whose CREATE failed),\n"+
+		"    %d that a created Service had held, %d still attached to the previous Load Balancer\n",
+		reusable, reused, fresh, freshShown, heldFresh)
 }
 
 // recordCreate keeps a successful create for stickiness.
@@ -153,6 +179,6 @@ func (r *run) recordCreate(ns, name string, start time.Time, ann map[string]stri
 		return
 	}
 	r.mu.Lock()
-	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, ids: ids})
+	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, ids: ids, address: ann[ccm.AnnotationAddress]})
 	r.mu.Unlock()
 }
