@@ -395,10 +395,35 @@ func (r *run) unreferencedOurs() []string {
 	var out []string
 	for _, ip := range r.env.Emu.IPs() {
 		if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("chaos") && !refs[ip.ID] {
-			out = append(out, fmt.Sprintf("%s (%s, service %s, attached %v; %s)", ip.ID, ip.Address, e.Service, ip.Resource != nil, r.trail(ip.ID)))
+			resource := ""
+			if ip.Resource != nil {
+				resource = ip.Resource.ID
+			}
+			out = append(out, fmt.Sprintf("%s (%s, service %s, attached %v%s; %s)", ip.ID, ip.Address, e.Service, ip.Resource != nil, holderOf(resource, list.Items, r.env.Emu.LBs()), r.trail(ip.ID)))
 		}
 	}
 	return out
+}
+
+// holderOf names the Service whose Load Balancer holds ip, if any, and
+// what that Service references now.
+func holderOf(resource string, services []corev1.Service, lbs []ipamtest.LB) string {
+	if resource == "" {
+		return ""
+	}
+	for _, lb := range lbs {
+		if lb.ID != resource {
+			continue
+		}
+		for i := range services {
+			if string(services[i].UID) == lb.Name {
+				svc := &services[i]
+				return fmt.Sprintf(" to the LB of %s/%s (terminating %v, references %v)", svc.Namespace, svc.Name, svc.DeletionTimestamp != nil, ccm.ReferencedIDs(svc))
+			}
+		}
+		return " to LB " + lb.ID + " of a Service that is gone (uid " + lb.Name + ")"
+	}
+	return " to " + resource + ", no LB of that ID"
 }
 
 // trail is an IP's audit trail, to tell why it is left over.
