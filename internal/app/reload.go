@@ -116,6 +116,11 @@ func (r *configReloader) check(ctx context.Context) {
 		return
 	}
 	r.alloc.SetConfig(cfg)
+	// The new pools' views and indexes now, not at the next background
+	// listing: until then every pool CREATE would list by itself.
+	if err := r.alloc.Refresh(ctx); err != nil {
+		r.log.Error(err, "listing the pools after the reload; the background listing tries again")
+	}
 	r.last = data
 	gen := r.gauge.loaded(data)
 	r.log.Info("pool file reloaded", "path", r.path, "pools", len(cfg.Pools), "generation", gen, "sha256", fileHash(data))

@@ -63,6 +63,13 @@ func TestConfigReload(t *testing.T) {
 	if _, ok := alloc.Config().Pool("b"); !ok {
 		t.Fatalf("good change not applied; log: %v", logged)
 	}
+	// Listed at once: admissions do not list by themselves until the next
+	// background listing.
+	for _, st := range alloc.Stats() {
+		if !st.Known {
+			t.Fatalf("pool %s not listed after the reload", st.Pool)
+		}
+	}
 
 	// A file that parses but names a subnet the network does not have.
 	write(file("  - {name: c, privateNetworkID: " + dc.ID + ", subnet: 10.9.0.0/24}\n"))
