@@ -3,7 +3,9 @@ package cloudcontroller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +62,8 @@ type Controller struct {
 	ipam *ipamapi.API
 
 	mu sync.Mutex
-	// done is the resourceVersion each Service was last reconciled at.
+	// done is what each Service asked for when it was last reconciled
+	// (wanted).
 	done map[types.UID]string
 	// due is when a Service's pending version (or teardown) may be acted on.
 	due map[string]time.Time
@@ -122,15 +125,19 @@ func (c *Controller) Sync(ctx context.Context) {
 		seen[svc.UID] = true
 		wants := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
 		switch {
-		case wants && c.done[svc.UID] != svc.ResourceVersion:
+		case wants && c.done[svc.UID] != wanted(svc):
 			if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
 				continue
 			}
+			// What this pass acts on, read before its own patches: they
+			// update svc in place with the latest object, which may carry a
+			// change made meanwhile that this pass has not acted on.
+			acted := wanted(svc)
 			if err := c.ensure(ctx, svc); err != nil {
 				c.logf("ensuring the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
 				continue
 			}
-			c.done[svc.UID] = svc.ResourceVersion
+			c.done[svc.UID] = acted
 		case !wants && slices.Contains(svc.Finalizers, Finalizer):
 			if !c.ready("delete/"+string(svc.UID), now) {
 				continue
@@ -150,6 +157,21 @@ func (c *Controller) Sync(ctx context.Context) {
 	if gone {
 		c.collect(ctx, list.Items)
 	}
+}
+
+// wanted is what a Service asks of its Load Balancer, as the service
+// controller's needsUpdate compares it: its type and annotations (the CCM
+// reads its whole configuration from them). Its own lb-id annotation
+// counts too, so the pass after annotating a new Service ensures once more,
+// as the real controller does on the update event its patch causes.
+func wanted(svc *corev1.Service) string {
+	keys := slices.Sorted(maps.Keys(svc.Annotations))
+	var b strings.Builder
+	b.WriteString(string(svc.Spec.Type))
+	for _, k := range keys {
+		b.WriteString("\x00" + k + "=" + svc.Annotations[k])
+	}
+	return b.String()
 }
 
 // ready tells whether the step named key has waited Delay since it was

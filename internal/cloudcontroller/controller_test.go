@@ -131,7 +131,17 @@ func TestLifecycleMakesTheCCMsCalls(t *testing.T) {
 		t.Fatalf("calls %v, want %v", calls, want)
 	}
 
-	// Nothing changed: the next pass makes no call.
+	// Its own scw-loadbalancer-id changed the annotations: the next pass
+	// ensures once more (the service controller's needsUpdate compares
+	// annotations) and finds nothing to change; the one after makes no
+	// call.
+	from = len(w.emu.Requests())
+	w.ccm.Sync(ctx)
+	for _, call := range w.ops(from) {
+		if !strings.HasPrefix(call, "Get") && !strings.HasPrefix(call, "List") {
+			t.Fatalf("the pass after its own annotation wrote: %v", w.ops(from))
+		}
+	}
 	from = len(w.emu.Requests())
 	w.ccm.Sync(ctx)
 	if calls := w.ops(from); len(calls) != 0 {
@@ -260,5 +270,51 @@ func TestCollectsTheLoadBalancerOfAServiceDeletedWithoutItsFinalizer(t *testing.
 	}
 	if n := len(w.emu.IPs()); n != 1 {
 		t.Fatalf("%d IPs left, want keep's DHCP address only", n)
+	}
+}
+
+// TestChangeDuringAPassIsActedOnNext: the Service moves to another IP
+// while a pass is attaching its first one. The pass's own patches return
+// the latest object; the next pass must still act on the move (detach X,
+// attach Y), as the service controller does on the update event. Reading
+// the version from the patched object instead left X attached for good.
+func TestChangeDuringAPassIsActedOnNext(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	x, _ := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.10"), []string{"scw-lb-ipam"}, nil)
+	y, _ := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.11"), []string{"scw-lb-ipam"}, nil)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "uid-1", Annotations: map[string]string{
+			annotationPrivate: "true", annotationPNIDs: w.nodes.ID + "," + w.pool.ID, annotationPrivateIPIDs: x,
+		}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+	if err := w.kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	// The move lands while the pass attaches X: before its status patch,
+	// whose answer is the moved object.
+	moved := false
+	w.emu.SetFaultFunc(func(op ipamtest.Op) *ipamtest.Fault {
+		if op == ipamtest.OpAttachLBPrivateNetwork && !moved {
+			moved = true
+			cur := w.get(t, "api")
+			cur.Annotations[annotationPrivateIPIDs] = y
+			if err := w.kube.Update(ctx, cur); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	})
+	w.ccm.Sync(ctx) // attaches X: it read the Service before the move
+	if ip, _ := w.emu.IP(x); !moved || ip.Resource == nil {
+		t.Fatalf("the first pass did not attach X (moved %v)", moved)
+	}
+	w.ccm.Sync(ctx)
+	if ip, _ := w.emu.IP(x); ip.Resource != nil {
+		t.Fatal("X is still attached after the Service moved to Y")
+	}
+	if ip, _ := w.emu.IP(y); ip.Resource == nil {
+		t.Fatal("Y is not attached")
 	}
 }

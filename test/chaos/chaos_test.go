@@ -418,7 +418,7 @@ func holderOf(resource string, services []corev1.Service, lbs []ipamtest.LB) str
 		for i := range services {
 			if string(services[i].UID) == lb.Name {
 				svc := &services[i]
-				return fmt.Sprintf(" to the LB of %s/%s (terminating %v, references %v)", svc.Namespace, svc.Name, svc.DeletionTimestamp != nil, ccm.ReferencedIDs(svc))
+				return fmt.Sprintf(" to the LB of %s/%s (terminating %v, references %v, pn-ids %q, pool %q, addresses %q)", svc.Namespace, svc.Name, svc.DeletionTimestamp != nil, ccm.ReferencedIDs(svc), svc.Annotations[ccm.AnnotationPNIDs], svc.Annotations[ccm.AnnotationPool], svc.Annotations[ccm.AnnotationAddresses])
 			}
 		}
 		return " to LB " + lb.ID + " of a Service that is gone (uid " + lb.Name + ")"
