@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -113,4 +114,176 @@ func (x index) rebuilt(listed []*indexed, since time.Time) index {
 		}
 	}
 	return y
+}
+
+// candidates are the IDs to re-read for req, in order of preference: the
+// index's reservations of the Service in the pool, then the IDs the
+// Service references (an UPDATE), then IDs the Service cache showed on a
+// Service of that name that no listing has seen yet. known are all the
+// IDs of the Service the allocator knows of; fresh is false when the
+// pool's index is missing or older than the TTL.
+func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool, fresh bool) {
+	o := a.existing(req.Pool)
+	if o == nil {
+		return nil, nil, false
+	}
+	known = map[string]bool{}
+	add := func(id string) {
+		if !known[id] {
+			known[id] = true
+			ids = append(ids, id)
+		}
+	}
+	a.mu.Lock()
+	hints := maps.Clone(a.hints[req.Service])
+	a.mu.Unlock()
+	cfg, now := a.Config(), a.clock.Now()
+	o.mu.Lock()
+	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < a.ttl
+	for _, r := range o.mine.of(req.Service) {
+		// A Service that showed the ID after the index learned its tags
+		// may have taken it back since: its orphaned-since is stale.
+		hintedLater := hints[r.id].After(r.learned)
+		if r.pool == req.Pool.Name && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || a.mayBeReusable(cfg, r, now)) {
+			add(r.id)
+		} else {
+			known[r.id] = true
+		}
+	}
+	o.mu.Unlock()
+	if !fresh {
+		return nil, nil, false
+	}
+	for _, id := range req.Own {
+		if !a.indexedElsewhere(id, req.Pool) {
+			add(id)
+		}
+	}
+	hinted := slices.Sorted(maps.Keys(hints))
+	for _, id := range hinted {
+		if !known[id] && !a.indexedElsewhere(id, req.Pool) {
+			add(id)
+		}
+	}
+	return ids, known, true
+}
+
+// mayBeReusable skips the re-read of a reservation the index knows to be
+// past its reuse window (or in a pool without stickiness): its
+// orphaned-since can only have been cleared since by a live Service, which
+// would make it referenced. A stale answer costs stickiness, never
+// correctness.
+func (a *Allocator) mayBeReusable(cfg *Config, r *indexed, now time.Time) bool {
+	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned}
+	if r.used {
+		e.UID = "used"
+	}
+	return a.policy.Reusable(cfg, e, now)
+}
+
+// indexedElsewhere reports whether an index knows id as a reservation of
+// another pool than p: not a candidate, no need to re-read it.
+func (a *Allocator) indexedElsewhere(id string, p *Pool) bool {
+	a.mu.Lock()
+	views := make([]*occupancy, 0, len(a.occ))
+	for _, o := range a.occ {
+		views = append(views, o)
+	}
+	a.mu.Unlock()
+	for _, o := range views {
+		o.mu.Lock()
+		r, ok := o.mine.byID[id]
+		o.mu.Unlock()
+		if ok && r.pool != p.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// Remember records the IPAM IDs a Service references, as the Service cache
+// shows them: written by any replica, they reach every replica's cache
+// within moments, long before its next listing. A re-create of that
+// Service re-reads them, so it gets its address back even when another
+// replica booked it since this one last listed. No call is made; the IDs
+// are dropped once a listing of every pool has run after them.
+func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	now := a.clock.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.hints[svc]
+	if m == nil {
+		m = map[string]time.Time{}
+		a.hints[svc] = m
+	}
+	for _, id := range ids {
+		m[id] = now
+	}
+}
+
+// learn records what a re-read showed: the index entry of one of this
+// cluster's reservations, and the hint answered.
+func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP) {
+	a.mu.Lock()
+	if m := a.hints[svc]; m != nil {
+		delete(m, ip.ID)
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
+	view := a.occ[ip.SubnetID]
+	a.mu.Unlock()
+	if view == nil {
+		return
+	}
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	if r, ok := indexEntry(ip, a.Config().ClusterName, a.clock.Now()); ok {
+		view.mine.put(r)
+	} else {
+		view.mine.drop(ip.ID)
+	}
+}
+
+// forget drops an IP that is gone (released here or found missing) from
+// every view, index and hint.
+func (a *Allocator) forget(id string, addr netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for svc, m := range a.hints {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
+	for _, o := range a.occ {
+		o.mu.Lock()
+		if r, ok := o.mine.byID[id]; ok {
+			o.free(r.address)
+			o.mine.drop(id)
+		} else if h, ok := o.holders[addr]; ok && h.IPID == id {
+			o.free(addr)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// dropHints forgets the hints recorded before since: a listing of every
+// pool that started after them has put what they named in the indexes.
+func (a *Allocator) dropHints(since time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for svc, m := range a.hints {
+		for id, at := range m {
+			if at.Before(since) {
+				delete(m, id)
+			}
+		}
+		if len(m) == 0 {
+			delete(a.hints, svc)
+		}
+	}
 }
