@@ -144,8 +144,8 @@ func (r *report) callsPerAdmission() {
 // latency per call.
 //
 // The three rows run on one control plane in one run, in alternating
-// blocks: no-op, ours, no-op, ours (the replicas restarted with the other
-// handler in between), and within a block each hooked create is paired
+// blocks: no-op, ours, no-op, ours, ... (the replicas restarted with the
+// other handler in between), and within a block each hooked create is paired
 // with an un-webhooked one, in alternating order. Drift on a shared 2-core
 // machine (another process's load, etcd growing) then lands on every row
 // alike instead of on whichever ran last, and the differences the
@@ -154,8 +154,8 @@ func (r *report) callsPerAdmission() {
 // samples per emulated latency, the un-webhooked one twice that.
 func (r *report) latency() {
 	const (
-		latencyBlocks   = 4
-		latencyPerBlock = 200
+		latencyBlocks   = 6
+		latencyPerBlock = 150
 		warmup          = 20
 	)
 	ctx := context.Background()

@@ -144,7 +144,7 @@ func histogram(env *testenv.Env, name string) (sum float64, count uint64) {
 // them past retention, each in a child process.
 func (r *report) sweeper() {
 	r.printf("Sweeper cycle in a child process, the emulator in this one (1%% of the reservations past retention, the rest referenced)\n")
-	r.printf("  %-13s %8s %15s %16s %9s %10s %23s %8s\n", "reservations", "wall", "ListIPs (goal)", "GetIP+ReleaseIP", "UpdateIP", "peak RSS", "before: RSS (live heap)", "emu CPU")
+	r.printf("  %-13s %8s %15s %16s %9s %18s %23s %8s\n", "reservations", "wall", "ListIPs (goal)", "GetIP+ReleaseIP", "UpdateIP", "peak RSS (growth)", "before: RSS (live heap)", "emu CPU")
 	for _, n := range []int{10_000, 100_000} {
 		row, err := sweepCycle(n, n/100)
 		if err != nil {
@@ -153,9 +153,9 @@ func (r *report) sweeper() {
 		pages := (n + scaleway.DefaultPageSize - 1) / scaleway.DefaultPageSize
 		lists := row.counts[ipamtest.OpListIPs]
 		res := row.res
-		line := fmt.Sprintf("  %-13s %8s %7d (%5d) %16d %9d %7.0f MB %11.0f MB (%4.0f MB) %8s", thousands(n), res.Wall.Round(time.Millisecond), lists, pages,
-			row.counts[ipamtest.OpGetIP]+row.counts[ipamtest.OpReleaseIP], row.counts[ipamtest.OpUpdateIP], mb(res.HWM), mb(res.RSSBefore), mb(res.HeapBefore),
-			row.emulatorCPU.Round(10*time.Millisecond))
+		line := fmt.Sprintf("  %-13s %8s %7d (%5d) %16d %9d %7.0f MB (+%4.0f) %11.0f MB (%4.0f MB) %8s", thousands(n), res.Wall.Round(time.Millisecond), lists, pages,
+			row.counts[ipamtest.OpGetIP]+row.counts[ipamtest.OpReleaseIP], row.counts[ipamtest.OpUpdateIP], mb(res.HWM), mb(res.HWM)-mb(res.RSSBefore),
+			mb(res.RSSBefore), mb(res.HeapBefore), row.emulatorCPU.Round(10*time.Millisecond))
 		if n == 100_000 {
 			met := res.Wall <= 10*time.Second && res.HWM <= 200e6 && lists == pages
 			line += "  " + r.check("sweeper over 100,000 reservations ≤ 10 s, ≤ 200 MB RSS (the sweeper's process alone), ⌈N/100⌉ list calls", met,
@@ -168,8 +168,8 @@ func (r *report) sweeper() {
 	}
 	r.printf("  The child holds what the leader would: the Cloud client, the pool file, and the live Services as the informer cache\n")
 	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, less managedFields), built before the cycle:\n")
-	r.printf("  \"before\" is them and the runtime. Peak RSS is the kernel's VmHWM over the cycle alone. emu CPU is this process's\n")
-	r.printf("  CPU while the child ran: the emulator answering.\n\n")
+	r.printf("  \"before\" is them and the runtime. Peak RSS is the kernel's VmHWM over the cycle alone, growth its excess over\n")
+	r.printf("  \"before\". emu CPU is this process's CPU while the child ran: the emulator answering.\n\n")
 }
 
 // pick: the free-address pick on a 95%-full /16.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -235,16 +236,25 @@ func sweepChild() error {
 	return nil
 }
 
-// listReader serves a fixed Service list and, as the informer cache does,
-// a deep copy of it on every List.
+// listReader serves a fixed Service list as controller-runtime's cache
+// reader does: a deep copy of every Service, or with
+// client.UnsafeDisableDeepCopy a copy of each Service's struct sharing its
+// maps and slices.
 type listReader struct{ list *corev1.ServiceList }
 
 func (l listReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
 	return fmt.Errorf("not supported")
 }
 
-func (l listReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
-	l.list.DeepCopyInto(list.(*corev1.ServiceList))
+func (l listReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	out := list.(*corev1.ServiceList)
+	if o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
+		out.Items = slices.Clone(l.list.Items)
+		return nil
+	}
+	l.list.DeepCopyInto(out)
 	return nil
 }
 
