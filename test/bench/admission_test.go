@@ -421,15 +421,17 @@ func bootstrapDiff(a, b []time.Duration, p float64) (lo, hi time.Duration) {
 func (r *report) burst() {
 	const n = 500
 	ctx := context.Background()
+	// rate counts the creates that succeeded: a quick denial is no
+	// throughput.
 	type result struct {
-		rate     float64
-		errs     int
-		firstErr string
+		rate   float64
+		errs   int
+		byKind map[string]int
 	}
 	run := func(ns, prefix string) result {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		var res result
+		res := result{byKind: map[string]int{}}
 		gate := make(chan struct{})
 		for i := range n {
 			wg.Go(func() {
@@ -438,9 +440,8 @@ func (r *report) burst() {
 				if err != nil {
 					mu.Lock()
 					defer mu.Unlock()
-					if res.errs++; res.firstErr == "" {
-						res.firstErr = err.Error()
-					}
+					res.errs++
+					res.byKind[errorKind(err)]++
 				}
 			})
 		}
@@ -448,7 +449,7 @@ func (r *report) burst() {
 		start := time.Now()
 		close(gate)
 		wg.Wait()
-		res.rate = n / time.Since(start).Seconds()
+		res.rate = float64(n-res.errs) / time.Since(start).Seconds()
 		return res
 	}
 	warm := func(prefix string) {
@@ -474,10 +475,13 @@ func (r *report) burst() {
 	warm("burst-warm-noop-")
 	nop := run("opted", "burst-noop-")
 	none2 := run("plain", "burst-none2-")
-	none := result{rate: (none1.rate + none2.rate) / 2, errs: none1.errs + none2.errs, firstErr: none1.firstErr + none2.firstErr}
+	none := result{rate: (none1.rate + none2.rate) / 2, errs: none1.errs + none2.errs, byKind: none1.byKind}
+	for k, v := range none2.byKind {
+		none.byKind[k] += v
+	}
 	dupIDs, dupAddrs := duplicates(r.b, r.kube)
 
-	r.printf("%d concurrent creates (all released at once), 0 ms emulated latency\n", n)
+	r.printf("%d concurrent creates (all released at once), 0 ms emulated latency; creates/s count the successful ones\n", n)
 	r.printf("  %-44s %8.1f creates/s  %d errors  (%.1f and %.1f, one run beside each webhook's)\n", "none (namespace not opted in), mean of 2", none.rate, none.errs, none1.rate, none2.rate)
 	r.printf("  %-44s %8.1f creates/s  %d errors  %.2f× none\n", "no-op webhook", nop.rate, nop.errs, nop.rate/none.rate)
 	met := ours.rate >= 0.8*nop.rate && ours.errs == 0 && dupIDs+dupAddrs == 0
@@ -489,8 +493,8 @@ func (r *report) burst() {
 		name string
 		res  result
 	}{{"none", none}, {"no-op", nop}, {"ours", ours}} {
-		if e.res.errs > 0 {
-			r.printf("  first error (%s): %s\n", e.name, e.res.firstErr)
+		for _, k := range slices.Sorted(maps.Keys(e.res.byKind)) {
+			r.printf("  %-44s %d × %s\n", "  errors ("+e.name+")", e.res.byKind[k], k)
 		}
 	}
 	r.printf("  duplicate IPs: IPAM IDs or addresses held by more than one Service of the opted-in namespace (every Service of the run)\n")
@@ -504,6 +508,35 @@ func (r *report) burst() {
 		r.printf("  webhook RSS under load: BenchmarkWebhookRSS in test/chart (make bench prints it here)\n")
 	}
 	r.printf("\n")
+}
+
+// errorKind sorts a failed create: the apiserver gave up on the webhook, or
+// the webhook's answer (its reason, without the Service's details).
+func errorKind(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "failed calling webhook"):
+		return "the apiserver's call to the webhook failed (" + lastPart(msg) + ")"
+	case strings.Contains(msg, "denied the request: "):
+		msg = msg[strings.Index(msg, "denied the request: ")+len("denied the request: "):]
+		msg = strings.TrimPrefix(msg, "scw-lb-ipam: ")
+		if i := strings.Index(msg, "; "); i > 0 {
+			msg = msg[:i]
+		}
+		return "denied: " + msg
+	}
+	if len(msg) > 120 {
+		msg = msg[:120] + "…"
+	}
+	return msg
+}
+
+// lastPart is the innermost cause of a wrapped error message.
+func lastPart(msg string) string {
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
 }
 
 // duplicates counts the IPAM IDs and the addresses more than one Service of
