@@ -30,6 +30,9 @@ type Options struct {
 	Timeout    time.Duration
 	Registerer prometheus.Registerer
 	Log        logr.Logger
+	// Handler, when set, is served instead of the Service mutator: the
+	// benchmarks' no-op baseline measures the serving path alone.
+	Handler admission.Handler
 }
 
 // SetupWithManager serves the Service mutator on the manager's webhook
@@ -52,8 +55,12 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 		Metrics:    NewMetrics(o.Registerer),
 		Log:        o.Log,
 	}
+	var handler admission.Handler = mutator
+	if o.Handler != nil {
+		handler = o.Handler
+	}
 	server := mgr.GetWebhookServer()
-	server.Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: mutator}, o.Timeout))
+	server.Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: handler}, o.Timeout))
 	// The Namespace informer is started here, not on the first admission's
 	// read.
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {

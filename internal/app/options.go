@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
@@ -73,6 +74,9 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// Log replaces the zap logger built from the flags.
 	Log logr.Logger
+	// Handler, when set, is served at WebhookPath instead of the Service
+	// mutator (see webhook.Options.Handler).
+	Handler admission.Handler
 }
 
 // tlsOptions choose who provides the serving certificate.

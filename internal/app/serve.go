@@ -87,7 +87,7 @@ func Serve(ctx context.Context, o Options) error {
 		Log:        log.WithName("allocator"),
 	})
 	mutator, err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
-		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook")})
+		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler})
 	if err != nil {
 		return err
 	}

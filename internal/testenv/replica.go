@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 )
@@ -107,6 +108,20 @@ func (e *Env) StopWebhook() {
 		r.Stop()
 	}
 	e.route()
+}
+
+// RestartWebhook stops every replica, then starts them serving h instead of
+// the Service mutator (nil: the mutator again), with the same caches,
+// readiness and TLS: the benchmarks measure a no-op webhook and the real
+// one on the same control plane.
+func (e *Env) RestartWebhook(h admission.Handler) error {
+	e.StopWebhook()
+	for _, r := range e.Replicas {
+		r.mu.Lock()
+		r.serve.Handler = h
+		r.mu.Unlock()
+	}
+	return e.StartWebhook()
 }
 
 // Start runs app.Serve with fresh metrics and waits until it is ready, then

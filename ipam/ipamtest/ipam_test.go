@@ -461,6 +461,58 @@ func TestListIPsPaging(t *testing.T) {
 	wantInvalid("page")(t, err)
 }
 
+// TestListIPsPagesSeeWrites: the pages of one listing come from a cache
+// of its matches; a booking, a tag change, an attachment or a release
+// between two pages shows on the next, as on the real API.
+func TestListIPsPagesSeeWrites(t *testing.T) {
+	srv, c := setup(t)
+	pn := mustPN(t, srv, "dc", "172.16.32.0/22")
+	var idList []string
+	for range 10 {
+		idList = append(idList, again(t, srv, pn.ID))
+	}
+	tagged := func(want int, step string) {
+		t.Helper()
+		resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"mine"}, Page: scw.Int32Ptr(2), PageSize: scw.Uint32Ptr(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(resp.TotalCount) != want {
+			t.Fatalf("after %s: total_count %d, want %d", step, resp.TotalCount, want)
+		}
+	}
+	tagged(0, "no tag")
+	for i, id := range idList[:4] {
+		if _, err := c.ipam.UpdateIP(&ipam.UpdateIPRequest{IPID: id, Tags: &[]string{"mine"}}); err != nil {
+			t.Fatal(err)
+		}
+		tagged(i+1, "a tag")
+	}
+	if err := c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: idList[0]}); err != nil {
+		t.Fatal(err)
+	}
+	tagged(3, "a release")
+	mustAddIP(t, srv, pn.ID, "172.16.33.1", []string{"mine"}, nil)
+	tagged(4, "a booking")
+	attached := func() uint64 {
+		t.Helper()
+		resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"mine"}, Attached: scw.BoolPtr(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.TotalCount
+	}
+	if n := attached(); n != 0 {
+		t.Fatalf("%d attached before any attachment", n)
+	}
+	if _, err := c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: idList[1], Resource: &ipam.CustomResource{MacAddress: "0a:00:00:00:00:02"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := attached(); n != 1 {
+		t.Fatalf("%d attached after an attachment, want 1", n)
+	}
+}
+
 func TestListIPsOrder(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(t0)

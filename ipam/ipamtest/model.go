@@ -6,11 +6,31 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"go4.org/netipx"
 )
+
+// stateMutex is the RWMutex over state that counts its write locks: a
+// value read under the read lock stays valid while the generation is the
+// same (the ListIPs match cache relies on it).
+type stateMutex struct {
+	sync.RWMutex
+	gen atomic.Uint64
+}
+
+// Lock takes the write lock and starts a new generation: whatever the
+// holder changes, derived values of the previous one are stale.
+func (m *stateMutex) Lock() {
+	m.RWMutex.Lock()
+	m.gen.Add(1)
+}
+
+// generation is the count of write locks so far; read it under a lock.
+func (m *stateMutex) generation() uint64 { return m.gen.Load() }
 
 // state is every emulated object; Server.mu guards it.
 type state struct {
@@ -26,6 +46,8 @@ type state struct {
 	byCreated []*ipRecord
 	lbs       map[string]*lbRec
 	audit     []AuditEvent
+	// ipLists caches the IPs a ListIPs filter matched, for its next pages.
+	ipLists *ipListCache
 }
 
 func newState() state {
@@ -37,6 +59,7 @@ func newState() state {
 		subnets:    map[string]*subnetRec{},
 		ips:        map[string]*ipRecord{},
 		lbs:        map[string]*lbRec{},
+		ipLists:    &ipListCache{},
 	}
 }
 

@@ -56,8 +56,9 @@ type Server struct {
 	clock  clock.PassiveClock
 	routes []route
 
-	// mu guards st, the emulated Scaleway objects.
-	mu sync.RWMutex
+	// mu guards st, the emulated Scaleway objects; every write lock moves
+	// its generation on (see stateMutex).
+	mu stateMutex
 	st state
 
 	// obs guards the observation and fault state below.
