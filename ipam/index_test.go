@@ -386,3 +386,73 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 		t.Fatalf("got %+v %v, want %s taken back", back, err, x.ID)
 	}
 }
+
+// countingCloud counts ListIPs calls of a whole subnet (no tag filter).
+type countingCloud struct {
+	scaleway.Cloud
+	subnetListings *atomic.Int64
+}
+
+func (c countingCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
+	if len(f.Tags) == 0 {
+		c.subnetListings.Add(1)
+		time.Sleep(20 * time.Millisecond) // a listing of many pages: the burst arrives meanwhile
+	}
+	return c.Cloud.ListIPs(ctx, f)
+}
+
+// A burst of admissions on a stale view lists the subnet once: the others
+// wait for that listing instead of each listing the subnet again.
+func TestStaleViewIsListedOnceForABurst(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	n := &atomic.Int64{}
+	a := NewAllocator(AllocatorOptions{Cloud: countingCloud{Cloud: e.cloud, subnetListings: n}, Config: base.Config()})
+	p := pool(t, a, "ranged")
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := a.Reserve(context.Background(), Request{Pool: p, Service: svc("web", fmt.Sprint("s", i)), DryRun: true}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d listings of the subnet for one burst, want 1", got)
+	}
+}
+
+// The background refresh lists while admissions go on with the current
+// view: a CREATE is not held up by a listing in flight.
+func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	hold := &atomic.Bool{}
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	done := make(chan error)
+	go func() { done <- a.Refresh(ctx) }()
+	<-cloud.read // the refresh's listing of the pool's subnet is in flight
+	booked := make(chan error)
+	go func() {
+		_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
+		booked <- err
+	}()
+	select {
+	case err := <-booked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the admission waited for the background listing")
+	}
+	hold.Store(false)
+	close(cloud.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

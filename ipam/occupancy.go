@@ -22,6 +22,11 @@ type occupancy struct {
 	// mine indexes this cluster's reservations on the subnet, from the
 	// same listing and writes.
 	mine index
+	// since is when the listing behind the view started.
+	since time.Time
+	// listing is closed when the listing in flight ends, with listErr.
+	listing chan struct{}
+	listErr error
 }
 
 func (o *occupancy) space(p *Pool) (*addrspace.Space, error) {
@@ -56,6 +61,16 @@ func (o *occupancy) free(addr netip.Addr) {
 // occupancy returns the pool's subnet view, listing the subnet when the view
 // is missing or older than the TTL.
 func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) {
+	return a.listed(ctx, p, false)
+}
+
+// listed returns the pool's subnet view after a listing when it is stale
+// (or always, with relist). One listing per subnet runs at a time: callers
+// that find one in flight wait for its result instead of listing the
+// subnet again, so a burst of admissions after a conflict, or during the
+// background refresh, costs one listing, not one each. A relist keeps the
+// current view in use while it lists: admissions are not held up by it.
+func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupancy, error) {
 	a.mu.Lock()
 	o, ok := a.occ[p.SubnetID()]
 	if !ok {
@@ -66,15 +81,48 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 
 	o.mu.Lock()
 	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl
-	o.mu.Unlock()
-	if fresh {
+	if fresh && !relist {
+		o.mu.Unlock()
 		return o, nil
 	}
+	if wait := o.listing; wait != nil {
+		o.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), ctx.Err())
+		}
+		o.mu.Lock()
+		err := o.listErr
+		o.mu.Unlock()
+		if err != nil {
+			return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
+		}
+		return o, nil
+	}
+	done := make(chan struct{})
+	o.listing = done
+	o.mu.Unlock()
+
+	err := a.list(ctx, p, o)
+	o.mu.Lock()
+	o.listing, o.listErr = nil, err
+	o.mu.Unlock()
+	close(done)
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
+	}
+	return o, nil
+}
+
+// list lists the pool's subnet and swaps the result into its view and
+// index.
+func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
 	v6 := p.IPFamily == IPv6
 	since := a.clock.Now()
 	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
 	if err != nil {
-		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
+		return err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -97,6 +145,13 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 		}
 	}
 	o.mine = o.mine.rebuilt(mine, since)
+	o.since = since
+	// And this replica's bookings that answered while the listing ran.
+	for _, r := range o.mine.byID {
+		if _, ok := o.holders[r.address]; !ok && !r.learned.Before(since) {
+			o.holders[r.address] = Holder{IPID: r.id, Cluster: cluster, Service: r.service}
+		}
+	}
 	for _, s := range o.spaces {
 		s.Reset()
 		for addr := range o.holders {
@@ -104,7 +159,7 @@ func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) 
 		}
 	}
 	o.loaded = a.clock.Now()
-	return o, nil
+	return nil
 }
 
 // Start keeps the occupancy views and reservation indexes of the pools

@@ -79,21 +79,29 @@ func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed ti
 // Refresh lists the subnet of every pool, each subnet once: pools that pick
 // addresses need it to pick, and Stats reports from it.
 func (a *Allocator) Refresh(ctx context.Context) error {
-	since := a.clock.Now()
 	var errs []error
+	var oldest time.Time // the earliest start of the listings behind the views
 	seen := map[string]bool{}
 	for _, p := range a.Config().Pools {
 		if seen[p.SubnetID()] {
 			continue
 		}
 		seen[p.SubnetID()] = true
-		a.invalidate(p)
-		if _, err := a.occupancy(ctx, p); err != nil {
+		o, err := a.listed(ctx, p, true)
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		o.mu.Lock()
+		if oldest.IsZero() || o.since.Before(oldest) {
+			oldest = o.since
+		}
+		o.mu.Unlock()
 	}
-	if len(errs) == 0 {
-		a.dropHints(since)
+	// A listing joined in flight may have started before the hints it is
+	// asked to cover: only hints older than every listing are redundant.
+	if len(errs) == 0 && !oldest.IsZero() {
+		a.dropHints(oldest)
 	}
 	return errors.Join(errs...)
 }
