@@ -91,12 +91,15 @@ type Allocator struct {
 	// hints are IDs the Service cache showed on a Service (Remember), kept
 	// until a listing of every pool has seen them.
 	hints map[types.NamespacedName]map[string]time.Time
+	// firstListing is closed once Start's first listing of the pools ended.
+	firstListing chan struct{}
+	firstOnce    sync.Once
 }
 
 // NewAllocator returns an Allocator over a resolved Config.
 func NewAllocator(o AllocatorOptions) *Allocator {
 	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, refresh: o.RefreshInterval,
-		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{}, log: o.Log}
+		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{}, firstListing: make(chan struct{}), log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
 	}

@@ -456,3 +456,29 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A replica reports itself listed (and so ready) only once Start's first
+// listing of the pools has ended.
+func TestListedAfterTheFirstListing(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	hold := &atomic.Bool{}
+	hold.Store(true)
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.Start(ctx) }()
+	<-cloud.read
+	if a.Listed() {
+		t.Fatal("listed while the first listing is in flight")
+	}
+	hold.Store(false)
+	close(cloud.release)
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.Listed() {
+		if time.Now().After(deadline) {
+			t.Fatal("not listed after the first listing ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

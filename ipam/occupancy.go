@@ -175,11 +175,25 @@ func (a *Allocator) Start(ctx context.Context) error {
 		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error(err, "refreshing the pools' occupancy")
 		}
+		a.firstOnce.Do(func() { close(a.firstListing) })
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C():
 		}
+	}
+}
+
+// Listed reports whether Start's first listing of the pools has ended
+// (failed ones included: admissions then list by themselves). A replica is
+// ready only then, so that its first admissions book in one call instead of
+// each listing what the index would have told.
+func (a *Allocator) Listed() bool {
+	select {
+	case <-a.firstListing:
+		return true
+	default:
+		return false
 	}
 }
 

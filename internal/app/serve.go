@@ -101,6 +101,14 @@ func Serve(ctx context.Context, o Options) error {
 	if err := setupMetricsWithManager(mgr, reg, alloc); err != nil {
 		return err
 	}
+	if err := mgr.AddReadyzCheck("pools-listed", func(*http.Request) error {
+		if !alloc.Listed() {
+			return errors.New("the pools' subnets have not been listed yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	mgrCtx, stopMgr, err := drainOnStop(ctx, mgr, o.ShutdownDelay, log)
 	if err != nil {
 		return err
