@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,9 @@ type AllocatorOptions struct {
 	// lists the Service's reservations instead of reading the index.
 	// Conflicts refresh sooner.
 	OccupancyTTL time.Duration
+	// Rand returns a number in [0, n): where picking goes on in a pool
+	// after a conflict. Default math/rand/v2.
+	Rand func(n uint64) uint64
 	// RefreshInterval paces the background listing (Start) that keeps the
 	// occupancy views and reservation indexes fresh; default a fifth of
 	// the TTL.
@@ -81,6 +85,7 @@ type Allocator struct {
 	claims  Claims
 	policy  Retention
 	clock   clock.WithTicker
+	rand    func(n uint64) uint64
 	ttl     time.Duration
 	refresh time.Duration
 	log     logr.Logger
@@ -117,6 +122,9 @@ func NewAllocator(o AllocatorOptions) *Allocator {
 	}
 	if a.refresh == 0 {
 		a.refresh = a.ttl / 5
+	}
+	if a.rand = o.Rand; a.rand == nil {
+		a.rand = rand.Uint64N
 	}
 	a.cfg.Store(o.Config)
 	return a

@@ -482,3 +482,49 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Two replicas picking from one pool with views of the same age follow the
+// same order: the dangerous case is alternating admissions, each one
+// picking the address the other just booked. After its first conflict a
+// replica picks from elsewhere in the pool, and the collisions stop.
+func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		seek     func(n uint64) uint64
+		maxBooks int
+	}{
+		{"seek elsewhere", func(n uint64) uint64 { return n / 2 }, 2*20 + 2},
+		// The order before: a conflict left the cursor next to the taken
+		// address, where the other replica picks next.
+		{"stay in step", func(uint64) uint64 { return 0 }, 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "dc=172.16.32.0/22")
+			cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/24"]}`))
+			one := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
+			two := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
+			ctx := context.Background()
+			for _, a := range []*Allocator{one, two} {
+				if err := a.Refresh(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.srv.ResetCounts()
+			for i := range 20 {
+				for k, a := range []*Allocator{one, two} {
+					if _, err := a.Reserve(ctx, Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", i))}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			books := e.srv.Count(ipamtest.OpBookIP)
+			t.Logf("%d bookings for 40 reservations", books)
+			if tc.maxBooks < 1<<30 && books > tc.maxBooks {
+				t.Fatalf("%d bookings for 40 reservations: the replicas kept colliding", books)
+			}
+			if tc.maxBooks == 1<<30 && books < 70 {
+				t.Fatalf("%d bookings: the in-step case no longer collides, the test does not show the hazard", books)
+			}
+		})
+	}
+}

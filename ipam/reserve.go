@@ -129,6 +129,12 @@ func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[strin
 			o.mu.Unlock()
 			return nil, a.bookError(req, err)
 		}
+		// Taken by someone picking in the same order (another replica):
+		// pick from elsewhere in the pool from now on, or both would go on
+		// colliding address after address.
+		o.mu.Lock()
+		s.Seek(a.rand(s.Size()))
+		o.mu.Unlock()
 		if attempt%3 == 0 {
 			a.invalidate(req.Pool)
 		}

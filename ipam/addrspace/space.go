@@ -140,6 +140,16 @@ func (s *Space) Pick() (netip.Addr, error) {
 	return s.addr(i), nil
 }
 
+// Seek moves the cursor to candidate i (modulo the size): the next Pick
+// searches from there. Two processes picking from the same pool follow the
+// same order from the same cursor and collide on every address until one
+// of them seeks elsewhere.
+func (s *Space) Seek(i uint64) {
+	if s.size > 0 {
+		s.next = i % s.size
+	}
+}
+
 // nextFree finds the first clear bit at or after from.
 func (s *Space) nextFree(from uint64) (uint64, bool) {
 	for w := from / 64; w < uint64(len(s.used)); w++ {

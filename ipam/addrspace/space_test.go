@@ -195,3 +195,26 @@ func BenchmarkMarkSlash16(b *testing.B) {
 		}
 	}
 }
+
+// Seek moves where picking goes on, across ranges, and wraps around the
+// end; a seek past the size lands modulo it.
+func TestSeek(t *testing.T) {
+	s, err := New(set(t, "10.0.0.10-10.0.0.12", "10.0.1.0/31"), set(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		seek uint64
+		want string
+	}{{3, "10.0.1.0"}, {1, "10.0.0.11"}, {5 + 4, "10.0.1.1"}} {
+		s.Seek(tc.seek)
+		if a, err := s.Pick(); err != nil || a.String() != tc.want {
+			t.Fatalf("seek %d: pick = %v, %v; want %s", tc.seek, a, err, tc.want)
+		}
+	}
+	s.Mark(netip.MustParseAddr("10.0.1.1"))
+	s.Seek(4)
+	if a, err := s.Pick(); err != nil || a.String() != "10.0.0.10" {
+		t.Fatalf("seek to a used last candidate: pick = %v, %v; want the wrap to 10.0.0.10", a, err)
+	}
+}
