@@ -126,6 +126,18 @@ pools:
 	fmt.Print("\n" + r.out.String())
 }
 
+// BenchmarkSweeper prints the sweeper's rows and goal alone: the emulator
+// and the child, no control plane, so a change to the cycle or to what the
+// cache holds is measured in a minute. Run it with -benchtime=1x.
+func BenchmarkSweeper(b *testing.B) {
+	r := &report{b: b}
+	r.sweeper()
+	for _, g := range r.goals {
+		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
+	}
+	fmt.Print("\n" + r.out.String())
+}
+
 // noop is the baseline webhook's handler: it allows, with no patch and no
 // Scaleway call, behind the same server, TLS and deadline as the mutator.
 type noop struct{}
