@@ -102,8 +102,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
 // and reports the live ones that should hold a reservation and do not.
 func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][]liveRef, error) {
+	// Without a deep copy: the cycle holds every Service of the cluster at
+	// once, and copying them all each cycle would double what the cache
+	// holds. The items share their maps and slices with the cache, so
+	// nothing here writes to them (the cycle, Unreserved and the Events
+	// only read).
 	var list corev1.ServiceList
-	if err := s.o.Services.List(ctx, &list); err != nil {
+	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Services from the cache: %w", err)
 	}
 	refs := map[string][]liveRef{}
