@@ -193,7 +193,7 @@ func (r *report) sweeper() {
 		}
 	}
 	r.printf("  The child holds what the leader would: the Cloud client, the pool file, and the live Services as the informer cache\n")
-	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, less managedFields), built before the cycle:\n")
+	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, trimmed by ccm.TrimService), built before the cycle:\n")
 	r.printf("  \"before\" is them and the runtime. Peak RSS is the kernel's VmHWM over the cycle alone, growth its excess over\n")
 	r.printf("  \"before\". emu CPU is this process's CPU while the child ran: the emulator answering.\n\n")
 }

@@ -95,9 +95,9 @@ func sweepAddr(i int) netip.Addr {
 }
 
 // sweepService is the live Service referencing the i-th reservation, as the
-// informer cache holds it: what the apiserver returns for a LoadBalancer
-// Service the CCM has served (cluster IP, one port, selector, an ingress),
-// less managedFields.
+// apiserver returns it for a LoadBalancer Service the CCM has served
+// (cluster IP, one port, selector, an ingress), less managedFields; the
+// informer cache holds it trimmed by ccm.TrimService.
 func sweepService(i int) corev1.Service {
 	name := sweepName(i)
 	v := uint32(10)<<24 | 96<<16 + uint32(i)
@@ -205,10 +205,15 @@ func sweepChild() error {
 		return err
 	}
 	// The informer cache's content: every live Service, one per referenced
-	// reservation.
+	// reservation, through the cache's transform.
 	live := &corev1.ServiceList{Items: make([]corev1.Service, 0, p.N-p.Orphans)}
 	for i := p.Orphans; i < p.N; i++ {
-		live.Items = append(live.Items, sweepService(i))
+		svc := sweepService(i)
+		trimmed, err := ccm.TrimService(&svc)
+		if err != nil {
+			return err
+		}
+		live.Items = append(live.Items, *trimmed.(*corev1.Service))
 	}
 	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live},
 		MaxReleasesPerCycle: p.Orphans, Log: logr.Discard()})
