@@ -174,10 +174,7 @@ func (o Options) newManager() (manager.Manager, error) {
 		// the lease must not end the process that serves the webhook.
 		LeaderElection: false,
 		WebhookServer:  crwebhook.NewServer(o.webhookServerOptions()),
-		// Only Services and Namespaces are read, and only from the cache.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Service{}: {}, &corev1.Namespace{}: {},
-		}},
+		Cache:          cacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -186,6 +183,17 @@ func (o Options) newManager() (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// cacheOptions: only Services and Namespaces are read, and only from the
+// cache. The cache holds every Service of the cluster for the life of the
+// process: each is trimmed to what this process reads (ccm.TrimService)
+// before it is stored.
+func cacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Service{}:   {Transform: ccm.TrimService},
+		&corev1.Namespace{}: {},
+	}}
 }
 
 // certsOptions configure the self-managed certificates.

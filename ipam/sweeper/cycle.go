@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,11 +32,19 @@ type Report struct {
 	Errors       int
 }
 
-// liveRef is a live Service referencing an IP.
+// liveRef is a live Service referencing an IP: what the cycle and an Event
+// on the Service need, and no pointer to the listed Service, so that the
+// list is garbage once the live view is built and not held through the
+// listing of the reservations.
 type liveRef struct {
-	key types.NamespacedName
-	uid types.UID
-	svc *corev1.Service
+	key             types.NamespacedName
+	uid             types.UID
+	resourceVersion string
+}
+
+// object is the Service as an Event's reference names it.
+func (r liveRef) object() *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name, UID: r.uid, ResourceVersion: r.resourceVersion}}
 }
 
 // ErrNotSynced is returned by Sweep while the Service cache is not synced.
@@ -102,8 +111,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
 // and reports the live ones that should hold a reservation and do not.
 func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][]liveRef, error) {
+	// Without a deep copy: the cycle holds every Service of the cluster at
+	// once, and copying them all each cycle would double what the cache
+	// holds. The items share their maps and slices with the cache, so
+	// nothing here writes to them (the cycle, Unreserved and the Events
+	// only read).
 	var list corev1.ServiceList
-	if err := s.o.Services.List(ctx, &list); err != nil {
+	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Services from the cache: %w", err)
 	}
 	refs := map[string][]liveRef{}
@@ -115,7 +129,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][
 		}
 		ids := ccm.ReferencedIDs(svc)
 		for _, id := range ids {
-			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, svc: svc})
+			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, resourceVersion: svc.ResourceVersion})
 		}
 		if len(ids) == 0 && s.o.Unreserved != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
@@ -178,7 +192,7 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	if len(refs) > 1 {
 		rep.Shared++
 		for _, r := range refs {
-			s.event(r.svc, corev1.EventTypeWarning, EventReasonIPSharedByServices,
+			s.event(r.object(), corev1.EventTypeWarning, EventReasonIPSharedByServices,
 				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
 		}
 	}

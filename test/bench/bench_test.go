@@ -126,6 +126,18 @@ pools:
 	fmt.Print("\n" + r.out.String())
 }
 
+// BenchmarkSweeper prints the sweeper's rows and goal alone: the emulator
+// and the child, no control plane, so a change to the cycle or to what the
+// cache holds is measured in a minute. Run it with -benchtime=1x.
+func BenchmarkSweeper(b *testing.B) {
+	r := &report{b: b}
+	r.sweeper()
+	for _, g := range r.goals {
+		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
+	}
+	fmt.Print("\n" + r.out.String())
+}
+
 // noop is the baseline webhook's handler: it allows, with no patch and no
 // Scaleway call, behind the same server, TLS and deadline as the mutator.
 type noop struct{}
@@ -181,7 +193,7 @@ func (r *report) sweeper() {
 		}
 	}
 	r.printf("  The child holds what the leader would: the Cloud client, the pool file, and the live Services as the informer cache\n")
-	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, less managedFields), built before the cycle:\n")
+	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, trimmed by ccm.TrimService), built before the cycle:\n")
 	r.printf("  \"before\" is them and the runtime. Peak RSS is the kernel's VmHWM over the cycle alone, growth its excess over\n")
 	r.printf("  \"before\". emu CPU is this process's CPU while the child ran: the emulator answering.\n\n")
 }

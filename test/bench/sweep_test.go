@@ -9,8 +9,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +38,12 @@ import (
 // sweepChildEnv, when set, makes the test binary the sweeper's child (see
 // TestMain); its value is the JSON of sweepParams.
 const sweepChildEnv = "SCW_LB_IPAM_BENCH_SWEEP_CHILD"
+
+// sweepProfileEnv, when set to a directory, makes the child write heap
+// profiles there: heap-before.pprof right before the cycle and
+// heap-after.pprof right after it (go tool pprof -sample_index=alloc_space
+// -base heap-before.pprof heap-after.pprof shows what the cycle allocated).
+const sweepProfileEnv = "SCW_LB_IPAM_BENCH_SWEEP_PROFILE"
 
 // sweepParams tell the child where the emulator is and what it holds. The
 // IPs' IDs, addresses and Services follow from the index (sweepIPID,
@@ -95,9 +103,9 @@ func sweepAddr(i int) netip.Addr {
 }
 
 // sweepService is the live Service referencing the i-th reservation, as the
-// informer cache holds it: what the apiserver returns for a LoadBalancer
-// Service the CCM has served (cluster IP, one port, selector, an ingress),
-// less managedFields.
+// apiserver returns it for a LoadBalancer Service the CCM has served
+// (cluster IP, one port, selector, an ingress), less managedFields; the
+// informer cache holds it trimmed by ccm.TrimService.
 func sweepService(i int) corev1.Service {
 	name := sweepName(i)
 	v := uint32(10)<<24 | 96<<16 + uint32(i)
@@ -205,10 +213,15 @@ func sweepChild() error {
 		return err
 	}
 	// The informer cache's content: every live Service, one per referenced
-	// reservation.
+	// reservation, through the cache's transform.
 	live := &corev1.ServiceList{Items: make([]corev1.Service, 0, p.N-p.Orphans)}
 	for i := p.Orphans; i < p.N; i++ {
-		live.Items = append(live.Items, sweepService(i))
+		svc := sweepService(i)
+		trimmed, err := ccm.TrimService(&svc)
+		if err != nil {
+			return err
+		}
+		live.Items = append(live.Items, *trimmed.(*corev1.Service))
 	}
 	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live},
 		MaxReleasesPerCycle: p.Orphans, Log: logr.Discard()})
@@ -222,6 +235,12 @@ func sweepChild() error {
 	res.RSSBefore = procStatus("VmRSS")
 	// Writing 5 to clear_refs resets VmHWM to the current RSS (Linux ≥ 4.0):
 	// the peak read after is the cycle's.
+	dir := os.Getenv(sweepProfileEnv)
+	if dir != "" {
+		if err := writeHeapProfile(filepath.Join(dir, "heap-before.pprof")); err != nil {
+			return err
+		}
+	}
 	res.HWMReset = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 	start := time.Now()
 	rep, err := s.Sweep(ctx)
@@ -230,10 +249,27 @@ func sweepChild() error {
 	if err != nil {
 		return err
 	}
+	if dir != "" {
+		if err := writeHeapProfile(filepath.Join(dir, "heap-after.pprof")); err != nil {
+			return err
+		}
+	}
 	res.Scanned, res.Referenced, res.Released, res.Errors = rep.Scanned, rep.Referenced, len(rep.Released), rep.Errors
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // listReader serves a fixed Service list as controller-runtime's cache

@@ -1,0 +1,189 @@
+package ccm
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/reference"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var _ toolscache.TransformFunc = TrimService
+
+// servedService is a LoadBalancer Service as the apiserver serves it once
+// the CCM made its Load Balancer, with what kubectl, Helm and the CCM leave
+// on it: every field a reader might look at is set.
+func servedService() *corev1.Service {
+	local := corev1.ServiceInternalTrafficPolicyCluster
+	single := corev1.IPFamilyPolicySingleStack
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "payments", Name: "api", UID: "7d1c1f0e-46c2-4f55-9a41-0c1f6a0b1e2d", ResourceVersion: "48213", Generation: 3,
+			CreationTimestamp: metav1.Now(),
+			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{
+				AnnotationPool:           "dc-link",
+				AnnotationAddresses:      "172.16.35.200",
+				AnnotationPrivateIPIDs:   "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
+				AnnotationPNIDs:          "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
+				AnnotationPrivate:        "true",
+				AnnotationLoadBalancerID: "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
+				"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2": "443",
+				"kubectl.kubernetes.io/last-applied-configuration":              strings.Repeat(`{"apiVersion":"v1","kind":"Service"}`, 40),
+				"meta.helm.sh/release-name":                                     "api",
+				"meta.helm.sh/release-namespace":                                "payments",
+				"service.beta.kubernetes.io/aws-load-balancer-type":             "nlb",
+			},
+			Finalizers:      []string{FinalizerLoadBalancerCleanup},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "u"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{}}}`)}},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app.kubernetes.io/name": "api"},
+			Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 31443},
+				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 31080}},
+			ClusterIP: "10.96.4.7", ClusterIPs: []string{"10.96.4.7"}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: &single,
+			SessionAffinity: corev1.ServiceAffinityNone, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 32000,
+			InternalTrafficPolicy: &local, LoadBalancerSourceRanges: []string{"10.0.0.0/8"},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.16.35.200"}, {IP: "172.16.0.9"}}}},
+	}
+}
+
+// cachedServices are Services as they reach the cache, one per case the
+// readers of cached Services tell apart.
+func cachedServices() map[string]*corev1.Service {
+	edit := func(f func(*corev1.Service)) *corev1.Service {
+		s := servedService()
+		f(s)
+		return s
+	}
+	now := metav1.Now()
+	return map[string]*corev1.Service{
+		"served":                edit(func(*corev1.Service) {}),
+		"terminating":           edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
+		"ClusterIP":             edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+		"NodePort":              edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
+		"no annotations":        edit(func(s *corev1.Service) { s.Annotations = nil }),
+		"foreign annotations":   edit(func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/x": "y"} }),
+		"IDs with blanks":       edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = " a, ,b " }),
+		"no IDs, a pool":        edit(func(s *corev1.Service) { delete(s.Annotations, AnnotationPrivateIPIDs) }),
+		"empty IDs":             edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = "" }),
+		"an address":            edit(func(s *corev1.Service) { s.Annotations[AnnotationAddress] = "172.16.35.210" }),
+		"IPAM IDs":              edit(func(s *corev1.Service) { s.Annotations[AnnotationIPAMIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f" }),
+		"allow-ip-change":       edit(func(s *corev1.Service) { s.Annotations[AnnotationAllowIPChange] = "true" }),
+		"externally managed":    edit(func(s *corev1.Service) { s.Annotations[AnnotationExternallyManaged] = "true" }),
+		"an unknown annotation": edit(func(s *corev1.Service) { s.Annotations[annotationPrefix+"later"] = "x" }),
+		"no status, no marks": edit(func(s *corev1.Service) {
+			s.Status, s.Finalizers = corev1.ServiceStatus{}, nil
+			delete(s.Annotations, AnnotationLoadBalancerID)
+		}),
+		"another namespace": edit(func(s *corev1.Service) { s.Namespace = "web" }),
+	}
+}
+
+// TestTrimServiceKeepsWhatReadersRead runs every reader of cached Services
+// in this package, and the Event reference the sweeper records, on each
+// Service and on its trimmed copy: the answers must be the same.
+func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	for name, full := range cachedServices() {
+		t.Run(name, func(t *testing.T) {
+			out, err := TrimService(full.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			trimmed := out.(*corev1.Service)
+			if a, b := Live(full), Live(trimmed); a != b {
+				t.Errorf("Live: %v, trimmed %v", a, b)
+			}
+			if a, b := ReferencedIDs(full), ReferencedIDs(trimmed); !slices.Equal(a, b) {
+				t.Errorf("ReferencedIDs: %q, trimmed %q", a, b)
+			}
+			if a, b := LiveIDs(full), LiveIDs(trimmed); !slices.Equal(a, b) {
+				t.Errorf("LiveIDs: %q, trimmed %q", a, b)
+			}
+			if a, b := client.ObjectKeyFromObject(full), client.ObjectKeyFromObject(trimmed); a != b {
+				t.Errorf("key: %s, trimmed %s", a, b)
+			}
+			if full.UID != trimmed.UID {
+				t.Errorf("UID: %s, trimmed %s", full.UID, trimmed.UID)
+			}
+			// Informers hand objects without kind: the Event's reference
+			// takes it from the scheme.
+			bare := full.DeepCopy()
+			bare.TypeMeta = metav1.TypeMeta{}
+			bareTrimmed, _ := TrimService(bare.DeepCopy())
+			ra, errA := reference.GetReference(scheme, bare)
+			rb, errB := reference.GetReference(scheme, bareTrimmed.(*corev1.Service))
+			if errA != nil || errB != nil || !reflect.DeepEqual(ra, rb) {
+				t.Errorf("Event reference: %+v (%v), trimmed %+v (%v)", ra, errA, rb, errB)
+			}
+			// Every annotation of scw-lb-ipam and of the CCM, as written.
+			ours := func(ann map[string]string) map[string]string {
+				return maps.Collect(func(yield func(string, string) bool) {
+					for k, v := range ann {
+						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") {
+							if !yield(k, v) {
+								return
+							}
+						}
+					}
+				})
+			}
+			if a, b := ours(full.Annotations), trimmed.Annotations; !maps.Equal(a, b) {
+				t.Errorf("annotations: %v, trimmed %v", a, b)
+			}
+			for _, key := range []string{AnnotationPool, AnnotationAddress, AnnotationIPAMIDs, AnnotationAllowIPChange, AnnotationAddresses,
+				AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationPrivate, AnnotationExternallyManaged, AnnotationLoadBalancerID} {
+				a, okA := full.Annotations[key]
+				b, okB := trimmed.Annotations[key]
+				if a != b || okA != okB {
+					t.Errorf("annotation %s: %q (%v), trimmed %q (%v)", key, a, okA, b, okB)
+				}
+			}
+			again, _ := TrimService(trimmed.DeepCopy())
+			if !reflect.DeepEqual(again, trimmed) {
+				t.Errorf("trimming twice changed the Service:\n%+v\n%+v", trimmed, again)
+			}
+		})
+	}
+}
+
+// TestTrimServiceDrops checks that what no reader needs is gone, the point
+// of the transform.
+func TestTrimServiceDrops(t *testing.T) {
+	out, _ := TrimService(servedService())
+	svc := out.(*corev1.Service)
+	if svc.ManagedFields != nil || svc.Labels != nil || svc.Finalizers != nil || svc.OwnerReferences != nil {
+		t.Errorf("metadata kept: %+v", svc.ObjectMeta)
+	}
+	if !reflect.DeepEqual(svc.Spec, corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}) {
+		t.Errorf("spec kept: %+v", svc.Spec)
+	}
+	if !reflect.DeepEqual(svc.Status, corev1.ServiceStatus{}) {
+		t.Errorf("status kept: %+v", svc.Status)
+	}
+	for _, k := range []string{"kubectl.kubernetes.io/last-applied-configuration", "meta.helm.sh/release-name", "service.beta.kubernetes.io/aws-load-balancer-type"} {
+		if _, ok := svc.Annotations[k]; ok {
+			t.Errorf("annotation %s kept", k)
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{LabelEnabled: "true"}}}
+	if got, _ := TrimService(ns); got != ns {
+		t.Errorf("a Namespace was changed: %+v", got)
+	}
+}

@@ -1,0 +1,227 @@
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/reference"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+)
+
+// servedList serves a fixed list of Services, deep-copied, as the cache
+// reader does.
+type servedList []corev1.Service
+
+func (l servedList) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return fmt.Errorf("not supported")
+}
+
+func (l servedList) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	(&corev1.ServiceList{Items: l}).DeepCopyInto(list.(*corev1.ServiceList))
+	return nil
+}
+
+// refEvents records each Event with the full reference of its object.
+type refEvents struct {
+	scheme *runtime.Scheme
+	list   []string
+}
+
+func (e *refEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	ref, err := reference.GetReference(e.scheme, regarding)
+	e.list = append(e.list, fmt.Sprintf("%s %s %+v %v: %s", eventtype, reason, *ref, err, fmt.Sprintf(note, args...)))
+}
+
+// servedLB is a live LoadBalancer Service as the apiserver serves it once its
+// Load Balancer exists: what ccm.TrimService drops is all there.
+func servedLB(name string, ann map[string]string) corev1.Service {
+	a := map[string]string{
+		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Service"}`,
+		ccm.AnnotationLoadBalancerID:                       "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
+		ccm.AnnotationPrivate:                              "true",
+	}
+	for k, v := range ann {
+		a[k] = v
+	}
+	return corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "7" + name,
+			Labels: map[string]string{"app": name}, Annotations: a, Finalizers: []string{ccm.FinalizerLoadBalancerCleanup},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443, NodePort: 31443}},
+			Selector: map[string]string{"app": name}, ClusterIP: "10.96.0.10"},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.16.35.200"}}}},
+	}
+}
+
+func trimmed(t *testing.T, svc corev1.Service) corev1.Service {
+	t.Helper()
+	out, err := ccm.TrimService(svc.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *out.(*corev1.Service)
+}
+
+// TestCycleOnTrimmedServices runs the same cycle twice over the same
+// reservations, once reading the Services as served and once as the cache
+// holds them (ccm.TrimService): the reports, the Events and the ledger
+// must be the same.
+func TestCycleOnTrimmedServices(t *testing.T) {
+	id := func(s string) string { return "5eeb0000-0000-4000-8000-0000000000" + s }
+	const (
+		idA, idShared, idOrphan, idTerminating, idClusterIP, idBack = "0a", "0b", "0c", "0d", "0e", "0f"
+	)
+	now := metav1.Now()
+	services := []corev1.Service{
+		servedLB("a", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idA)}),
+		servedLB("s1", map[string]string{ccm.AnnotationPrivateIPIDs: id(idShared)}),
+		servedLB("s2", map[string]string{ccm.AnnotationPrivateIPIDs: " " + id(idShared) + " ,"}),
+		servedLB("back", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idBack)}),
+		func() corev1.Service {
+			s := servedLB("terminating", map[string]string{ccm.AnnotationPrivateIPIDs: id(idTerminating)})
+			s.DeletionTimestamp = &now
+			return s
+		}(),
+		func() corev1.Service {
+			s := servedLB("cluster", map[string]string{ccm.AnnotationPrivateIPIDs: id(idClusterIP)})
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			return s
+		}(),
+		// Live with no IDs: reported unreserved (a pool, the default pool),
+		// or not (externally managed).
+		servedLB("unreserved", map[string]string{ccm.AnnotationPool: "dc-link"}),
+		servedLB("default", nil),
+		servedLB("shared-lb", map[string]string{ccm.AnnotationExternallyManaged: "true"}),
+	}
+	run := func(t *testing.T, svcs []corev1.Service) (Report, []string, map[string]ipam.Entry) {
+		w := newWorld(t)
+		old := w.clock.Now().Add(-48 * time.Hour)
+		for i, s := range []struct {
+			id, svc  string
+			orphaned bool
+		}{
+			{idA, "a", false}, {idShared, "s1", false}, {idOrphan, "gone", true}, {idTerminating, "terminating", false},
+			{idClusterIP, "cluster", false}, {idBack, "back", true},
+		} {
+			e := ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: s.svc}}
+			if s.orphaned {
+				e.OrphanedSince = old
+			}
+			addr := netip.AddrFrom4([4]byte{172, 16, 35, byte(200 + i)})
+			if _, err := w.srv.AddIPWithID(id(s.id), w.pns["dc"].ID, addr, e.Tags(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		rec := &refEvents{scheme: scheme}
+		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+		m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+		s := w.sweeper(func(o *Options) {
+			o.Services, o.Recorder, o.Unreserved = servedList(svcs), rec, m.Unreserved
+		})
+		rep, err := s.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledger := map[string]ipam.Entry{}
+		for _, k := range []string{idA, idShared, idOrphan, idTerminating, idClusterIP, idBack} {
+			if ip, ok := w.srv.IP(id(k)); ok {
+				e, _ := ipam.ParseEntry(ip.Tags)
+				ledger[k] = e
+			}
+		}
+		return rep, rec.list, ledger
+	}
+	var cached []corev1.Service
+	for _, s := range services {
+		cached = append(cached, trimmed(t, s))
+	}
+	fullRep, fullEvents, fullLedger := run(t, services)
+	rep, events, ledger := run(t, cached)
+	if !reflect.DeepEqual(fullRep, rep) {
+		t.Errorf("report:\n served %+v\n cached %+v", fullRep, rep)
+	}
+	slices.Sort(fullEvents)
+	slices.Sort(events)
+	if !slices.Equal(fullEvents, events) {
+		t.Errorf("events:\n served %s\n cached %s", strings.Join(fullEvents, "\n        "), strings.Join(events, "\n        "))
+	}
+	if !reflect.DeepEqual(fullLedger, ledger) {
+		t.Errorf("ledger:\n served %+v\n cached %+v", fullLedger, ledger)
+	}
+	// The scenario covers what it means to: a backfill, a share, a release,
+	// two orphans tagged, an untag and two unreserved Services.
+	if fullRep.Backfilled == 0 || fullRep.Shared != 1 || len(fullRep.Released) != 1 || fullRep.Tagged != 2 || fullRep.Untagged != 1 || fullRep.Unreserved != 2 {
+		t.Errorf("the scenario did not happen: %+v", fullRep)
+	}
+}
+
+// TestTriggerOnTrimmedServices: the informer hands the sweeper's handler
+// trimmed Services; it must trigger on the same changes.
+func TestTriggerOnTrimmedServices(t *testing.T) {
+	base := servedLB("api", map[string]string{ccm.AnnotationPrivateIPIDs: "5eeb0000-0000-4000-8000-000000000001"})
+	edit := func(f func(*corev1.Service)) corev1.Service {
+		s := *base.DeepCopy()
+		f(&s)
+		return s
+	}
+	now := metav1.Now()
+	changes := map[string]corev1.Service{
+		"IDs": edit(func(s *corev1.Service) {
+			s.Annotations[ccm.AnnotationPrivateIPIDs] = "5eeb0000-0000-4000-8000-000000000002"
+		}),
+		"IDs removed":  edit(func(s *corev1.Service) { delete(s.Annotations, ccm.AnnotationPrivateIPIDs) }),
+		"type":         edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+		"terminating":  edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
+		"labels":       edit(func(s *corev1.Service) { s.Labels["team"] = "edge" }),
+		"status":       edit(func(s *corev1.Service) { s.Status = corev1.ServiceStatus{} }),
+		"last-applied": edit(func(s *corev1.Service) { s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}" }),
+	}
+	triggered := func(f func(toolscache.ResourceEventHandler)) bool {
+		s := New(Options{})
+		f(s.Handler())
+		return len(s.trigger) > 0
+	}
+	for name, next := range changes {
+		full := triggered(func(h toolscache.ResourceEventHandler) {
+			h.OnUpdate(base.DeepCopy(), next.DeepCopy())
+		})
+		a, b := trimmed(t, base), trimmed(t, next)
+		cached := triggered(func(h toolscache.ResourceEventHandler) {
+			h.OnUpdate(&a, &b)
+		})
+		if full != cached {
+			t.Errorf("%s: triggered %v on served Services, %v on cached ones", name, full, cached)
+		}
+	}
+	for name, svc := range map[string]corev1.Service{"with IDs": base, "without": servedLB("x", nil)} {
+		c := trimmed(t, svc)
+		full := triggered(func(h toolscache.ResourceEventHandler) {
+			h.OnAdd(svc.DeepCopy(), false)
+		})
+		cached := triggered(func(h toolscache.ResourceEventHandler) {
+			h.OnAdd(&c, false)
+		})
+		if full != cached {
+			t.Errorf("add %s: triggered %v on a served Service, %v on a cached one", name, full, cached)
+		}
+	}
+}
