@@ -176,7 +176,7 @@ func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	ctx := context.Background()
 	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
-	if err != nil || !r.Booked {
+	if err != nil || r.ID == "" || r.Booked {
 		t.Fatalf("%+v %v", r, err)
 	}
 	if n := len(e.srv.IPs()); n != 1 {
@@ -526,5 +526,38 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 				t.Fatalf("%d bookings: the in-step case no longer collides, the test does not show the hazard", books)
 			}
 		})
+	}
+}
+
+// The dangerous order for adoption: the other replica booked for the same
+// Service (a client's retry) after this replica's last listing, then this
+// replica's booking commits but its answer is lost. The listing shows two
+// unknown bookings with the Service's tags: the newest is adopted, and as
+// adopted, never released by this admission, so a failure further on
+// cannot release the other replica's IP under its live Service.
+func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
+	e, mine, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
+	p := pool(t, mine, "small")
+	theirs, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
+	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
+	r, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID == theirs.ID || r.Booked {
+		t.Fatalf("adopted %+v; the other replica booked %s", r, theirs.ID)
+	}
+	// The admission fails further on: what it releases is nothing.
+	if err := mine.Release(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.srv.IP(theirs.ID); !ok {
+		t.Fatal("the other replica's booking was released")
 	}
 }

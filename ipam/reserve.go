@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -81,10 +82,10 @@ func (a *Allocator) predict(ctx context.Context, req Request) (*Reservation, err
 
 // bookAddress books the one address asked for.
 func (a *Allocator) bookAddress(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
-	ip, err := a.book(ctx, req, req.Address, known)
+	ip, adopted, err := a.book(ctx, req, req.Address, known)
 	if err == nil {
 		a.markUsed(req.Pool, ip)
-		return a.booked(req, ip), nil
+		return a.booked(req, ip, adopted), nil
 	}
 	if scaleway.Classify(err) == scaleway.KindAddressTaken {
 		return nil, taken(req, a.findHolder(ctx, req.Pool, req.Address))
@@ -118,10 +119,10 @@ func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[strin
 			return nil, exhausted(req.Pool, used, size)
 		}
 
-		ip, err := a.book(ctx, req, addr, known)
+		ip, adopted, err := a.book(ctx, req, addr, known)
 		if err == nil {
 			a.markUsed(req.Pool, ip)
-			return a.booked(req, ip), nil
+			return a.booked(req, ip, adopted), nil
 		}
 		if scaleway.Classify(err) != scaleway.KindAddressTaken {
 			o.mu.Lock()
@@ -144,7 +145,7 @@ func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[strin
 
 // bookAny lets IPAM choose in the pool's subnet.
 func (a *Allocator) bookAny(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
-	ip, err := a.book(ctx, req, netip.Addr{}, known)
+	ip, adopted, err := a.book(ctx, req, netip.Addr{}, known)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindExhausted {
 			total := req.Pool.Total()
@@ -153,32 +154,38 @@ func (a *Allocator) bookAny(ctx context.Context, req Request, known map[string]b
 		return nil, a.bookError(req, err)
 	}
 	a.markUsed(req.Pool, ip)
-	return a.booked(req, ip), nil
+	return a.booked(req, ip, adopted), nil
 }
 
 // book sends one BookIP with the ledger tags. When the answer is lost (a
 // server error or a dropped connection after the request went out), the
 // booking may have happened: the Service's reservations are listed again and
-// one that was not there before is adopted instead of booking twice.
-func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, known map[string]bool) (*scaleway.IP, error) {
+// one that was not there before is adopted instead of booking twice. The
+// newest such one is taken, and reported adopted: it is most likely this
+// booking, but it may be another admission's of the same Service (a retry
+// on the other replica, which the index had not seen), so it is never
+// released by this admission; the sweeper reclaims it if no Service takes
+// it.
+func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, known map[string]bool) (ip *scaleway.IP, adopted bool, err error) {
 	cfg := a.Config()
 	tags := Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service}.Tags()
 	bookReq := scaleway.BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == IPv6, Address: addr, Tags: tags}
-	ip, err := a.cloud.BookIP(ctx, bookReq)
+	ip, err = a.cloud.BookIP(ctx, bookReq)
 	if err == nil || scaleway.Classify(err) != scaleway.KindUnavailable || ctx.Err() != nil {
-		return ip, err
+		return ip, false, err
 	}
 	ips, lerr := a.serviceIPs(ctx, req)
 	if lerr != nil {
-		return nil, err
+		return nil, false, err
 	}
-	for _, got := range ips {
+	for _, got := range slices.Backward(ips) { // oldest first: the newest is last
 		if !known[got.ID] && SameTags(got.Tags, tags) && (!addr.IsValid() || got.Address == addr) {
-			return got, nil
+			return got, true, nil
 		}
 	}
 	// Not booked: one more try.
-	return a.cloud.BookIP(ctx, bookReq)
+	ip, err = a.cloud.BookIP(ctx, bookReq)
+	return ip, false, err
 }
 
 func (a *Allocator) bookError(req Request, err error) error {
@@ -193,9 +200,11 @@ func (a *Allocator) reservation(req Request, ip *scaleway.IP) *Reservation {
 	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
 }
 
-func (a *Allocator) booked(req Request, ip *scaleway.IP) *Reservation {
+// booked is the reservation of a booking of this admission; an adopted one
+// (see book) is not Booked: the admission does not release it on failure.
+func (a *Allocator) booked(req Request, ip *scaleway.IP, adopted bool) *Reservation {
 	r := a.reservation(req, ip)
-	r.Booked = true
+	r.Booked = !adopted
 	return r
 }
 

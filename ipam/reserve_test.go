@@ -275,7 +275,9 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	if n := len(e.srv.IPs()); n != 1 {
 		t.Fatalf("%d IPs booked, want 1", n)
 	}
-	if !r.Booked || r.Address != mustAddr("10.10.0.2") {
+	// Adopted, not Booked: not this admission's to release (it may be
+	// another admission's booking of the same Service).
+	if r.Booked || r.Address != mustAddr("10.10.0.2") {
 		t.Fatalf("reservation = %+v", r)
 	}
 	// A lost answer with nothing behind it: booked on the second try.
