@@ -224,9 +224,11 @@ func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
 	}
 }
 
-// learn records what a re-read showed: the index entry of one of this
-// cluster's reservations, and the hint answered.
-func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP) {
+// learn records what a re-read sent at readAt showed: the index entry of
+// one of this cluster's reservations, and the hint answered. It is dated
+// from the read, not its answer: a listing that started in between saw
+// newer tags.
+func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
 	a.mu.Lock()
 	if m := a.hints[svc]; m != nil {
 		delete(m, ip.ID)
@@ -241,7 +243,7 @@ func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP) {
 	}
 	view.mu.Lock()
 	defer view.mu.Unlock()
-	if r, ok := indexEntry(ip, a.Config().ClusterName, a.clock.Now()); ok {
+	if r, ok := indexEntry(ip, a.Config().ClusterName, readAt); ok {
 		view.mine.put(r)
 	} else {
 		view.mine.drop(ip.ID)

@@ -561,3 +561,33 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 		t.Fatal("the other replica's booking was released")
 	}
 }
+
+// The index's order rests on what it last saw: a pending reservation this
+// replica booked (its CREATE failed) comes before the one the Service then
+// used through the other replica (uid back-filled since, still attached to
+// the previous Load Balancer). Every candidate is read and the one the
+// Service used wins: the re-create is asked to retry, not moved to the
+// pending address under its old Load Balancer.
+func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
+	e, mine, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, mine, "small")
+	pending, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other replica's booking, used by the Service since and attached
+	// to its Load Balancer.
+	tags := Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
+	used, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.3"), tags, &ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
+	if err != nil || used == pending.ID {
+		t.Fatal(used, err)
+	}
+	mine.Remember(svc("web", "api"), []string{used})
+	e.srv.ResetCounts()
+	_, err = mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ReasonStillHeld, "10.10.0.3", "retry in a moment")
+	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=2 BookIP=0" {
+		t.Fatalf("calls %s", got)
+	}
+}

@@ -36,7 +36,11 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 		return a.stickyListed(ctx, req)
 	}
 	cfg := a.Config()
+	// Every candidate is read (usually one), then the best chosen as the
+	// listing path chooses: the index's order rests on what it last saw.
+	var bestUID bool
 	for _, id := range ids {
+		readAt := a.clock.Now()
 		ip, err := a.cloud.GetIP(ctx, id)
 		if scaleway.Classify(err) == scaleway.KindNotFound {
 			a.forget(id, netip.Addr{})
@@ -45,7 +49,7 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 		if err != nil {
 			return nil, nil, apiError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, req.Service), err)
 		}
-		a.learn(req.Service, ip)
+		a.learn(req.Service, ip, readAt)
 		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, a.clock.Now())
 		if err != nil {
 			return nil, nil, err
@@ -53,12 +57,16 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
 			continue
 		}
-		if ip.Resource != nil && !slices.Contains(req.Own, ip.ID) {
-			return nil, nil, a.stillHeld(ctx, req.Service, ip)
+		e, _ := ParseEntry(ip.Tags)
+		uid := e.UID != ""
+		if found == nil || (uid && !bestUID) || (uid == bestUID && ip.CreatedAt.Before(found.CreatedAt)) {
+			found, bestUID = ip, uid
 		}
-		return known, ip, nil
 	}
-	return known, nil, nil
+	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
+		return nil, nil, a.stillHeld(ctx, req.Service, found)
+	}
+	return known, found, nil
 }
 
 // stickyListed is the sticky lookup without an index: one listing of the

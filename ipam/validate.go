@@ -34,6 +34,7 @@ type IDRequest struct {
 func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation, error) {
 	cfg := a.Config()
 	id, svc := req.ID, req.Service
+	readAt := a.clock.Now()
 	ip, err := a.cloud.GetIP(ctx, id)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindNotFound {
@@ -65,7 +66,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 			return nil, usedBy(ip, other)
 		}
 	}
-	a.learn(svc, ip)
+	a.learn(svc, ip, readAt)
 	e, ours := ParseEntry(ip.Tags)
 	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
