@@ -264,9 +264,12 @@ func (a *Allocator) forget(id string, addr netip.Addr) {
 	for _, o := range a.occ {
 		o.mu.Lock()
 		if r, ok := o.mine.byID[id]; ok {
-			o.free(r.address)
+			addr = r.address
 			o.mine.drop(id)
-		} else if h, ok := o.holders[addr]; ok && h.IPID == id {
+		}
+		// Only if it still marks this IP: the address may be another
+		// booking's by now, or a pick in flight.
+		if h, ok := o.holders[addr]; ok && h.IPID == id {
 			o.free(addr)
 		}
 		o.mu.Unlock()

@@ -241,8 +241,9 @@ func TestIndexFollowsOwnWrites(t *testing.T) {
 	_ = e
 }
 
-// heldListing answers ListIPs with what it read, but only once the test
-// lets it: a listing that read the subnet before a booking and lands after.
+// heldListing answers a listing of a subnet with what it read, but only
+// once the test lets it: a listing that read the subnet before a booking
+// and lands after. Listings of a Service's reservations go through.
 type heldListing struct {
 	scaleway.Cloud
 	pn      string // the Private Network whose listing is held
@@ -253,7 +254,7 @@ type heldListing struct {
 
 func (h heldListing) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
 	ips, err := h.Cloud.ListIPs(ctx, f)
-	if f.PrivateNetworkID == h.pn && h.hold.Load() {
+	if f.PrivateNetworkID == h.pn && len(f.Tags) == 0 && h.hold.Load() {
 		h.read <- struct{}{}
 		<-h.release
 	}
@@ -589,5 +590,106 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	wantRefusal(t, err, ReasonStillHeld, "10.10.0.3", "retry in a moment")
 	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=2 BookIP=0" {
 		t.Fatalf("calls %s", got)
+	}
+}
+
+// A listing started by an admission whose context then ends still serves
+// the admissions waiting on it.
+func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	hold := &atomic.Bool{}
+	hold.Store(true)
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	p := pool(t, a, "ranged")
+	first, cancel := context.WithCancel(context.Background())
+	firstDone := make(chan error)
+	go func() {
+		_, err := a.Reserve(first, Request{Pool: p, Service: svc("web", "one")})
+		firstDone <- err
+	}()
+	<-cloud.read
+	secondDone := make(chan error)
+	go func() {
+		_, err := a.Reserve(context.Background(), Request{Pool: p, Service: svc("web", "two")})
+		secondDone <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the second waits on the listing
+	cancel()
+	if err := <-firstDone; err == nil {
+		t.Fatal("the cancelled admission succeeded")
+	}
+	hold.Store(false)
+	close(cloud.release)
+	if err := <-secondDone; err != nil {
+		t.Fatalf("the waiting admission failed with the first one's end: %v", err)
+	}
+}
+
+// A picked address someone else took (a conflict) stays marked until the
+// next listing, which shows who holds it, and no longer: once freed there,
+// it is free in the view too.
+func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
+	p := pool(t, a, "ranged")
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.35.200"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")}); err != nil || r.Address != mustAddr("172.16.35.201") {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if err := e.cloud.ReleaseIP(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := a.existing(p)
+	if _, marked := o.holders[mustAddr("172.16.35.200")]; marked {
+		t.Fatal("the conflict's mark outlived a listing that shows the address free")
+	}
+	if st := a.Stats(); st[1].Pool != "ranged" || st[1].UsedByCluster+st[1].UsedByOthers != 1 {
+		t.Fatalf("stats %+v", st[1])
+	}
+}
+
+// A relist asked for by conflicts does not make the index stale: the
+// sticky path keeps reading it, and the pool's gauges stay.
+func TestRelistKeepsTheIndexInUse(t *testing.T) {
+	_, a, _ := indexedAlloc(t, nil)
+	p := pool(t, a, "ranged")
+	a.invalidate(p)
+	if _, _, fresh := a.candidates(Request{Pool: p, Service: svc("web", "api")}); !fresh {
+		t.Fatal("the index went stale with the relist")
+	}
+	if !a.Stats()[1].Known {
+		t.Fatal("the pool's gauges went away with the relist")
+	}
+}
+
+// Hints do not pile up while one pool's listing keeps failing: past the
+// TTL the sticky path lists the Service and reads none.
+func TestHintsBoundedWhileAListingFails(t *testing.T) {
+	e, a, clk := indexedAlloc(t, nil)
+	ctx := context.Background()
+	for i := range 100 {
+		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
+	}
+	e.srv.FailNext(ipamtest.OpListIPs, 1000, ipamtest.Fault{Status: 403})
+	clk.Step(a.ttl + time.Second)
+	if err := a.Refresh(ctx); err == nil {
+		t.Fatal("the listings did not fail")
+	}
+	a.mu.Lock()
+	left := len(a.hints)
+	a.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d hints kept past the TTL while listings fail", left)
 	}
 }

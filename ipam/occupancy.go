@@ -24,6 +24,12 @@ type occupancy struct {
 	mine index
 	// since is when the listing behind the view started.
 	since time.Time
+	// inflight counts picked addresses whose booking has not answered yet:
+	// a listing keeps them marked, as it may not show them.
+	inflight map[netip.Addr]int
+	// relist asks the next pick to list the subnet again (conflicts), while
+	// the index and the gauges keep using the current listing.
+	relist bool
 	// listing is closed when the listing in flight ends, with listErr.
 	listing chan struct{}
 	listErr error
@@ -74,13 +80,13 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 	a.mu.Lock()
 	o, ok := a.occ[p.SubnetID()]
 	if !ok {
-		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex()}
+		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
 		a.occ[p.SubnetID()] = o
 	}
 	a.mu.Unlock()
 
 	o.mu.Lock()
-	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl
+	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl && !o.relist
 	if fresh && !relist {
 		o.mu.Unlock()
 		return o, nil
@@ -103,17 +109,34 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 	done := make(chan struct{})
 	o.listing = done
 	o.mu.Unlock()
-
-	err := a.list(ctx, p, o)
+	// The listing serves every caller waiting on it: it runs on its own
+	// deadline, not the context of the admission that happened to start it,
+	// which may end first.
+	go func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
+		defer cancel()
+		err := a.list(lctx, p, o)
+		o.mu.Lock()
+		o.listing, o.listErr = nil, err
+		o.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), ctx.Err())
+	}
 	o.mu.Lock()
-	o.listing, o.listErr = nil, err
+	err := o.listErr
 	o.mu.Unlock()
-	close(done)
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
 	}
 	return o, nil
 }
+
+// listTimeout bounds one listing of a subnet: ⌈addresses/100⌉ pages.
+const listTimeout = 2 * time.Minute
 
 // list lists the pool's subnet and swaps the result into its view and
 // index.
@@ -127,13 +150,10 @@ func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	// Keep addresses marked by bookings in flight: they may not be listed yet.
-	inflight := map[netip.Addr]Holder{}
-	for addr, h := range o.holders {
-		if h.IPID == "" {
-			inflight[addr] = h
-		}
+	o.holders = make(map[netip.Addr]Holder, len(ips)+len(o.inflight))
+	for addr := range o.inflight {
+		o.holders[addr] = Holder{}
 	}
-	o.holders = inflight
 	cluster := a.Config().ClusterName
 	var mine []*indexed
 	for _, ip := range ips {
@@ -158,7 +178,7 @@ func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
 			s.Mark(addr)
 		}
 	}
-	o.loaded = a.clock.Now()
+	o.loaded, o.relist = a.clock.Now(), false
 	return nil
 }
 
@@ -204,11 +224,12 @@ func (a *Allocator) existing(p *Pool) *occupancy {
 	return a.occ[p.SubnetID()]
 }
 
-// invalidate drops a subnet's view so that the next pick lists it again.
+// invalidate asks the next pick in a subnet to list it again; the index
+// and the gauges keep using the current listing meanwhile.
 func (a *Allocator) invalidate(p *Pool) {
 	if o := a.existing(p); o != nil {
 		o.mu.Lock()
-		o.loaded = time.Time{}
+		o.relist = true
 		o.mu.Unlock()
 	}
 }

@@ -113,6 +113,7 @@ func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[strin
 		used, size := s.Used(), s.Size()
 		if perr == nil {
 			o.take(addr, Holder{})
+			o.inflight[addr]++
 		}
 		o.mu.Unlock()
 		if perr != nil {
@@ -120,6 +121,11 @@ func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[strin
 		}
 
 		ip, adopted, err := a.book(ctx, req, addr, known)
+		o.mu.Lock()
+		if o.inflight[addr]--; o.inflight[addr] <= 0 {
+			delete(o.inflight, addr)
+		}
+		o.mu.Unlock()
 		if err == nil {
 			a.markUsed(req.Pool, ip)
 			return a.booked(req, ip, adopted), nil

@@ -80,7 +80,17 @@ func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed ti
 // addresses need it to pick, and Stats reports from it.
 func (a *Allocator) Refresh(ctx context.Context) error {
 	var errs []error
-	var oldest time.Time // the earliest start of the listings behind the views
+	// Hints older than every subnet's listing are redundant: each index has
+	// what they named. A listing joined in flight may have started before
+	// some; a subnet whose listing failed counts from its last one, or from
+	// a TTL ago (past it, the sticky path lists the Service and reads no
+	// hint), so that failures do not let hints pile up.
+	var oldest time.Time
+	older := func(t time.Time) {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
 	seen := map[string]bool{}
 	for _, p := range a.Config().Pools {
 		if seen[p.SubnetID()] {
@@ -90,17 +100,22 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		o, err := a.listed(ctx, p, true)
 		if err != nil {
 			errs = append(errs, err)
+			since := a.clock.Now().Add(-a.ttl)
+			if o = a.existing(p); o != nil {
+				o.mu.Lock()
+				if o.since.After(since) {
+					since = o.since
+				}
+				o.mu.Unlock()
+			}
+			older(since)
 			continue
 		}
 		o.mu.Lock()
-		if oldest.IsZero() || o.since.Before(oldest) {
-			oldest = o.since
-		}
+		older(o.since)
 		o.mu.Unlock()
 	}
-	// A listing joined in flight may have started before the hints it is
-	// asked to cover: only hints older than every listing are redundant.
-	if len(errs) == 0 && !oldest.IsZero() {
+	if !oldest.IsZero() {
 		a.dropHints(oldest)
 	}
 	return errors.Join(errs...)
