@@ -91,44 +91,33 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 		o.mu.Unlock()
 		return o, nil
 	}
-	if wait := o.listing; wait != nil {
-		o.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), ctx.Err())
-		}
-		o.mu.Lock()
-		err := o.listErr
-		o.mu.Unlock()
-		if err != nil {
-			return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
-		}
-		return o, nil
+	wait := o.listing
+	if wait == nil {
+		// The listing serves every caller waiting on it: it runs on its own
+		// deadline, not the context of the admission that happened to
+		// start it, which may end first.
+		done := make(chan struct{})
+		o.listing, wait = done, done
+		go func() {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
+			defer cancel()
+			err := a.list(lctx, p, o)
+			o.mu.Lock()
+			o.listing, o.listErr = nil, err
+			o.mu.Unlock()
+			close(done)
+		}()
 	}
-	done := make(chan struct{})
-	o.listing = done
 	o.mu.Unlock()
-	// The listing serves every caller waiting on it: it runs on its own
-	// deadline, not the context of the admission that happened to start it,
-	// which may end first.
-	go func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
-		defer cancel()
-		err := a.list(lctx, p, o)
-		o.mu.Lock()
-		o.listing, o.listErr = nil, err
-		o.mu.Unlock()
-		close(done)
-	}()
+	var err error
 	select {
-	case <-done:
+	case <-wait:
+		o.mu.Lock()
+		err = o.listErr
+		o.mu.Unlock()
 	case <-ctx.Done():
-		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), ctx.Err())
+		err = ctx.Err()
 	}
-	o.mu.Lock()
-	err := o.listErr
-	o.mu.Unlock()
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
 	}
