@@ -1,10 +1,10 @@
 package ipam
 
 import (
-	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -23,8 +23,6 @@ type indexed struct {
 	service  types.NamespacedName
 	used     bool // uid back-filled: a live Service had it
 	orphaned time.Time
-	attached bool
-	created  time.Time
 	// learned is when this replica learned it: the start of the listing
 	// that showed it, or its own write.
 	learned time.Time
@@ -38,7 +36,7 @@ func indexEntry(ip *scaleway.IP, cluster string, learned time.Time) (*indexed, b
 		return nil, false
 	}
 	return &indexed{id: ip.ID, address: ip.Address, pool: e.Pool, service: e.Service, used: e.UID != "",
-		orphaned: e.OrphanedSince, attached: ip.Resource != nil, created: ip.CreatedAt, learned: learned}, true
+		orphaned: e.OrphanedSince, learned: learned}, true
 }
 
 // index is the reservation index of one subnet: this cluster's
@@ -79,22 +77,11 @@ func (x index) drop(id string) {
 	}
 }
 
-// of returns svc's reservations, those a live Service used first, then
-// the oldest booking first: the sticky path's order of preference.
+// of returns svc's reservations, by ID: the caller reads them all again
+// and chooses among what it reads.
 func (x index) of(svc types.NamespacedName) []*indexed {
-	out := make([]*indexed, 0, len(x.byService[svc]))
-	for _, r := range x.byService[svc] {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b *indexed) int {
-		if a.used != b.used {
-			if a.used {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.id, b.id))
-	})
+	out := slices.Collect(maps.Values(x.byService[svc]))
+	slices.SortFunc(out, func(a, b *indexed) int { return strings.Compare(a.id, b.id) })
 	return out
 }
 

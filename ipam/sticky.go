@@ -32,13 +32,23 @@ import (
 // so that a booking whose answer was lost can be told apart from them.
 func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
 	ids, known, fresh := a.candidates(req)
-	if !fresh {
-		return a.stickyListed(ctx, req)
+	var ips []*scaleway.IP
+	if fresh {
+		ips, err = a.reread(ctx, req.Service, ids)
+	} else {
+		ips, known, err = a.listService(ctx, req)
 	}
-	cfg := a.Config()
-	// Every candidate is read (usually one), then the best chosen as the
-	// listing path chooses: the index's order rests on what it last saw.
-	var bestUID bool
+	if err != nil {
+		return nil, nil, err
+	}
+	found, err = a.choose(ctx, req, ips)
+	return known, found, err
+}
+
+// reread reads the index's candidates again (usually one): those gone are
+// forgotten, the others update the index.
+func (a *Allocator) reread(ctx context.Context, svc types.NamespacedName, ids []string) ([]*scaleway.IP, error) {
+	var ips []*scaleway.IP
 	for _, id := range ids {
 		readAt := a.clock.Now()
 		ip, err := a.cloud.GetIP(ctx, id)
@@ -47,58 +57,56 @@ func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]b
 			continue
 		}
 		if err != nil {
-			return nil, nil, apiError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, req.Service), err)
+			return nil, apiError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, svc), err)
 		}
-		a.learn(req.Service, ip, readAt)
-		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, a.clock.Now())
+		a.learn(svc, ip, readAt)
+		ips = append(ips, ip)
+	}
+	return ips, nil
+}
+
+// listService is the lookup without an index: one listing of the Service's
+// reservations, all of them known.
+func (a *Allocator) listService(ctx context.Context, req Request) ([]*scaleway.IP, map[string]bool, error) {
+	ips, err := a.serviceIPs(ctx, req)
+	if err != nil {
+		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
+	}
+	known := make(map[string]bool, len(ips))
+	for _, ip := range ips {
+		known[ip.ID] = true
+	}
+	return ips, known, nil
+}
+
+// choose picks among what was just read the reservation to take back: one
+// the request may have, the one a live Service used first, then the oldest
+// booking; nil when none. It refuses (retryably) while the chosen one is
+// still attached to the previous Load Balancer.
+func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP) (*scaleway.IP, error) {
+	cfg := a.Config()
+	// Decide with the clock read after the reads: the later, the safer.
+	now := a.clock.Now()
+	var found *scaleway.IP
+	var foundUID bool
+	for _, ip := range ips {
+		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, now)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
 			continue
 		}
 		e, _ := ParseEntry(ip.Tags)
 		uid := e.UID != ""
-		if found == nil || (uid && !bestUID) || (uid == bestUID && ip.CreatedAt.Before(found.CreatedAt)) {
-			found, bestUID = ip, uid
+		if found == nil || (uid && !foundUID) || (uid == foundUID && ip.CreatedAt.Before(found.CreatedAt)) {
+			found, foundUID = ip, uid
 		}
 	}
 	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
-		return nil, nil, a.stillHeld(ctx, req.Service, found)
+		return nil, a.stillHeld(ctx, req.Service, found)
 	}
-	return known, found, nil
-}
-
-// stickyListed is the sticky lookup without an index: one listing of the
-// Service's reservations, the best candidate chosen among them.
-func (a *Allocator) stickyListed(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
-	cfg := a.Config()
-	ips, err := a.serviceIPs(ctx, req)
-	if err != nil {
-		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
-	}
-	// Decide with the clock read after the listing: the later, the safer.
-	now := a.clock.Now()
-	known = map[string]bool{}
-	var bestUID bool
-	for _, ip := range ips {
-		known[ip.ID] = true
-		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, now)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
-			continue
-		}
-		e, _ := ParseEntry(ip.Tags)
-		if uid := e.UID != ""; found == nil || (uid && !bestUID) {
-			found, bestUID = ip, uid
-		}
-	}
-	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
-		return nil, nil, a.stillHeld(ctx, req.Service, found)
-	}
-	return known, found, nil
+	return found, nil
 }
 
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
