@@ -693,3 +693,47 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 		t.Fatalf("%d hints kept past the TTL while listings fail", left)
 	}
 }
+
+// Refresh joins a listing an admission started: a hint recorded after that
+// listing started (its ID may not be in it) must outlive the Refresh, which
+// counts from the listing's start, not its own.
+func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now())
+	hold := &atomic.Bool{}
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config(), Clock: clk})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pool(t, a, "ranged")
+	a.invalidate(p) // conflicts asked for a relist
+	hold.Store(true)
+	admitted := make(chan error)
+	go func() {
+		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "one")})
+		admitted <- err
+	}()
+	<-cloud.read // the admission's listing has read the subnet
+	clk.Step(time.Second)
+	a.Remember(svc("web", "api"), []string{"booked-meanwhile"})
+	clk.Step(time.Second)
+	refreshed := make(chan error)
+	go func() { refreshed <- a.Refresh(ctx) }()
+	time.Sleep(20 * time.Millisecond) // the Refresh waits on the listing in flight
+	hold.Store(false)
+	close(cloud.release)
+	if err := <-admitted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refreshed; err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	_, kept := a.hints[svc("web", "api")]["booked-meanwhile"]
+	a.mu.Unlock()
+	if !kept {
+		t.Fatal("a hint newer than the listing the Refresh joined was dropped")
+	}
+}
