@@ -1,11 +1,15 @@
 package testenv
 
 import (
+	"net/url"
+	"slices"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
@@ -16,6 +20,27 @@ func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
 	reqs := e.Emu.Requests()
 	for _, r := range reqs[min(from, len(reqs)):] {
 		if r.Op != "" && r.Op != ipamtest.OpMetadata && !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
+			out[r.Op]++
+		}
+	}
+	return out
+}
+
+// CallsFor are the webhook's calls since entry from that were made on
+// behalf of svc: every booking, a query naming its ledger tag, or a call
+// about an IP whose tags name it. Background listings by cluster tag (the
+// index refresh, the sweeper) and calls about other IPs are left out.
+func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
+	tag := ipam.ServiceTag(svc)
+	out := map[ipamtest.Op]int{}
+	reqs := e.Emu.Requests()
+	for _, r := range reqs[min(from, len(reqs)):] {
+		if r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
+			continue
+		}
+		query, _ := url.QueryUnescape(r.Path)
+		ip, known := e.Emu.IP(r.IPID)
+		if r.Op == ipamtest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
 			out[r.Op]++
 		}
 	}
