@@ -97,9 +97,11 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 			t.Fatalf("warnings %q, want the DHCP warning twice", w.List())
 		}
 		// The webhook writes through IPAM; the CCM's Load Balancer calls
-		// carry their LB's ID.
+		// carry their LB's ID. The sweeper may write other Services' tags
+		// meanwhile: a write for this one books or names it.
+		tag := ipam.ServiceTag(types.NamespacedName{Namespace: "late", Name: "legacy"})
 		for _, e := range s.Emu.Audit()[audit:] {
-			if e.LBID == "" {
+			if e.LBID == "" && (e.Kind == ipamtest.AuditBook || slices.Contains(e.Tags, tag)) {
 				t.Fatalf("IPAM write %s of %s %s for a Service that keeps its DHCP address", e.Kind, e.IPID, e.Address)
 			}
 		}
