@@ -17,13 +17,20 @@ import (
 // entries, per operation, less the CCM stand-in's and /metadata.
 func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
 	out := map[ipamtest.Op]int{}
-	reqs := e.Emu.Requests()
-	for _, r := range reqs[min(from, len(reqs)):] {
-		if r.Op != "" && r.Op != ipamtest.OpMetadata && !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
-			out[r.Op]++
-		}
+	for _, r := range e.webhookRequests(from) {
+		out[r.Op]++
 	}
 	return out
+}
+
+// webhookRequests are the emulator's requests since entry from that the
+// webhook made: routed, not /metadata, not the CCM stand-in's.
+func (e *Env) webhookRequests(from int) []ipamtest.Request {
+	reqs := e.Emu.Requests()
+	// Requests returns a copy: filtering it in place is safe.
+	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r ipamtest.Request) bool {
+		return r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent)
+	})
 }
 
 // CallsFor are the webhook's calls since entry from that were made on
@@ -33,11 +40,7 @@ func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
 func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 	tag := ipam.ServiceTag(svc)
 	out := map[ipamtest.Op]int{}
-	reqs := e.Emu.Requests()
-	for _, r := range reqs[min(from, len(reqs)):] {
-		if r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) {
-			continue
-		}
+	for _, r := range e.webhookRequests(from) {
 		query, _ := url.QueryUnescape(r.Path)
 		ip, known := e.Emu.IP(r.IPID)
 		if r.Op == ipamtest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
