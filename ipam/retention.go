@@ -63,16 +63,17 @@ func (r Retention) Expired(cfg *Config, e Entry, now time.Time) bool {
 }
 
 // Check refuses retentions that leave no reuse window: a non-zero retention
-// or a pending grace shorter than the margin.
+// or a pending grace not longer than the margin (equal to it, an admission
+// could take nothing back: the dead zone starts at orphaned-since).
 func (r Retention) Check(cfg *Config) error {
 	var errs []error
 	for i, p := range cfg.Pools {
-		if d := p.Retention.Duration; d > 0 && d < r.Margin {
-			errs = append(errs, fmt.Errorf("pools[%d] (%s).retention: %s is shorter than the reuse safety margin %s (twice the webhook timeout); use 0 for no stickiness or at least %s", i, p.Name, d, r.Margin, r.Margin))
+		if d := p.Retention.Duration; d > 0 && d <= r.Margin {
+			errs = append(errs, fmt.Errorf("pools[%d] (%s).retention: %s is not longer than the reuse safety margin %s (twice the webhook timeout), so nothing could be taken back; use 0 for no stickiness or more than %s", i, p.Name, d, r.Margin, r.Margin))
 		}
 	}
-	if r.PendingGrace < r.Margin {
-		errs = append(errs, fmt.Errorf("the pending grace %s is shorter than the reuse safety margin %s (twice the webhook timeout); use at least %s", r.PendingGrace, r.Margin, r.Margin))
+	if r.PendingGrace <= r.Margin {
+		errs = append(errs, fmt.Errorf("the pending grace %s is not longer than the reuse safety margin %s (twice the webhook timeout), so nothing could be taken back; use more than %s", r.PendingGrace, r.Margin, r.Margin))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))

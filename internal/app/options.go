@@ -200,8 +200,8 @@ func (o Options) Validate() error {
 	if o.WebhookTimeout < time.Second || o.WebhookTimeout > 30*time.Second {
 		return fmt.Errorf("--webhook-timeout %s: the apiserver allows 1s to 30s; pass the webhook configuration's timeoutSeconds", o.WebhookTimeout)
 	}
-	if m := o.margin(); o.Sweep.PendingGrace < m {
-		return fmt.Errorf("--pending-grace %s is shorter than the reuse safety margin %s (twice --webhook-timeout); use at least %s", o.Sweep.PendingGrace, m, m)
+	if m := o.margin(); o.Sweep.PendingGrace <= m {
+		return fmt.Errorf("--pending-grace %s is not longer than the reuse safety margin %s (twice --webhook-timeout), so a pending reservation could never be taken back; use more than %s", o.Sweep.PendingGrace, m, m)
 	}
 	if l := o.Leader; l.RetryPeriod <= 0 || l.RenewDeadline <= l.RetryPeriod || l.LeaseDuration <= l.RenewDeadline {
 		return fmt.Errorf("leader election timings: need --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s) > 0", l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)

@@ -55,7 +55,7 @@ func TestConfigReload(t *testing.T) {
 	}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
 	var logged []string
-	r := &configReloader{path: path, cloud: cloud, alloc: alloc, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
+	r := &configReloader{path: path, cloud: cloud, alloc: alloc, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
 	r.last, _ = os.ReadFile(path)
 
 	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n  - {name: b, privateNetworkID: " + nodes.ID + ", default: true}\n"))
@@ -147,7 +147,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	r.log = funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
 	r.check(context.Background())
 	if p, _ := r.alloc.Config().Pool("a"); p.Retention.Duration != ipam.DefaultRetention || len(logged) != 1 ||
-		!strings.Contains(logged[0], "pools[0] (a).retention: 5s is shorter than the reuse safety margin 20s") {
+		!strings.Contains(logged[0], "pools[0] (a).retention: 5s is not longer than the reuse safety margin 20s") {
 		t.Fatalf("short retention: %v", logged)
 	}
 }
@@ -161,7 +161,7 @@ func TestParseServeFlags(t *testing.T) {
 	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.TLS.SelfManaged || o.TLS.Namespace != "scw-lb-ipam" {
 		t.Fatalf("options %+v", o)
 	}
-	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"--index-refresh-interval", "5m"}, {"--index-refresh-interval", "0s"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "40s"}} {
+	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"--index-refresh-interval", "5m"}, {"--index-refresh-interval", "0s"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "10s", "--pending-grace", "20s"}, {"--webhook-timeout", "40s"}} {
 		if _, err := ParseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

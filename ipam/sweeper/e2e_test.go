@@ -193,3 +193,33 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 		t.Fatalf("released %v; old exists %v, new exists %v", rep.Released, w.exists(old.ID), w.exists(again.ID))
 	}
 }
+
+// TestDeletedBeforeTheBackfillIsTakenBackAtOnce: a Service is deleted
+// before the sweeper back-filled its uid, and a cycle marks its IP orphaned
+// before the re-create (helm uninstall && helm install). Without a uid the
+// reservation counts as pending: the re-create may take it back during the
+// pending grace, down to the shortest grace the options accept.
+func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
+	w := newWorld(t)
+	const margin = 20 * time.Second
+	policy := ipam.Retention{PendingGrace: margin + time.Second, Margin: margin}
+	if err := policy.Check(w.cfg); err != nil {
+		t.Fatal(err)
+	}
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock, Retention: policy})
+	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
+
+	first, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	id := first.Annotations[ccm.AnnotationPrivateIPIDs]
+	w.remove(first)
+	w.sweep(s)
+	if e := w.entry(id); e.OrphanedSince.IsZero() || e.UID != "" {
+		t.Fatalf("want a pending reservation marked orphaned, got %+v", e)
+	}
+	w.clock.Step(500 * time.Millisecond)
+	again, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
+		t.Fatalf("re-created at once got %s, want %s back", got, id)
+	}
+}

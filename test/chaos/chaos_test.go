@@ -29,9 +29,9 @@ import (
 )
 
 const (
-	// At least the reuse safety margin: twice the webhook timeout (3 s).
+	// Longer than the reuse safety margin: twice the webhook timeout (3 s).
 	retention    = 8 * time.Second
-	pendingGrace = 6 * time.Second
+	pendingGrace = 8 * time.Second
 	// The webhook answers within timeoutSeconds (3) minus its margin; a
 	// fault delay of 4 s is past it.
 	faultDelay = 4 * time.Second

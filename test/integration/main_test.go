@@ -22,7 +22,7 @@ import (
 const (
 	webhookTimeout = 2 * time.Second
 	retention      = 8 * time.Second
-	pendingGrace   = 4 * time.Second
+	pendingGrace   = 6 * time.Second
 	// The sweeper's lease: a 15 s outage outlasts the renew deadline.
 	leaseDuration = 8 * time.Second
 )

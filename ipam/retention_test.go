@@ -1,0 +1,54 @@
+package ipam
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheckedRetentionsLeaveAReuseWindow: every retention Check accepts
+// lets an admission take a just-orphaned reservation back. A retention (or
+// pending grace) equal to the margin leaves none: a Service deleted and
+// created again at once would get a fresh address, with no error anywhere.
+func TestCheckedRetentionsLeaveAReuseWindow(t *testing.T) {
+	const margin = 20 * time.Second
+	orphaned := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration // of the pool
+		grace     time.Duration // pending grace
+		refused   string        // "" when accepted
+	}{
+		{"both longer", margin + time.Second, margin + time.Second, ""},
+		{"no stickiness", 0, margin + time.Second, ""},
+		{"retention equal to the margin", margin, time.Hour, "pools[0] (p).retention: 20s is not longer than the reuse safety margin 20s"},
+		{"retention shorter", margin / 2, time.Hour, "pools[0] (p).retention: 10s is not longer than the reuse safety margin 20s"},
+		{"grace equal to the margin", time.Hour, margin, "the pending grace 20s is not longer than the reuse safety margin 20s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Retention{PendingGrace: tc.grace, Margin: margin}
+			cfg := &Config{Pools: []*Pool{{Name: "p", Retention: Duration{Duration: tc.retention, set: true}}}}
+			err := r.Check(cfg)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("Check: %v, want it refused: %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			// Accepted: just after orphaning, both a used and a pending
+			// reservation of a sticky pool may be taken back.
+			just := orphaned.Add(time.Millisecond)
+			used := Entry{Pool: "p", UID: "u", OrphanedSince: orphaned}
+			pending := Entry{Pool: "p", OrphanedSince: orphaned}
+			if got := r.Reusable(cfg, used, just); got != (tc.retention > 0) {
+				t.Errorf("used reservation reusable %v, want %v", got, tc.retention > 0)
+			}
+			if !r.Reusable(cfg, pending, just) {
+				t.Error("pending reservation not reusable right after orphaning")
+			}
+		})
+	}
+}
