@@ -141,16 +141,20 @@ func (s *Server) takeFault(op Op) *Fault {
 }
 
 // writeFault answers f's status with the Scaleway body for it.
-func writeFault(w http.ResponseWriter, op Op, f *Fault) int {
-	status := f.Status
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
+func writeFault(w http.ResponseWriter, op Op, f *Fault, status int) {
 	if f.RetryAfter > 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
 		secs := int64((f.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	return writeReply(w, reply{status: status, body: faultBody(op, status)})
+	writeReply(w, reply{status: status, body: faultBody(op, status)})
+}
+
+// faultStatus is the status a fault answers: 500 unless it names one.
+func faultStatus(f *Fault) int {
+	if f.Status == 0 {
+		return http.StatusInternalServerError
+	}
+	return f.Status
 }
 
 // dropConnection ends the connection without an HTTP answer.

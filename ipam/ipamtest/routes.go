@@ -165,10 +165,10 @@ func decodeBody(c *call, v any) *reply {
 	return nil
 }
 
-func writeReply(w http.ResponseWriter, rep reply) int {
+func writeReply(w http.ResponseWriter, rep reply) {
 	if rep.body == nil {
 		w.WriteHeader(rep.status)
-		return rep.status
+		return
 	}
 	b, err := json.Marshal(rep.body)
 	if err != nil {
@@ -180,5 +180,4 @@ func writeReply(w http.ResponseWriter, rep reply) int {
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(rep.status)
 	_, _ = w.Write(b)
-	return rep.status
 }

@@ -205,7 +205,8 @@ func (s *Server) logf(format string, args ...any) {
 
 // --- serving ---
 
-// ServeHTTP answers one API request.
+// ServeHTTP answers one API request. The call is logged before its answer
+// leaves: a client holding its answer finds the call in Requests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt, pp := s.match(r)
@@ -214,50 +215,67 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Op = rt.op
 	}
 	c := &call{r: r, op: rec.Op, region: pp.region, zone: pp.zone, id: pp.id, query: r.URL.Query()}
-	rec.Status, rec.Fault = s.serve(w, c, rt)
-	rec.IPID = c.ipID
+	out := s.serve(c, rt)
+	rec.Status, rec.Fault, rec.IPID = out.status, out.fault, c.ipID
 	rec.Duration = time.Since(start)
 	s.record(rec)
 	s.logf("%s %s -> %d (%s, %s)", rec.Method, rec.Path, rec.Status, opName(rec.Op), rec.Duration.Round(time.Microsecond))
+	if out.answer != nil {
+		out.answer(w)
+	}
 }
 
-// serve runs the fault plan and the handler; it returns the status written
-// (0 when none) and whether a fault shaped the answer.
-func (s *Server) serve(w http.ResponseWriter, c *call, rt *route) (int, bool) {
+// outcome is what serve decided: the status to answer (0 for none),
+// whether a fault shaped it, and how to write it.
+type outcome struct {
+	status int
+	fault  bool
+	answer func(http.ResponseWriter)
+}
+
+func replied(rep reply, fault bool) outcome {
+	return outcome{status: rep.status, fault: fault, answer: func(w http.ResponseWriter) { writeReply(w, rep) }}
+}
+
+func faulted(op Op, f *Fault) outcome {
+	status := faultStatus(f)
+	return outcome{status: status, fault: true, answer: func(w http.ResponseWriter) { writeFault(w, op, f, status) }}
+}
+
+// serve runs the fault plan and the handler, and decides the answer.
+func (s *Server) serve(c *call, rt *route) outcome {
 	if rt == nil {
 		// Unknown routes are not an operation: not counted, no faults.
-		rep := s.handle(c, nil)
-		return writeReply(w, rep), false
+		return replied(s.handle(c, nil), false)
 	}
 	s.count(c.op)
 	if !s.sleep(c.r.Context(), s.latencyFor(c.op)) {
-		return 0, false
+		return outcome{}
 	}
 	f := s.takeFault(c.op)
 	if f == nil {
-		return writeReply(w, s.handle(c, rt)), false
+		return replied(s.handle(c, rt), false)
 	}
 	if !s.sleep(c.r.Context(), f.Delay) {
-		return 0, true
+		return outcome{fault: true}
 	}
 	if f.Drop {
 		if f.CommitThenFail {
 			c.lost = true
 			s.handle(c, rt)
 		}
-		dropConnection(w)
-		return 0, true
+		return outcome{fault: true, answer: dropConnection}
 	}
 	if f.CommitThenFail {
 		c.lost = true
 		s.handle(c, rt) // its answer is lost: the client gets the fault's
-		return writeFault(w, c.op, f), true
+		return faulted(c.op, f)
 	}
 	if f.Status != 0 {
-		return writeFault(w, c.op, f), true
+		return faulted(c.op, f)
 	}
 	// A pure delay: answer normally, late.
-	return writeReply(w, s.handle(c, rt)), true
+	return replied(s.handle(c, rt), true)
 }
 
 // handle authenticates, checks the region, reads the body and runs rt.

@@ -1,6 +1,9 @@
 package ipamtest
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,5 +123,53 @@ func TestProjects(t *testing.T) {
 	// The default project exists from the start.
 	if p, err := c.project.GetProject(&account.ProjectAPIGetProjectRequest{ProjectID: testProject}); err != nil || p.OrganizationID != testProject {
 		t.Fatalf("default project: %+v %v", p, err)
+	}
+}
+
+// loggedFirst is a ResponseWriter that checks, when the answer starts to
+// leave, that the server's request log already holds the call.
+type loggedFirst struct {
+	http.ResponseWriter
+	srv    *Server
+	before int
+	logged []bool
+}
+
+func (w *loggedFirst) WriteHeader(status int) {
+	w.logged = append(w.logged, len(w.srv.Requests()) > w.before)
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// TestCallIsLoggedBeforeItIsAnswered: a client that holds its answer
+// finds its call in Requests (tests count calls as soon as they return).
+// Recorded after the answer, the last call of a listing was sometimes
+// missing from the log when the test read it.
+func TestCallIsLoggedBeforeItIsAnswered(t *testing.T) {
+	srv, _ := setup(t)
+	for _, tc := range []struct {
+		name  string
+		fault *Fault
+		want  int
+	}{
+		{"answered", nil, http.StatusOK},
+		{"faulted", &Fault{Status: http.StatusServiceUnavailable}, http.StatusServiceUnavailable},
+		{"committed then failed", &Fault{CommitThenFail: true}, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.fault != nil {
+				srv.FailNext(OpListIPs, 1, *tc.fault)
+			}
+			r := httptest.NewRequest("GET", "/ipam/v1/regions/fr-par/ips", nil)
+			r.Header.Set("X-Auth-Token", testSecretKey)
+			w := &loggedFirst{ResponseWriter: httptest.NewRecorder(), srv: srv, before: len(srv.Requests())}
+			srv.ServeHTTP(w, r)
+			if !slices.Equal(w.logged, []bool{true}) {
+				t.Fatalf("logged before the answer: %v, want [true]", w.logged)
+			}
+			last := srv.Requests()[len(srv.Requests())-1]
+			if last.Op != OpListIPs || last.Status != tc.want || last.Fault != (tc.fault != nil) {
+				t.Fatalf("logged %+v, want ListIPs answered %d", last, tc.want)
+			}
+		})
 	}
 }
