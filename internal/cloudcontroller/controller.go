@@ -53,6 +53,11 @@ type Options struct {
 	Interval time.Duration
 	// Logf receives one line per action and error; nil discards them.
 	Logf func(format string, args ...any)
+	// Hold, when set, keeps a deleted Service's teardown waiting while it
+	// returns true for the Service, as a slow Load Balancer deletion
+	// would: a test drives "re-created while the old LB holds its IP"
+	// without racing Delay.
+	Hold func(types.NamespacedName) bool
 }
 
 // Controller is the stand-in. Run drives it; Sync is one pass.
@@ -139,6 +144,9 @@ func (c *Controller) Sync(ctx context.Context) {
 			}
 			c.done[svc.UID] = acted
 		case !wants && slices.Contains(svc.Finalizers, Finalizer):
+			if c.o.Hold != nil && c.o.Hold(client.ObjectKeyFromObject(svc)) {
+				continue
+			}
 			if !c.ready("delete/"+string(svc.UID), now) {
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -229,6 +230,41 @@ func TestDelayKeepsTheServiceTerminating(t *testing.T) {
 	w.ccm.Sync(ctx)
 	if len(w.emu.LBs()) != 0 {
 		t.Fatal("the Load Balancer outlived the delay")
+	}
+}
+
+// TestHoldKeepsTheTeardownWaiting: a held Service stays Terminating with
+// its Load Balancer however long the passes go on; released, it is torn
+// down after the delay as any other.
+func TestHoldKeepsTheTeardownWaiting(t *testing.T) {
+	w := newWorld(t)
+	held := true
+	w.ccm.o.Hold = func(svc types.NamespacedName) bool { return held && svc.Name == "api" }
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "uid-3", Annotations: map[string]string{annotationPrivate: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+	}
+	if err := w.kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	w.ccm.Sync(ctx)
+	if len(w.emu.LBs()) != 1 {
+		t.Fatal("held before the deletion: only the teardown waits")
+	}
+	if err := w.kube.Delete(ctx, w.get(t, "api")); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		w.ccm.Sync(ctx)
+	}
+	if got := w.get(t, "api"); got.DeletionTimestamp == nil || len(w.emu.LBs()) != 1 {
+		t.Fatal("torn down while held")
+	}
+	held = false
+	w.ccm.Sync(ctx)
+	if len(w.emu.LBs()) != 0 {
+		t.Fatal("the Load Balancer outlived the hold")
 	}
 }
 

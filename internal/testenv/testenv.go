@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -90,6 +92,15 @@ type Env struct {
 	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
 	stopCCM func()
+	held    sync.Map // types.NamespacedName → struct{}: teardowns the CCM stand-in holds
+}
+
+// HoldTeardown keeps the CCM stand-in from tearing down the Load Balancer
+// of svc once it is deleted, until release: the Service stays Terminating
+// with its IPs attached, as while a slow LB deletion runs.
+func (e *Env) HoldTeardown(svc types.NamespacedName) (release func()) {
+	e.held.Store(svc, struct{}{})
+	return func() { e.held.Delete(svc) }
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an
@@ -233,6 +244,7 @@ func Start(o Options) (_ *Env, err error) {
 func (e *Env) startCCM(logs io.Writer) error {
 	ccm, err := cloudcontroller.New(cloudcontroller.Options{
 		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: e.o.CCMDelay,
+		Hold: func(svc types.NamespacedName) bool { _, held := e.held.Load(svc); return held },
 		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
 	})
 	if err != nil {

@@ -326,6 +326,11 @@ func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann ma
 	t.Helper()
 	ctx := context.Background()
 	ns, name := old.Namespace, old.Name
+	// The old Load Balancer lets X go only once the webhook has answered
+	// the re-create: the CCM's Delay alone is a race with this goroutine
+	// on a loaded machine (it tore the LB down before the check once).
+	release := s.HoldTeardown(client.ObjectKeyFromObject(old))
+	defer release()
 	if err := s.Kube.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -335,6 +340,13 @@ func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann ma
 	if ip, _ := s.Emu.IP(x); ip.Resource == nil {
 		t.Fatal("X was detached before the re-create started")
 	}
+	answered := s.Creates()
+	go func() {
+		defer release()
+		for deadline := time.Now().Add(30 * time.Second); s.Creates() == answered && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	reasons := map[string]int{}
 	start := time.Now()
 	eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
