@@ -211,6 +211,14 @@ func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
 	}
 }
 
+// Hinted returns the IDs the Service cache showed on svc that no listing
+// has seen yet: what a re-create of svc re-reads besides the index.
+func (a *Allocator) Hinted(svc types.NamespacedName) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Sorted(maps.Keys(a.hints[svc]))
+}
+
 // learn records what a re-read sent at readAt showed: the index entry of
 // one of this cluster's reservations, and the hint answered. It is dated
 // from the read, not its answer: a listing that started in between saw

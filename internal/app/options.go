@@ -77,6 +77,9 @@ type Options struct {
 	// Handler, when set, is served at WebhookPath instead of the Service
 	// mutator (see webhook.Options.Handler).
 	Handler admission.Handler
+	// Built, when set, is handed the allocator once it exists: tests wait
+	// on what a replica has learned instead of on time.
+	Built func(*ipam.Allocator)
 }
 
 // tlsOptions choose who provides the serving certificate.

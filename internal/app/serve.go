@@ -86,6 +86,9 @@ func Serve(ctx context.Context, o Options) error {
 		Retention:  o.retention(),
 		Log:        log.WithName("allocator"),
 	})
+	if o.Built != nil {
+		o.Built(alloc)
+	}
 	mutator, err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
 		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler})
 	if err != nil {

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // Replica is one webhook process (app.Serve in process) with its own
@@ -31,6 +35,17 @@ type Replica struct {
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	stopped chan struct{}
+	// alloc is the running app.Serve's allocator; not under mu, which
+	// start holds while app.Serve builds it.
+	alloc atomic.Pointer[ipam.Allocator]
+}
+
+// Remembers reports whether the replica's Service cache has shown it id on
+// svc and no listing has indexed it since: a re-create of svc through this
+// replica re-reads it.
+func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
+	alloc := r.alloc.Load()
+	return alloc != nil && slices.Contains(alloc.Hinted(svc), id)
 }
 
 // route points the webhook Service at the replicas that serve.
@@ -147,6 +162,8 @@ func (r *Replica) start() error {
 	r.proxy.unblock()
 	r.Metrics = prometheus.NewRegistry()
 	r.serve.Metrics = r.Metrics
+	r.alloc.Store(nil)
+	r.serve.Built = r.alloc.Store
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.stopped = cancel, make(chan struct{})
 	errc := make(chan error, 1)
