@@ -99,6 +99,9 @@ type Allocator struct {
 	// firstListing is closed once Start's first listing of the pools ended.
 	firstListing chan struct{}
 	firstOnce    sync.Once
+	// joined, in tests, is called when a caller waits on a listing in
+	// flight instead of starting one.
+	joined func()
 }
 
 // NewAllocator returns an Allocator over a resolved Config.

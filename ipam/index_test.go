@@ -707,6 +707,13 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	if err := a.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	joined := make(chan struct{}, 1)
+	a.joined = func() {
+		select {
+		case joined <- struct{}{}:
+		default:
+		}
+	}
 	p := pool(t, a, "ranged")
 	a.invalidate(p) // conflicts asked for a relist
 	hold.Store(true)
@@ -721,7 +728,7 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	clk.Step(time.Second)
 	refreshed := make(chan error)
 	go func() { refreshed <- a.Refresh(ctx) }()
-	time.Sleep(20 * time.Millisecond) // the Refresh waits on the listing in flight
+	<-joined // the Refresh waits on the listing in flight
 	hold.Store(false)
 	close(cloud.release)
 	if err := <-admitted; err != nil {

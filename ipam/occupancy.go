@@ -92,6 +92,9 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 		return o, nil
 	}
 	wait := o.listing
+	if wait != nil && a.joined != nil {
+		a.joined()
+	}
 	if wait == nil {
 		// The listing serves every caller waiting on it: it runs on its own
 		// deadline, not the context of the admission that happened to
