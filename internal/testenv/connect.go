@@ -87,20 +87,24 @@ func (p *ConnectProxy) Route(hostport string, targets ...string) {
 	p.routes[hostport] = live
 }
 
-// dial connects to the next target of hostport that answers.
-func (p *ConnectProxy) dial(hostport string) (net.Conn, string) {
+// dial connects conn's tunnel to the next target of hostport that answers
+// and registers it, under the lock Route takes: a tunnel is never opened to
+// a target a concurrent Route just removed (it would outlive the route).
+// Loopback dials are quick enough to hold the lock.
+func (p *ConnectProxy) dial(hostport string, conn net.Conn) net.Conn {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	targets := p.routes[hostport]
 	start := p.next[hostport]
 	p.next[hostport]++
-	p.mu.Unlock()
 	for i := range targets {
 		target := targets[(start+i)%len(targets)]
 		if up, err := net.Dial("tcp", target); err == nil {
-			return up, target
+			p.tunnels[conn] = target
+			return up
 		}
 	}
-	return nil, ""
+	return nil
 }
 
 // Close stops accepting and waits for the accept loop.
@@ -128,15 +132,12 @@ func (p *ConnectProxy) handle(conn net.Conn) {
 		_, _ = io.WriteString(conn, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
 		return
 	}
-	up, target := p.dial(req.Host)
+	up := p.dial(req.Host, conn)
 	if up == nil {
 		_, _ = io.WriteString(conn, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
 	defer up.Close()
-	p.mu.Lock()
-	p.tunnels[conn] = target
-	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.tunnels, conn)
