@@ -38,7 +38,20 @@ type Replica struct {
 	// alloc is the running app.Serve's allocator; not under mu, which
 	// start holds while app.Serve builds it.
 	alloc atomic.Pointer[ipam.Allocator]
+	// starts counts app.Serve runs: a restarted replica is a new process
+	// (a new pod) with a new lease identity.
+	starts atomic.Int32
 }
+
+// Incarnation names the replica's current process: its name and how many
+// times it was started.
+func (r *Replica) Incarnation() string {
+	return fmt.Sprintf("%s#%d", r.Name, r.starts.Load())
+}
+
+// Allocator is the running replica's allocator (nil while stopped): what
+// its views and index hold, without a call.
+func (r *Replica) Allocator() *ipam.Allocator { return r.alloc.Load() }
 
 // Remembers reports whether the replica's Service cache has shown it id on
 // svc and no listing has indexed it since: a re-create of svc through this
@@ -163,6 +176,7 @@ func (r *Replica) start() error {
 	r.Metrics = prometheus.NewRegistry()
 	r.serve.Metrics = r.Metrics
 	r.alloc.Store(nil)
+	r.starts.Add(1)
 	r.serve.Built = r.alloc.Store
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.stopped = cancel, make(chan struct{})

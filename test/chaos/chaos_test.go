@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,7 +153,11 @@ pools:
 	// Quiesce: no more faults, let the sweeper and the CCM settle.
 	f.on.Store(false)
 	settle := time.Now()
-	ok3 := waitFor(30*time.Second, func() bool { return len(r.unreferencedOurs()) == 0 })
+	// A leader killed near the end is replaced only once its lease has
+	// expired: the sweeper's settling (debounce, retention, a cycle)
+	// counts from a replica leading again.
+	ok3 := waitFor(30*time.Second, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) }) &&
+		waitFor(30*time.Second, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopKills()

@@ -57,12 +57,14 @@ func (c *replicaChaos) run(ctx context.Context) {
 	}
 }
 
-// watchLeader accounts one tick of leadership.
+// watchLeader accounts one tick of leadership. A leader is a process, not
+// a name: the killed leader restarted under its name often takes the lease
+// again, and that is leadership moving too.
 func (c *replicaChaos) watchLeader(d time.Duration) {
 	leader := ""
 	for _, r := range c.env.Replicas {
 		if r.Leading() {
-			leader = r.Name
+			leader = r.Incarnation()
 		}
 	}
 	c.mu.Lock()
