@@ -65,10 +65,20 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if err := s.Kube.Update(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		// The webhook sees the label once its Namespace cache has it.
-		time.Sleep(500 * time.Millisecond)
-		audit := len(s.Emu.Audit())
 		want := `scw-lb-ipam: Service late/legacy already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (pool general), set annotation scw-lb-ipam.io/allow-ip-change: "true" (the CCM re-attaches the Load Balancer: a brief outage)`
+		// The webhook sees the label once the apiserver's namespaceSelector
+		// and each replica's Namespace cache have it: a dry-run update
+		// through each replica warns then (and changes nothing).
+		for _, r := range s.Replicas {
+			restore := s.RouteTo(r)
+			eventually(t, 10*time.Second, r.Name+" to see the namespace label", func() bool {
+				dc, dw := clientWithWarnings(t)
+				err := update(client.NewDryRunClient(dc), "late", "legacy", func(svc *corev1.Service) { svc.Labels = map[string]string{"probe": r.Name} })
+				return err == nil && slices.Contains(dw.List(), want)
+			})
+			restore()
+		}
+		audit := len(s.Emu.Audit())
 
 		c, w := clientWithWarnings(t)
 		if err := update(c, "late", "legacy", func(svc *corev1.Service) { svc.Labels = map[string]string{"team": "edge"} }); err != nil {
@@ -299,13 +309,8 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		x := get(t, "payments", "replaced").Annotations[ccm.AnnotationPrivateIPIDs]
 		attachedTo(t, "payments", "replaced", x)
 		old := get(t, "payments", "replaced")
-		// The sweeper back-fills the uid: X is the reservation a live
-		// Service used.
-		eventually(t, 10*time.Second, "the uid back-filled", func() bool {
-			ip, _ := s.Emu.IP(x)
-			e, _ := ipam.ParseEntry(ip.Tags)
-			return e.UID == string(old.UID)
-		})
+		// X is the reservation a live Service used.
+		backfilled(t, old, x)
 		replaceWhileTerminating(t, old, x, map[string]string{ccm.AnnotationPool: "dc-link"})
 		// Whatever was booked on the way is reclaimed: only X is left.
 		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/replaced", func() bool {
@@ -425,6 +430,10 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			}
 			x := get(t, "payments", name).Annotations[ccm.AnnotationPrivateIPIDs]
 			attachedTo(t, "payments", name, x)
+			// A sweep between the delete and the re-create marks X
+			// orphaned: used, it stays reusable for retention − margin
+			// (4 s), pending only for the grace − margin (2 s).
+			backfilled(t, get(t, "payments", name), x)
 			// What the scenario is about: replica 1 learnt of X through its
 			// Service cache, not through a listing. The cache lags the
 			// apiserver by moments, by more on a loaded machine: the
