@@ -62,6 +62,15 @@ func (w *world) ops(from int) []string {
 	return out
 }
 
+// privateLB is a LoadBalancer Service of namespace ns on a private Load
+// Balancer.
+func privateLB(name string, uid types.UID) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, Annotations: map[string]string{annotationPrivate: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
+	}
+}
+
 func (w *world) get(t *testing.T, name string) *corev1.Service {
 	t.Helper()
 	svc := &corev1.Service{}
@@ -203,11 +212,7 @@ func TestDelayKeepsTheServiceTerminating(t *testing.T) {
 	w := newWorld(t)
 	w.ccm.o.Delay = 300 * time.Millisecond
 	ctx := context.Background()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "uid-2", Annotations: map[string]string{annotationPrivate: "true"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-	}
-	if err := w.kube.Create(ctx, svc); err != nil {
+	if err := w.kube.Create(ctx, privateLB("api", "uid-2")); err != nil {
 		t.Fatal(err)
 	}
 	w.ccm.Sync(ctx)
@@ -241,11 +246,7 @@ func TestHoldKeepsTheTeardownWaiting(t *testing.T) {
 	held := true
 	w.ccm.o.Hold = func(svc types.NamespacedName) bool { return held && svc.Name == "api" }
 	ctx := context.Background()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "api", UID: "uid-3", Annotations: map[string]string{annotationPrivate: "true"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-	}
-	if err := w.kube.Create(ctx, svc); err != nil {
+	if err := w.kube.Create(ctx, privateLB("api", "uid-3")); err != nil {
 		t.Fatal(err)
 	}
 	w.ccm.Sync(ctx)
@@ -276,13 +277,7 @@ func TestHoldKeepsTheTeardownWaiting(t *testing.T) {
 func TestCollectsTheLoadBalancerOfAServiceDeletedWithoutItsFinalizer(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	keep := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "keep", UID: "uid-keep", Annotations: map[string]string{annotationPrivate: "true"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-	}
-	gone := keep.DeepCopy()
-	gone.Name, gone.UID = "gone", "uid-gone"
-	for _, svc := range []*corev1.Service{keep, gone} {
+	for _, svc := range []*corev1.Service{privateLB("keep", "uid-keep"), privateLB("gone", "uid-gone")} {
 		if err := w.kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
