@@ -68,9 +68,20 @@ func (e Entry) Tags() []string {
 		tags = append(tags, TagUID+e.UID)
 	}
 	if !e.OrphanedSince.IsZero() {
-		tags = append(tags, TagOrphanedSince+e.OrphanedSince.UTC().Format(time.RFC3339))
+		tags = append(tags, TagOrphanedSince+ceilSecond(e.OrphanedSince).Format(time.RFC3339))
 	}
 	return append(tags, e.Other...)
+}
+
+// ceilSecond is t in UTC rounded up to the whole second the tag can hold:
+// rounded down, the tag would predate the moment the IP was found
+// orphaned, and cut up to a second off the retention and the reuse window.
+func ceilSecond(t time.Time) time.Time {
+	t = t.UTC()
+	if s := t.Truncate(time.Second); s.Before(t) {
+		return s.Add(time.Second)
+	}
+	return t
 }
 
 // Owns reports whether the entry belongs to cluster.

@@ -228,7 +228,8 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scalew
 	if e.OrphanedSince.IsZero() {
 		// The clock right before the write: an admission that saw the IP
 		// unorphaned read it before now, so its Service exists before the
-		// release is due (retention ≥ margin ≥ twice the admission deadline).
+		// release is due (retention > margin ≥ twice the admission deadline;
+		// the tag rounds this up, never down).
 		e.OrphanedSince = s.o.Clock.Now()
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
