@@ -211,8 +211,10 @@ func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
 	}
 }
 
-// Hinted returns the IDs the Service cache showed on svc that no listing
-// has seen yet: what a re-create of svc re-reads besides the index.
+// Hinted returns the IDs the Service cache showed on svc that are still
+// hints (no listing, re-read or release has accounted for them since):
+// what a re-create of svc re-reads besides the index. For status and
+// tests; admissions read the hints under their own lock.
 func (a *Allocator) Hinted(svc types.NamespacedName) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

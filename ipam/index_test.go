@@ -728,7 +728,11 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	clk.Step(time.Second)
 	refreshed := make(chan error)
 	go func() { refreshed <- a.Refresh(ctx) }()
-	<-joined // the Refresh waits on the listing in flight
+	select { // the Refresh waits on the listing in flight
+	case <-joined:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Refresh did not join the listing in flight")
+	}
 	hold.Store(false)
 	close(cloud.release)
 	if err := <-admitted; err != nil {

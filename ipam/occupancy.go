@@ -92,9 +92,7 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 		return o, nil
 	}
 	wait := o.listing
-	if wait != nil && a.joined != nil {
-		a.joined()
-	}
+	joining := wait != nil
 	if wait == nil {
 		// The listing serves every caller waiting on it: it runs on its own
 		// deadline, not the context of the admission that happened to
@@ -112,6 +110,9 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 		}()
 	}
 	o.mu.Unlock()
+	if joining && a.joined != nil {
+		a.joined()
+	}
 	var err error
 	select {
 	case <-wait:

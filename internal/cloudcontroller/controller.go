@@ -56,7 +56,7 @@ type Options struct {
 	// Hold, when set, keeps a deleted Service's teardown waiting while it
 	// returns true for the Service, as a slow Load Balancer deletion
 	// would: a test drives "re-created while the old LB holds its IP"
-	// without racing Delay.
+	// without racing Delay. It is called during a pass and must not block.
 	Hold func(types.NamespacedName) bool
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ConnectProxy is an HTTP CONNECT proxy on a local socket that the apiserver's
@@ -99,7 +100,7 @@ func (p *ConnectProxy) dial(hostport string, conn net.Conn) net.Conn {
 	p.next[hostport]++
 	for i := range targets {
 		target := targets[(start+i)%len(targets)]
-		if up, err := net.Dial("tcp", target); err == nil {
+		if up, err := net.DialTimeout("tcp", target, time.Second); err == nil {
 			p.tunnels[conn] = target
 			return up
 		}

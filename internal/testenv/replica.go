@@ -49,13 +49,13 @@ func (r *Replica) Incarnation() string {
 	return fmt.Sprintf("%s#%d", r.Name, r.starts.Load())
 }
 
-// Allocator is the running replica's allocator (nil while stopped): what
-// its views and index hold, without a call.
+// Allocator is the allocator of the replica's last start (nil before the
+// first): what its views and index hold, without a call.
 func (r *Replica) Allocator() *ipam.Allocator { return r.alloc.Load() }
 
 // Remembers reports whether the replica's Service cache has shown it id on
-// svc and no listing has indexed it since: a re-create of svc through this
-// replica re-reads it.
+// svc and it is still a hint (see ipam.Allocator.Hinted): a re-create of
+// svc through this replica re-reads it.
 func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
 	alloc := r.alloc.Load()
 	return alloc != nil && slices.Contains(alloc.Hinted(svc), id)

@@ -92,15 +92,16 @@ type Env struct {
 	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
 	stopCCM func()
-	held    sync.Map // types.NamespacedName → struct{}: teardowns the CCM stand-in holds
+	held    sync.Map // types.NamespacedName → its hold: teardowns the CCM stand-in holds
 }
 
 // HoldTeardown keeps the CCM stand-in from tearing down the Load Balancer
 // of svc once it is deleted, until release: the Service stays Terminating
 // with its IPs attached, as while a slow LB deletion runs.
 func (e *Env) HoldTeardown(svc types.NamespacedName) (release func()) {
-	e.held.Store(svc, struct{}{})
-	return func() { e.held.Delete(svc) }
+	hold := new(byte) // a release lifts its own hold only
+	e.held.Store(svc, hold)
+	return func() { e.held.CompareAndDelete(svc, hold) }
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an

@@ -156,8 +156,11 @@ pools:
 	// A leader killed near the end is replaced only once its lease has
 	// expired: the sweeper's settling (debounce, retention, a cycle)
 	// counts from a replica leading again.
-	ok3 := waitFor(30*time.Second, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) }) &&
-		waitFor(30*time.Second, func() bool { return len(r.unreferencedOurs()) == 0 })
+	led := waitFor(30*time.Second, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
+	if !led {
+		t.Error("no replica leads the sweeper 30s after the operations ended")
+	}
+	ok3 := led && waitFor(30*time.Second, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopKills()

@@ -70,7 +70,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		// and each replica's Namespace cache have it: a dry-run update
 		// through each replica warns then (and changes nothing).
 		for _, r := range s.Replicas {
-			restore := s.RouteTo(r)
+			restore := routeTo(t, r)
 			eventually(t, 10*time.Second, r.Name+" to see the namespace label", func() bool {
 				dc, dw := clientWithWarnings(t)
 				err := update(client.NewDryRunClient(dc), "late", "legacy", func(svc *corev1.Service) { svc.Labels = map[string]string{"probe": r.Name} })
@@ -346,11 +346,17 @@ func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann ma
 	if ip, _ := s.Emu.IP(x); ip.Resource == nil {
 		t.Fatal("X was detached before the re-create started")
 	}
-	answered := s.Creates()
+	// Any CREATE answered: this test is the only one creating now.
+	answered, done := s.Creates(), make(chan struct{})
+	defer close(done)
 	go func() {
 		defer release()
-		for deadline := time.Now().Add(30 * time.Second); s.Creates() == answered && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
+		for s.Creates() == answered {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}()
 	reasons := map[string]int{}
@@ -400,6 +406,14 @@ func TestScenario14BringYourOwnRecreateWhileTerminating(t *testing.T) {
 	})
 }
 
+// routeTo sends the webhook's connections to rs only until restore, or
+// the end of the test if it fails first: later scenarios see every replica.
+func routeTo(t *testing.T, rs ...*testenv.Replica) (restore func()) {
+	restore = s.RouteTo(rs...)
+	t.Cleanup(restore)
+	return restore
+}
+
 // listedSince reports whether r's index of dc-link was listed after t.
 func listedSince(r *testenv.Replica, t time.Time) bool {
 	age, ok := r.Gauge("scw_lb_ipam_index_age_seconds", "pool", "dc-link")
@@ -421,7 +435,7 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 		// the re-create (then the index, not the cache, would find X).
 		for attempt := range 3 {
 			name := fmt.Sprintf("moved-%d", attempt)
-			restore := s.RouteTo(one)
+			restore := routeTo(t, one)
 			created1, created2 := one.Creates(), two.Creates()
 			booked := time.Now()
 			if err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{ccm.AnnotationPool: "dc-link"})); err != nil {

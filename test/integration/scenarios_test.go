@@ -135,8 +135,10 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		if r == nil {
 			t.Fatal("no replica answered the CREATE")
 		}
-		if total, _ := r.Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link", "state", "total"); total != 120 {
-			t.Fatalf("%s: pool gauge total %v, want 120", r.Name, total)
+		total, _ := r.Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link", "state", "total")
+		used, _ := r.Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link", "state", "used_by_cluster")
+		if total != 120 || used < 1 {
+			t.Fatalf("%s: pool gauges total %v used %v", r.Name, total, used)
 		}
 		var holder string
 		for _, p := range r.Allocator().Report() {
