@@ -28,6 +28,19 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 	return e, a, clk
 }
 
+// otherReplicaBooks books web/api in p through a second allocator on the
+// same emulator and pool file, as another webhook replica would, after
+// mine's last listing.
+func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *Pool) (*Allocator, *Reservation) {
+	t.Helper()
+	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
+	theirs, err := other.Reserve(context.Background(), Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return other, theirs
+}
+
 // A Service the index holds nothing for costs its booking alone, for every
 // kind of pool request.
 func TestIndexedCreateBooksDirectly(t *testing.T) {
@@ -110,12 +123,8 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
 	p := pool(t, mine, "ranged")
-	theirs, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, theirs := otherReplicaBooks(t, e, mine, p)
 
 	e.srv.ResetCounts()
 	fresh, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
@@ -193,11 +202,7 @@ func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 func TestStaleIndexListsTheService(t *testing.T) {
 	e, a, clk := indexedAlloc(t, nil)
 	ctx := context.Background()
-	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: a.Config()})
-	theirs, err := other.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, theirs := otherReplicaBooks(t, e, a, pool(t, a, "small"))
 	clk.Step(a.ttl + time.Second)
 	e.srv.ResetCounts()
 	back, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
@@ -539,12 +544,8 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
 	p := pool(t, mine, "small")
-	theirs, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, theirs := otherReplicaBooks(t, e, mine, p)
 	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
 	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
 	r, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
