@@ -46,10 +46,10 @@ image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, in
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
 
-test: lint tools crds unit suites ## Every test: unit, emulator fidelity, chart, real control plane.
+test: lint tools crds image unit suites ## Every test: unit, emulator fidelity, chart, real control plane.
 
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
-	$(GO) test -count=1 -race $(UNIT)
+	$(GO) test -count=1 -race -timeout 30m $(UNIT)
 
 # own_tmp runs a command with a TMPDIR of its own. envtest stops its
 # processes itself (SIGTERM, then SIGKILL); a test run killed midway may
