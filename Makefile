@@ -4,8 +4,8 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/chart ./test/playground ./test/chaos
-UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|chart|playground|chaos|bench)$$')
+SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
+UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench)$$')
 
 .PHONY: all build test unit suites lint bench run clean crds fuzz chaos image
 
@@ -115,19 +115,19 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 	@echo "bin/crds: $$(ls bin/crds | grep -c yaml) CRDs"
 
 # ---- tools: the control plane the integration tests run -------------------
-# bin/kube-apiserver and bin/etcd are built from the versions pinned in
-# test/tools/go.mod, bin/helm from test/tools/helm/go.mod, with the committed
-# go.sum files (no checksum-database lookup). A binary is rebuilt only when it
-# is missing or its stamp bin/.NAME.version differs: the pinned version plus a
-# hash of go.mod's requirements and replaces (not its comments) and of the
-# ldflags. The builds run one at a time, niced: kube-apiserver takes 5-6 min on
+# bin/kube-apiserver, bin/kubectl and bin/etcd are built from the versions
+# pinned in test/tools/go.mod, bin/helm from test/tools/helm/go.mod, with the
+# committed go.sum files (no checksum-database lookup). A binary is rebuilt
+# only when it is missing or its stamp bin/.NAME.version differs: the pinned
+# version plus a hash of go.mod's requirements and replaces (not its comments)
+# and of the ldflags. The builds run one at a time, niced: kube-apiserver takes 5-6 min on
 # a cold build cache (2 cores), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := bin/kube-apiserver bin/etcd bin/helm
+TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm
 
 .PHONY: tools FORCE
 
-tools: ## Build the pinned kube-apiserver, etcd and helm into bin/.
+tools: ## Build the pinned kube-apiserver, kubectl, etcd and helm into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
 
 # $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of
@@ -157,6 +157,12 @@ KUBE_VERSION_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-
 
 bin/kube-apiserver: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-apiserver,$(KUBE_VERSION_LDFLAGS))
+
+# kubectl drives the suites as users do (test/clients): the same
+# Kubernetes release as the apiserver, so its apply and replace are that
+# release's.
+bin/kubectl: FORCE
+	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubectl,$(KUBE_VERSION_LDFLAGS))
 
 bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)

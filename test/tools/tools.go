@@ -7,4 +7,5 @@ package tools
 import (
 	_ "go.etcd.io/etcd/server/v3"            // bin/etcd
 	_ "k8s.io/kubernetes/cmd/kube-apiserver" // bin/kube-apiserver
+	_ "k8s.io/kubernetes/cmd/kubectl"        // bin/kubectl
 )
