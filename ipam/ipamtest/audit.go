@@ -16,16 +16,19 @@ const (
 	AuditTags    AuditKind = "tags"
 	AuditAttach  AuditKind = "attach"
 	AuditDetach  AuditKind = "detach"
-	// A Load Balancer was created or deleted: these events are about no
-	// IP (IPID, Address, SubnetID and PrivateNetworkID are empty); LBID
-	// names it. Deleting one with Private Networks attached first records
-	// their detach (and release) events.
+	// A Load Balancer was created, its deletion accepted (DeleteLB; it is
+	// to_delete from then on), or it is gone (Options.LBDeleteDelay after
+	// its deletion, at once without a delay): these events are about no IP
+	// (IPID, Address, SubnetID and PrivateNetworkID are empty); LBID names
+	// it. Before AuditLBGone come the detach (and release) events of its
+	// Private Networks, with Op DeleteLB.
 	AuditCreateLB AuditKind = "create_lb"
 	AuditDeleteLB AuditKind = "delete_lb"
+	AuditLBGone   AuditKind = "lb_gone"
 )
 
 // AuditEvent is one change of an IP's state, or of a Load Balancer's
-// existence (AuditCreateLB, AuditDeleteLB).
+// existence (AuditCreateLB, AuditDeleteLB, AuditLBGone).
 type AuditEvent struct {
 	Time             time.Time
 	Kind             AuditKind
@@ -37,8 +40,9 @@ type AuditEvent struct {
 	Tags []string
 	// Resource attached (attach) or detached (detach).
 	Resource *Resource
-	// Op is the HTTP operation that made the change; "" for the Go API
-	// (AddIP, Attach, Detach).
+	// Op is the HTTP operation that made the change, also when it came
+	// later (the detaches of a Load Balancer deleted with a delay); "" for
+	// the Go API (AddIP, Attach, Detach).
 	Op Op
 	// LBID is the Load Balancer whose API call made the change (the IP it
 	// was given or lost on a Private Network), or the one created or

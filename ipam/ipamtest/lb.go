@@ -1,15 +1,25 @@
 package ipamtest
 
 import (
+	"net/http"
 	"slices"
 	"time"
+
+	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
 )
 
 // The Load Balancer API v1 (zoned), as far as a cloud controller uses it:
 // Load Balancers and their attachments to Private Networks. Frontends,
-// backends, flexible IPs and the like are not emulated. Changes are
-// immediate: a Load Balancer and its attachments are "ready" at once, and a
-// deleted one is gone at once.
+// backends, flexible IPs and the like are not emulated. A Load Balancer and
+// its attachments are "ready" at once.
+//
+// Deletion is asynchronous, as Scaleway's: DeleteLB answers 204 at once, and
+// the Load Balancer then stays in status to_delete for
+// Options.LBDeleteDelay — still got, listed and attached to its Private
+// Networks, so its IPs stay attached to it — before it is gone: detached,
+// its DHCP IPs released, its reserved IPs left booked. The API refuses to
+// change (attach, detach, delete) a Load Balancer that is being deleted.
+// With no delay a deleted Load Balancer is gone at once.
 //
 // An attachment gives the Load Balancer one IPv4 address on the Private
 // Network, held in IPAM as an IP attached to resource lb_server (the Load
@@ -20,17 +30,21 @@ import (
 
 // Defaults of a created Load Balancer.
 const (
-	defaultLBType   = "LB-S"
-	defaultLBSSL    = "ssl_compatibility_level_intermediate"
-	unknownLBSSL    = "ssl_compatibility_level_unknown"
-	lbStatusReady   = "ready"
-	lbPNStatusReady = "ready"
+	defaultLBType    = "LB-S"
+	defaultLBSSL     = "ssl_compatibility_level_intermediate"
+	unknownLBSSL     = "ssl_compatibility_level_unknown"
+	lbStatusReady    = "ready"
+	lbStatusToDelete = "to_delete"
+	lbPNStatusReady  = "ready"
 )
 
 // LB is a snapshot of an emulated Load Balancer.
 type LB struct {
 	ID, Name, Zone, ProjectID string
-	Tags                      []string
+	// Status is "ready", or "to_delete" once DeleteLB accepted its deletion
+	// and until it is gone.
+	Status string
+	Tags   []string
 	// PrivateNetworks maps the ID of each attached Private Network to the
 	// IPAM ID of the Load Balancer's IP on it.
 	PrivateNetworks map[string]string
@@ -40,6 +54,7 @@ type lbRec struct {
 	id, name, description string
 	projectID, orgID      string
 	zone, typ, sslLevel   string
+	status                string
 	tags                  []string
 	createdAt, updatedAt  time.Time
 	seq                   uint64
@@ -105,7 +120,7 @@ func (s *Server) lbJSON(lb *lbRec) lbJSON {
 		ProjectID:             lb.projectID,
 		Region:                s.opts.Region,
 		SslCompatibilityLevel: lb.sslLevel,
-		Status:                lbStatusReady,
+		Status:                lb.status,
 		Tags:                  nonNil(lb.tags),
 		Type:                  lb.typ,
 		UpdatedAt:             ts(lb.updatedAt),
@@ -155,7 +170,7 @@ func (s *Server) createLB(c *call) reply {
 	lb := &lbRec{
 		id: newID(), name: body.Name, description: body.Description,
 		projectID: projectID, orgID: s.projectOrgLocked(projectID),
-		zone: c.zone, typ: typ, sslLevel: ssl, tags: nonNil(body.Tags),
+		zone: c.zone, typ: typ, sslLevel: ssl, status: lbStatusReady, tags: nonNil(body.Tags),
 		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
 	}
 	s.st.lbs[lb.id] = lb
@@ -215,25 +230,81 @@ func (s *Server) listLBs(c *call) reply {
 	return ok(out)
 }
 
-// deleteLB detaches every Private Network first, as the API does; release_ip
-// is about flexible (public) IPs, which are not emulated.
+// deleteLB accepts the deletion: the Load Balancer goes to_delete and is
+// removed LBDeleteDelay later (at once without a delay). release_ip is about
+// flexible (public) IPs, which are not emulated.
 func (s *Server) deleteLB(c *call) reply {
 	if _, aerr := optBool(c.query, "release_ip"); aerr != nil {
 		return aerr.reply()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lb, err := s.lbLocked(c)
+	lb, err := s.changeableLBLocked(c)
 	if err != nil {
 		return err.reply()
 	}
 	c.lbID = lb.id
+	now := s.now()
+	lb.status, lb.updatedAt = lbStatusToDelete, now
+	s.auditLBLocked(c, AuditDeleteLB, lb.id, now)
+	if d := s.opts.LBDeleteDelay; d > 0 {
+		go s.removeLBAfter(lb, d)
+	} else {
+		s.removeLBLocked(c, lb)
+	}
+	return noContent()
+}
+
+// removeLBAfter removes lb once d of real time has passed, unless the server
+// is closed first.
+func (s *Server) removeLBAfter(lb *lbRec, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.done:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.lbs[lb.id] == lb {
+		// The changes belong to the DeleteLB call that asked for them.
+		s.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
+	}
+}
+
+// removeLBLocked ends a Load Balancer: every Private Network detached (its
+// IPs detached, the DHCP ones released), then gone.
+func (s *Server) removeLBLocked(c *call, lb *lbRec) {
 	for len(lb.pns) > 0 {
 		s.detachLBPNLocked(c, lb, lb.pns[0])
 	}
 	delete(s.st.lbs, lb.id)
-	s.auditLBLocked(c, AuditDeleteLB, lb.id, s.now())
-	return noContent()
+	s.auditLBLocked(c, AuditLBGone, lb.id, s.now())
+}
+
+// changeableLBLocked is the Load Balancer of the path, refused while it is
+// being deleted.
+//
+// Scaleway's answer to a change of a Load Balancer in to_delete was never
+// recorded: this one is modelled on the API gateway's recorded
+// transient_state body (409, the current state named), which
+// scaleway-sdk-go reads as *scw.TransientStateError.
+func (s *Server) changeableLBLocked(c *call) (*lbRec, *apiError) {
+	lb, err := s.lbLocked(c)
+	if err != nil {
+		return nil, err
+	}
+	if lb.status == lbStatusToDelete {
+		return nil, &apiError{status: http.StatusConflict, kind: ErrPreconditionFailed, body: map[string]any{
+			"current_state": lb.status,
+			"message":       "resource is in a transient state",
+			"resource":      "lb",
+			"resource_id":   lb.id,
+			"type":          "transient_state",
+		}}
+	}
+	return lb, nil
 }
 
 // --- Go API ---
@@ -257,8 +328,23 @@ func (s *Server) LBs() []LB {
 			pns[lp.pn.id] = lp.ip.id
 		}
 		out[i] = LB{
-			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID,
+			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID, Status: lb.status,
 			Tags: nonNil(lb.tags), PrivateNetworks: pns,
+		}
+	}
+	return out
+}
+
+// LBAudit is the part of the audit log about Load Balancer lbID, oldest
+// first: its creation, deletion and end, and every IP attached to or
+// detached from it, whoever made the change (its own API calls, or the Go
+// API on an IP attached to it). A test checks from it that a live Load
+// Balancer never changed address: no detach before its AuditDeleteLB.
+func (s *Server) LBAudit(lbID string) []AuditEvent {
+	var out []AuditEvent
+	for _, ev := range s.Audit() {
+		if ev.LBID == lbID || (ev.Resource != nil && ev.Resource.Type == string(ipam.ResourceTypeLBServer) && ev.Resource.ID == lbID) {
+			out = append(out, ev)
 		}
 	}
 	return out

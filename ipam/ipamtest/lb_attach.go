@@ -57,7 +57,7 @@ func (s *Server) attachLBPrivateNetwork(c *call) reply {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lb, aerr := s.lbLocked(c)
+	lb, aerr := s.changeableLBLocked(c)
 	if aerr != nil {
 		return aerr.reply()
 	}
@@ -124,7 +124,7 @@ func (s *Server) detachLBPrivateNetwork(c *call) reply {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lb, aerr := s.lbLocked(c)
+	lb, aerr := s.changeableLBLocked(c)
 	if aerr != nil {
 		return aerr.reply()
 	}

@@ -40,6 +40,12 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Logf, when set, receives one line per HTTP request.
 	Logf func(format string, args ...any)
+	// LBDeleteDelay is how long a deleted Load Balancer stays in status
+	// to_delete, still holding its Private Network attachments and their
+	// IPs, before it is gone: Scaleway deletes them asynchronously, in tens
+	// of seconds. Zero removes it within the DeleteLB call. Real time;
+	// Close drops the removals still pending.
+	LBDeleteDelay time.Duration
 }
 
 // maxRequests bounds the request log so that long benchmarks do not grow
