@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -44,4 +45,14 @@ func (r References) ReferencedBy(ctx context.Context, id string) ([]types.Namesp
 		out = append(out, client.ObjectKeyFromObject(&list.Items[i]))
 	}
 	return out, nil
+}
+
+// Exists reads the Service of that name from the cache, Terminating
+// included.
+func (r References) Exists(ctx context.Context, svc types.NamespacedName) (bool, error) {
+	err := r.Reader.Get(ctx, svc, &corev1.Service{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -24,6 +24,9 @@ const MaxPickAttempts = 8
 // IP be handed out.
 type References interface {
 	ReferencedBy(ctx context.Context, id string) ([]types.NamespacedName, error)
+	// Exists reports whether a Service of that name exists, live or
+	// Terminating: the previous incarnation of a re-created Service.
+	Exists(ctx context.Context, svc types.NamespacedName) (bool, error)
 }
 
 // NoReferences is References for callers without a Service cache.
@@ -32,6 +35,8 @@ type NoReferences struct{}
 func (NoReferences) ReferencedBy(context.Context, string) ([]types.NamespacedName, error) {
 	return nil, nil
 }
+
+func (NoReferences) Exists(context.Context, types.NamespacedName) (bool, error) { return false, nil }
 
 // Claims makes "one Service per bring-your-own IP" hold across replicas: the
 // cache that References reads lags, and two replicas may validate the same

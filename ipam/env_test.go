@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,34 @@ func (r refs) ReferencedBy(_ context.Context, id string) ([]types.NamespacedName
 		return []types.NamespacedName{s}, nil
 	}
 	return nil, nil
+}
+
+func (r refs) Exists(_ context.Context, svc types.NamespacedName) (bool, error) {
+	for _, s := range r {
+		if s == svc {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// terminating adds Services that exist but are being deleted (the CCM's
+// finalizer holds them): they reference nothing live.
+type terminating struct {
+	References
+	names []types.NamespacedName
+}
+
+func (t terminating) Exists(ctx context.Context, svc types.NamespacedName) (bool, error) {
+	if slices.Contains(t.names, svc) {
+		return true, nil
+	}
+	return t.References.Exists(ctx, svc)
+}
+
+// beingDeleted makes the allocator's cache show svc Terminating.
+func beingDeleted(a *Allocator, names ...types.NamespacedName) {
+	a.refs = terminating{References: a.refs, names: names}
 }
 
 func svc(ns, name string) types.NamespacedName {

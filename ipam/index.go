@@ -131,7 +131,7 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 		// A Service that showed the ID after the index learned its tags
 		// may have taken it back since: its orphaned-since is stale.
 		hintedLater := hints[r.id].After(r.learned)
-		if r.pool == req.Pool.Name && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || a.mayBeReusable(cfg, r, now)) {
+		if req.Pool.Covers(r.address) && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || a.mayBeReusable(cfg, req.Pool.SubnetID(), r, now)) {
 			add(r.id)
 		} else {
 			known[r.id] = true
@@ -160,28 +160,29 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 // orphaned-since can only have been cleared since by a live Service, which
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
-func (a *Allocator) mayBeReusable(cfg *Config, r *indexed, now time.Time) bool {
+func (a *Allocator) mayBeReusable(cfg *Config, subnetID string, r *indexed, now time.Time) bool {
 	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned}
 	if r.used {
 		e.UID = "used"
 	}
-	return a.policy.Reusable(cfg, e, now)
+	p, _ := cfg.PoolOf(e, subnetID, r.address)
+	return a.policy.Reusable(p, e, now)
 }
 
-// indexedElsewhere reports whether an index knows id as a reservation of
-// another pool than p: not a candidate, no need to re-read it.
+// indexedElsewhere reports whether an index knows id as a reservation
+// outside p's address space: not a candidate, no need to re-read it.
 func (a *Allocator) indexedElsewhere(id string, p *Pool) bool {
 	a.mu.Lock()
-	views := make([]*occupancy, 0, len(a.occ))
-	for _, o := range a.occ {
-		views = append(views, o)
+	views := make(map[string]*occupancy, len(a.occ))
+	for subnet, o := range a.occ {
+		views[subnet] = o
 	}
 	a.mu.Unlock()
-	for _, o := range views {
+	for subnet, o := range views {
 		o.mu.Lock()
 		r, ok := o.mine.byID[id]
 		o.mu.Unlock()
-		if ok && r.pool != p.Name {
+		if ok && !p.Holds(subnet, r.address) {
 			return true
 		}
 	}

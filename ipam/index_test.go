@@ -107,6 +107,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	if err := e.srv.Attach(third.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
+	beingDeleted(a, svc("web", "api"))
 	e.srv.ResetCounts()
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, third.Address.String(), "retry in a moment")
@@ -586,6 +587,7 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 		t.Fatal(used, err)
 	}
 	mine.Remember(svc("web", "api"), []string{used})
+	beingDeleted(mine, svc("web", "api"))
 	e.srv.ResetCounts()
 	_, err = mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, "10.10.0.3", "retry in a moment")

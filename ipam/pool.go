@@ -26,6 +26,29 @@ func (c *Config) Pool(name string) (*Pool, bool) {
 	return nil, false
 }
 
+// PoolOf is the pool a reservation belongs to: the pool its tag names, or,
+// when no pool has that name any more (a renamed pool), the pool whose
+// subnet and ranges hold its address. false when neither: a removed pool.
+// Admissions and the sweeper both judge a reservation's retention by it.
+func (c *Config) PoolOf(e Entry, subnetID string, addr netip.Addr) (*Pool, bool) {
+	if p, ok := c.Pool(e.Pool); ok {
+		return p, true
+	}
+	for _, p := range c.Pools {
+		if p.Holds(subnetID, addr) {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Holds reports whether an IP of the subnet at addr is in the pool's address
+// space: its subnet, inside its ranges, exclusions aside (an address the
+// operator excluded later stays with the Service that has it).
+func (p *Pool) Holds(subnetID string, addr netip.Addr) bool {
+	return subnetID == p.subnetID && p.Covers(addr)
+}
+
 // DefaultPool is the pool for Services that ask for nothing, or nil.
 func (c *Config) DefaultPool() *Pool {
 	for _, p := range c.Pools {

@@ -23,21 +23,25 @@ import (
 // refusal.
 func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, error) {
 	p := req.Pool
-	switch {
-	case p.Disabled:
-		return nil, refuse(ReasonPoolDisabled, "pool %q is disabled (draining): it keeps its reservations but takes no new ones; ask for another pool", p.Name)
-	case req.Address.IsValid() && !p.Contains(req.Address):
+	if req.Address.IsValid() && !p.Contains(req.Address) {
+		// Asked for by name: an address the operator has since excluded is
+		// refused even to the Service that had it.
 		return nil, refuse(ReasonAddressOutsidePool, "address %s is not in pool %q (%s); ask for an address inside it or for another pool", req.Address, p.Name, describeRanges(p))
-	case !req.Address.IsValid() && !p.AutoAssigns():
-		return nil, refuse(ReasonAddressRequired, "pool %q hands out only explicitly requested addresses (autoAssign: false); set scw-lb-ipam.io/address to an address in %s", p.Name, describeRanges(p))
 	}
-
+	// The Service's own reservation comes before pool policy: a drained
+	// pool keeps its Services' reservations, it refuses new bookings only.
 	known, sticky, err := a.sticky(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if sticky != nil {
 		return a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)
+	}
+	switch {
+	case p.Disabled:
+		return nil, refuse(ReasonPoolDisabled, "pool %q is disabled (draining): it keeps its reservations but takes no new ones; ask for another pool", p.Name)
+	case !req.Address.IsValid() && !p.AutoAssigns():
+		return nil, refuse(ReasonAddressRequired, "pool %q hands out only explicitly requested addresses (autoAssign: false); set scw-lb-ipam.io/address to an address in %s", p.Name, describeRanges(p))
 	}
 	if req.DryRun {
 		return a.predict(ctx, req)

@@ -180,12 +180,23 @@ func TestReserveSticky(t *testing.T) {
 	// The oldest reservation is still attached to the previous Load
 	// Balancer: book nothing, ask to retry, so that the Service gets it back
 	// once detached instead of a new address.
+	// While the previous Service object exists (Terminating behind the
+	// CCM's finalizer) the CREATE cannot succeed: retry.
+	withoutTerminating := a.refs
+	beingDeleted(a, svc("web", "api"))
 	e.srv.ResetCounts()
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
 	// Both of its reservations are read before the choice.
 	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=2 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
+	}
+	// Once it is gone the re-create takes its reservation back although the
+	// previous Load Balancer, which Scaleway deletes late, still holds it.
+	a.refs = withoutTerminating
+	back, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || back.ID != first.ID || !back.Reused {
+		t.Fatalf("re-create after the previous Service is gone: %+v %v, want %s back", back, err, first.ID)
 	}
 	// Attached to something else than a Load Balancer: not ours to wait for.
 	if err := e.srv.Detach(first.ID); err != nil {
@@ -233,8 +244,10 @@ func TestReserveRefusals(t *testing.T) {
 	wantRefusal(t, err, ReasonPoolDisabled, `pool "drained" is disabled`, "ask for another pool")
 	_, err = a.Reserve(ctx, Request{Pool: pool(t, a, "manual"), Service: svc("web", "x")})
 	wantRefusal(t, err, ReasonAddressRequired, "autoAssign: false", "scw-lb-ipam.io/address", "172.16.34.0/24")
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
-		t.Fatalf("refusals called the API: %s", got)
+	// The Service's own reservation is looked up before pool policy (a
+	// drained pool gives its Services theirs back): a read, nothing written.
+	if got := e.calls(countedOps...); got != "ListIPs=2 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		t.Fatalf("refusals wrote to the API: %s", got)
 	}
 }
 

@@ -28,38 +28,38 @@ type Retention struct {
 	Margin time.Duration
 }
 
-// Of is how long an unreferenced reservation is kept after orphaned-since.
-// known is false when its pool is no longer in the pool file.
-func (r Retention) Of(cfg *Config, e Entry) (d time.Duration, known bool) {
-	p, known := cfg.Pool(e.Pool)
+// Of is how long an unreferenced reservation of pool p is kept after
+// orphaned-since; p is nil when its pool is no longer in the pool file (see
+// Config.PoolOf, which admissions and the sweeper both resolve it with).
+func (r Retention) Of(p *Pool, e Entry) time.Duration {
 	switch {
 	case e.UID == "":
-		return r.PendingGrace, known
-	case known:
-		return p.Retention.Duration, true
+		return r.PendingGrace
+	case p != nil:
+		return p.Retention.Duration
 	}
-	return DefaultRetention, false
+	return DefaultRetention
 }
 
-// Reusable reports whether an admission at now may take the reservation
-// back: it is not orphaned, or its release is more than Margin away. A pool
-// with retention 0 is not sticky, and a removed pool's reservations are
-// never handed out again.
-func (r Retention) Reusable(cfg *Config, e Entry, now time.Time) bool {
+// Reusable reports whether an admission at now may take the reservation of
+// pool p back: it is not orphaned, or its release is more than Margin away.
+// A pool with retention 0 is not sticky, and a removed pool's reservations
+// are never handed out again.
+func (r Retention) Reusable(p *Pool, e Entry, now time.Time) bool {
 	if e.OrphanedSince.IsZero() {
 		return true
 	}
-	d, known := r.Of(cfg, e)
-	return known && d > 0 && now.Add(r.Margin).Before(e.OrphanedSince.Add(d))
+	d := r.Of(p, e)
+	return p != nil && d > 0 && now.Add(r.Margin).Before(e.OrphanedSince.Add(d))
 }
 
-// Expired reports whether the sweeper at now may release the reservation.
-func (r Retention) Expired(cfg *Config, e Entry, now time.Time) bool {
+// Expired reports whether the sweeper at now may release the reservation of
+// pool p.
+func (r Retention) Expired(p *Pool, e Entry, now time.Time) bool {
 	if e.OrphanedSince.IsZero() {
 		return false
 	}
-	d, _ := r.Of(cfg, e)
-	return !now.Before(e.OrphanedSince.Add(d))
+	return !now.Before(e.OrphanedSince.Add(r.Of(p, e)))
 }
 
 // Check refuses retentions that leave no reuse window: a non-zero retention

@@ -44,10 +44,11 @@ func TestCheckedRetentionsLeaveAReuseWindow(t *testing.T) {
 			just := orphaned.Add(time.Millisecond)
 			used, _ := ParseEntry(Entry{Cluster: "c", Pool: "p", UID: "u", OrphanedSince: orphaned}.Tags())
 			pending, _ := ParseEntry(Entry{Cluster: "c", Pool: "p", OrphanedSince: orphaned}.Tags())
-			if got := r.Reusable(cfg, used, just); got != (tc.retention > 0) {
+			p := cfg.Pools[0]
+			if got := r.Reusable(p, used, just); got != (tc.retention > 0) {
 				t.Errorf("used reservation reusable %v, want %v", got, tc.retention > 0)
 			}
-			if !r.Reusable(cfg, pending, just) {
+			if !r.Reusable(p, pending, just) {
 				t.Error("pending reservation not reusable right after orphaning")
 			}
 		})

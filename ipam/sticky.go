@@ -104,7 +104,9 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 		}
 	}
 	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
-		return nil, a.stillHeld(ctx, req.Service, found)
+		if err := a.stillHeld(ctx, req.Service, found); err != nil {
+			return nil, err
+		}
 	}
 	return found, nil
 }
@@ -129,8 +131,10 @@ func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*scaleway.IP
 // in a lagging cache, since a CREATE of that name only succeeds once the old
 // one is gone. own are the IDs the Service references itself (an UPDATE).
 func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc types.NamespacedName, own []string, ip *scaleway.IP, now time.Time) (bool, error) {
+	// The reservation's network and the pool's address space, not the
+	// pool's name: a renamed pool keeps its Services' addresses.
 	e, ok := ParseEntry(ip.Tags)
-	if !ok || !e.Owns(cfg.ClusterName) || e.Pool != pool.Name || e.Service != svc {
+	if !ok || !e.Owns(cfg.ClusterName) || e.Service != svc || !pool.Holds(ip.SubnetID, ip.Address) {
 		return false, nil
 	}
 	if slices.Contains(own, ip.ID) {
@@ -148,12 +152,20 @@ func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc 
 	if ip.Resource != nil && ip.Resource.Type != scaleway.ResourceLoadBalancer {
 		return false, nil
 	}
-	return a.policy.Reusable(cfg, e, now), nil
+	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	return a.policy.Reusable(p, e, now), nil
 }
 
-// stillHeld refuses while the previous Load Balancer of svc holds its
-// reservation. A live namesake in the cache means the Service exists: the
-// apiserver would refuse the CREATE, so say that instead of "retry".
+// stillHeld decides a re-create whose reservation is still attached to a
+// Load Balancer. While a Service of that name exists, the CREATE cannot
+// succeed: a live one is refused as existing (the apiserver would refuse
+// it too, so say that instead of "retry"), a Terminating one (the CCM's
+// finalizer) retryably. Once the object is gone, nil: the re-create takes
+// its reservation although the previous Load Balancer still holds it.
+// Scaleway deletes a Load Balancer asynchronously, up to a minute after the
+// CCM let the Service go; the CCM attaches the IP to the new Load Balancer
+// once the old one lets go, where a refusal would outlast the client's
+// retries.
 func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip *scaleway.IP) error {
 	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
 	if err != nil {
@@ -162,7 +174,14 @@ func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip 
 	if slices.Contains(refs, svc) {
 		return refuse(ReasonServiceExists, "Service %s already exists and holds address %s (IPAM ID %s) through its Load Balancer; delete it first, or update it instead of creating it", svc, ip.Address, ip.ID)
 	}
-	return refuse(ReasonStillHeld, "address %s (IPAM ID %s) is still held by the Load Balancer of the previous %s; it is kept for this Service: retry in a moment", ip.Address, ip.ID, svc)
+	exists, err := a.refs.Exists(ctx, svc)
+	if err != nil {
+		return cacheError(err)
+	}
+	if exists {
+		return refuse(ReasonStillHeld, "address %s (IPAM ID %s) is still held by the Load Balancer of the previous %s, which is being deleted; it is kept for this Service: retry in a moment", ip.Address, ip.ID, svc)
+	}
+	return nil
 }
 
 // takeBack hands a retained IP to its Service again. Clearing
@@ -174,8 +193,10 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 		return res, nil
 	}
 	e, _ := ParseEntry(ip.Tags)
-	if !e.OrphanedSince.IsZero() {
-		e.OrphanedSince = time.Time{}
+	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name {
+		// The pool's current name too, in the same write: a renamed pool's
+		// reservation is the new pool's from now on.
+		e.OrphanedSince, e.Pool = time.Time{}, pool.Name
 		updated, err := a.cloud.SetTags(ctx, ip.ID, e.Tags())
 		if err != nil {
 			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)

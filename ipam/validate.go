@@ -50,8 +50,8 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	var allowed []string
 	for _, p := range cfg.AllowedPools(svc.Namespace) {
 		allowed = append(allowed, p.Name)
-		if pool == nil && p.SubnetID() == ip.SubnetID {
-			pool = p
+		if p.SubnetID() == ip.SubnetID && (pool == nil || p.Holds(ip.SubnetID, ip.Address) && !pool.Holds(ip.SubnetID, ip.Address)) {
+			pool = p // the pool whose address space holds it, else the first on its subnet
 		}
 	}
 	if pool == nil {
@@ -78,12 +78,16 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 		// This Service's claim and a Load Balancer: its previous
 		// incarnation's, which the CCM is tearing down (a helm --force, an
 		// Argo CD replace). Retryable, as for a pool's reservation.
-		if holder, ok, err := a.claims.Holder(ctx, id); err != nil {
+		holder, ok, err := a.claims.Holder(ctx, id)
+		if err != nil {
 			return nil, err
-		} else if ok && holder == svc && ip.Resource.Type == scaleway.ResourceLoadBalancer {
-			return nil, a.stillHeld(ctx, svc, ip)
 		}
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
+		if !ok || holder != svc || ip.Resource.Type != scaleway.ResourceLoadBalancer {
+			return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", id, ip.Address, ip.Resource)
+		}
+		if err := a.stillHeld(ctx, svc, ip); err != nil {
+			return nil, err
+		}
 	}
 	if !req.DryRun {
 		if err := a.claims.Claim(ctx, id, svc); err != nil {
@@ -96,7 +100,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 // validateOurs takes one of this Service's own reservations back, under the
 // same rules as the sticky path.
 func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest, ip *scaleway.IP, e Entry, subnetPool *Pool) (*Reservation, error) {
-	pool, known := cfg.Pool(e.Pool)
+	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	if !known || !pool.Allows(req.Service.Namespace) {
 		pool = subnetPool
 	}
@@ -112,7 +116,9 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest
 			Message: "IPAM IP " + ip.ID + " (" + ip.Address.String() + ") of Service " + req.Service.String() + " is being released after its retention; a fresh address from pool " + pool.Name + " is reserved instead"}
 	}
 	if ip.Resource != nil && !slices.Contains(req.Own, ip.ID) {
-		return nil, a.stillHeld(ctx, req.Service, ip)
+		if err := a.stillHeld(ctx, req.Service, ip); err != nil {
+			return nil, err
+		}
 	}
 	return a.takeBack(ctx, pool, req.Service, ip, req.DryRun)
 }

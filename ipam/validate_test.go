@@ -92,8 +92,16 @@ func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
 	lb, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &ipamtest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
 	vm, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 
+	live := a.refs
+	beingDeleted(a, svc("web", "api"))
 	_, err := a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, "still held by the Load Balancer of the previous web/api", "retry in a moment")
+	// Gone: the re-create takes its claim again while Scaleway is still
+	// deleting the previous Load Balancer.
+	a.refs = live
+	if r, err := a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "api")}); err != nil || r.ID != lb || !r.BringYourOwn {
+		t.Fatalf("re-create after the previous Service is gone: %+v %v", r, err)
+	}
 	_, err = a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "other")})
 	wantRefusal(t, err, ReasonIDNotUsable, "attached to lb_server")
 	_, err = a.ValidateID(ctx, IDRequest{ID: vm, Service: svc("web", "api")})

@@ -36,10 +36,57 @@ func (r request) empty() bool {
 	return len(r.Pools) == 0 && len(r.Addresses) == 0 && len(r.IDs) == 0
 }
 
-// sameAsk reports whether two requests ask for the same thing; the written
-// annotations do not count.
-func (r request) sameAsk(o request) bool {
-	return slices.Equal(r.Pools, o.Pools) && slices.Equal(r.Addresses, o.Addresses) && slices.Equal(r.IDs, o.IDs)
+// sameAsk reports whether two requests ask for the same reservations,
+// compared as sets: reordering pools or IDs is no change, and neither is
+// pinning or unpinning an address the Service holds now (current, the
+// addresses an earlier admission wrote). The written annotations do not
+// count.
+func (r request) sameAsk(o request, current []netip.Addr) bool {
+	if !sameSet(r.Pools, o.Pools) || !sameSet(r.IDs, o.IDs) {
+		return false
+	}
+	for _, a := range symmetricDifference(r.Addresses, o.Addresses) {
+		if !slices.Contains(current, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSet compares two lists that list parsing keeps free of duplicates.
+func sameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func symmetricDifference[T comparable](a, b []T) []T {
+	var out []T
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// canonicalUUID reports the form the CCM and the Scaleway API take as it
+// is: 36 lower-case characters with dashes. uuid.Validate alone also takes
+// upper case, braces, urn:uuid: and no dashes.
+func canonicalUUID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
 }
 
 // annotationError is a denial about one annotation's value.
@@ -60,6 +107,13 @@ func (e *annotationError) Error() string {
 func parseRequest(ann map[string]string) (request, error) {
 	var r request
 	var err error
+	// First: an UPDATE compares with these even when the old object's
+	// other annotations no longer parse.
+	for _, s := range strings.Split(ann[ccm.AnnotationAddresses], ",") {
+		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
+			r.Recorded = append(r.Recorded, a)
+		}
+	}
 	if r.Pools, err = list(ann, ccm.AnnotationPool, func(s string) error {
 		if !ipam.IsName(s) {
 			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
@@ -81,8 +135,8 @@ func parseRequest(ann map[string]string) (request, error) {
 		r.Addresses = append(r.Addresses, netip.MustParseAddr(a))
 	}
 	isID := func(s string) error {
-		if uuid.Validate(s) != nil {
-			return fmt.Errorf("%q is not an IPAM IP ID (a UUID such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", truncate(s))
+		if !canonicalUUID(s) {
+			return fmt.Errorf("%q is not an IPAM IP ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f): the CCM passes each item to the Scaleway API as it is; write the ID as scw ipam ip list prints it", truncate(s))
 		}
 		return nil
 	}
@@ -92,23 +146,21 @@ func parseRequest(ann map[string]string) (request, error) {
 	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, isID); err != nil {
 		return r, err
 	}
+	for _, item := range strings.Split(ann[ccm.AnnotationPNIDs], ",") {
+		if t := strings.TrimSpace(item); t != item && t != "" {
+			return r, &annotationError{ccm.AnnotationPNIDs, ann[ccm.AnnotationPNIDs], fmt.Sprintf("item %q has spaces around it: the CCM splits this annotation on commas only and attaches each item as it is, so the Private Network would fail to attach; write the IDs comma-separated without spaces", truncate(item)), nil}
+		}
+	}
 	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, func(s string) error {
-		// The CCM accepts zonal IDs as "zone/uuid"; keep them as written.
-		_, id, _ := strings.Cut(s, "/")
-		if id == "" {
-			id = s
+		if canonicalUUID(s) {
+			return nil
 		}
-		if uuid.Validate(id) != nil {
-			return fmt.Errorf("%q is not a Private Network ID", truncate(s))
+		if _, id, zonal := strings.Cut(s, "/"); zonal && canonicalUUID(id) {
+			return fmt.Errorf("%q names a zone: the CCM splits %s on commas and attaches each item as a Private Network ID, so a zonal item fails to attach; write the plain ID %s", truncate(s), ccm.AnnotationPNIDs, id)
 		}
-		return nil
+		return fmt.Errorf("%q is not a Private Network ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", truncate(s))
 	}); err != nil {
 		return r, err
-	}
-	for _, s := range strings.Split(ann[ccm.AnnotationAddresses], ",") {
-		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
-			r.Recorded = append(r.Recorded, a)
-		}
 	}
 	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
 	switch v := ann[ccm.AnnotationAllowIPChange]; v {

@@ -39,7 +39,7 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 		"IPAM IDs":                       {served("web", ann(ccm.AnnotationIPAMIDs, id)), true},
 		"hand-written private-ip-ids":    {served("web", ann(ccm.AnnotationPrivateIPIDs, id)), true},
 		"recorded addresses":             {served("payments", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationAddresses, "172.16.35.200")), true},
-		"pn-ids of the user":             {served("web", ann(ccm.AnnotationPNIDs, "fr-par-1/5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d")), true},
+		"pn-ids of the user":             {served("web", ann(ccm.AnnotationPNIDs, "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d")), true},
 		"allow-ip-change":                {served("web", ann(ccm.AnnotationAllowIPChange, "true")), true},
 		"externally managed":             {served("web", ann(ccm.AnnotationExternallyManaged, "true")), false},
 		"externally managed with a pool": {served("web", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationPool, "general")), false},

@@ -60,6 +60,12 @@ type ServiceMutator struct {
 	// label: the webhook configuration's namespaceSelector is the first
 	// fence, this is the second.
 	Namespaces client.Reader
+	// NamespacesLive reads a Namespace from the apiserver itself when the
+	// cache says it is not opted in: the apiserver's namespaceSelector
+	// matched, so a label added a moment ago may not have reached the cache
+	// yet, and admitting untouched would leave the Service on a DHCP
+	// address. nil trusts the cache.
+	NamespacesLive client.Reader
 	// Excluded namespaces are never touched (kube-system, the release's own).
 	Excluded []string
 	Recorder EventRecorder
@@ -107,7 +113,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Service: %w", err)), resultErrored
 	}
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, req.Namespace) {
+	if !inScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
 		return admission.Allowed(""), resultSkipped
 	}
 	var old *corev1.Service
@@ -221,18 +227,29 @@ func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, n
 // optedIn reads the namespace's opt-in label from the cache. The
 // apiserver's namespaceSelector already matched, so a namespace that cannot
 // be read (an error, or not in the cache yet) is a retryable refusal, never
-// an admission without a reservation.
+// an admission without a reservation; and one the cache shows without the
+// label is read once more from the apiserver (see NamespacesLive).
 func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, error) {
 	if m.Namespaces == nil {
 		return true, nil
 	}
 	ns := &corev1.Namespace{}
-	if err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		m.Log.Error(err, "reading the namespace's opt-in label", "namespace", namespace)
-		return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
-			Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
+	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	if err == nil && ns.Labels[ccm.LabelEnabled] == "true" {
+		return true, nil
 	}
-	return ns.Labels[ccm.LabelEnabled] == "true", nil
+	if m.NamespacesLive != nil {
+		if lerr := m.NamespacesLive.Get(ctx, client.ObjectKey{Name: namespace}, ns); lerr == nil {
+			return ns.Labels[ccm.LabelEnabled] == "true", nil
+		} else if err == nil {
+			err = lerr
+		}
+	} else if err == nil {
+		return false, nil
+	}
+	m.Log.Error(err, "reading the namespace's opt-in label", "namespace", namespace)
+	return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
+		Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
 }
 
 // Unreserved reports whether a live LoadBalancer Service that carries no
@@ -240,7 +257,7 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, e
 // namespace and asks for one, or falls under a default pool. what names the
 // request for the report. The sweeper's leader uses it.
 func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (bool, string, error) {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || slices.Contains(m.Excluded, svc.Namespace) {
+	if !inScope(svc) || slices.Contains(m.Excluded, svc.Namespace) {
 		return false, "", nil
 	}
 	opted, err := m.optedIn(ctx, svc.Namespace)
@@ -256,4 +273,11 @@ func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (b
 		return false, "", nil
 	}
 	return true, p.describe(), nil
+}
+
+// inScope: a LoadBalancer Service the CCM serves. One with
+// spec.loadBalancerClass belongs to another load-balancer controller
+// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
+func inScope(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }

@@ -48,12 +48,13 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 		return nil, fmt.Errorf("indexing Services: %w", err)
 	}
 	mutator := &ServiceMutator{
-		Allocator:  o.Allocator,
-		Namespaces: mgr.GetCache(),
-		Excluded:   o.Excluded,
-		Recorder:   mgr.GetEventRecorder("scw-lb-ipam"),
-		Metrics:    NewMetrics(o.Registerer),
-		Log:        o.Log,
+		Allocator:      o.Allocator,
+		Namespaces:     mgr.GetCache(),
+		NamespacesLive: mgr.GetAPIReader(),
+		Excluded:       o.Excluded,
+		Recorder:       mgr.GetEventRecorder("scw-lb-ipam"),
+		Metrics:        NewMetrics(o.Registerer),
+		Log:            o.Log,
 	}
 	var handler admission.Handler = mutator
 	if o.Handler != nil {

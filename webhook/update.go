@@ -39,31 +39,29 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		}
 		return updateDecision{next: ask, keepDHCP: true}
 	}
-	if ask.sameAsk(prev) && (!hasIDs || newIDs == oldIDs) {
+	sameIDs := !hasIDs || sameSet(ask.RawIDs, prev.RawIDs)
+	if ask.sameAsk(prev, prev.Recorded) && sameIDs {
 		if oldIDs == "" {
 			// Nothing was reserved before (say the pool file had no default
 			// then) and no Load Balancer exists yet: allocate if the request
 			// now calls for it.
 			return updateDecision{next: ask}
 		}
-		if !hasIDs || svc.Annotations[ccm.AnnotationAddresses] != old.Annotations[ccm.AnnotationAddresses] || svc.Annotations[ccm.AnnotationPNIDs] == "" {
-			// A server-side apply by a manager that does not own our
-			// annotations dropped them: put them back as they were.
-			kept := map[string]string{}
-			for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
-				if v, ok := old.Annotations[k]; ok {
-					kept[k] = v
-				}
-			}
-			return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
+		// A re-apply (kubectl, Helm 4, Argo CD, Flux) resets the fields its
+		// manifest declares: pn-ids back to the user's networks, our
+		// annotations dropped or rewritten. Put back what the CCM needs to
+		// leave the Load Balancer as it is.
+		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask)
+		if len(kept) == 0 {
+			return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
 		}
-		return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
+		return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
 		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, ccm.AnnotationAllowIPChange))}
 	}
-	if !ask.sameAsk(prev) || !hasIDs {
+	if !ask.sameAsk(prev, prev.Recorded) || !hasIDs {
 		return updateDecision{next: ask}
 	}
 	// The request is the same but the IDs were edited by hand, with
@@ -94,12 +92,77 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 
 func describeChange(prev, ask request, oldIDs, newIDs string) string {
 	switch {
-	case !slices.Equal(prev.Pools, ask.Pools):
+	case !sameSet(prev.Pools, ask.Pools):
 		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
-	case !slices.Equal(prev.Addresses, ask.Addresses):
+	case !sameSet(prev.Addresses, ask.Addresses):
 		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
-	case !slices.Equal(prev.IDs, ask.IDs):
+	case !sameSet(prev.IDs, ask.IDs):
 		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
 	}
 	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
+}
+
+// keptAnnotations are the annotations an UPDATE that keeps its reservations
+// must carry, where the incoming object differs: the IDs and addresses as
+// an earlier admission wrote them (canonical: the CCM splits on commas
+// only), and pn-ids as the user now sets it plus every reservation's
+// Private Network (the CCM detaches the networks pn-ids does not list, and
+// with the pool's network the reserved IP). Empty when nothing differs.
+func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request) map[string]string {
+	kept := map[string]string{}
+	for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationAddresses} {
+		if v, ok := old.Annotations[k]; ok && svc.Annotations[k] != v {
+			kept[k] = v
+		}
+	}
+	pns := ask.PNIDs
+	if len(pns) == 0 {
+		pns = splitList(old.Annotations[ccm.AnnotationPNIDs])
+	}
+	for _, pn := range reservedPNs(cfg, old) {
+		if !slices.Contains(pns, pn) {
+			pns = append(pns, pn)
+		}
+	}
+	if v := strings.Join(pns, ","); v != "" && svc.Annotations[ccm.AnnotationPNIDs] != v {
+		kept[ccm.AnnotationPNIDs] = v
+	}
+	return kept
+}
+
+// reservedPNs are the Private Networks of the reservations an earlier
+// admission wrote on old, read without a Scaleway call: the items of its
+// pn-ids on which a pool's subnet holds one of its addresses. When an
+// address is in no pool any more (the pool was removed from the file),
+// every item is kept: dropping the wrong one would detach a reserved IP.
+func reservedPNs(cfg *ipam.Config, old *corev1.Service) []string {
+	items := splitList(old.Annotations[ccm.AnnotationPNIDs])
+	prev, _ := parseRequest(old.Annotations)
+	var out []string
+	for _, a := range prev.Recorded {
+		found := false
+		for _, p := range cfg.Pools {
+			if p.Prefix().Contains(a) && slices.Contains(items, p.PrivateNetworkID) {
+				found = true
+				if !slices.Contains(out, p.PrivateNetworkID) {
+					out = append(out, p.PrivateNetworkID)
+				}
+			}
+		}
+		if !found {
+			return items
+		}
+	}
+	return out
+}
+
+// splitList splits a comma list written by an earlier admission.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

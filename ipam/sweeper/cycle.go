@@ -240,8 +240,9 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scalew
 		log.V(1).Info("no live Service references this IP; retention starts")
 		return
 	}
-	retention, known := s.policy.Of(cfg, e)
-	if !s.policy.Expired(cfg, e, start) {
+	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	retention := s.policy.Of(pool, e)
+	if !s.policy.Expired(pool, e, start) {
 		return
 	}
 	if ip.Resource != nil {

@@ -146,7 +146,7 @@ func (r *run) stickiness() string {
 					continue
 				}
 				e, ok := oh.entryAt(at)
-				if !ok || e.Service != got.Service || e.Pool != got.Pool || !policy.Reusable(cfg, e, at) ||
+				if !ok || e.Service != got.Service || e.Pool != got.Pool || !reusable(cfg, policy, e, at) ||
 					(c.address != "" && oh.address.String() != c.address) {
 					continue
 				}
@@ -181,4 +181,11 @@ func (r *run) recordCreate(ns, name string, start time.Time, ann map[string]stri
 	r.mu.Lock()
 	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, ids: ids, address: ann[ccm.AnnotationAddress]})
 	r.mu.Unlock()
+}
+
+// reusable is the admissions' reuse rule for a reservation the chaos run
+// tags with pool names that never change.
+func reusable(cfg *ipam.Config, policy ipam.Retention, e ipam.Entry, at time.Time) bool {
+	p, _ := cfg.Pool(e.Pool)
+	return policy.Reusable(p, e, at)
 }
