@@ -14,6 +14,7 @@ import (
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -29,6 +30,14 @@ const (
 	Finalizer = "service.kubernetes.io/load-balancer-cleanup"
 	// managedTag marks the Load Balancers the CCM created.
 	managedTag = "managed-by-scaleway-cloud-controller-manager"
+)
+
+// The service controller's retry delays of a failed sync (its queue's
+// exponential rate limiter): from minRetryDelay, doubling at each failure of
+// the same version, up to maxRetryDelay.
+const (
+	minRetryDelay = 5 * time.Second
+	maxRetryDelay = 300 * time.Second
 )
 
 // UserAgent is sent with every Scaleway call of the stand-in, so that a
@@ -48,7 +57,11 @@ type Options struct {
 	// service controller's queue and the Load Balancer API's provisioning
 	// take seconds) and before tearing a deleted one down: the window in
 	// which a deleted Service is Terminating with its IPs still attached.
+	// A failed sync of a version is retried after the service
+	// controller's backoff instead: 5 s, doubling, at most 300 s.
 	Delay time.Duration
+	// Clock times Delay and the retries; default the real clock.
+	Clock clock.PassiveClock
 	// Interval between two looks at the Services; default 100 ms.
 	Interval time.Duration
 	// Logf receives one line per action and error; nil discards them.
@@ -75,6 +88,15 @@ type Controller struct {
 	// known are the UIDs of the last pass: one missing now was deleted,
 	// maybe before the finalizer was added, and its LB is collected.
 	known map[types.UID]bool
+	// retries are the Services whose last sync failed.
+	retries map[types.UID]*retry
+}
+
+// retry is the backoff of a Service whose sync failed.
+type retry struct {
+	version string // what the failed sync acted on (wanted)
+	delay   time.Duration
+	next    time.Time
 }
 
 // New returns a Controller talking to the Scaleway API of opts.Scaleway.
@@ -84,6 +106,9 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.Interval == 0 {
 		o.Interval = 100 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	region, err := o.Zone.Region()
 	if err != nil {
@@ -96,7 +121,7 @@ func New(o Options) (*Controller, error) {
 	}
 	return &Controller{
 		o: o, lb: lbapi.NewZonedAPI(cli), ipam: ipamapi.NewAPI(cli),
-		done: map[types.UID]string{}, due: map[string]time.Time{}, known: map[types.UID]bool{},
+		done: map[types.UID]string{}, due: map[string]time.Time{}, known: map[types.UID]bool{}, retries: map[types.UID]*retry{},
 	}, nil
 }
 
@@ -112,8 +137,9 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// Sync is one pass over the Services; errors are logged and retried on the
-// next pass, as the service controller's queue does.
+// Sync is one pass over the Services; errors are logged, and a failed sync
+// is retried after the service controller's backoff (a teardown on the next
+// pass after Delay).
 func (c *Controller) Sync(ctx context.Context) {
 	var list corev1.ServiceList
 	if err := c.o.Kube.List(ctx, &list); err != nil {
@@ -122,7 +148,7 @@ func (c *Controller) Sync(ctx context.Context) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.o.Clock.Now()
 	seen := map[types.UID]bool{}
 	gone := false
 	for i := range list.Items {
@@ -131,17 +157,27 @@ func (c *Controller) Sync(ctx context.Context) {
 		wants := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
 		switch {
 		case wants && c.done[svc.UID] != wanted(svc):
-			if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
-				continue
-			}
 			// What this pass acts on, read before its own patches: they
 			// update svc in place with the latest object, which may carry a
 			// change made meanwhile that this pass has not acted on.
 			acted := wanted(svc)
+			if r := c.retries[svc.UID]; r != nil && r.version == acted {
+				if now.Before(r.next) {
+					continue
+				}
+			} else {
+				// A new version: its own Delay, no backoff.
+				delete(c.retries, svc.UID)
+				if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
+					continue
+				}
+			}
 			if err := c.ensure(ctx, svc); err != nil {
-				c.logf("ensuring the Load Balancer of %s/%s: %v", svc.Namespace, svc.Name, err)
+				d := c.backoff(svc.UID, acted)
+				c.logf("ensuring the Load Balancer of %s/%s: %v (retrying in %s)", svc.Namespace, svc.Name, err, d)
 				continue
 			}
+			delete(c.retries, svc.UID)
 			c.done[svc.UID] = acted
 		case !wants && slices.Contains(svc.Finalizers, Finalizer):
 			if c.o.Hold != nil && c.o.Hold(client.ObjectKeyFromObject(svc)) {
@@ -159,6 +195,7 @@ func (c *Controller) Sync(ctx context.Context) {
 		if !seen[uid] {
 			gone = true
 			delete(c.done, uid)
+			delete(c.retries, uid)
 		}
 	}
 	c.known = seen
@@ -195,6 +232,20 @@ func (c *Controller) ready(key string, now time.Time) bool {
 	}
 	delete(c.due, key)
 	return true
+}
+
+// backoff records a failed sync of version and returns the delay before the
+// next try: minRetryDelay after the first failure of a version, twice the
+// last one after each further failure, at most maxRetryDelay.
+func (c *Controller) backoff(uid types.UID, version string) time.Duration {
+	r := c.retries[uid]
+	if r == nil || r.version != version {
+		r = &retry{version: version}
+		c.retries[uid] = r
+	}
+	r.delay = min(max(2*r.delay, minRetryDelay), maxRetryDelay)
+	r.next = c.o.Clock.Now().Add(r.delay)
+	return r.delay
 }
 
 // annotate is the CCM's annotateAndPatch.
@@ -241,7 +292,8 @@ func (c *Controller) updateStatus(ctx context.Context, svc *corev1.Service, lb *
 
 // ensureDeleted is the teardown of a Service deleted (or no longer a
 // LoadBalancer): the CCM's EnsureLoadBalancerDeleted, then the finalizer
-// removed.
+// removed as soon as DeleteLB is accepted. The Load Balancer may still be
+// to_delete, its IPs attached, for a while after the Service is gone.
 func (c *Controller) ensureDeleted(ctx context.Context, svc *corev1.Service) error {
 	lb, err := c.fetch(ctx, svc)
 	if err != nil {
@@ -267,12 +319,14 @@ func (c *Controller) ensureDeleted(ctx context.Context, svc *corev1.Service) err
 		return fmt.Errorf("removing the finalizer: %w", err)
 	}
 	delete(c.done, svc.UID)
+	delete(c.retries, svc.UID)
 	return nil
 }
 
 // collect deletes the Load Balancers of Services that are gone without the
 // finalizer's teardown (deleted before it was added), as the service
-// controller does from its informer's delete event.
+// controller does from its informer's delete event. One already being
+// deleted (a teardown's, still to_delete) is left to go.
 func (c *Controller) collect(ctx context.Context, services []corev1.Service) {
 	keep := map[string]bool{}
 	for _, svc := range services {
@@ -284,7 +338,7 @@ func (c *Controller) collect(ctx context.Context, services []corev1.Service) {
 		return
 	}
 	for _, lb := range resp.LBs {
-		if keep[lb.Name] || !slices.Contains(lb.Tags, managedTag) {
+		if keep[lb.Name] || !slices.Contains(lb.Tags, managedTag) || lb.Status == lbapi.LBStatusToDelete {
 			continue
 		}
 		if err := c.lb.DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{Zone: lb.Zone, LBID: lb.ID, ReleaseIP: true}, scw.WithContext(ctx)); err != nil && !notFound(err) {

@@ -28,9 +28,14 @@ type world struct {
 	nodes, pool ipamtest.PrivateNetwork
 }
 
-func newWorld(t *testing.T) *world {
+// newWorld builds a world; opts adjust the emulator's options.
+func newWorld(t *testing.T, opts ...func(*ipamtest.Options)) *world {
 	t.Helper()
-	w := &world{emu: ipamtest.NewTestServer(t, ipamtest.Options{})}
+	var o ipamtest.Options
+	for _, f := range opts {
+		f(&o)
+	}
+	w := &world{emu: ipamtest.NewTestServer(t, o)}
 	var err error
 	if w.nodes, err = w.emu.AddPrivateNetwork("nodes", "172.16.0.0/22"); err != nil {
 		t.Fatal(err)

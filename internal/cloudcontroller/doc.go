@@ -10,9 +10,14 @@
 // ListIPs(private_network_id, ip_ids) per network, DetachPrivateNetwork
 // before re-attaching with other IDs, AttachPrivateNetwork{ipam_ids}, the
 // status from the IPs attached to the Load Balancer; on deletion a patch
-// removing scw-loadbalancer-id, DeleteLB, then the finalizer removed. Same
-// timing hazards: each step waits a configurable delay, so a deleted
-// Service stays Terminating with its IP attached for a while. It must not
-// import the project's own packages: it checks them, it does not share
-// their reading of the annotations.
+// removing scw-loadbalancer-id, DeleteLB, then the finalizer removed at once,
+// while the Load Balancer may still be to_delete with its IPs attached. It
+// reads pn-ids and private-ip-ids as the CCM does: split on commas, nothing
+// trimmed, no zone stripped. Same timing hazards: each step waits a
+// configurable delay, so a deleted Service stays Terminating with its IP
+// attached for a while, and a failed sync (an attach refused while the
+// previous Load Balancer still holds the IP) is retried with the service
+// controller's backoff, 5 s doubling up to 300 s. It must not import the
+// project's own packages: it checks them, it does not share their reading
+// of the annotations.
 package cloudcontroller

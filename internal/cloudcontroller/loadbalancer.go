@@ -44,6 +44,12 @@ func (c *Controller) ensure(ctx context.Context, svc *corev1.Service) error {
 			return err
 		}
 	}
+	// The CCM goes on only with a ready Load Balancer: one found by the
+	// Service's scw-loadbalancer-id while it is being deleted is retried
+	// until it is gone, and a new one is created then.
+	if lb.Status != lbapi.LBStatusReady {
+		return fmt.Errorf("load balancer %s is not ready (status %s)", lb.ID, lb.Status)
+	}
 	if err := c.attachPrivateNetworks(ctx, svc, lb); err != nil {
 		return fmt.Errorf("failed to attach private networks: %w", err)
 	}
@@ -80,20 +86,22 @@ func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB,
 // attachPrivateNetworks attaches the Load Balancer to the Service's
 // Private Networks (the cluster's when it names none) with the IPAM IDs of
 // private-ip-ids that belong to each, detaching what it should not be on
-// and what is attached with other IDs.
+// and what is attached with other IDs. An ID in none of the networks fails
+// the sync: it is not silently left out for an address from DHCP.
 func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
 	want := map[string][]string{} // PN → the IPAM IDs to attach it with
 	external := svc.Annotations[annotationExternallyManaged] == "true"
 	if !external {
-		for _, pn := range split(svc.Annotations[annotationPNIDs]) {
-			want[pnID(pn)] = nil
+		for _, pn := range ccmList(svc.Annotations[annotationPNIDs]) {
+			want[pn] = nil
 		}
 	}
 	if len(want) == 0 {
 		want[c.o.ClusterPrivateNetworkID] = nil
 	}
 	region, _ := lb.Zone.Region()
-	if ids := split(svc.Annotations[annotationPrivateIPIDs]); len(ids) > 0 {
+	if ids := ccmList(svc.Annotations[annotationPrivateIPIDs]); len(ids) > 0 {
+		found := map[string]bool{}
 		for pn := range want {
 			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
 			if err != nil {
@@ -101,8 +109,14 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 			}
 			for _, ip := range resp.IPs {
 				want[pn] = append(want[pn], ip.ID)
+				found[ip.ID] = true
 			}
 			slices.Sort(want[pn])
+		}
+		for _, id := range ids {
+			if !found[id] {
+				return fmt.Errorf("private IP %q is in none of the private networks of load balancer %s", id, lb.ID)
+			}
 		}
 	}
 	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
@@ -163,22 +177,15 @@ func (c *Controller) deleteLB(ctx context.Context, svc *corev1.Service, lb *lbap
 	return nil
 }
 
-func split(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
+// ccmList reads a list annotation (pn-ids, private-ip-ids) as the CCM's
+// getPrivateNetworkIDs does: nil when empty, else split on commas and
+// nothing more. A padded, zonal or empty item is used as it is, and the
+// calls that name it fail, as the CCM's do.
+func ccmList(v string) []string {
+	if v == "" {
+		return nil
 	}
-	return out
-}
-
-// pnID strips the zone or region the CCM allows in front of a PN ID.
-func pnID(s string) string {
-	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
+	return strings.Split(v, ",")
 }
 
 func notFound(err error) bool {
