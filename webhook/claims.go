@@ -71,7 +71,18 @@ func (c *LeaseClaims) Claim(ctx context.Context, id string, svc types.Namespaced
 		other = *lease.Spec.HolderIdentity
 	}
 	if other == holder {
-		return nil // this Service again: a retry, an UPDATE, a re-create
+		// This Service again: a retry, an UPDATE, a re-create. The claim is
+		// renewed, so that it counts as fresh until the Service shows in
+		// the sweeper's cache, and a collection that read it before now
+		// loses on its resourceVersion.
+		lease.Spec.AcquireTime = &now
+		if err := c.Client.Update(ctx, lease); err != nil {
+			if apierrors.IsConflict(err) {
+				return &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Message: fmt.Sprintf("the claim of IPAM IP %s changed while it was renewed; nothing was reserved, apply again in a moment", id)}
+			}
+			return claimError(id, err)
+		}
+		return nil
 	}
 	if lease.Spec.AcquireTime != nil && c.Clock.Since(lease.Spec.AcquireTime.Time) < c.Fresh {
 		return &ipam.Error{Reason: ipam.ReasonIDNotUsable, Message: fmt.Sprintf("IPAM IP %s is being claimed by Service %s right now; an IP serves one Service", id, other)}

@@ -1,6 +1,7 @@
 package sweeper
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -72,12 +73,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, ErrNotSynced
 	}
 	cfg := s.o.Config()
-	refs, err := s.liveReferences(ctx, &rep)
+	refs, deleting, err := s.liveReferences(ctx, &rep)
 	if err != nil {
 		rep.Errors++
 		return rep, err
 	}
-	s.collectClaims(ctx, refs, &rep)
+	s.collectClaims(ctx, refs, deleting, &rep)
 	ips, err := s.o.Cloud.ListIPs(ctx, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
 	if err != nil {
 		rep.Errors++
@@ -110,7 +111,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 
 // liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
 // and reports the live ones that should hold a reservation and do not.
-func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][]liveRef, error) {
+// deleting maps IDs to the Terminating Services that still name them (the
+// CCM's finalizer holds them while it tears their Load Balancer down).
+func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, err error) {
 	// Without a deep copy: the cycle holds every Service of the cluster at
 	// once, and copying them all each cycle would double what the cache
 	// holds. The items share their maps and slices with the cache, so
@@ -118,13 +121,18 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][
 	// only read).
 	var list corev1.ServiceList
 	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing Services from the cache: %w", err)
+		return nil, nil, fmt.Errorf("listing Services from the cache: %w", err)
 	}
-	refs := map[string][]liveRef{}
+	refs, deleting = map[string][]liveRef{}, map[string][]types.NamespacedName{}
 	seen := map[types.UID]bool{}
 	for i := range list.Items {
 		svc := &list.Items[i]
 		if !ccm.Live(svc) {
+			if svc.DeletionTimestamp != nil {
+				for _, id := range ccm.ReferencedIDs(svc) {
+					deleting[id] = append(deleting[id], client.ObjectKeyFromObject(svc))
+				}
+			}
 			continue
 		}
 		ids := ccm.ReferencedIDs(svc)
@@ -140,7 +148,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (map[string][
 			delete(s.reported, uid)
 		}
 	}
-	return refs, nil
+	return refs, deleting, nil
 }
 
 // reportUnreserved counts a live Service that should hold a reservation and
@@ -166,8 +174,13 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 }
 
 // collectClaims deletes bring-your-own claims whose Service no longer uses
-// the ID, so that the ID may serve another Service.
-func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, rep *Report) {
+// the ID, so that the ID may serve another Service. A claim is kept while
+// its Service exists, Terminating included, and while its IP is still
+// attached to a Load Balancer: Scaleway deletes the previous incarnation's
+// Load Balancer up to a minute after the CCM let the Service go, and a
+// re-create in that window must find its claim (one GetIP per claim about
+// to be collected, which is rare).
+func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, deleting map[string][]types.NamespacedName, rep *Report) {
 	if s.o.Claims == nil {
 		return
 	}
@@ -177,7 +190,18 @@ func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, 
 				return true
 			}
 		}
-		return false
+		if slices.Contains(deleting[id], svc) {
+			return true
+		}
+		ip, err := s.o.Cloud.GetIP(ctx, id)
+		switch {
+		case scaleway.Classify(err) == scaleway.KindNotFound:
+			return false
+		case err != nil:
+			s.o.Log.V(1).Info("cannot tell whether a claimed IP is still attached; the claim is kept", "ipamID", id, "error", err.Error())
+			return true
+		}
+		return ip.Resource != nil && ip.Resource.Type == scaleway.ResourceLoadBalancer
 	})
 	rep.Claims += n
 	if err != nil {

@@ -1,0 +1,60 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// The dangerous order of finding 4: the sweeper's collection reads a claim
+// that looks stale (its Service was deleted a while ago), the re-created
+// Service's admission claims the ID again, then the collection deletes.
+// The renewal must make that delete lose on its resourceVersion, or the
+// re-created Service runs without its claim and a second Service could
+// take the ID (invariant 1).
+func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	claims := &LeaseClaims{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	ctx := context.Background()
+	const id = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+	api := types.NamespacedName{Namespace: "web", Name: "api"}
+	if err := claims.Claim(ctx, id, api); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(time.Minute) // the claim is no longer fresh
+
+	n, err := claims.Collect(ctx, func(gotID string, holder types.NamespacedName) bool {
+		if gotID != id || holder != api {
+			t.Fatalf("asked about %s of %s", gotID, holder)
+		}
+		// Between the collection's read and its delete: the re-create.
+		if err := claims.Claim(ctx, id, api); err != nil {
+			t.Fatalf("the re-create's claim: %v", err)
+		}
+		return false // the sweeper's view predates the re-create
+	})
+	if err != nil || n != 0 {
+		t.Fatalf("Collect = %d, %v; want nothing collected", n, err)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "scw-lb-ipam", Name: claimName(id)}, lease); err != nil {
+		t.Fatalf("the re-created Service lost its claim: %v", err)
+	}
+	if got := *lease.Spec.HolderIdentity; got != api.String() {
+		t.Fatalf("claim held by %s, want %s", got, api)
+	}
+	if !lease.Spec.AcquireTime.Time.Equal(clock.Now()) {
+		t.Fatalf("claim acquired at %s, want renewed at %s", lease.Spec.AcquireTime.Time, clock.Now())
+	}
+}
