@@ -125,17 +125,27 @@ func TestNonCanonicalIDsAreDenied(t *testing.T) {
 		"upper-case ID": {func(_, _ string) map[string]string { return ann(ccm.AnnotationIPAMIDs, strings.ToUpper(id)) }, canonical},
 		"braced ID":     {func(_, _ string) map[string]string { return ann(ccm.AnnotationIPAMIDs, "{"+id+"}") }, canonical},
 		"urn ID":        {func(_, _ string) map[string]string { return ann(ccm.AnnotationPrivateIPIDs, "urn:uuid:"+id) }, canonical},
-		"dashless ID":   {func(_, _ string) map[string]string { return ann(ccm.AnnotationIPAMIDs, strings.ReplaceAll(id, "-", "")) }, canonical},
+		"dashless ID": {func(_, _ string) map[string]string {
+			return ann(ccm.AnnotationIPAMIDs, strings.ReplaceAll(id, "-", ""))
+		}, canonical},
 		"zonal pn-ids": {
-			func(_, lab string) map[string]string { return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, "fr-par-1/"+lab) },
+			func(_, lab string) map[string]string {
+				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, "fr-par-1/"+lab)
+			},
 			func(lab string) []string { return []string{"names a zone", "write the plain ID " + lab} },
 		},
 		"padded pn-ids": {
-			func(nodes, lab string) map[string]string { return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, nodes+", "+lab) },
-			func(string) []string { return []string{"has spaces around it", "splits this annotation on commas only"} },
+			func(nodes, lab string) map[string]string {
+				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, nodes+", "+lab)
+			},
+			func(string) []string {
+				return []string{"has spaces around it", "splits this annotation on commas only"}
+			},
 		},
 		"upper-case pn-ids": {
-			func(_, lab string) map[string]string { return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, strings.ToUpper(lab)) },
+			func(_, lab string) map[string]string {
+				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, strings.ToUpper(lab))
+			},
 			func(string) []string { return []string{"not a Private Network ID in canonical form"} },
 		},
 	} {
