@@ -66,10 +66,19 @@ type Options struct {
 	// CCMDelay is the CCM stand-in's delay before each step (see
 	// cloudcontroller.Options.Delay); default 300 ms.
 	CCMDelay time.Duration
+	// LBDeleteDelay is how long a deleted Load Balancer stays to_delete in
+	// the emulator, holding its IPs, before it is gone (see
+	// ipamtest.Options.LBDeleteDelay); default 3 s, so that every suite
+	// sees Scaleway's asynchronous deletion (tens of seconds there). A
+	// negative value deletes at once.
+	LBDeleteDelay time.Duration
 	// NoCCM leaves the CCM stand-in out (benchmarks of the admission path
 	// alone).
 	NoCCM bool
 }
+
+// DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
+const DefaultLBDeleteDelay = 3 * time.Second
 
 // The release the chart is rendered as: its webhook configuration, Service
 // and TLS Secret names.
@@ -116,6 +125,17 @@ func Start(o Options) (_ *Env, err error) {
 	if o.Replicas == 0 {
 		o.Replicas = 2
 	}
+	// The defaults go into o before Env keeps its copy: the CCM stand-in
+	// and the emulator are built from that copy.
+	if o.CCMDelay == 0 {
+		o.CCMDelay = 300 * time.Millisecond
+	}
+	switch {
+	case o.LBDeleteDelay == 0:
+		o.LBDeleteDelay = DefaultLBDeleteDelay
+	case o.LBDeleteDelay < 0:
+		o.LBDeleteDelay = 0
+	}
 	bin := filepath.Join(o.Root, "bin")
 	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -131,10 +151,7 @@ func Start(o Options) (_ *Env, err error) {
 	if e.tmp, err = os.MkdirTemp("", "scw-lb-ipam-testenv-"); err != nil {
 		return nil, err
 	}
-	if o.CCMDelay == 0 {
-		o.CCMDelay = 300 * time.Millisecond
-	}
-	e.Emu = ipamtest.New(ipamtest.Options{SecretKey: SecretKey})
+	e.Emu = ipamtest.New(ipamtest.Options{SecretKey: SecretKey, LBDeleteDelay: o.LBDeleteDelay})
 	if _, err := e.Emu.Start("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
