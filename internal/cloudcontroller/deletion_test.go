@@ -148,8 +148,10 @@ func TestReCreateAttachesOnceThePreviousLBLetsGo(t *testing.T) {
 	// The first pass creates the Load Balancer and fails on X; its own
 	// scw-loadbalancer-id makes a new version, tried at once, which fails
 	// too: from then on the backoff of that version.
-	if !attempts() || !attempts() {
-		t.Fatal("the new Service's first passes did not try to attach")
+	for pass := range 2 {
+		if !attempts() {
+			t.Fatalf("pass %d of the new Service did not try to attach", pass+1)
+		}
 	}
 	if lb, ok := w.lbNamed("uid-new"); !ok || lb.PrivateNetworks[w.pool.ID] == x {
 		t.Fatalf("new Load Balancer %+v (found %v): X must still be the old one's", lb, ok)
