@@ -58,8 +58,15 @@ type reloadOptions struct {
 func setupConfigReloadWithManager(mgr manager.Manager, o reloadOptions) error {
 	gauge := newConfigGauge(o.reg)
 	gauge.loaded(o.loaded)
-	return mgr.Add(&configReloader{path: o.path, every: o.every, cloud: o.cloud, alloc: o.alloc, policy: o.policy,
-		gauge: gauge, clock: clock.RealClock{}, log: o.log})
+	return mgr.Add(newConfigReloader(o, gauge, clock.RealClock{}))
+}
+
+// newConfigReloader starts from the file Serve loaded, not from a fresh
+// read: a change made between Serve's read and the first poll would look
+// like the file in use and never be applied.
+func newConfigReloader(o reloadOptions, gauge *configGauge, clk clock.WithTicker) *configReloader {
+	return &configReloader{path: o.path, every: o.every, cloud: o.cloud, alloc: o.alloc, policy: o.policy,
+		gauge: gauge, clock: clk, log: o.log, last: o.loaded}
 }
 
 // maxReloadDelay caps the delay between retries of a transient failure.
@@ -70,7 +77,6 @@ func (r *configReloader) NeedLeaderElection() bool { return false }
 
 // Start polls until ctx ends.
 func (r *configReloader) Start(ctx context.Context) error {
-	r.last, _ = os.ReadFile(r.path)
 	t := r.clock.NewTicker(r.every)
 	defer t.Stop()
 	for {

@@ -199,3 +199,54 @@ func reloadWorld(t *testing.T, opts scaleway.Options) (*ipamtest.Server, map[str
 	}
 	return srv, pns, cloud, file
 }
+
+// The pool file changes between Serve's read and the reloader's first
+// poll (a ConfigMap updated while the pod starts): the reloader starts from
+// what Serve loaded, so the change is applied, not taken for the file in
+// use.
+func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
+	_, pns, cloud, text := reloadWorld(t, scaleway.Options{})
+	dc, nodes := pns["dc"], pns["nodes"]
+	path := filepath.Join(t.TempDir(), "pools.yaml")
+	first := []byte(text("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
+	if err := os.WriteFile(path, first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, loaded, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+		t.Fatal(err)
+	}
+	second := []byte(text("  - {name: a, privateNetworkID: " + dc.ID + "}\n  - {name: b, privateNetworkID: " + nodes.ID + "}\n"))
+	if err := os.WriteFile(path, second, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	clk := clocktesting.NewFakeClock(time.Now())
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+	r := newConfigReloader(reloadOptions{path: path, every: 10 * time.Second, loaded: loaded, cloud: cloud, alloc: alloc,
+		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, log: logr.Discard()}, newConfigGauge(prometheus.NewRegistry()), clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the reloader never started polling")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(10 * time.Second)
+	for {
+		if _, ok := alloc.Config().Pool("b"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change made before the first poll was never applied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
