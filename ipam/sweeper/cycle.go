@@ -30,6 +30,9 @@ type Report struct {
 	Shared       int      // IPs referenced by more than one Service
 	Unreserved   int      // live Services that should hold a reservation and do not
 	Claims       int      // bring-your-own claims collected
+	// OutOfScope are this cluster's tagged IPs outside every pool's subnet:
+	// another cluster may share the name, so they are left alone.
+	OutOfScope int
 	Errors       int
 }
 
@@ -88,10 +91,21 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
 	orphansByPool := map[string]int{}
+	scope := map[string]bool{}
+	for _, p := range cfg.Pools {
+		scope[p.SubnetID()] = true
+	}
 	for _, ip := range ips {
 		entry, ok := ipam.ParseEntry(ip.Tags)
 		if !ok || !entry.Owns(cfg.ClusterName) {
 			continue // the tag filter is OR: foreign IPs may come back too
+		}
+		if !scope[ip.SubnetID] && !s.o.ReleaseRemovedPools {
+			// The tag is a name, not a proof: a cluster of the same name on
+			// other networks is not ours to tag or release. A removed
+			// pool's network is released only when the operator says so.
+			rep.OutOfScope++
+			continue
 		}
 		rep.Scanned++
 		if r := refs[ip.ID]; len(r) > 0 {
@@ -102,6 +116,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		rep.Orphaned++
 		orphansByPool[entry.Pool]++
 		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
+	}
+	if rep.OutOfScope > 0 {
+		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
 	if s.o.Metrics != nil {
 		s.o.Metrics.setCycle(orphansByPool, rep)

@@ -16,6 +16,9 @@ type Metrics struct {
 	// unreserved counts live LoadBalancer Services that should hold a
 	// reservation and do not (let through by failurePolicy Ignore, say).
 	unreserved prometheus.Gauge
+	// outOfScope counts this cluster's tagged IPs outside every pool's
+	// subnet, which the sweeper leaves alone.
+	outOfScope prometheus.Gauge
 }
 
 // NewMetrics creates and registers the sweeper metrics.
@@ -42,8 +45,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unreserved: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scw_lb_ipam_unreserved_services", Help: "LoadBalancer Services in opted-in namespaces that ask for a reserved IP (or fall under a default pool) but carry none, at the last cycle.",
 		}),
+		outOfScope: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scw_lb_ipam_sweeper_out_of_scope", Help: "IPs tagged with this cluster's name outside every pool's subnet at the last cycle (another cluster with the same clusterName, or a removed pool's network): never touched unless --release-removed-pools.",
+		}),
 	}
-	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved)
+	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope)
 	return m
 }
 
@@ -58,6 +64,7 @@ func (m *Metrics) observeCycle(d time.Duration, r Report) {
 func (m *Metrics) setCycle(byPool map[string]int, r Report) {
 	m.would.Set(float64(len(r.WouldRelease)))
 	m.unreserved.Set(float64(r.Unreserved))
+	m.outOfScope.Set(float64(r.OutOfScope))
 	m.orphans.Reset()
 	for pool, n := range byPool {
 		m.orphans.WithLabelValues(pool).Set(float64(n))

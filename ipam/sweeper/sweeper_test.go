@@ -355,15 +355,45 @@ func TestRemovedPoolKeptUnlessAllowed(t *testing.T) {
 	svc := w.live("payments", "gone", r.ID)
 	w.sweep(w.sweeper())
 	w.remove(svc)
-	// dc-link leaves the pool file.
+	// dc-link leaves the pool file, and with it the only pool on its
+	// network: the IP is out of scope, left alone and reported.
 	w.cfg.Pools = w.cfg.Pools[1:]
-	w.sweep(w.sweeper())
+	if rep := w.sweep(w.sweeper()); rep.OutOfScope != 1 || rep.Tagged != 0 {
+		t.Fatalf("an out-of-scope IP was touched: %+v", rep)
+	}
 	w.clock.Step(48 * time.Hour)
 	if rep := w.sweep(w.sweeper()); len(rep.Released) != 0 {
 		t.Fatal("released a removed pool's IP without permission")
 	}
-	if rep := w.sweep(w.sweeper(func(o *Options) { o.ReleaseRemovedPools = true })); len(rep.Released) != 1 {
+	// With permission it is handled as a removed pool's: the retention
+	// clock starts, then it is released.
+	allowed := w.sweeper(func(o *Options) { o.ReleaseRemovedPools = true })
+	if rep := w.sweep(allowed); rep.Tagged != 1 {
+		t.Fatalf("not tagged orphaned with permission: %+v", rep)
+	}
+	w.clock.Step(ipam.DefaultRetention + time.Second)
+	if rep := w.sweep(allowed); len(rep.Released) != 1 {
 		t.Fatalf("not released with permission: %+v", rep)
+	}
+}
+
+// Finding 8: the sweeper lists by the cluster's name, which is a tag, not a
+// proof. Another cluster named the same on other networks has retained
+// reservations of a pool with our pool's name: they are left alone.
+func TestSameClusterNameOnOtherNetworksIsLeftAlone(t *testing.T) {
+	w := newWorld(t)
+	tags := ipam.Entry{Cluster: "prod", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: "theirs"}, UID: "uid-theirs",
+		OrphanedSince: w.clock.Now().Add(-100 * time.Hour)}.Tags()
+	theirs, err := w.srv.AddIP(w.pns["nodes"].ID, netip.MustParseAddr("172.16.0.50"), tags, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := w.sweep(w.sweeper())
+	if !w.exists(theirs) || rep.OutOfScope != 1 || rep.Tagged+rep.Untagged+rep.Backfilled != 0 || len(rep.Released) != 0 {
+		t.Fatalf("another cluster's IP was acted on: %+v", rep)
+	}
+	if ip, _ := w.srv.IP(theirs); !ipam.SameTags(ip.Tags, tags) {
+		t.Fatalf("its tags changed: %v", ip.Tags)
 	}
 }
 
