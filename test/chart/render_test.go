@@ -58,8 +58,9 @@ func TestWebhookConfiguration(t *testing.T) {
 				t.Errorf("namespaceSelector %v: opt-in=%v release and kube-system excluded=%v", exprs, optIn, excluded)
 			}
 			conds := hook["matchConditions"].([]any)
-			if len(conds) != 2 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), `object.spec.type == "LoadBalancer"`) ||
-				!strings.Contains(conds[1].(map[string]any)["expression"].(string), `!has(oldObject.metadata.deletionTimestamp)`) {
+			if len(conds) != 3 || !strings.Contains(conds[0].(map[string]any)["expression"].(string), `object.spec.type == "LoadBalancer"`) ||
+				conds[1].(map[string]any)["expression"] != `!has(object.spec.loadBalancerClass)` ||
+				!strings.Contains(conds[2].(map[string]any)["expression"].(string), `!has(oldObject.metadata.deletionTimestamp)`) {
 				t.Errorf("matchConditions %v", conds)
 			}
 			cc := hook["clientConfig"].(map[string]any)

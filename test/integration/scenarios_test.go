@@ -455,6 +455,18 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
+		// Nor does one of another load-balancer controller (MetalLB, Cilium):
+		// the CCM ignores it, and the chart's matchConditions keep it away.
+		class := lbService("payments", "metallb", map[string]string{ccm.AnnotationPool: "dc-link"})
+		className := "metallb.io/metallb"
+		class.Spec.LoadBalancerClass = &className
+		if err := s.Kube.Create(context.Background(), class); err != nil {
+			t.Fatal(err)
+		}
+		defer del(t, class)
+		if got := get(t, "payments", "metallb").Annotations[ccm.AnnotationPrivateIPIDs]; got != "" {
+			t.Fatalf("a Service with spec.loadBalancerClass got private-ip-ids %q", got)
+		}
 		// A LoadBalancer Service right after does reach it: the counter works.
 		lb := lbService("payments", "counted", nil)
 		if err := s.Kube.Create(context.Background(), lb); err != nil {
@@ -462,7 +474,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 		}
 		defer del(t, lb)
 		if got := s.Creates() - before; got != 1 {
-			t.Fatalf("%v admissions for one ClusterIP and one LoadBalancer Service, want 1", got)
+			t.Fatalf("%v admissions for a ClusterIP, a classed and one LoadBalancer Service, want 1", got)
 		}
 	})
 }
