@@ -3,7 +3,9 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -36,6 +38,22 @@ const (
 	// The webhook answers within timeoutSeconds (3) minus its margin; a
 	// fault delay of 4 s is past it.
 	faultDelay = 4 * time.Second
+	// lbDeleteDelay is how long a deleted Load Balancer stays to_delete,
+	// holding its IPs (CHAOS_LB_DELETE_DELAY overrides it; 0 deletes at
+	// once). Scaleway takes tens of seconds; 6 s keeps the short run short
+	// and still lets the races of a late deletion happen: longer than the
+	// CCM stand-in's first retry (5 s), so a re-create's refused attach
+	// backs off twice, and a re-create of the same name comes within it
+	// (the clients' delete-then-create), so the old Load Balancer still
+	// holds the address it is admitted with. Shorter than the retention
+	// (8 s): the sweeper releases a deleted Service's IP once it is both
+	// past its retention and detached, so the settle is no longer than
+	// with an immediate deletion.
+	lbDeleteDelay = 6 * time.Second
+	// ccmDelay is the CCM stand-in's wait before acting on a Service
+	// (testenv's default, spelled out): the window in which a deleted
+	// Service is Terminating with its IPs attached. Never 0 here.
+	ccmDelay = 300 * time.Millisecond
 )
 
 func envInt(name string, def int) int {
@@ -43,6 +61,27 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// envLBDeleteDelay is CHAOS_LB_DELETE_DELAY (a Go duration, "0" for an
+// immediate deletion) as testenv.Options.LBDeleteDelay, whose zero is its
+// own default and a negative value "at once".
+func envLBDeleteDelay(t *testing.T) time.Duration {
+	v := os.Getenv("CHAOS_LB_DELETE_DELAY")
+	if v == "" {
+		return lbDeleteDelay
+	}
+	d, err := time.ParseDuration(v)
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d < 0 {
+		t.Fatalf("CHAOS_LB_DELETE_DELAY=%q: want a duration such as 30s, or 0", v)
+	}
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // lockedBuffer collects the webhook's logs for the secret scan.
@@ -70,13 +109,41 @@ type run struct {
 	warnings *testenv.Warnings
 	byo      []string
 
-	done       atomic.Int64
-	mu         sync.Mutex
-	ops        map[string]int
-	denials    map[string]int
-	returned   map[string]string // IPAM ID → Service that got it
-	creates    []created
-	violations []string
+	done     atomic.Int64
+	mu       sync.Mutex
+	ops      map[string]int
+	denials  map[string]int
+	returned map[string]string // IPAM ID → Service that got it
+	creates  []created
+	// shown are the IDs a Service was seen with, and when first: the end
+	// of the create or update that returned them (stickiness).
+	shown map[string]time.Time
+	// manifests are the annotations each Service was last created with.
+	manifests map[string]map[string]string
+	// uids names the Service of each UID the run saw: Load Balancers are
+	// named after them.
+	uids map[string]string
+	// allowed are the writes that let a Service's address change
+	// (invariant 7), by Service UID.
+	allowed map[string][]allowedMove
+	// journal is every operation of the run, to tell a violation's story.
+	journal    []journalEntry
+	violations []violation
+}
+
+// violation is one breach of invariant n, recorded as it is seen.
+type violation struct {
+	n   int
+	msg string
+}
+
+// journalEntry is one client operation: what, on which Service, when, and
+// how it ended.
+type journalEntry struct {
+	svc, op    string
+	start, end time.Time
+	uid, ids   string
+	outcome    string
 }
 
 func (r *run) count(m map[string]int, k string) {
@@ -85,17 +152,40 @@ func (r *run) count(m map[string]int, k string) {
 	r.mu.Unlock()
 }
 
-func (r *run) violate(format string, args ...any) {
+// violate records a breach of invariant n seen during the run; at most 50
+// of each are kept.
+func (r *run) violate(n int, format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.violations) < 50 {
-		r.violations = append(r.violations, fmt.Sprintf(format, args...))
+	kept := 0
+	for _, v := range r.violations {
+		if v.n == n {
+			kept++
+		}
 	}
+	if kept < 50 {
+		r.violations = append(r.violations, violation{n, fmt.Sprintf(format, args...)})
+	}
+}
+
+// note records an operation in the journal.
+func (r *run) note(svc, op string, start time.Time, obj *corev1.Service, outcome string) {
+	e := journalEntry{svc: svc, op: op, start: start, end: time.Now(), outcome: outcome}
+	if obj != nil {
+		e.uid, e.ids = string(obj.UID), obj.Annotations[ccm.AnnotationPrivateIPIDs]
+	}
+	r.mu.Lock()
+	r.journal = append(r.journal, e)
+	if e.uid != "" {
+		r.uids[e.uid] = svc
+	}
+	r.mu.Unlock()
 }
 
 func TestChaos(t *testing.T) {
 	seed := uint64(envInt("CHAOS_SEED", 1))
 	opsTotal, clients := envInt("CHAOS_OPS", 200), envInt("CHAOS_CLIENTS", 6)
+	deleteDelay := envLBDeleteDelay(t)
 	logs := &lockedBuffer{}
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/22"},
@@ -108,17 +198,20 @@ pools:
   - {name: general, privateNetworkID: %s, default: true, retention: %s}
 `, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
 		},
-		Namespaces: map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
-		HelmSets:   []string{"webhook.timeoutSeconds=3"},
-		Args:       []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
-		Logs:       logs,
+		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
+		HelmSets:      []string{"webhook.timeoutSeconds=3"},
+		Args:          []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
+		Logs:          logs,
+		CCMDelay:      ccmDelay,
+		LBDeleteDelay: deleteDelay,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer env.Stop()
 
-	r := &run{env: env, warnings: &testenv.Warnings{}, ops: map[string]int{}, denials: map[string]int{}, returned: map[string]string{}}
+	r := &run{env: env, warnings: &testenv.Warnings{}, ops: map[string]int{}, denials: map[string]int{}, returned: map[string]string{},
+		shown: map[string]time.Time{}, manifests: map[string]map[string]string{}, uids: map[string]string{}, allowed: map[string][]allowedMove{}}
 	if r.kube, err = env.Client(r.warnings); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +263,10 @@ pools:
 	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
 		_ = os.WriteFile(path, []byte(logs.String()), 0o600)
 	}
-	results := r.invariants(ok3, logs.String())
-	r.summary(seed, opsTotal, clients, opsWall, time.Since(settle), f, results, kills)
+	settled := time.Since(settle)
+	addrs, sticky := r.liveAddresses(), r.stickiness()
+	results := r.invariants(ok3, logs.String(), addrs, sticky)
+	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills)
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
@@ -195,8 +290,10 @@ func (r *run) client(seed uint64, c, n int) {
 	for range n {
 		name := fmt.Sprintf("c%d-svc-%d", c, rng.IntN(6))
 		switch x := rng.IntN(100); {
-		case x < 30:
+		case x < 24:
 			r.create(ctx, ns, name, r.request(rng))
+		case x < 30:
+			r.reapply(ctx, ns, name, rng.IntN(2) == 0)
 		case x < 50:
 			r.delete(ctx, ns, name)
 		case x < 62:
@@ -217,9 +314,13 @@ func (r *run) client(seed uint64, c, n int) {
 }
 
 func (r *run) request(rng *rand.Rand) map[string]string {
-	switch rng.IntN(5) {
+	switch rng.IntN(6) {
 	case 0:
 		return map[string]string{ccm.AnnotationPool: "dc-link"}
+	case 5:
+		// The CCM's own pn-ids in the manifest: the webhook adds the pool's
+		// network, and every re-apply resets it to the nodes' alone.
+		return map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPNIDs: r.env.PNs["nodes"].ID}
 	case 1:
 		return map[string]string{ccm.AnnotationPool: "dc-link,general"}
 	case 2:
@@ -240,22 +341,36 @@ func svcObject(ns, name string, ann map[string]string) *corev1.Service {
 func (r *run) create(ctx context.Context, ns, name string, ann map[string]string) {
 	r.count(r.ops, "create")
 	r.done.Add(1)
+	manifest := maps.Clone(ann)
 	svc := svcObject(ns, name, ann)
 	start := time.Now()
 	if err := r.kube.Create(ctx, svc); err != nil {
-		r.denied(err)
+		r.note(ns+"/"+name, "create", start, nil, r.denied(err))
 		return
 	}
+	r.note(ns+"/"+name, "create", start, svc, "ok")
+	r.mu.Lock()
+	r.manifests[ns+"/"+name] = manifest
+	r.mu.Unlock()
 	r.recordCreate(ns, name, start, svc.Annotations)
 	r.checkReturned(svc)
+	if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" {
+		r.allow(svc, start, nil)
+	}
 }
 
 func (r *run) delete(ctx context.Context, ns, name string) {
 	r.count(r.ops, "delete")
 	r.done.Add(1)
+	start := time.Now()
 	err := r.kube.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		r.denied(err)
+	switch {
+	case err == nil:
+		r.note(ns+"/"+name, "delete", start, nil, "ok")
+	case apierrors.IsNotFound(err):
+		r.note(ns+"/"+name, "delete", start, nil, "not found")
+	default:
+		r.note(ns+"/"+name, "delete", start, nil, r.denied(err))
 	}
 }
 
@@ -285,11 +400,76 @@ func (r *run) changePool(ctx context.Context, ns, name string, allow bool) {
 	} else {
 		delete(svc.Annotations, ccm.AnnotationAllowIPChange)
 	}
+	start := time.Now()
 	if err := r.kube.Update(ctx, svc); err != nil {
-		r.denied(err)
+		r.note(ns+"/"+name, key, start, svc, r.denied(err))
+		if allow && !isAPIStatus(err) {
+			// No answer from the apiserver: the update may have been
+			// made. Any move of this Service's address is put down to it.
+			r.allow(svc, start, err)
+		}
 		return
 	}
+	r.note(ns+"/"+name, key, start, svc, "ok")
 	r.checkReturned(svc)
+	if allow {
+		r.allow(svc, start, nil)
+	}
+}
+
+// reapply applies the manifest the Service was created from again, as
+// GitOps tools do on every sync and people do by habit: the webhook must
+// keep it a no-op for the Load Balancer (same IDs, the pool's network still
+// in pn-ids), or deny it when it asks for another address (a pool changed
+// since) without allow-ip-change.
+func (r *run) reapply(ctx context.Context, ns, name string, replace bool) {
+	key := "re-apply"
+	if replace {
+		key = "replace"
+	}
+	r.count(r.ops, key)
+	r.done.Add(1)
+	r.mu.Lock()
+	manifest, ok := r.manifests[ns+"/"+name]
+	r.mu.Unlock()
+	svc := &corev1.Service{}
+	if !ok || r.kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc) != nil {
+		return
+	}
+	if replace {
+		// kubectl replace, Argo CD's Replace=true: the annotations as
+		// the manifest has them; what the webhook and the CCM wrote is
+		// gone.
+		svc.Annotations = maps.Clone(manifest)
+	} else {
+		// kubectl apply (its three-way patch), server-side apply (Helm 4,
+		// Argo CD, Flux): what the manifest declares is reset to its
+		// values, the rest is kept.
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		maps.Copy(svc.Annotations, manifest)
+	}
+	start := time.Now()
+	if err := r.kube.Update(ctx, svc); err != nil {
+		r.note(ns+"/"+name, key, start, svc, r.denied(err))
+		if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" && !isAPIStatus(err) {
+			r.allow(svc, start, err)
+		}
+		return
+	}
+	r.note(ns+"/"+name, key, start, svc, "ok")
+	r.checkReturned(svc)
+	// A pool changed with allow-ip-change keeps it: applying the manifest
+	// then moves the Service back, as asked.
+	if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" {
+		r.allow(svc, start, nil)
+	}
+}
+
+func isAPIStatus(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // checkReturned records what the webhook handed out (invariant 4), and
@@ -298,20 +478,25 @@ func (r *run) checkReturned(svc *corev1.Service) {
 	if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
 		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
 			if _, written := svc.Annotations[k]; written && k != ccm.AnnotationPrivateIPIDs {
-				r.violate("invariant 5: %s/%s got %s", svc.Namespace, svc.Name, k)
+				r.violate(5, "%s/%s got %s", svc.Namespace, svc.Name, k)
 			}
 		}
 		return
 	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, id := range ccm.ReferencedIDs(svc) {
-		r.mu.Lock()
 		r.returned[id] = svc.Namespace + "/" + svc.Name
-		r.mu.Unlock()
+		if _, ok := r.shown[id]; !ok {
+			r.shown[id] = now
+		}
 	}
 }
 
-// denied classifies an apiserver error by its reason.
-func (r *run) denied(err error) {
+// denied classifies an apiserver error by its reason, counts it and
+// returns the reason.
+func (r *run) denied(err error) string {
 	msg := err.Error()
 	reason := "other: " + truncate(msg, 200)
 	for _, k := range []struct{ match, reason string }{
@@ -338,6 +523,7 @@ func (r *run) denied(err error) {
 		}
 	}
 	r.count(r.denials, reason)
+	return reason
 }
 
 func truncate(s string, n int) string {
@@ -356,6 +542,11 @@ func (r *run) sample(ctx context.Context) {
 		var list corev1.ServiceList
 		if err := r.env.Kube.List(ctx, &list); err == nil {
 			refs := map[string][]string{}
+			r.mu.Lock()
+			for i := range list.Items {
+				r.uids[string(list.Items[i].UID)] = list.Items[i].Namespace + "/" + list.Items[i].Name
+			}
+			r.mu.Unlock()
 			for i := range list.Items {
 				svc := &list.Items[i]
 				if !ccm.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
@@ -369,13 +560,13 @@ func (r *run) sample(ctx context.Context) {
 					// Re-check: the Service may have been deleted meanwhile.
 					cur := &corev1.Service{}
 					if err := r.env.Kube.Get(ctx, client.ObjectKeyFromObject(svc), cur); err == nil && cur.UID == svc.UID && ccm.Live(cur) {
-						r.violate("invariant 2: IP %s of live Service %s/%s does not exist", id, svc.Namespace, svc.Name)
+						r.violate(2, "IP %s of live Service %s/%s does not exist", id, svc.Namespace, svc.Name)
 					}
 				}
 			}
 			for id, svcs := range refs {
 				if len(svcs) > 1 {
-					r.violate("invariant 1: IPAM ID %s referenced by %v", id, svcs)
+					r.violate(1, "IPAM ID %s referenced by %v", id, svcs)
 				}
 			}
 		}
@@ -461,24 +652,21 @@ type result struct {
 	detail string
 }
 
-func (r *run) invariants(settled bool, logs string) []result {
+func (r *run) invariants(settled bool, logs string, addrs *liveAddresses, sticky *stickiness) []result {
 	r.mu.Lock()
-	violations := append([]string(nil), r.violations...)
-	returned := map[string]string{}
-	for k, v := range r.returned {
-		returned[k] = v
-	}
+	violations := slices.Clone(r.violations)
+	returned := maps.Clone(r.returned)
 	r.mu.Unlock()
 	byN := func(n int) []string {
 		var out []string
 		for _, v := range violations {
-			if strings.HasPrefix(v, fmt.Sprintf("invariant %d:", n)) {
-				out = append(out, v)
+			if v.n == n {
+				out = append(out, v.msg)
 			}
 		}
 		return out
 	}
-	res := make([]result, 0, 6)
+	res := make([]result, 0, 8)
 	add := func(n int, bad []string) {
 		res = append(res, result{n: n, ok: len(bad) == 0, detail: strings.Join(bad, "; ")})
 	}
@@ -495,13 +683,13 @@ func (r *run) invariants(settled bool, logs string) []result {
 		for _, id := range ccm.ReferencedIDs(svc) {
 			owners[id] = append(owners[id], svc.Namespace+"/"+svc.Name)
 			if _, ok := r.env.Emu.IP(id); !ok {
-				violations = append(violations, fmt.Sprintf("invariant 2: IP %s of live Service %s/%s is released", id, svc.Namespace, svc.Name))
+				violations = append(violations, violation{2, fmt.Sprintf("IP %s of live Service %s/%s is released", id, svc.Namespace, svc.Name)})
 			}
 		}
 	}
 	for id, o := range owners {
 		if len(o) > 1 {
-			violations = append(violations, fmt.Sprintf("invariant 1: %s referenced by %v", id, o))
+			violations = append(violations, violation{1, fmt.Sprintf("%s referenced by %v", id, o)})
 		}
 	}
 	add(1, byN(1))
@@ -576,18 +764,31 @@ func (r *run) invariants(settled bool, logs string) []result {
 		bad6 = append(bad6, "nothing was scanned")
 	}
 	add(6, bad6)
+
+	// 7: from the emulator's attach and detach log.
+	add(7, append(byN(7), addrs.violations...))
+
+	// 8: from the creates and the emulator's audit log.
+	add(8, append(byN(8), sticky.violations()...))
 	return res
 }
 
-func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Duration, f *faults, res []result, kills *replicaChaos) {
+func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
+	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), the CCM stand-in's delay %s\n", deleteDelay, ccmDelay)
 	r.mu.Lock()
 	done := 0
 	for _, n := range r.ops {
 		done += n
 	}
-	fmt.Fprintf(&b, "  operations: %d in %s (%s)\n", done, opsWall.Round(time.Millisecond), sortedCounts(r.ops))
+	made := map[string]int{}
+	for _, e := range r.journal {
+		if e.outcome == "ok" {
+			made[e.op]++
+		}
+	}
+	fmt.Fprintf(&b, "  operations: %d in %s (%s; made: %s)\n", done, opsWall.Round(time.Millisecond), sortedCounts(r.ops), sortedCounts(made))
 	fmt.Fprintf(&b, "  denials and errors by reason:\n")
 	for _, line := range strings.Split(sortedCounts(r.denials), ", ") {
 		if line != "" {
@@ -603,11 +804,14 @@ func (r *run) summary(seed uint64, ops, clients int, opsWall, settle time.Durati
 	sort.Strings(kinds)
 	fmt.Fprintf(&b, "%s) over %d Scaleway calls\n", strings.Join(kinds, " "), len(r.env.Emu.Requests()))
 	fmt.Fprintf(&b, "  settled after the faults stopped in %s\n", settle.Round(time.Millisecond))
-	b.WriteString(r.stickiness())
+	b.WriteString(sticky.summary())
+	b.WriteString(addrs.summary())
 	b.WriteString(kills.summary())
 	names := []string{"", "no IPAM ID referenced by two live Services", "no referenced IP ever released",
 		"after quiescence + retention, nothing of ours unreferenced", "every ID handed out was booked or validated",
-		"opted-out and excluded namespaces never modified", "the secret key in no log, event, warning or metric"}
+		"opted-out and excluded namespaces never modified", "the secret key in no log, event, warning or metric",
+		"no live Load Balancer changed address without allow-ip-change",
+		"re-creates within retention got their previous address back"}
 	for _, x := range res {
 		status := "PASS"
 		if !x.ok {

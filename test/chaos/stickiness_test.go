@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -15,9 +17,9 @@ import (
 // created is a successful CREATE in an opted-in namespace: when the client
 // sent it and the IDs the Service got.
 type created struct {
-	svc   string // ns/name
-	start time.Time
-	ids   []string
+	svc        string // ns/name
+	start, end time.Time
+	ids        []string
 	// address asked for, if any: only a reservation of that address is
 	// its to take back.
 	address string
@@ -93,35 +95,79 @@ func histories(audit []ipamtest.AuditEvent) map[string]*history {
 	return out
 }
 
-// stickiness reports, over the run's successful creates, how many found an
-// earlier reservation of their Service and pool in IPAM that the release
-// protocol let them take back (not attached, outside the safety margin),
-// and how many of those got a fresh IP instead: the reservation index and
-// the Service cache of the replica that answered had not seen it. Those
-// are split by what the earlier reservation was: pending (booked by the
-// other replica for a CREATE that failed after its admission: no Service
-// ever showed it), held by a Service that was created (its cache had not
-// caught up), or still attached. The sweeper releases those after their
-// retention; invariant 3 checks nothing is left.
-func (r *run) stickiness() string {
-	hist := histories(r.env.Emu.Audit())
-	policy := ipam.Retention{PendingGrace: pendingGrace, Margin: 2 * 3 * time.Second}
+// cacheLag bounds how long after a Service showed an ID every replica's
+// Service cache shows it too: the watch's delivery, tens to a few hundred
+// milliseconds on a loaded machine. Until then a replica that did not book
+// the ID itself has no hint of it (Allocator.Remember), and its index
+// knows it only from its next listing.
+const cacheLag = time.Second
+
+// miss is a create that did not get its previous address back although
+// the release protocol let it: a fresh IP instead, or another earlier
+// reservation of its Service.
+type miss struct {
+	c         created
+	got       string    // the ID it got
+	fresh     bool      // got was booked for it, not taken back
+	at        time.Time // when that was booked (or, taken back, the create's start)
+	prev      string    // its previous address's ID
+	prevShown time.Time // when a Service first showed prev
+	attached  bool      // prev was still attached to the previous Load Balancer
+	why       string    // the explanation; "" when there is none
+}
+
+// stickiness is invariant 8 checked over the run's successful creates:
+// each that found an earlier reservation of its Service and pool in IPAM
+// which the release protocol let it take back (within the retention,
+// outside the safety margin) must have taken back its previous address:
+// of those, the one a Service showed last (the previous incarnation's, or
+// the previous write's).
+//
+// A fresh IP instead is explained, and not a violation, when
+//   - no Service ever showed the earlier reservations: they were pending,
+//     booked by an admission whose CREATE then failed, on another replica
+//     or with the answer lost; they were never a Service's address, and
+//     the replica that answered could not know them before its next
+//     listing. The sweeper releases them after the pending grace;
+//     invariant 3 checks nothing is left;
+//   - the previous address was first shown by a Service less than
+//     cacheLag before the booking: the replica that answered may not have
+//     seen that Service yet (a re-create right after a create).
+//
+// Taking back another earlier reservation is explained when it is the one
+// the design prefers (a live Service used it, then the oldest booking):
+// the previous address was then a miss itself, or pending.
+type stickiness struct {
+	err                       error
+	reusable, reused, pending int
+	// whileHeld are take-backs admitted while the previous Load Balancer
+	// (to_delete) still held the IP: the CCM attaches it once that one is
+	// gone.
+	whileHeld int
+	misses    []miss
+}
+
+func (r *run) stickiness() *stickiness {
 	cfg, err := ipam.ParseConfig([]byte(r.env.PoolFile()))
 	if err != nil {
-		return "stickiness: " + err.Error()
+		return &stickiness{err: err}
 	}
 	r.mu.Lock()
 	creates := slices.Clone(r.creates)
+	shown := maps.Clone(r.shown)
 	r.mu.Unlock()
-	// IDs some successful create handed to a Service: the Service cache of
-	// every replica showed them.
-	shown := map[string]bool{}
-	for _, c := range creates {
-		for _, id := range c.ids {
-			shown[id] = true
-		}
+	return checkStickiness(histories(r.env.Emu.Audit()), cfg, creates, shown)
+}
+
+// checkStickiness checks creates against the IPs' histories; shown is when
+// a Service first showed each ID.
+func checkStickiness(hist map[string]*history, cfg *ipam.Config, creates []created, shown map[string]time.Time) *stickiness {
+	out := &stickiness{}
+	policy := ipam.Retention{PendingGrace: pendingGrace, Margin: 2 * 3 * time.Second}
+	shownBefore := func(id string, t time.Time) (time.Time, bool) {
+		at, ok := shown[id]
+		return at, ok && at.Before(t)
 	}
-	var reusable, reused, fresh, freshShown, heldFresh int
 	for _, c := range creates {
 		for _, id := range c.ids {
 			h := hist[id]
@@ -132,15 +178,16 @@ func (r *run) stickiness() string {
 			if !ok || got.Service.String() != c.svc {
 				continue
 			}
-			if h.booked.Before(c.start) {
-				reusable++
-				reused++
-				continue
+			// When the admission decided: the booking of a fresh IP (a
+			// client's retries can put it well after the CREATE was sent);
+			// a take-back is not dated, the CREATE's start stands for it.
+			at, fresh := c.start, !h.booked.Before(c.start)
+			if fresh {
+				at = h.booked
 			}
-			// Booked for this create: was an earlier one of the Service and
-			// pool there to take back when the admission booked instead (a
-			// client's retries can put that well after it sent the CREATE)?
-			at := h.booked
+			// The earlier reservations of the Service and pool it could
+			// have taken back then.
+			var cands []string
 			for other, oh := range hist {
 				if other == id || !oh.existsAt(at) || !oh.booked.Before(c.start) {
 					continue
@@ -150,26 +197,124 @@ func (r *run) stickiness() string {
 					(c.address != "" && oh.address.String() != c.address) {
 					continue
 				}
-				reusable++
-				switch {
-				case oh.attachedAt(at):
-					heldFresh++
-				case shown[other]:
-					freshShown++
-					if os.Getenv("CHAOS_DEBUG") != "" {
-						fmt.Printf("miss: %s sent %s, booked %s at %s; earlier %s: %s\n", c.svc, c.start.Format("15:04:05.000"), id, at.Format("15:04:05.000"), other, r.trail(other))
-					}
-				default:
-					fresh++
-				}
-				break
+				cands = append(cands, other)
 			}
+			if !fresh {
+				cands = append(cands, id)
+			}
+			if len(cands) == 0 {
+				continue
+			}
+			out.reusable++
+			// The previous address: the candidate a Service showed last.
+			prev, prevShown := "", time.Time{}
+			for _, cand := range cands {
+				if t, ok := shownBefore(cand, at); ok && t.After(prevShown) {
+					prev, prevShown = cand, t
+				}
+			}
+			switch {
+			case prev == id, prev == "" && !fresh:
+				out.reused++
+				if !fresh && h.attachedAt(c.end) {
+					out.whileHeld++
+				}
+				continue
+			case prev == "":
+				out.pending++
+				continue
+			}
+			m := miss{c: c, got: id, fresh: fresh, at: at, prev: prev, prevShown: prevShown, attached: hist[prev].attachedAt(at)}
+			switch {
+			case !fresh && preferred(hist, cands, at) == id:
+				out.reused++
+				m.why = "the design prefers it (a live Service used it, then the oldest booking)"
+			case fresh && at.Sub(prevShown) < cacheLag:
+				m.why = fmt.Sprintf("cache lag: a Service first showed %s %s before the booking", prev, at.Sub(prevShown).Round(time.Millisecond))
+			}
+			out.misses = append(out.misses, m)
 		}
 	}
-	return fmt.Sprintf("  stickiness: %d creates found an earlier reservation of their Service and pool to take back: %d took it back;\n"+
-		"    fresh IP instead (the answering replica had not seen it): %d pending (booked by an admission whose CREATE failed),\n"+
-		"    %d that a created Service had held, %d still attached to the previous Load Balancer\n",
-		reusable, reused, fresh, freshShown, heldFresh)
+	return out
+}
+
+// preferred is the reservation an admission at t takes back among cands,
+// by the design's rule: one a live Service used (its uid back-filled)
+// first, then the oldest booking.
+func preferred(hist map[string]*history, cands []string, t time.Time) string {
+	best := ""
+	var bestUID bool
+	for _, id := range cands {
+		e, _ := hist[id].entryAt(t)
+		uid := e.UID != ""
+		if best == "" || (uid && !bestUID) || (uid == bestUID && hist[id].booked.Before(hist[best].booked)) {
+			best, bestUID = id, uid
+		}
+	}
+	return best
+}
+
+func (s *stickiness) violations() []string {
+	if s.err != nil {
+		return []string{"the pool file: " + s.err.Error()}
+	}
+	var out []string
+	for _, m := range s.misses {
+		if m.why == "" {
+			out = append(out, m.String())
+		}
+	}
+	return out
+}
+
+func (m miss) String() string {
+	what := "a fresh IP " + m.got + " booked at " + stamp(m.at)
+	if !m.fresh {
+		what = "another earlier reservation " + m.got
+	}
+	s := fmt.Sprintf("%s (CREATE sent %s) got %s instead of its previous address %s, which a Service first showed at %s",
+		m.c.svc, stamp(m.c.start), what, m.prev, stamp(m.prevShown))
+	if m.attached {
+		s += " and the previous Load Balancer still held"
+	}
+	if m.why != "" {
+		s += ": " + m.why
+	}
+	return s
+}
+
+func (s *stickiness) summary() string {
+	if s.err != nil {
+		return "  stickiness: " + s.err.Error() + "\n"
+	}
+	var lagged, older, unexplained, attached int
+	var maxLag time.Duration
+	for _, m := range s.misses {
+		switch {
+		case m.why == "":
+			unexplained++
+		case !m.fresh:
+			older++
+		default:
+			lagged++
+			maxLag = max(maxLag, m.at.Sub(m.prevShown))
+		}
+		if m.attached {
+			attached++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  stickiness: %d creates found an earlier reservation of their Service and pool to take back: %d took back their previous address\n"+
+		"    (%d while the previous Load Balancer still held it; %d another one the design prefers); fresh IP instead: %d pending (no Service had shown them: booked by an\n"+
+		"    admission whose CREATE failed), %d their previous address shown less than %s before (cache lag, at most %s),\n"+
+		"    %d unexplained; %d of the misses were still attached to the previous Load Balancer\n",
+		s.reusable, s.reused, s.whileHeld, older, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), unexplained, attached)
+	if os.Getenv("CHAOS_DEBUG") != "" {
+		for _, m := range s.misses {
+			fmt.Fprintf(&b, "    miss: %s\n", m)
+		}
+	}
+	return b.String()
 }
 
 // recordCreate keeps a successful create for stickiness.
@@ -179,7 +324,7 @@ func (r *run) recordCreate(ns, name string, start time.Time, ann map[string]stri
 		return
 	}
 	r.mu.Lock()
-	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, ids: ids, address: ann[ccm.AnnotationAddress]})
+	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, end: time.Now(), ids: ids, address: ann[ccm.AnnotationAddress]})
 	r.mu.Unlock()
 }
 

@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// The checks of invariants 7 and 8 on hand-made audit logs: a check that
+// cannot fail proves nothing.
+
+const (
+	lbID, svcUID     = "lb-1", "uid-1"
+	dcPN, nodesPN    = "pn-dc", "pn-nodes"
+	idA, idB, idNode = "ip-a", "ip-b", "ip-node"
+)
+
+var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func lbEvent(kind ipamtest.AuditKind, d time.Duration) ipamtest.AuditEvent {
+	op := ipamtest.OpDeleteLB
+	if kind == ipamtest.AuditCreateLB {
+		op = ipamtest.OpCreateLB
+	}
+	return ipamtest.AuditEvent{Time: at(d), Kind: kind, LBID: lbID, Op: op}
+}
+
+// ipEvent is an attach or detach of ip on pn by the Load Balancer API.
+func ipEvent(kind ipamtest.AuditKind, d time.Duration, ip, pn string) ipamtest.AuditEvent {
+	return ipamtest.AuditEvent{Time: at(d), Kind: kind, IPID: ip, Address: netip.MustParseAddr("172.16.35.9"), PrivateNetworkID: pn,
+		LBID: lbID, Resource: &ipamtest.Resource{Type: "lb_server", ID: lbID, Name: svcUID}}
+}
+
+func TestLiveAddressesCheck(t *testing.T) {
+	created := []ipamtest.AuditEvent{
+		lbEvent(ipamtest.AuditCreateLB, 0),
+		ipEvent(ipamtest.AuditAttach, time.Second, idNode, nodesPN),
+		ipEvent(ipamtest.AuditAttach, time.Second, idA, dcPN),
+	}
+	deleted := []ipamtest.AuditEvent{
+		lbEvent(ipamtest.AuditDeleteLB, 30*time.Second),
+		// Its end, 6 s later: not a live Load Balancer's change.
+		ipEvent(ipamtest.AuditDetach, 36*time.Second, idNode, nodesPN),
+		ipEvent(ipamtest.AuditDetach, 36*time.Second, idA, dcPN),
+		lbEvent(ipamtest.AuditLBGone, 36*time.Second),
+	}
+	moveToB := allowedMove{at: at(2 * time.Second), ids: map[string]bool{idB: true}}
+	for _, tc := range []struct {
+		name    string
+		events  []ipamtest.AuditEvent
+		allowed []allowedMove
+		bad     string // in the only violation; "" for none
+		moves   int
+	}{
+		{name: "attached once, deleted", events: concat(created, deleted)},
+		{
+			name:   "the pool's network detached and attached again with the same ID (a re-apply dropped it from pn-ids)",
+			events: concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(ipamtest.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
+			bad:    "lost ip-a (172.16.35.9) on network dc at 10:00:05.000 with no allow-ip-change write asking for it, attached again with the same ID 1s later",
+		},
+		{
+			name:   "detached for good",
+			events: concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			bad:    "nothing attached there again before its deletion at 10:00:30.000",
+		},
+		{
+			name:    "moved as an allow-ip-change write asked",
+			events:  concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(ipamtest.AuditAttach, 6*time.Second, idB, dcPN)}, deleted),
+			allowed: []allowedMove{moveToB},
+			moves:   2,
+		},
+		{
+			name:    "moved back to an address the allow-ip-change write did not ask for",
+			events:  concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(ipamtest.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
+			allowed: []allowedMove{moveToB},
+			moves:   1,
+			bad:     "got ip-a (172.16.35.9) on network dc at 10:00:06.000, after [] there, and no allow-ip-change write asked for it",
+		},
+		{
+			name:    "an allow-ip-change write that came after the change",
+			events:  concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			allowed: []allowedMove{{at: at(5500 * time.Millisecond), ids: map[string]bool{idB: true}}},
+			bad:     "lost ip-a",
+		},
+		{
+			name:   "an old allow-ip-change write, superseded by one keeping the address",
+			events: concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 25*time.Second, idA, dcPN)}, deleted),
+			allowed: []allowedMove{
+				{at: at(1 * time.Second), ids: map[string]bool{idB: true}},
+				{at: at(2 * time.Second), ids: map[string]bool{idA: true}},
+			},
+			bad: "lost ip-a",
+		},
+		{
+			name:    "an allow-ip-change write whose answer was lost",
+			events:  concat(created, []ipamtest.AuditEvent{ipEvent(ipamtest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			allowed: []allowedMove{{at: at(2 * time.Second)}},
+			moves:   1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkLiveAddresses(tc.events, map[string]string{svcUID: "chaos-a/web"}, map[string][]allowedMove{svcUID: tc.allowed}, nil,
+				map[string]string{dcPN: "dc", nodesPN: "nodes"})
+			if got.moves != tc.moves {
+				t.Errorf("moves = %d, want %d", got.moves, tc.moves)
+			}
+			switch {
+			case tc.bad == "" && len(got.violations) > 0:
+				t.Errorf("violations: %q", got.violations)
+			case tc.bad != "" && (len(got.violations) != 1 || !strings.Contains(got.violations[0], tc.bad)):
+				t.Errorf("violations: %q, want one with %q", got.violations, tc.bad)
+			}
+		})
+	}
+}
+
+func concat(parts ...[]ipamtest.AuditEvent) []ipamtest.AuditEvent {
+	var out []ipamtest.AuditEvent
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestStickinessCheck(t *testing.T) {
+	cfg, err := ipam.ParseConfig([]byte(`clusterName: chaos
+region: fr-par
+clusterPrivateNetworkID: 11111111-1111-4111-8111-111111111111
+pools:
+  - {name: dc-link, privateNetworkID: 22222222-2222-4222-8222-222222222222, retention: 8s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := types.NamespacedName{Namespace: "chaos-a", Name: "web"}
+	tags := func(uid string, orphaned time.Duration) []string {
+		e := ipam.Entry{Cluster: "chaos", Pool: "dc-link", Service: web, UID: uid}
+		if orphaned > 0 {
+			e.OrphanedSince = at(orphaned)
+		}
+		return e.Tags()
+	}
+	book := func(id string, d time.Duration) ipamtest.AuditEvent {
+		return ipamtest.AuditEvent{Time: at(d), Kind: ipamtest.AuditBook, IPID: id, Address: netip.MustParseAddr("172.16.35.9"), Tags: tags("", 0)}
+	}
+	retag := func(id string, d time.Duration, uid string, orphaned time.Duration) ipamtest.AuditEvent {
+		return ipamtest.AuditEvent{Time: at(d), Kind: ipamtest.AuditTags, IPID: id, Tags: tags(uid, orphaned)}
+	}
+	// web got A at 0 s (its uid back-filled at 1 s), was deleted at 3 s
+	// (A orphaned at 4 s), and created again at 5 s.
+	first := []ipamtest.AuditEvent{book(idA, 0), retag(idA, time.Second, svcUID, 0), retag(idA, 4*time.Second, svcUID, 4*time.Second)}
+	again := created{svc: "chaos-a/web", start: at(5 * time.Second), end: at(5200 * time.Millisecond)}
+	for _, tc := range []struct {
+		name     string
+		events   []ipamtest.AuditEvent
+		got      string
+		shown    map[string]time.Time
+		bad      string
+		pending  int
+		reused   int
+		explains string
+	}{
+		{name: "took it back", events: first, got: idA, shown: map[string]time.Time{idA: at(0)}, reused: 1},
+		{
+			name: "a fresh IP although the previous address was there to take back", events: append(first, book(idB, 5100*time.Millisecond)),
+			got: idB, shown: map[string]time.Time{idA: at(0)},
+			bad: "chaos-a/web (CREATE sent 10:00:05.000) got a fresh IP ip-b booked at 10:00:05.100 instead of its previous address ip-a",
+		},
+		{
+			name: "a fresh IP right after the previous incarnation showed it", events: append(first, book(idB, 5100*time.Millisecond)),
+			got: idB, shown: map[string]time.Time{idA: at(4900 * time.Millisecond)},
+			explains: "cache lag: a Service first showed ip-a 200ms before the booking",
+		},
+		{
+			name: "a fresh IP while the earlier one was pending (no Service showed it)", events: append(first, book(idB, 5100*time.Millisecond)),
+			got: idB, pending: 1,
+		},
+		{
+			name: "past the retention less the margin: nothing to take back", events: append(first, book(idB, 7*time.Second)),
+			got: idB, shown: map[string]time.Time{idA: at(0)},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := again
+			c.ids = []string{tc.got}
+			got := checkStickiness(histories(tc.events), cfg, []created{c}, tc.shown)
+			if got.pending != tc.pending || got.reused != tc.reused {
+				t.Errorf("pending %d, reused %d; want %d, %d", got.pending, got.reused, tc.pending, tc.reused)
+			}
+			bad := got.violations()
+			switch {
+			case tc.bad == "" && len(bad) > 0:
+				t.Errorf("violations: %q", bad)
+			case tc.bad != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.bad)):
+				t.Errorf("violations: %q, want one with %q", bad, tc.bad)
+			}
+			if tc.explains != "" && (len(got.misses) != 1 || got.misses[0].why != tc.explains) {
+				t.Errorf("misses: %v, want one explained by %q", got.misses, tc.explains)
+			}
+		})
+	}
+}
