@@ -120,8 +120,9 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # committed go.sum files (no checksum-database lookup). A binary is rebuilt
 # only when it is missing or its stamp bin/.NAME.version differs: the pinned
 # version plus a hash of go.mod's requirements and replaces (not its comments)
-# and of the ldflags. The builds run one at a time, niced: kube-apiserver takes 5-6 min on
-# a cold build cache (2 cores), etcd and helm 1-2 min each.
+# and of the ldflags. The builds run one at a time, niced: kube-apiserver takes
+# 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
+# most of kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
 TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm
 
