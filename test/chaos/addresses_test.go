@@ -152,9 +152,12 @@ type addressLoss struct {
 // address on, without a loss before it, is one violation too.
 type liveAddresses struct {
 	lbs, attached, moves, writes, lostAnswers int
-	anonymous                                 []string // Load Balancers whose Service the run never saw
-	losses                                    []*addressLoss
-	violations                                []string
+	// reapplied are the re-applies and replaces made while the Service's
+	// Load Balancer held an address: what the webhook must keep a no-op.
+	reapplied  int
+	anonymous  []string // Load Balancers whose Service the run never saw
+	losses     []*addressLoss
+	violations []string
 }
 
 func (r *run) liveAddresses() *liveAddresses {
@@ -183,7 +186,8 @@ func checkLiveAddresses(audit []ipamtest.AuditEvent, uids map[string]string, all
 			}
 		}
 	}
-	for _, lb := range byLoadBalancer(audit) {
+	lbs := byLoadBalancer(audit)
+	for _, lb := range lbs {
 		out.lbs++
 		svc := uids[lb.uid]
 		if svc == "" && len(lb.events) > 0 {
@@ -232,11 +236,31 @@ func checkLiveAddresses(audit []ipamtest.AuditEvent, uids map[string]string, all
 			}
 		}
 	}
+	out.reapplied = reappliedLive(lbs, journal)
 	for _, l := range out.losses {
 		out.violations = append(out.violations, fmt.Sprintf("Load Balancer %s of %s lost %s (%s) on network %s at %s with no allow-ip-change write asking for it, %s; %s",
 			l.lb.id, l.svc, l.id, l.address, l.pn, stamp(l.at), l.aftermath(), story(l.lb, l.svc, journal, pnName)))
 	}
 	return out
+}
+
+// reappliedLive counts the re-applies and replaces of the journal made
+// after the Service's Load Balancer got its first address and before its
+// deletion.
+func reappliedLive(lbs []*lbLog, journal []journalEntry) int {
+	n := 0
+	for _, lb := range lbs {
+		if len(lb.events) == 0 {
+			continue
+		}
+		for _, e := range journal {
+			if e.uid == lb.uid && e.outcome == "ok" && (e.op == "re-apply" || e.op == "replace") &&
+				e.start.After(lb.events[0].Time) && (lb.deleted.IsZero() || e.end.Before(lb.deleted)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // aftermath tells what followed a loss on its network.
@@ -295,8 +319,9 @@ func (a *liveAddresses) summary() string {
 		}
 	}
 	fmt.Fprintf(&b, "  live Load Balancers: %d, %d addresses attached while live; %d moves asked for by the %d allow-ip-change writes (%d of them unanswered);\n"+
-		"    %d addresses lost with no such write (%d attached again with the same ID)\n",
-		a.lbs, a.attached, a.moves, a.writes, a.lostAnswers, len(a.losses), back)
+		"    %d re-applies and replaces made while the Load Balancer held its address; %d addresses lost with no allow-ip-change write\n"+
+		"    (%d attached again with the same ID)\n",
+		a.lbs, a.attached, a.moves, a.writes, a.lostAnswers, a.reapplied, len(a.losses), back)
 	if len(a.anonymous) > 0 {
 		fmt.Fprintf(&b, "    Load Balancers of a Service the run never saw: %v\n", a.anonymous)
 	}
