@@ -280,12 +280,14 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 		backfilled(t, get(t, "payments", "stable"), id)
 		// The CCM attaches the IP to the Load Balancer...
 		attachedTo(t, "payments", "stable", id)
-		// ...and detaches it when it deletes the LB, before the Service is
-		// gone.
+		// ...and Scaleway detaches it once the LB is gone, which happens
+		// after the Service is: the CCM lets the Service go as soon as
+		// DeleteLB is accepted.
 		del(t, get(t, "payments", "stable"))
-		if ip, _ := s.Emu.IP(id); ip.Resource != nil {
-			t.Fatalf("still attached to %s %s after the Load Balancer was deleted", ip.Resource.Type, ip.Resource.ID)
-		}
+		eventually(t, 15*time.Second, "detached once the Load Balancer is gone", func() bool {
+			ip, _ := s.Emu.IP(id)
+			return ip.Resource == nil
+		})
 		eventually(t, 10*time.Second, "orphaned-since after the delete", orphaned(id))
 		// Re-created within retention: the same IP comes back.
 		if again := create(); again != id {
