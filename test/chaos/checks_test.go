@@ -157,6 +157,8 @@ pools:
 	// web got A at 0 s (its uid back-filled at 1 s), was deleted at 3 s
 	// (A orphaned at 4 s), and created again at 5 s.
 	first := []ipamtest.AuditEvent{book(idA, 0), retag(idA, time.Second, svcUID, 0), retag(idA, 4*time.Second, svcUID, 4*time.Second)}
+	// A second incarnation in between (a pinned address, say) got B.
+	second := []ipamtest.AuditEvent{book(idB, 2*time.Second), retag(idB, 2500*time.Millisecond, "uid-2", 0), retag(idB, 4*time.Second, "uid-2", 4*time.Second)}
 	again := created{svc: "chaos-a/web", start: at(5 * time.Second), end: at(5200 * time.Millisecond)}
 	for _, tc := range []struct {
 		name     string
@@ -182,6 +184,15 @@ pools:
 		{
 			name: "a fresh IP while the earlier one was pending (no Service showed it)", events: append(first, book(idB, 5100*time.Millisecond)),
 			got: idB, pending: 1,
+		},
+		{
+			name: "took back the oldest of two used reservations, not the last one shown", events: append(first, second...),
+			got: idA, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)}, reused: 1,
+			explains: "the design prefers the oldest booking of those a live Service used (ip-a booked at 10:00:00.000, ip-b at 10:00:02.000)",
+		},
+		{
+			name: "took back the last one shown", events: append(first, second...),
+			got: idB, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)}, reused: 1,
 		},
 		{
 			name: "past the retention less the margin: nothing to take back", events: append(first, book(idB, 7*time.Second)),

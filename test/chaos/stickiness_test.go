@@ -228,7 +228,7 @@ func checkStickiness(hist map[string]*history, cfg *ipam.Config, creates []creat
 			switch {
 			case !fresh && preferred(hist, cands, at) == id:
 				out.reused++
-				m.why = "the design prefers it (a live Service used it, then the oldest booking)"
+				m.why = preference(hist, id, prev, at)
 			case fresh && at.Sub(prevShown) < cacheLag:
 				m.why = fmt.Sprintf("cache lag: a Service first showed %s %s before the booking", prev, at.Sub(prevShown).Round(time.Millisecond))
 			}
@@ -252,6 +252,16 @@ func preferred(hist map[string]*history, cands []string, t time.Time) string {
 		}
 	}
 	return best
+}
+
+// preference tells why the design's rule took got back rather than prev.
+func preference(hist map[string]*history, got, prev string, t time.Time) string {
+	e, _ := hist[prev].entryAt(t)
+	if e.UID == "" {
+		return "the design prefers a reservation a live Service used, and " + prev + " had no uid back-filled yet"
+	}
+	return fmt.Sprintf("the design prefers the oldest booking of those a live Service used (%s booked at %s, %s at %s)",
+		got, stamp(hist[got].booked), prev, stamp(hist[prev].booked))
 }
 
 func (s *stickiness) violations() []string {
