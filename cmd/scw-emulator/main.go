@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretKey := fs.String("secret-key", "", "the only X-Auth-Token accepted (default: any)")
 	seedFile := fs.String("seed-config", "", "YAML file of privateNetworks (name, subnets) and ips (privateNetwork, address, tags, resource) to create at start")
 	verbose := fs.Bool("v", false, "log every request to stderr")
+	lbDeleteDelay := fs.Duration("lb-delete-delay", ipamtest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
 	var pns pnFlags
 	fs.Var(&pns, "private-network", "create a Private Network NAME=CIDR[,CIDR] at start (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	opts := ipamtest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey}
+	opts := ipamtest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey, LBDeleteDelay: *lbDeleteDelay}
 	if *verbose {
 		opts.Logf = log.New(stderr, "", log.LstdFlags|log.Lmicroseconds).Printf
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestListAnnotationsAreReadAsTheCCMReadsThem: pn-ids and private-ip-ids
@@ -85,5 +87,43 @@ func TestListAnnotationsAreReadAsTheCCMReadsThem(t *testing.T) {
 				t.Fatalf("retry pending: %v, want %v", retrying, !tc.attached)
 			}
 		})
+	}
+}
+
+// Finding 1 of the re-apply: pn-ids reset to the user's networks while
+// private-ip-ids still names an IP on the pool's network. The CCM detaches
+// the network pn-ids no longer names, with the reserved IP on it, and only
+// then fails on the ID it cannot place: the stand-in must cost the address
+// the same way, or a suite could not see the bug.
+func TestPNIDsWithoutThePoolsNetworkDetachesItBeforeFailing(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	x, err := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.11"), []string{"scw-lb-ipam"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := w.reservedLB("api", "uid-1", x)
+	svc.Annotations[annotationPNIDs] = w.nodes.ID + "," + w.pool.ID
+	svc.Annotations[annotationPrivateIPIDs] = x
+	if err := w.kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	w.ccm.Sync(ctx)
+	if ip, _ := w.emu.IP(x); ip.Resource == nil {
+		t.Fatal("the reserved IP was not attached at first")
+	}
+	if err := w.kube.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations[annotationPNIDs] = w.nodes.ID // a re-apply of the manifest
+	if err := w.kube.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	w.ccm.Sync(ctx)
+	if ip, _ := w.emu.IP(x); ip.Resource != nil {
+		t.Fatalf("the reserved IP is still attached to %+v: the stand-in is more forgiving than the CCM", ip.Resource)
+	}
+	if _, retrying := w.ccm.retries["uid-1"]; !retrying {
+		t.Fatal("the sync did not fail")
 	}
 }

@@ -87,7 +87,9 @@ func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB,
 // Private Networks (the cluster's when it names none) with the IPAM IDs of
 // private-ip-ids that belong to each, detaching what it should not be on
 // and what is attached with other IDs. An ID in none of the networks fails
-// the sync: it is not silently left out for an address from DHCP.
+// the sync, after the networks pn-ids does not name were detached, as the
+// CCM orders it: a pn-ids that lost a pool's network costs the reserved IP
+// before the error shows.
 func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
 	want := map[string][]string{} // PN → the IPAM IDs to attach it with
 	external := svc.Annotations[annotationExternallyManaged] == "true"
@@ -100,8 +102,9 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 		want[c.o.ClusterPrivateNetworkID] = nil
 	}
 	region, _ := lb.Zone.Region()
-	if ids := ccmList(svc.Annotations[annotationPrivateIPIDs]); len(ids) > 0 {
-		found := map[string]bool{}
+	ids := ccmList(svc.Annotations[annotationPrivateIPIDs])
+	found := map[string]bool{}
+	if len(ids) > 0 {
 		for pn := range want {
 			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
 			if err != nil {
@@ -112,11 +115,6 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 				found[ip.ID] = true
 			}
 			slices.Sort(want[pn])
-		}
-		for _, id := range ids {
-			if !found[id] {
-				return fmt.Errorf("private IP %q is in none of the private networks of load balancer %s", id, lb.ID)
-			}
 		}
 	}
 	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
@@ -138,6 +136,11 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 			return fmt.Errorf("unable to detach private network %s from %s: %w", att.PrivateNetworkID, lb.ID, err)
 		}
 		c.logf("detached private network %s (IPAM IDs %v) from %s", att.PrivateNetworkID, att.IpamIDs, lb.ID)
+	}
+	for _, id := range ids {
+		if !found[id] {
+			return fmt.Errorf("private IP %q is in none of the private networks of load balancer %s", id, lb.ID)
+		}
 	}
 	for pn, ids := range want {
 		if attached[pn] {

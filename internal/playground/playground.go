@@ -101,7 +101,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey})
+	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey, LBDeleteDelay: ipamtest.ScalewayLBDeleteDelay})
 	emuURL, err := emu.Start("127.0.0.1:0")
 	if err != nil {
 		return err

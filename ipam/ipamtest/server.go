@@ -48,6 +48,12 @@ type Options struct {
 	LBDeleteDelay time.Duration
 }
 
+// ScalewayLBDeleteDelay is about how long Scaleway takes to delete a Load
+// Balancer: a recording of the real API answers GET 200 "to_delete" right
+// after the DELETE and 404 only 30 s later. make run and cmd/scw-emulator
+// delete this late; the suites choose shorter delays per test.
+const ScalewayLBDeleteDelay = 30 * time.Second
+
 // maxRequests bounds the request log so that long benchmarks do not grow
 // without limit; the oldest entries go first.
 const maxRequests = 100_000
