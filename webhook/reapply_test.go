@@ -62,6 +62,17 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "lab", "dc"))}
 		}})
 	})
+	t.Run("a Service that already lost the pool's network gets it back", func(t *testing.T) {
+		h := newHarness(t)
+		manifest := ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
+		live := h.created(service("payments", "api", manifest))
+		live.Annotations[ccm.AnnotationPNIDs] = h.pns["nodes"].ID // stored by an earlier version
+		h.srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, manifest), live, false))
+		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
+			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "dc"))}
+		}})
+	})
 	t.Run("a network the user removes stays removed", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -51,7 +52,7 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		// manifest declares: pn-ids back to the user's networks, our
 		// annotations dropped or rewritten. Put back what the CCM needs to
 		// leave the Load Balancer as it is.
-		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask)
+		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask, prev.Recorded)
 		if len(kept) == 0 {
 			return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
 		}
@@ -108,7 +109,7 @@ func describeChange(prev, ask request, oldIDs, newIDs string) string {
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
 // with the pool's network the reserved IP). Empty when nothing differs.
-func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request) map[string]string {
+func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request, recorded []netip.Addr) map[string]string {
 	kept := map[string]string{}
 	for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationAddresses} {
 		if v, ok := old.Annotations[k]; ok && svc.Annotations[k] != v {
@@ -119,7 +120,7 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request) ma
 	if len(pns) == 0 {
 		pns = splitList(old.Annotations[ccm.AnnotationPNIDs])
 	}
-	for _, pn := range reservedPNs(cfg, old) {
+	for _, pn := range reservedPNs(cfg, old, recorded) {
 		if !slices.Contains(pns, pn) {
 			pns = append(pns, pn)
 		}
@@ -131,26 +132,30 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request) ma
 }
 
 // reservedPNs are the Private Networks of the reservations an earlier
-// admission wrote on old, read without a Scaleway call: the items of its
-// pn-ids on which a pool's subnet holds one of its addresses. When an
-// address is in no pool any more (the pool was removed from the file),
-// every item is kept: dropping the wrong one would detach a reserved IP.
-func reservedPNs(cfg *ipam.Config, old *corev1.Service) []string {
+// admission wrote on old (recorded, its addresses), read without a
+// Scaleway call: the network of the pool whose subnet holds each address.
+// Where pools of several networks have that subnet, the one old's pn-ids
+// names; where none does (the pool was removed from the file), every item
+// of old's pn-ids is kept: dropping the wrong one would detach a reserved
+// IP.
+func reservedPNs(cfg *ipam.Config, old *corev1.Service, recorded []netip.Addr) []string {
 	items := splitList(old.Annotations[ccm.AnnotationPNIDs])
-	prev, _ := parseRequest(old.Annotations)
 	var out []string
-	for _, a := range prev.Recorded {
-		found := false
+	for _, a := range recorded {
+		var candidates []string
 		for _, p := range cfg.Pools {
-			if p.Prefix().Contains(a) && slices.Contains(items, p.PrivateNetworkID) {
-				found = true
-				if !slices.Contains(out, p.PrivateNetworkID) {
-					out = append(out, p.PrivateNetworkID)
-				}
+			if p.Prefix().Contains(a) && !slices.Contains(candidates, p.PrivateNetworkID) {
+				candidates = append(candidates, p.PrivateNetworkID)
 			}
 		}
-		if !found {
+		if len(candidates) > 1 {
+			candidates = slices.DeleteFunc(candidates, func(pn string) bool { return !slices.Contains(items, pn) })
+		}
+		if len(candidates) != 1 {
 			return items
+		}
+		if !slices.Contains(out, candidates[0]) {
+			out = append(out, candidates[0])
 		}
 	}
 	return out
