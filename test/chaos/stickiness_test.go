@@ -314,10 +314,11 @@ func (s *stickiness) summary() string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "  stickiness: %d creates found an earlier reservation of their Service and pool to take back: %d took back their previous address\n"+
-		"    (%d while the previous Load Balancer still held it; %d another one the design prefers); fresh IP instead: %d pending (no Service had shown them: booked by an\n"+
-		"    admission whose CREATE failed), %d their previous address shown less than %s before (cache lag, at most %s),\n"+
-		"    %d unexplained; %d of the misses were still attached to the previous Load Balancer\n",
+	fmt.Fprintf(&b, "  stickiness (invariant 8): %d creates found an earlier reservation of their Service and pool to take back\n"+
+		"    took one back: %d (%d while the previous Load Balancer still held it; %d not the previous address but one the design prefers)\n"+
+		"    fresh IP instead: %d pending (no Service had shown them: booked by an admission whose CREATE failed),\n"+
+		"      %d their previous address shown less than %s before (cache lag, at most %s), %d unexplained\n"+
+		"      (%d of the misses still attached to the previous Load Balancer)\n",
 		s.reusable, s.reused, s.whileHeld, older, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), unexplained, attached)
 	if os.Getenv("CHAOS_DEBUG") != "" {
 		for _, m := range s.misses {
