@@ -136,7 +136,9 @@ type miss struct {
 //
 // Taking back another earlier reservation is explained when it is the one
 // the design prefers (a live Service used it, then the oldest booking):
-// the previous address was then a miss itself, or pending.
+// the previous incarnation pinned another address (address:) and this one
+// asks for the pool, or the previous address was a miss itself, or its
+// Service was deleted before the sweeper back-filled its uid.
 type stickiness struct {
 	err                       error
 	reusable, reused, pending int
@@ -229,6 +231,9 @@ func checkStickiness(hist map[string]*history, cfg *ipam.Config, creates []creat
 			case !fresh && preferred(hist, cands, at) == id:
 				out.reused++
 				m.why = preference(hist, id, prev, at)
+				if p, ok := pinnedBy(creates, prev, c); ok {
+					m.why = fmt.Sprintf("the request changed: the create that got it asked for address %s, this one for the pool; %s", p, m.why)
+				}
 			case fresh && at.Sub(prevShown) < cacheLag:
 				m.why = fmt.Sprintf("cache lag: a Service first showed %s %s before the booking", prev, at.Sub(prevShown).Round(time.Millisecond))
 			}
@@ -252,6 +257,17 @@ func preferred(hist map[string]*history, cands []string, t time.Time) string {
 		}
 	}
 	return best
+}
+
+// pinnedBy finds whether the create that got id before c asked for
+// another address than c does.
+func pinnedBy(creates []created, id string, c created) (string, bool) {
+	for _, o := range creates {
+		if o.svc == c.svc && o.start.Before(c.start) && slices.Contains(o.ids, id) {
+			return o.address, o.address != "" && o.address != c.address
+		}
+	}
+	return "", false
 }
 
 // preference tells why the design's rule took got back rather than prev.
