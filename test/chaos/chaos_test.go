@@ -511,6 +511,9 @@ func (r *run) denied(err error) string {
 		{"unavailable after retries", "Scaleway unavailable"},
 		{"is exhausted", "pool exhausted"},
 		{"is held by", "address held"},
+		// A re-apply of a manifest pinning an address of the pool the
+		// Service has since left with allow-ip-change.
+		{"is outside pool", "address outside the Service's pool"},
 		{"allow-ip-change", "IP change without allow-ip-change"},
 		{"already used by Service", "IPAM ID used by another Service"},
 		{"is attached to", "IPAM ID attached"},

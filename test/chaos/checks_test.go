@@ -19,6 +19,7 @@ const (
 	lbID, svcUID     = "lb-1", "uid-1"
 	dcPN, nodesPN    = "pn-dc", "pn-nodes"
 	idA, idB, idNode = "ip-a", "ip-b", "ip-node"
+	idP              = "ip-p" // a pending booking
 )
 
 var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -188,14 +189,25 @@ pools:
 		},
 		{
 			name: "took back the oldest of two used reservations, not the last one shown", events: append(first, second...),
-			got: idA, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)}, reused: 1,
-			explains: "the design prefers the oldest booking of those a live Service used (ip-a booked at 10:00:00.000, ip-b at 10:00:02.000)",
+			got: idA, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)},
+			explains: "ip-a is the Service's older address (first shown at 10:00:00.000)",
 		},
 		{
 			name: "the previous incarnation pinned another address", events: append(first, second...),
-			got: idA, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)}, reused: 1,
+			got: idA, shown: map[string]time.Time{idA: at(0), idB: at(2100 * time.Millisecond)},
 			before:   []created{{svc: "chaos-a/web", start: at(2 * time.Second), ids: []string{idB}, address: "172.16.35.200"}},
-			explains: "the request changed: the create that got it asked for address 172.16.35.200, this one for the pool; the design prefers the oldest booking",
+			explains: "the request changed: the create that got ip-b asked for address 172.16.35.200, this one for the pool",
+		},
+		{
+			// The design's rule takes the oldest booking when no uid is
+			// back-filled, although a Service showed ip-b.
+			name: "took back a pending booking over the previous address",
+			events: []ipamtest.AuditEvent{
+				book(idP, 500*time.Millisecond), retag(idP, 4*time.Second, "", 4*time.Second),
+				book(idB, 2*time.Second), retag(idB, 4*time.Second, "", 4*time.Second),
+			},
+			got: idP, shown: map[string]time.Time{idB: at(2100 * time.Millisecond)},
+			bad: "got another earlier reservation ip-p instead of its previous address ip-b, which a Service first showed at 10:00:02.100 (the design prefers the oldest booking",
 		},
 		{
 			name: "took back the last one shown", events: append(first, second...),

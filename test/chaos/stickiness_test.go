@@ -114,6 +114,7 @@ type miss struct {
 	prevShown time.Time // when a Service first showed prev
 	attached  bool      // prev was still attached to the previous Load Balancer
 	why       string    // the explanation; "" when there is none
+	note      string    // what the design's rule made of it
 }
 
 // stickiness is invariant 8 checked over the run's successful creates:
@@ -134,11 +135,19 @@ type miss struct {
 //     cacheLag before the booking: the replica that answered may not have
 //     seen that Service yet (a re-create right after a create).
 //
-// Taking back another earlier reservation is explained when it is the one
-// the design prefers (a live Service used it, then the oldest booking):
-// the previous incarnation pinned another address (address:) and this one
-// asks for the pool, or the previous address was a miss itself, or its
-// Service was deleted before the sweeper back-filled its uid.
+// Taking back another earlier reservation, one the design's rule prefers
+// (a live Service used it, its uid back-filled, first; then the oldest
+// booking), is explained when
+//   - the create that got the previous address pinned it (address:) and
+//     this one asks for the pool: another request, not the same manifest
+//     created again;
+//   - it is an older address of the Service (a Service showed it before
+//     the previous one): the previous address was then a miss itself, or
+//     short-lived.
+//
+// Taking back a pending booking instead of the previous address is not:
+// the design's rule cannot tell them apart while the previous address's
+// uid is not back-filled, although the replica's Service cache showed it.
 type stickiness struct {
 	err                       error
 	reusable, reused, pending int
@@ -227,15 +236,27 @@ func checkStickiness(hist map[string]*history, cfg *ipam.Config, creates []creat
 				continue
 			}
 			m := miss{c: c, got: id, fresh: fresh, at: at, prev: prev, prevShown: prevShown, attached: hist[prev].attachedAt(at)}
+			gotShown, gotWasShown := shownBefore(id, at)
 			switch {
-			case !fresh && preferred(hist, cands, at) == id:
-				out.reused++
-				m.why = preference(hist, id, prev, at)
-				if p, ok := pinnedBy(creates, prev, c); ok {
-					m.why = fmt.Sprintf("the request changed: the create that got it asked for address %s, this one for the pool; %s", p, m.why)
-				}
 			case fresh && at.Sub(prevShown) < cacheLag:
 				m.why = fmt.Sprintf("cache lag: a Service first showed %s %s before the booking", prev, at.Sub(prevShown).Round(time.Millisecond))
+			case fresh:
+			case preferred(hist, cands, at) != id:
+				m.note = "not the one the design's rule (uid back-filled first, then the oldest booking) takes"
+			default:
+				m.note = preference(hist, id, prev, at)
+				if p, ok := pinnedBy(creates, prev, c); ok {
+					// Not a re-create of the same manifest: invariant 8
+					// does not say which address it gets.
+					m.why = fmt.Sprintf("the request changed: the create that got %s asked for address %s, this one for the pool", prev, p)
+				} else if gotWasShown && gotShown.Before(prevShown) {
+					// An older address of the Service: the previous one
+					// was itself a miss (a fresh IP the cache lag
+					// explains) or short-lived.
+					m.why = fmt.Sprintf("%s is the Service's older address (first shown at %s)", id, stamp(gotShown))
+				} else {
+					m.note += "; " + id + " was never a Service's address (a pending booking)"
+				}
 			}
 			out.misses = append(out.misses, m)
 		}
@@ -272,12 +293,16 @@ func pinnedBy(creates []created, id string, c created) (string, bool) {
 
 // preference tells why the design's rule took got back rather than prev.
 func preference(hist map[string]*history, got, prev string, t time.Time) string {
-	e, _ := hist[prev].entryAt(t)
-	if e.UID == "" {
-		return "the design prefers a reservation a live Service used, and " + prev + " had no uid back-filled yet"
+	g, _ := hist[got].entryAt(t)
+	p, _ := hist[prev].entryAt(t)
+	if g.UID != "" && p.UID == "" {
+		return "the design prefers a reservation a live Service used (its uid back-filled), and " + prev + "'s uid was not back-filled yet"
 	}
-	return fmt.Sprintf("the design prefers the oldest booking of those a live Service used (%s booked at %s, %s at %s)",
-		got, stamp(hist[got].booked), prev, stamp(hist[prev].booked))
+	s := fmt.Sprintf("the design prefers the oldest booking (%s booked at %s, %s at %s)", got, stamp(hist[got].booked), prev, stamp(hist[prev].booked))
+	if g.UID == "" {
+		s += ", neither uid back-filled"
+	}
+	return s
 }
 
 func (s *stickiness) violations() []string {
@@ -306,6 +331,9 @@ func (m miss) String() string {
 	if m.why != "" {
 		s += ": " + m.why
 	}
+	if m.note != "" {
+		s += " (" + m.note + ")"
+	}
 	return s
 }
 
@@ -313,14 +341,16 @@ func (s *stickiness) summary() string {
 	if s.err != nil {
 		return "  stickiness: " + s.err.Error() + "\n"
 	}
-	var lagged, older, unexplained, attached int
+	var lagged, freshBad, other, otherBad, attached int
 	var maxLag time.Duration
 	for _, m := range s.misses {
 		switch {
-		case m.why == "":
-			unexplained++
+		case !m.fresh && m.why == "":
+			otherBad++
 		case !m.fresh:
-			older++
+			other++
+		case m.why == "":
+			freshBad++
 		default:
 			lagged++
 			maxLag = max(maxLag, m.at.Sub(m.prevShown))
@@ -331,11 +361,12 @@ func (s *stickiness) summary() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "  stickiness (invariant 8): %d creates found an earlier reservation of their Service and pool to take back\n"+
-		"    took one back: %d (%d while the previous Load Balancer still held it; %d not the previous address but one the design prefers)\n"+
+		"    took back their previous address: %d (%d while the previous Load Balancer still held it)\n"+
+		"    another earlier reservation: %d explained (a changed request, or the Service's older address), %d unexplained\n"+
 		"    fresh IP instead: %d pending (no Service had shown them: booked by an admission whose CREATE failed),\n"+
 		"      %d their previous address shown less than %s before (cache lag, at most %s), %d unexplained\n"+
-		"      (%d of the misses still attached to the previous Load Balancer)\n",
-		s.reusable, s.reused, s.whileHeld, older, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), unexplained, attached)
+		"    (%d of the misses still attached to the previous Load Balancer)\n",
+		s.reusable, s.reused, s.whileHeld, other, otherBad, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), freshBad, attached)
 	if os.Getenv("CHAOS_DEBUG") != "" {
 		for _, m := range s.misses {
 			fmt.Fprintf(&b, "    miss: %s\n", m)
