@@ -152,6 +152,17 @@ func (r *run) count(m map[string]int, k string) {
 	r.mu.Unlock()
 }
 
+// journalText is the journal, one operation a line, for a post-mortem.
+func (r *run) journalText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, e := range r.journal {
+		fmt.Fprintf(&b, "%s %s %s %s uid=%s private-ip-ids=%q\n", stamp(e.start), stamp(e.end), e.svc, e.op+": "+e.outcome, e.uid, e.ids)
+	}
+	return b.String()
+}
+
 // violate records a breach of invariant n seen during the run; at most 50
 // of each are kept.
 func (r *run) violate(n int, format string, args ...any) {
@@ -264,6 +275,7 @@ pools:
 	kills.check(t)
 	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
 		_ = os.WriteFile(path, []byte(logs.String()), 0o600)
+		_ = os.WriteFile(path+".journal", []byte(r.journalText()), 0o600)
 	}
 	settled := time.Since(settle)
 	addrs, sticky := r.liveAddresses(), r.stickiness()
@@ -547,9 +559,18 @@ func (r *run) sample(ctx context.Context) {
 		var list corev1.ServiceList
 		if err := r.env.Kube.List(ctx, &list); err == nil {
 			refs := map[string][]string{}
+			now := time.Now()
 			r.mu.Lock()
 			for i := range list.Items {
-				r.uids[string(list.Items[i].UID)] = list.Items[i].Namespace + "/" + list.Items[i].Name
+				svc := &list.Items[i]
+				r.uids[string(svc.UID)] = svc.Namespace + "/" + svc.Name
+				// Also the IDs of Services whose client saw an error
+				// although the write was made (stickiness).
+				for _, id := range ccm.ReferencedIDs(svc) {
+					if _, ok := r.shown[id]; !ok && svc.Namespace != "plain" && svc.Namespace != "kube-system" {
+						r.shown[id] = now
+					}
+				}
 			}
 			r.mu.Unlock()
 			for i := range list.Items {

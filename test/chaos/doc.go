@@ -6,7 +6,8 @@
 // CHAOS_SEED size and replay a run, CHAOS_LB_DELETE_DELAY sets how long a
 // deleted Load Balancer holds its IPs; make test runs a short one, make
 // chaos the full one. CHAOS_DEBUG=<file> keeps the replicas' logs in that
-// file and prints each create that did not get its previous address back.
+// file and the clients' operations in <file>.journal, and prints each
+// create that did not get its previous address back.
 //
 // A suite: only its tests import, and only internal/testenv and the layers
 // below.
