@@ -33,7 +33,7 @@ type Report struct {
 	// OutOfScope are this cluster's tagged IPs outside every pool's subnet:
 	// another cluster may share the name, so they are left alone.
 	OutOfScope int
-	Errors       int
+	Errors     int
 }
 
 // liveRef is a live Service referencing an IP: what the cycle and an Event
