@@ -526,6 +526,8 @@ func (r *run) denied(err error) string {
 		// A re-apply of a manifest pinning an address of the pool the
 		// Service has since left with allow-ip-change.
 		{"is outside pool", "address outside the Service's pool"},
+		// A re-apply of a bring-your-own manifest over a pool set since.
+		{"cannot be combined with", "annotations that cannot be combined"},
 		{"allow-ip-change", "IP change without allow-ip-change"},
 		{"already used by Service", "IPAM ID used by another Service"},
 		{"is attached to", "IPAM ID attached"},
