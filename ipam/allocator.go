@@ -101,6 +101,13 @@ type Allocator struct {
 	// hints are IDs the Service cache showed on a Service (Remember), kept
 	// until a listing of every pool has seen them.
 	hints map[types.NamespacedName]map[string]time.Time
+	// shown are the IDs the Service cache showed on each Service, and when
+	// last: unlike hints they outlive re-reads and listings, until a listing
+	// shows the uid back-filled or the IP gone. When no uid tells a
+	// re-created Service's reservations apart (the sweeper's leader died
+	// before back-filling it), the one its previous incarnation showed wins
+	// over a pending booking.
+	shown map[types.NamespacedName]map[string]time.Time
 	// firstListing is closed once Start's first listing of the pools ended.
 	firstListing chan struct{}
 	firstOnce    sync.Once
@@ -112,7 +119,8 @@ type Allocator struct {
 // NewAllocator returns an Allocator over a resolved Config.
 func NewAllocator(o AllocatorOptions) *Allocator {
 	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, refresh: o.RefreshInterval,
-		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{}, firstListing: make(chan struct{}), log: o.Log}
+		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{},
+		shown: map[types.NamespacedName]map[string]time.Time{}, firstListing: make(chan struct{}), log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
 	}

@@ -202,13 +202,15 @@ func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	m := a.hints[svc]
-	if m == nil {
-		m = map[string]time.Time{}
-		a.hints[svc] = m
-	}
-	for _, id := range ids {
-		m[id] = now
+	for _, byService := range []map[types.NamespacedName]map[string]time.Time{a.hints, a.shown} {
+		m := byService[svc]
+		if m == nil {
+			m = map[string]time.Time{}
+			byService[svc] = m
+		}
+		for _, id := range ids {
+			m[id] = now
+		}
 	}
 }
 
@@ -253,10 +255,12 @@ func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 func (a *Allocator) forget(id string, addr netip.Addr) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for svc, m := range a.hints {
-		delete(m, id)
-		if len(m) == 0 {
-			delete(a.hints, svc)
+	for _, byService := range []map[types.NamespacedName]map[string]time.Time{a.hints, a.shown} {
+		for svc, m := range byService {
+			delete(m, id)
+			if len(m) == 0 {
+				delete(byService, svc)
+			}
 		}
 	}
 	for _, o := range a.occ {
@@ -287,6 +291,29 @@ func (a *Allocator) dropHints(since time.Time) {
 		}
 		if len(m) == 0 {
 			delete(a.hints, svc)
+		}
+	}
+	// What the listings have settled: a uid back-filled (the ledger tells
+	// from now on), or no reservation any more.
+	for svc, m := range a.shown {
+		for id, at := range m {
+			if !at.Before(since) {
+				continue
+			}
+			indexed, used := false, false
+			for _, o := range a.occ {
+				o.mu.Lock()
+				if r, ok := o.mine.byID[id]; ok {
+					indexed, used = true, r.used
+				}
+				o.mu.Unlock()
+			}
+			if !indexed || used {
+				delete(m, id)
+			}
+		}
+		if len(m) == 0 {
+			delete(a.shown, svc)
 		}
 	}
 }

@@ -751,3 +751,56 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 		t.Fatal("a hint newer than the listing the Refresh joined was dropped")
 	}
 }
+
+// The chaos run's invariant-8 miss: a CREATE of web/api failed after this
+// replica booked (a pending reservation), the retry went to the other
+// replica, which booked again, and the Service showed that second
+// reservation. Then the sweeper's leader died before back-filling its uid,
+// and the Service was deleted and re-created. Neither reservation has a
+// uid; the one the Service cache showed must win over the older pending
+// one, although its hint was consumed by a re-read in between.
+func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
+	e, mine, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, mine, "small")
+	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
+	if err := other.Refresh(ctx); err != nil { // listed before the pending booking
+		t.Fatal(err)
+	}
+	pending, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil || shown.ID == pending.ID {
+		t.Fatalf("the other replica's booking: %+v %v", shown, err)
+	}
+	mine.Remember(svc("web", "api"), []string{shown.ID}) // the Service cache showed it
+	// A re-read answers the hint (an UPDATE of the live Service, say).
+	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Own: []string{shown.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mine.Hinted(svc("web", "api")); len(got) != 0 {
+		t.Fatalf("hints %v still there: the test does not cover a consumed hint", got)
+	}
+	// Deleted, the sweeper tagged both orphaned (no uid: no leader got to
+	// back-fill it), re-created.
+	for _, id := range []string{pending.ID, shown.ID} {
+		ip := mustIP(t, e, id)
+		en, _ := ParseEntry(ip.Tags)
+		en.OrphanedSince = time.Now().Add(-time.Second)
+		if _, err := e.cloud.SetTags(ctx, id, en.Tags()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mine.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != shown.ID {
+		t.Fatalf("re-created web/api got %s (%s), want %s (%s), the reservation it showed; %s was a pending booking", back.ID, back.Address, shown.ID, shown.Address, pending.ID)
+	}
+}

@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -14,10 +15,11 @@ import (
 
 // sticky finds the reservation of the same Service and pool to take back.
 // Among the candidates it prefers the one a live Service actually used (its
-// uid was back-filled) over pending ones (bookings of failed or retried
-// admissions), and the oldest booking first: a re-created Service gets the
-// address its previous incarnation had, not one booked by a retry in
-// between. When that reservation is still attached to the previous Load
+// uid was back-filled, or, before the back-fill, the Service cache showed
+// it on a Service of that name) over pending ones (bookings of failed or
+// retried admissions), and the oldest booking first: a re-created Service
+// gets the address its previous incarnation had, not one booked by a retry
+// in between. When that reservation is still attached to the previous Load
 // Balancer, the answer is a retryable refusal: booking another would move
 // the Service to a new address once the old LB is gone.
 //
@@ -85,10 +87,35 @@ func (a *Allocator) listService(ctx context.Context, req Request) ([]*scaleway.I
 // still attached to the previous Load Balancer.
 func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP) (*scaleway.IP, error) {
 	cfg := a.Config()
+	a.mu.Lock()
+	shown := maps.Clone(a.shown[req.Service])
+	a.mu.Unlock()
+	// Used (uid back-filled) first; then one a Service of that name showed
+	// (the previous incarnation's, though no leader back-filled its uid
+	// yet); then pending bookings. Within a rank the latest shown, then the
+	// oldest booking.
+	rank := func(ip *scaleway.IP) int {
+		e, _ := ParseEntry(ip.Tags)
+		switch _, seen := shown[ip.ID]; {
+		case e.UID != "":
+			return 2
+		case seen:
+			return 1
+		}
+		return 0
+	}
+	better := func(ip, than *scaleway.IP) bool {
+		if r, rt := rank(ip), rank(than); r != rt {
+			return r > rt
+		}
+		if s, st := shown[ip.ID], shown[than.ID]; !s.Equal(st) {
+			return s.After(st) // a moved Service's latest address
+		}
+		return ip.CreatedAt.Before(than.CreatedAt)
+	}
 	// Decide with the clock read after the reads: the later, the safer.
 	now := a.clock.Now()
 	var found *scaleway.IP
-	var foundUID bool
 	for _, ip := range ips {
 		ok, err := a.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, now)
 		if err != nil {
@@ -97,10 +124,8 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 		if !ok || (req.Address.IsValid() && ip.Address != req.Address) {
 			continue
 		}
-		e, _ := ParseEntry(ip.Tags)
-		uid := e.UID != ""
-		if found == nil || (uid && !foundUID) || (uid == foundUID && ip.CreatedAt.Before(found.CreatedAt)) {
-			found, foundUID = ip, uid
+		if found == nil || better(ip, found) {
+			found = ip
 		}
 	}
 	if found != nil && found.Resource != nil && !slices.Contains(req.Own, found.ID) {
