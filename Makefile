@@ -72,7 +72,7 @@ suites: tools crds image ## The suites on a real kube-apiserver, etcd and helm; 
 CHAOS_OPS     ?= 1500
 CHAOS_CLIENTS ?= 12
 CHAOS_SEED    ?= $(shell date +%s)
-chaos: tools ## Faults and concurrency on a real control plane, then the six invariants.
+chaos: tools ## Faults and concurrency on a real control plane, then the eight invariants.
 	@set -o pipefail; $(own_tmp) \
 	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) \
 	  $(GO) test -count=1 -timeout 60m -v ./test/chaos 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
