@@ -55,6 +55,7 @@ func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.App
 // apiserver, with cert-manager's and prometheus-operator's CRDs installed.
 func TestServerSideDryRun(t *testing.T) {
 	ensureNamespace(t, namespace, nil)
+	ensureNamespace(t, "monitoring", nil) // the overrides' grafanaDashboard.namespace
 	ctx := context.Background()
 	for _, m := range append(modes, overrides) {
 		t.Run(m.name, func(t *testing.T) {
@@ -232,7 +233,8 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 // its CA), HTTP/1.1 only like the webhook port, and answers only callers
 // the apiserver authenticates and authorizes through the chart's
 // metrics-reader ClusterRole; the process does the TokenReview and
-// SubjectAccessReview with the chart's metrics-auth rights.
+// SubjectAccessReview with the chart's metrics-auth rights. The scrape holds
+// every series the chart's alerts and dashboard read.
 func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -297,6 +299,7 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `scw_lb_ipam_pool_addresses{pool="dc-link",state="total"}`) {
 		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
 	}
+	checkMonitoredMetricsExported(t, body)
 	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
 		t.Errorf("metrics server negotiated %q (%s), want HTTP/1.1 only", resp.TLS.NegotiatedProtocol, resp.Proto)
 	}
