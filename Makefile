@@ -109,7 +109,7 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 	  cm=$$(GOWORK=off GOFLAGS=-mod=readonly $(GO) mod download -json github.com/cert-manager/cert-manager | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
 	  po=$$(GOWORK=off GOFLAGS=-mod=readonly $(GO) mod download -json github.com/prometheus-operator/prometheus-operator | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
 	  [ -n "$$cm" ] && [ -n "$$po" ] && \
-	  cp -f "$$cm"/deploy/crds/cert-manager.io_*.yaml "$$po"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml $(BIN)/crds/ && \
+	  cp -f "$$cm"/deploy/crds/cert-manager.io_*.yaml "$$po"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml "$$po"/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml $(BIN)/crds/ && \
 	  chmod u+w $(BIN)/crds/*.yaml
 	@touch $@
 	@echo "bin/crds: $$(ls bin/crds | grep -c yaml) CRDs"

@@ -9,9 +9,11 @@ import (
 )
 
 // Resolve checks the pools against the live Private Networks: each must
-// exist and hold the pool's subnet (or exactly one subnet of its family when
-// the file names none). It fills in the subnet and its IPAM ID.
+// exist, be in the credentials' Project and hold the pool's subnet (or
+// exactly one subnet of its family when the file names none). It fills in
+// the subnet and its IPAM ID.
 func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
+	project := cloud.ProjectID()
 	var errs []error
 	// transient keeps an answer that may change on retry, so that callers
 	// (the reloader) can tell "try again" from "this file is wrong".
@@ -39,6 +41,14 @@ func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
 		pn, err := get(p.PrivateNetworkID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(err)))
+			continue
+		}
+		// IPAM books in a network's own Project only: a pool elsewhere would
+		// pass every check here and then fail every admission. Without a
+		// default Project the SDK sends none and the API decides.
+		if project != "" && pn.ProjectID != "" && pn.ProjectID != project {
+			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s (%s) is in Project %s, not in the credentials' Project %s (SCW_DEFAULT_PROJECT_ID): IPAM books an address only in its network's own Project; give this pool a Private Network of Project %s, or run with an API key and SCW_DEFAULT_PROJECT_ID of Project %s (every pool's network must then be there)",
+				where, p.PrivateNetworkID, pn.Name, pn.ProjectID, project, project, pn.ProjectID))
 			continue
 		}
 		var match []scaleway.Subnet

@@ -6,8 +6,16 @@ import (
 	"testing"
 )
 
+// otherProject is a Project the test credentials do not book in.
+const otherProject = "2b7f4d1e-9c3a-4e5f-8a6b-7c8d9e0f1a2b"
+
 func TestResolve(t *testing.T) {
 	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
+	other, err := e.srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.36.0/22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pns["elsewhere"] = other
 	ctx := context.Background()
 	resolve := func(pools string) error {
 		file := poolFile(pools)
@@ -36,6 +44,10 @@ func TestResolve(t *testing.T) {
 		{`  - {name: a, privateNetworkID: "{{one}}", ranges: ["172.16.40.1-172.16.40.9"]}`, "outside subnet 172.16.32.0/22"},
 		{`  - {name: a, privateNetworkID: "{{one}}"}
   - {name: b, privateNetworkID: "{{one}}", ranges: ["172.16.33.1-172.16.33.9"]}`, `pools "a" and "b"`},
+		// IPAM would refuse every booking there: the file is refused first,
+		// naming both Projects.
+		{`  - {name: a, privateNetworkID: "{{one}}"}
+  - {name: b, privateNetworkID: "{{elsewhere}}"}`, "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject + ", not in the credentials' Project " + testProject + " (SCW_DEFAULT_PROJECT_ID)"},
 	} {
 		err := resolve(tt.pools)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

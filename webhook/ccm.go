@@ -38,6 +38,30 @@ func (m *ServiceMutator) checkCCMContract(ctx context.Context, cfg *ipam.Config,
 	return nil
 }
 
+// maxPrivateNetworks is how many Private Networks one Scaleway Load Balancer
+// attaches at most.
+const maxPrivateNetworks = 8
+
+// checkNetworkLimit refuses a pn-ids of more networks than a Load Balancer
+// attaches: the CCM would attach it to some and fail on the rest, with the
+// IPs already booked. pns is the pn-ids to be written; from says where its
+// networks come from, for the user.
+func checkNetworkLimit(pns []string, from string) error {
+	if len(pns) <= maxPrivateNetworks {
+		return nil
+	}
+	return fmt.Errorf("%s would list %d Private Networks (%s: %s), and a Scaleway Load Balancer attaches at most %d, so the CCM could not attach it to them all; list fewer networks in %s, or ask for fewer pools",
+		ccm.AnnotationPNIDs, len(pns), from, strings.Join(pns, ","), maxPrivateNetworks, ccm.AnnotationPNIDs)
+}
+
+// pnOrigin says where the first networks of pn-ids come from.
+func pnOrigin(user []string) string {
+	if len(user) > 0 {
+		return "the networks " + ccm.AnnotationPNIDs + " lists"
+	}
+	return "the nodes' network"
+}
+
 // ccmWarnings say what the CCM will do besides attaching the reserved IPs.
 func ccmWarnings(cfg *ipam.Config, svc *corev1.Service, ask request) []string {
 	var out []string

@@ -211,14 +211,37 @@ func joinAddrs(as []netip.Addr) string {
 // Private Network, then every reservation's network, without duplicates.
 // The CCM detaches the LB from networks it is not told about.
 func unionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
+	return strings.Join(pnList(user, clusterPN, reservationPNs(rs)), ",")
+}
+
+// pnList is unionPNs over network IDs: user's items (or clusterPN), then
+// each of added that no item names yet.
+func pnList(user []string, clusterPN string, added []string) []string {
 	out := slices.Clone(user)
 	if len(out) == 0 {
 		out = []string{clusterPN}
 	}
-	for _, r := range rs {
-		if !slices.ContainsFunc(out, func(s string) bool { return ccm.PrivateNetworkID(s) == r.PrivateNetworkID }) {
-			out = append(out, r.PrivateNetworkID)
+	for _, id := range added {
+		if !slices.ContainsFunc(out, func(s string) bool { return ccm.PrivateNetworkID(s) == id }) {
+			out = append(out, id)
 		}
 	}
-	return strings.Join(out, ",")
+	return out
+}
+
+func reservationPNs(rs []*ipam.Reservation) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.PrivateNetworkID
+	}
+	return out
+}
+
+// poolPNs are the Private Networks of the pools the plan reserves in.
+func (p *plan) poolPNs() []string {
+	out := make([]string, len(p.reserve))
+	for i, r := range p.reserve {
+		out[i] = r.Pool.PrivateNetworkID
+	}
+	return out
 }

@@ -73,6 +73,17 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "dc"))}
 		}})
 	})
+	t.Run("adding the pool's network back would pass a Load Balancer's 8: denied", func(t *testing.T) {
+		h := newHarness(t)
+		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
+		h.srv.ResetCounts()
+		// The manifest now lists eight networks of its own, not the pool's:
+		// with it added back, the Load Balancer would need nine.
+		eight := h.pnList("nodes", "edge", "lab", "old", "tmp") + ",7a000001-0000-4000-8000-000000000001,7a000002-0000-4000-8000-000000000002,7a000003-0000-4000-8000-000000000003"
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, eight)), live, false))
+		h.check("re-applied", r, denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of the reserved IPs: "+eight+","+h.pns["dc"].ID+")",
+			"a Scaleway Load Balancer attaches at most 8"))
+	})
 	t.Run("a network the user removes stays removed", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))

@@ -17,11 +17,7 @@ import (
 func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
 	var out []*ipam.Reservation
 	fail := func(err error) ([]*ipam.Reservation, error) {
-		for _, r := range out {
-			if rerr := m.Allocator.Release(context.WithoutCancel(ctx), r); rerr != nil {
-				m.Log.Error(rerr, "releasing a reservation of a failed admission; the sweeper will reclaim it", "service", key, "ipamID", r.ID)
-			}
-		}
+		m.releaseBooked(ctx, key, out)
 		return nil, err
 	}
 	for i, id := range p.ids {
@@ -55,6 +51,16 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 		pns[r.PrivateNetworkID] = r.ID
 	}
 	return out, nil
+}
+
+// releaseBooked releases, best effort, what a refused admission booked (the
+// allocator leaves validated IDs alone): the sweeper reclaims the rest.
+func (m *ServiceMutator) releaseBooked(ctx context.Context, key types.NamespacedName, rs []*ipam.Reservation) {
+	for _, r := range rs {
+		if rerr := m.Allocator.Release(context.WithoutCancel(ctx), r); rerr != nil {
+			m.Log.Error(rerr, "releasing a reservation of a failed admission; the sweeper will reclaim it", "service", key, "ipamID", r.ID)
+		}
+	}
 }
 
 func wrapReserveError(req ipam.Request, err error) error {

@@ -183,11 +183,25 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
+	// Before any booking: the pools' networks are known from the plan.
+	from := pnOrigin(ask.PNIDs)
+	if len(p.reserve) > 0 {
+		from += ", then those of pools " + poolList(p.reserve)
+	}
+	if err := checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.poolPNs()), from); err != nil {
+		return m.deny(svc, err), resultDenied
+	}
 	if err := m.checkCCMContract(ctx, cfg, svc, ask); err != nil {
 		return m.deny(svc, err), resultDenied
 	}
 
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
+	if err == nil {
+		// Brought-your-own IDs name their networks only once validated.
+		if err = checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, reservationPNs(reservations)), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+			m.releaseBooked(ctx, key, reservations)
+		}
+	}
 	if err != nil {
 		if !dryRun {
 			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", err.Error())

@@ -133,6 +133,10 @@ func retry(calls string, fragments ...string) expect {
 // fresh emulator and cache.
 func TestCreate(t *testing.T) {
 	untouched := expect{allowed: true}
+	// Seven networks besides the nodes': pn-ids at a Load Balancer's limit.
+	const sevenPNs = "7a000001-0000-4000-8000-000000000001,7a000002-0000-4000-8000-000000000002,7a000003-0000-4000-8000-000000000003," +
+		"7a000004-0000-4000-8000-000000000004,7a000005-0000-4000-8000-000000000005,7a000006-0000-4000-8000-000000000006,7a000007-0000-4000-8000-000000000007"
+	byoOver8 := service("web", "api", nil)
 	tests := []struct {
 		name   string
 		svc    *corev1.Service
@@ -157,6 +161,34 @@ func TestCreate(t *testing.T) {
 					ops[1].Operation = "replace"
 					return ops
 				}
+				return e
+			}()},
+		// A Load Balancer attaches at most 8 Private Networks: refused
+		// before any Scaleway call, naming the networks.
+		{name: "pool's network over a Load Balancer's 8", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, "{{nodes}},"+sevenPNs)),
+			want: denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of pools dc-link: ",
+				sevenPNs+",", "a Scaleway Load Balancer attaches at most 8", "list fewer networks in "+ccm.AnnotationPNIDs+", or ask for fewer pools")},
+		// Brought-your-own IDs name their network once validated: refused
+		// then, before the patch, with nothing booked or released.
+		{name: "brought-your-own IP's network over a Load Balancer's 8", svc: byoOver8,
+			setup: func(h *harness) {
+				ids := []string{h.pns["nodes"].ID, h.pns["dc"].ID, h.pns["lab"].ID, h.pns["old"].ID, h.pns["tmp"].ID}
+				for i := range 3 {
+					pn, err := h.srv.AddPrivateNetwork(fmt.Sprintf("more-%d", i), fmt.Sprintf("10.6%d.0.0/24", i))
+					if err != nil {
+						h.t.Fatal(err)
+					}
+					ids = append(ids, pn.ID)
+				}
+				id, err := h.srv.AddIP(h.pns["edge"].ID, netip.MustParseAddr("10.10.0.50"), nil, nil)
+				if err != nil {
+					h.t.Fatal(err)
+				}
+				byoOver8.Annotations = ann(ccm.AnnotationIPAMIDs, id, ccm.AnnotationPNIDs, strings.Join(ids, ","))
+			},
+			want: func() expect {
+				e := denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of the reserved IPs: ", "a Scaleway Load Balancer attaches at most 8")
+				e.calls = "GetIP=1"
 				return e
 			}()},
 		{name: "not a LoadBalancer", svc: func() *corev1.Service {

@@ -53,6 +53,11 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		// annotations dropped or rewritten. Put back what the CCM needs to
 		// leave the Load Balancer as it is.
 		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask, prev.Recorded)
+		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
+			if err := checkNetworkLimit(splitList(v), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+				return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, err)}
+			}
+		}
 		if len(kept) == 0 {
 			return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
 		}

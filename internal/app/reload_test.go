@@ -250,3 +250,71 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPoolInAnotherProjectRefused: IPAM books on a Private Network only in
+// that network's Project, so a pool on a network of another Project than
+// the credentials' would fail every admission. The pool file is refused at
+// start and on reload, the message naming both Projects; the reload keeps
+// the last good configuration.
+func TestPoolInAnotherProjectRefused(t *testing.T) {
+	const otherProject = "2b7f4d1e-9c3a-4e5f-8a6b-7c8d9e0f1a2b"
+	srv, pns, cloud, text := reloadWorld(t, scaleway.Options{})
+	other, err := srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.40.0/22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject +
+		", not in the credentials' Project " + ipamtest.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)"
+	good := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n")
+	bad := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n  - {name: b, privateNetworkID: " + other.ID + "}\n")
+	path := filepath.Join(t.TempDir(), "pools.yaml")
+
+	t.Run("start", func(t *testing.T) {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o, err := ParseFlags([]string{"--tls-mode=cert-manager", "--config=" + path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Log, o.Metrics = logr.Discard(), prometheus.NewRegistry()
+		o.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()),
+			scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+		// Serve resolves the pool file before it needs a cluster: the
+		// refusal comes without one.
+		err = Serve(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Serve: %v\nwant it to say %q", err, want)
+		}
+	})
+
+	t.Run("reload", func(t *testing.T) {
+		if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, loaded, err := loadConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Resolve(context.Background(), cloud); err != nil {
+			t.Fatal(err)
+		}
+		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+		var logged []string
+		r := &configReloader{path: path, cloud: cloud, alloc: alloc, last: loaded, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second},
+			clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.check(context.Background())
+		if _, ok := alloc.Config().Pool("b"); ok {
+			t.Fatal("a pool in another Project was loaded")
+		}
+		if _, ok := alloc.Config().Pool("a"); !ok {
+			t.Fatal("the refused file replaced the good configuration")
+		}
+		if len(logged) == 0 || !strings.Contains(logged[len(logged)-1], want) {
+			t.Fatalf("the refusal does not name the Projects: %v\nwant %q", logged, want)
+		}
+	})
+}

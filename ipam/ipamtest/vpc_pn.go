@@ -355,9 +355,21 @@ func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork,
 // AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
 // pool file written for the playground names networks that exist.
 func (s *Server) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
+	return s.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
+}
+
+// AddPrivateNetworkInProject is AddPrivateNetwork in another Project than
+// Options.ProjectID (in that Project's default VPC), for the checks that
+// refuse a pool whose network the credentials cannot book in.
+func (s *Server) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
+	return s.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
+}
+
+func (s *Server) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pn, err := s.createPNLocked(pnSpec{id: id, name: name, subnets: subnets}, s.now())
+	name := spec.name
+	pn, err := s.createPNLocked(spec, s.now())
 	if err != nil {
 		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
 	}

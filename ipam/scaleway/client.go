@@ -53,6 +53,7 @@ var quoted = regexp.MustCompile(`'[^']*'`)
 // scwCloud implements Cloud on scaleway-sdk-go.
 type scwCloud struct {
 	region   scw.Region
+	project  string
 	ipam     *ipamapi.API
 	vpc      *vpcapi.API
 	backoff  wait.Backoff
@@ -92,8 +93,12 @@ func New(ctx context.Context, opts Options) (Cloud, error) {
 	if _, err := client.GetAPIMetadata(); err != nil {
 		return nil, fmt.Errorf("reaching the Scaleway API: %w", err)
 	}
+	// BookIP leaves project_id to the SDK, which fills in this default: it
+	// is the Project every booking lands in.
+	project, _ := client.GetDefaultProjectID()
 	c := &scwCloud{
 		region:   region,
+		project:  project,
 		ipam:     ipamapi.NewAPI(client),
 		vpc:      vpcapi.NewAPI(client),
 		backoff:  opts.Backoff,
@@ -107,6 +112,8 @@ func New(ctx context.Context, opts Options) (Cloud, error) {
 	}
 	return c, nil
 }
+
+func (c *scwCloud) ProjectID() string { return c.project }
 
 func (c *scwCloud) BookIP(ctx context.Context, req BookRequest) (*IP, error) {
 	sdkReq := &ipamapi.BookIPRequest{
@@ -215,7 +222,7 @@ func (c *scwCloud) GetPrivateNetwork(ctx context.Context, id string) (*PrivateNe
 	if err != nil {
 		return nil, err
 	}
-	out := &PrivateNetwork{ID: pn.ID, Name: pn.Name}
+	out := &PrivateNetwork{ID: pn.ID, Name: pn.Name, ProjectID: pn.ProjectID}
 	for _, s := range pn.Subnets {
 		p, ok := netipx.FromStdIPNet(&s.Subnet.IPNet)
 		if !ok {

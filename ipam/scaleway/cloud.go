@@ -21,6 +21,10 @@ type Cloud interface {
 	SetTags(ctx context.Context, id string, tags []string) (*IP, error)
 	ReleaseIP(ctx context.Context, id string) error
 	GetPrivateNetwork(ctx context.Context, id string) (*PrivateNetwork, error)
+	// ProjectID is the Project BookIP books in: the credentials' default
+	// (SCW_DEFAULT_PROJECT_ID), empty when none is set. IPAM books an
+	// address on a Private Network only in that network's own Project.
+	ProjectID() string
 }
 
 // IP is one IPAM IP as the project sees it.
@@ -77,9 +81,12 @@ type ListFilter struct {
 
 // PrivateNetwork is a VPC Private Network and its subnets.
 type PrivateNetwork struct {
-	ID      string
-	Name    string
-	Subnets []Subnet
+	ID   string
+	Name string
+	// ProjectID is the Project the network belongs to, the only one IPAM
+	// books its addresses in.
+	ProjectID string
+	Subnets   []Subnet
 }
 
 // Subnet is one CIDR block of a Private Network.

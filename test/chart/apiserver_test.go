@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +55,7 @@ func apply(ctx context.Context, o *unstructured.Unstructured, opts ...client.App
 // apiserver, with cert-manager's and prometheus-operator's CRDs installed.
 func TestServerSideDryRun(t *testing.T) {
 	ensureNamespace(t, namespace, nil)
+	ensureNamespace(t, "monitoring", nil) // the overrides' grafanaDashboard.namespace
 	ctx := context.Background()
 	for _, m := range append(modes, overrides) {
 		t.Run(m.name, func(t *testing.T) {
@@ -231,7 +233,8 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 // its CA), HTTP/1.1 only like the webhook port, and answers only callers
 // the apiserver authenticates and authorizes through the chart's
 // metrics-reader ClusterRole; the process does the TokenReview and
-// SubjectAccessReview with the chart's metrics-auth rights.
+// SubjectAccessReview with the chart's metrics-auth rights. The scrape holds
+// every series the chart's alerts and dashboard read.
 func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -296,6 +299,7 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `scw_lb_ipam_pool_addresses{pool="dc-link",state="total"}`) {
 		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
 	}
+	checkMonitoredMetricsExported(t, body)
 	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
 		t.Errorf("metrics server negotiated %q (%s), want HTTP/1.1 only", resp.TLS.NegotiatedProtocol, resp.Proto)
 	}
@@ -410,14 +414,90 @@ func (p *process) stop(t testing.TB) {
 	}
 }
 
-// TestReadmeInstall runs the README's install command, as a server-side
-// dry run, with the production example values.
+// TestReadmeInstall follows the README's install steps on the apiserver:
+// the credentials Secret created from literals with the README's own
+// kubectl command (test values in place of the shell's), then the install
+// command, as a server-side dry run, with the production example values,
+// which must name that Secret; the Secret carries every key the chart's
+// own Secret would. No step copies the CCM's credentials from kube-system.
 func TestReadmeInstall(t *testing.T) {
 	ensureNamespace(t, namespace, nil)
 	kubeconfig := adminKubeconfig(t)
+	section := readmeInstall(t)
+	for _, bad := range []string{"scaleway-secret", "-n kube-system get secret"} {
+		if strings.Contains(section, bad) {
+			t.Errorf("the install steps still mention %q: on Kapsule the CCM's credentials are not in the cluster", bad)
+		}
+	}
+	for _, want := range []string{"IPAMFullAccess", "PrivateNetworksReadOnly", "scw iam application create", "scw iam policy create", "scw iam api-key create", "v0.36.0", "at most 8 Private Networks"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the install steps do not say %q", want)
+		}
+	}
+
+	// The README's kubectl create secret, run as written but for the
+	// values its shell computes.
+	var create []string
+	for _, c := range shellCommands(section) {
+		if w := shellWords(c); len(w) > 0 && w[0] == "kubectl" && slices.Contains(w, "secret") && slices.Contains(w, "generic") {
+			create = w[1:]
+		}
+	}
+	if create == nil {
+		t.Fatal("the install steps have no kubectl create secret generic command")
+	}
+	fake := map[string]string{
+		"SCW_ACCESS_KEY":         "SCWABCDEFGHIJKLMNOPQ",
+		"SCW_SECRET_KEY":         "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
+		"SCW_DEFAULT_PROJECT_ID": ipamtest.DefaultProjectID,
+	}
+	var secretName string
+	for i, w := range create {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(w, "--from-literal="), "="); ok && strings.HasPrefix(w, "--from-literal=") && strings.Contains(v, "$") {
+			if fake[k] == "" {
+				t.Fatalf("the README computes %s in the shell (%s): give the test a value for it", k, v)
+			}
+			create[i] = "--from-literal=" + k + "=" + fake[k]
+		}
+		if w == "generic" && i+1 < len(create) {
+			secretName = create[i+1]
+		}
+	}
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), append(create, "--kubeconfig", kubeconfig)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(create, " "), err, out)
+	}
+	secret := &corev1.Secret{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
+		t.Fatalf("the README's Secret %s/%s: %v", namespace, secretName, err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), secret) })
+	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != ipamtest.DefaultProjectID {
+		t.Errorf("SCW_DEFAULT_PROJECT_ID = %q in the Secret, want %q", got, ipamtest.DefaultProjectID)
+	}
+	// The keys the chart puts in a Secret of its own are the ones the pods
+	// need from an existing one.
+	production := filepath.Join(root, "examples", "values-production.yaml")
+	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b"), "Secret")
+	for k := range field(t, own, "stringData").(map[string]any) {
+		if _, ok := secret.Data[k]; !ok {
+			t.Errorf("the README's Secret lacks %s, which the chart's pods read", k)
+		}
+	}
+
+	dep := one(t, render(t, []string{production}), "Deployment")
+	containers := field(t, dep, "spec", "template", "spec", "containers").([]any)
+	var refs []string
+	for _, from := range containers[0].(map[string]any)["envFrom"].([]any) {
+		if name, ok, _ := unstructured.NestedString(from.(map[string]any), "secretRef", "name"); ok {
+			refs = append(refs, name)
+		}
+	}
+	if !slices.Contains(refs, secretName) {
+		t.Errorf("the production values read the Secrets %v, not the README's %s", refs, secretName)
+	}
 	out, err := helm(t, "upgrade", "--install", release, chartDir, "--namespace", namespace,
-		"--values", filepath.Join(root, "examples", "values-production.yaml"),
-		"--kubeconfig", kubeconfig, "--dry-run=server")
+		"--values", production, "--kubeconfig", kubeconfig, "--dry-run=server")
 	if err != nil {
 		t.Fatalf("helm upgrade --install --dry-run=server: %v\n%s", err, out)
 	}

@@ -1,6 +1,7 @@
 // Pins the third-party CustomResourceDefinitions the chart's objects need on
 // the test apiserver: cert-manager's (Certificate, Issuer) and
-// prometheus-operator's ServiceMonitor. `make crds` copies them into bin/crds.
+// prometheus-operator's ServiceMonitor and PrometheusRule. `make crds` copies
+// them into bin/crds.
 module github.com/scw-lb-ipam/scw-lb-ipam/test/crds
 
 go 1.26.0
