@@ -40,7 +40,7 @@ const (
 //     and resourceVersion; the kind comes from the scheme).
 //
 // So it keeps the namespace, name, UID, resourceVersion, deletion timestamp,
-// spec.type and every annotation of scw-lb-ipam or of the CCM (by prefix, so
+// spec.type, spec.loadBalancerClass and every annotation of scw-lb-ipam or of the CCM (by prefix, so
 // that an annotation read later needs no change here), and drops the rest.
 // HasLoadBalancer, OnlyCCMChanges and ProxyProtocolGap read more (status,
 // finalizers, ports), but only on the Services of an admission request,
@@ -66,7 +66,7 @@ func TrimService(obj any) (any, error) {
 			DeletionTimestamp: svc.DeletionTimestamp,
 			Annotations:       keptAnnotations(svc.Annotations),
 		},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceType(intern(string(svc.Spec.Type)))},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceType(intern(string(svc.Spec.Type))), LoadBalancerClass: svc.Spec.LoadBalancerClass},
 	}, nil
 }
 

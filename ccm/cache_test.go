@@ -91,6 +91,10 @@ func cachedServices() map[string]*corev1.Service {
 			delete(s.Annotations, AnnotationLoadBalancerID)
 		}),
 		"another namespace": edit(func(s *corev1.Service) { s.Namespace = "web" }),
+		"another controller's": edit(func(s *corev1.Service) {
+			class := "metallb.io/metallb"
+			s.Spec.LoadBalancerClass = &class
+		}),
 	}
 }
 

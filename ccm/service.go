@@ -9,10 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
-// Live reports whether a Service holds its IPs: a LoadBalancer not being
-// deleted.
+// Live reports whether a Service holds its IPs: a LoadBalancer the CCM
+// serves (no spec.loadBalancerClass: another controller's, which the CCM
+// ignores) and not being deleted.
 func Live(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && svc.DeletionTimestamp == nil
 }
 
 // ReferencedIDs are the IPAM IDs a Service hands to the CCM.

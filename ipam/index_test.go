@@ -804,3 +804,33 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 		t.Fatalf("re-created web/api got %s (%s), want %s (%s), the reservation it showed; %s was a pending booking", back.ID, back.Address, shown.ID, shown.Address, pending.ID)
 	}
 }
+
+// A Service moved with allow-ip-change from A to B, then deleted and
+// re-created within the retention: both reservations were used (uid
+// back-filled), and A was given up first. The re-create gets B, its
+// previous address, on any replica (from the ledger alone), not A.
+func TestRecreateOfAMovedServiceGetsItsLatestAddress(t *testing.T) {
+	e, a, _ := indexedAlloc(t, nil)
+	ctx := context.Background()
+	p := pool(t, a, "small")
+	seed := func(addr string, orphanedAgo time.Duration) string {
+		tags := Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1", OrphanedSince: time.Now().Add(-orphanedAgo).Truncate(time.Second)}.Tags()
+		id, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr(addr), tags, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	seed("10.10.0.2", 3*time.Minute)    // A: booked first, given up at the move
+	b := seed("10.10.0.3", time.Minute) // B: given up when the Service was deleted
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != b {
+		t.Fatalf("re-created web/api got %s (%s), want %s (10.10.0.3), the address it had last", got.ID, got.Address, b)
+	}
+}

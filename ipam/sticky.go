@@ -92,8 +92,8 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 	a.mu.Unlock()
 	// Used (uid back-filled) first; then one a Service of that name showed
 	// (the previous incarnation's, though no leader back-filled its uid
-	// yet); then pending bookings. Within a rank the latest shown, then the
-	// oldest booking.
+	// yet); then pending bookings. Within a rank the latest shown, among
+	// used ones the last given up, then the oldest booking.
 	rank := func(ip *scaleway.IP) int {
 		e, _ := ParseEntry(ip.Tags)
 		switch _, seen := shown[ip.ID]; {
@@ -105,11 +105,20 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 		return 0
 	}
 	better := func(ip, than *scaleway.IP) bool {
-		if r, rt := rank(ip), rank(than); r != rt {
+		r, rt := rank(ip), rank(than)
+		if r != rt {
 			return r > rt
 		}
 		if s, st := shown[ip.ID], shown[than.ID]; !s.Equal(st) {
 			return s.After(st) // a moved Service's latest address
+		}
+		if r > 0 {
+			// Both used: the one given up last was the previous
+			// incarnation's (a Service moved with allow-ip-change gave up
+			// its older address first); not orphaned yet counts as latest.
+			if o, ot := orphanedSince(ip), orphanedSince(than); !o.Equal(ot) {
+				return o.IsZero() || (!ot.IsZero() && o.After(ot))
+			}
 		}
 		return ip.CreatedAt.Before(than.CreatedAt)
 	}
@@ -232,6 +241,11 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 	}
 	a.markUsed(pool, ip)
 	return res, nil
+}
+
+func orphanedSince(ip *scaleway.IP) time.Time {
+	e, _ := ParseEntry(ip.Tags)
+	return e.OrphanedSince
 }
 
 // cacheError is the refusal when the Service cache cannot answer: retryable,

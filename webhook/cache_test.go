@@ -47,6 +47,12 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 		"a bad annotation":               {served("web", ann(ccm.AnnotationAllowIPChange, "yes")), false},
 		"not opted in":                   {served("plain", nil), false},
 		"excluded namespace":             {served("kube-system", nil), false},
+		"another controller's (loadBalancerClass)": {func() *corev1.Service {
+			s := served("web", nil)
+			class := "metallb.io/metallb"
+			s.Spec.LoadBalancerClass = &class
+			return s
+		}(), false},
 		"ClusterIP": {func() *corev1.Service {
 			s := served("web", nil)
 			s.Spec.Type = corev1.ServiceTypeClusterIP

@@ -137,7 +137,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 			return admission.Allowed(""), resultCCM
 		}
 	}
-	if opted, err := m.optedIn(ctx, req.Namespace); err != nil {
+	if opted, err := m.optedIn(ctx, req.Namespace, true); err != nil {
 		return m.deny(svc, err), resultDenied
 	} else if !opted {
 		return admission.Allowed(""), resultSkipped
@@ -242,8 +242,10 @@ func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, n
 // apiserver's namespaceSelector already matched, so a namespace that cannot
 // be read (an error, or not in the cache yet) is a retryable refusal, never
 // an admission without a reservation; and one the cache shows without the
-// label is read once more from the apiserver (see NamespacesLive).
-func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, error) {
+// label is read once more from the apiserver (see NamespacesLive) when live
+// is set: for admissions, which the namespaceSelector already matched, not
+// for the sweeper's report, which asks about every namespace each cycle.
+func (m *ServiceMutator) optedIn(ctx context.Context, namespace string, live bool) (bool, error) {
 	if m.Namespaces == nil {
 		return true, nil
 	}
@@ -252,7 +254,7 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, e
 	if err == nil && ns.Labels[ccm.LabelEnabled] == "true" {
 		return true, nil
 	}
-	if m.NamespacesLive != nil {
+	if live && m.NamespacesLive != nil {
 		if lerr := m.NamespacesLive.Get(ctx, client.ObjectKey{Name: namespace}, ns); lerr == nil {
 			return ns.Labels[ccm.LabelEnabled] == "true", nil
 		} else if err == nil {
@@ -274,7 +276,7 @@ func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (b
 	if !inScope(svc) || slices.Contains(m.Excluded, svc.Namespace) {
 		return false, "", nil
 	}
-	opted, err := m.optedIn(ctx, svc.Namespace)
+	opted, err := m.optedIn(ctx, svc.Namespace, false)
 	if err != nil || !opted {
 		return false, "", err
 	}
