@@ -46,13 +46,7 @@ func TestConfigReload(t *testing.T) {
 		}
 	}
 	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
-	cfg, _, err := loadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := resolvedConfig(t, path, cloud)
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
 	var logged []string
 	r := &configReloader{path: path, cloud: cloud, alloc: alloc, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
@@ -212,13 +206,7 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	if err := os.WriteFile(path, first, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, loaded, err := loadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
-		t.Fatal(err)
-	}
+	cfg, loaded := resolvedConfig(t, path, cloud)
 	second := []byte(text("  - {name: a, privateNetworkID: " + dc.ID + "}\n  - {name: b, privateNetworkID: " + nodes.ID + "}\n"))
 	if err := os.WriteFile(path, second, 0o600); err != nil {
 		t.Fatal(err)
@@ -292,13 +280,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 		if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, loaded, err := loadConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cfg.Resolve(context.Background(), cloud); err != nil {
-			t.Fatal(err)
-		}
+		cfg, loaded := resolvedConfig(t, path, cloud)
 		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
 		var logged []string
 		r := &configReloader{path: path, cloud: cloud, alloc: alloc, last: loaded, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second},
@@ -317,4 +299,18 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 			t.Fatalf("the refusal does not name the Projects: %v\nwant %q", logged, want)
 		}
 	})
+}
+
+// resolvedConfig loads the pool file at path as Serve does and resolves it
+// against the emulator.
+func resolvedConfig(t *testing.T, path string, cloud scaleway.Cloud) (*ipam.Config, []byte) {
+	t.Helper()
+	cfg, data, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, data
 }
