@@ -81,14 +81,7 @@ func (w *world) deleteAndTearDown(t *testing.T, name string) {
 func TestFinalizerGoesOnceDeleteLBIsAccepted(t *testing.T) {
 	w := newWorld(t, lateDeletion(time.Hour))
 	ctx := context.Background()
-	x, err := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.10"), []string{"scw-lb-ipam"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.kube.Create(ctx, w.reservedLB("api", "uid-old", x)); err != nil {
-		t.Fatal(err)
-	}
-	w.ccm.Sync(ctx)
+	x := w.servedAPI(t)
 	from := len(w.emu.Requests())
 	w.deleteAndTearDown(t, "api")
 	if calls, want := w.ops(from), []string{"GetLB", "DeleteLB"}; !slices.Equal(calls, want) {
@@ -125,14 +118,7 @@ func TestReCreateAttachesOnceThePreviousLBLetsGo(t *testing.T) {
 		logs = append(logs, format)
 	}
 	ctx := context.Background()
-	x, err := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.10"), []string{"scw-lb-ipam"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.kube.Create(ctx, w.reservedLB("api", "uid-old", x)); err != nil {
-		t.Fatal(err)
-	}
-	w.ccm.Sync(ctx)
+	x := w.servedAPI(t)
 	w.deleteAndTearDown(t, "api")
 	if err := w.kube.Create(ctx, w.reservedLB("api", "uid-new", x)); err != nil {
 		t.Fatal(err)
@@ -276,4 +262,19 @@ func TestAnnotationOfALoadBalancerBeingDeleted(t *testing.T) {
 	if got := w.get(t, "api").Annotations[annotationLoadBalancerID]; got != "fr-par-1/"+lb.ID {
 		t.Fatalf("scw-loadbalancer-id %q, want its own Load Balancer %s", got, lb.ID)
 	}
+}
+
+// servedAPI books a reservation and lets the stand-in serve Service api
+// (uid-old) with it; it returns the IPAM ID.
+func (w *world) servedAPI(t *testing.T) string {
+	t.Helper()
+	x, err := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.10"), []string{"scw-lb-ipam"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.kube.Create(context.Background(), w.reservedLB("api", "uid-old", x)); err != nil {
+		t.Fatal(err)
+	}
+	w.ccm.Sync(context.Background())
+	return x
 }
