@@ -5,9 +5,9 @@ BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
 SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
-UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench)$$')
+UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages
 
 all: build
 
@@ -76,6 +76,28 @@ chaos: tools ## Faults and concurrency on a real control plane, then the eight i
 	@set -o pipefail; $(own_tmp) \
 	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) \
 	  $(GO) test -count=1 -timeout 60m -v ./test/chaos 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+
+# ---- e2e: the chart installed for real ------------------------------------
+# A single-node cluster built from source (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubelet) on Debian's containerd
+# and runc, in a network and a mount namespace the suite makes; helm install
+# of the chart with the image make image built. Needs root. The suite checks
+# that it leaves nothing on the host.
+E2E_PACKAGES := containerd runc containernetworking-plugins iptables
+
+e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the Debian packages it needs).
+	@$(MAKE) --no-print-directory -j1 $(E2E_TOOLS)
+	@set -o pipefail; $(own_tmp) \
+	  $(GO) test -count=1 -timeout 30m -v ./test/e2e 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+
+e2e-packages:
+	@missing=$$(for p in $(E2E_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || echo "$$p"; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make e2e: installing the Debian packages the node needs:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make e2e: needs root (apt-get install, namespaces, mounts, cgroups)" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 FUZZTIME ?= 10m
 fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
@@ -164,6 +186,21 @@ bin/kube-apiserver: FORCE
 # release's.
 bin/kubectl: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubectl,$(KUBE_VERSION_LDFLAGS))
+
+# The node of make e2e: the same Kubernetes release as the apiserver. Built
+# one at a time after kube-apiserver (whose packages they share): cold on 2
+# cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
+# under half a minute. Not in TOOLS: make test's suites do not need them.
+E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler
+
+bin/kubelet: FORCE
+	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubelet,$(KUBE_VERSION_LDFLAGS))
+
+bin/kube-controller-manager: FORCE
+	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-controller-manager,$(KUBE_VERSION_LDFLAGS))
+
+bin/kube-scheduler: FORCE
+	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_VERSION_LDFLAGS))
 
 bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)
