@@ -215,6 +215,8 @@ func (n *node) startControlPlane() error {
 		return err
 	}
 	n.config.QPS, n.config.Burst = 100, 200
+	// The tests read the warnings they expect through their own handler.
+	n.config.WarningHandler = rest.NoWarnings{}
 	if n.clientset, err = kubernetes.NewForConfig(n.config); err != nil {
 		return err
 	}

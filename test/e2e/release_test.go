@@ -1,0 +1,341 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+)
+
+// The release, as the README installs it.
+const (
+	release   = "scw-lb-ipam"
+	namespace = "scw-lb-ipam"
+	// optedIn is the opted-in namespace the tests' Services go to.
+	optedIn = "payments"
+	// poolRange is the pool's range in the "dc" network: room for the
+	// Services the rollout's client creates.
+	poolRange = "172.16.35.10-172.16.35.250"
+)
+
+// installation is a release of the chart on the node, with the emulator
+// it talks to.
+type installation struct {
+	emu         *ipamtest.Server
+	pns         map[string]ipamtest.PrivateNetwork
+	values      string
+	uninstalled bool
+}
+
+// install starts the emulator on the bridge (where the pods reach it:
+// never 127.0.0.1, which is each pod's own) and runs helm install --wait
+// with the image by digest, self-managed TLS and two replicas; sets are
+// extra --set flags. The pool's retention is 0, so that a deleted
+// Service's address is released at the sweeper's next cycle.
+func install(t *testing.T, sets ...string) *installation {
+	t.Helper()
+	in := &installation{emu: ipamtest.New(ipamtest.Options{SecretKey: testenv.SecretKey})}
+	url, err := in.emu.Start(nodeIP + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.emu.Close() })
+	if in.pns, err = in.emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22"); err != nil {
+		t.Fatal(err)
+	}
+	ensureNamespace(t, optedIn, map[string]string{ccm.LabelEnabled: "true"})
+	in.values = filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(in.values, fmt.Appendf(nil, `replicaCount: 2
+image:
+  digest: %s
+  pullPolicy: Never
+tls:
+  mode: self-managed
+config:
+  clusterName: e2e
+  region: fr-par
+  clusterPrivateNetworkID: %s
+  pools:
+    - {name: dc-link, privateNetworkID: %s, ranges: [%q], namespaces: [%s], retention: 0s}
+scaleway:
+  accessKey: %s
+  secretKey: %s
+  projectID: %s
+  apiURL: %s
+`, cluster.digest, in.pns["nodes"].ID, in.pns["dc"].ID, poolRange, optedIn, testenv.AccessKey, testenv.SecretKey, ipamtest.DefaultProjectID, url), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"install", release, chartDir(), "--namespace", namespace, "--create-namespace",
+		"--values", in.values, "--wait", "--timeout", "3m"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	began := time.Now()
+	t.Cleanup(func() { in.uninstall(t) })
+	if err := helmWatchingPods(t, args...); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, podReport(t))
+	}
+	t.Logf("helm install --wait: %s", time.Since(began).Round(100*time.Millisecond))
+	return in
+}
+
+// chartDir is the chart the suite installs: the repository's, or
+// SCW_LB_IPAM_E2E_CHART's (a changed copy, for a negative control).
+func chartDir() string {
+	if d := os.Getenv("SCW_LB_IPAM_E2E_CHART"); d != "" {
+		return d
+	}
+	return filepath.Join(repoRoot, "charts", "scw-lb-ipam")
+}
+
+// uninstall runs helm uninstall --wait once, then removes what outlives a
+// release by design (the tests' Services, and the release namespace with
+// the Secret and Lease the pods made): the next test starts afresh.
+func (in *installation) uninstall(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if !in.uninstalled {
+		in.uninstalled = true
+		if out, err := helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m"); err != nil {
+			t.Errorf("helm uninstall: %v\n%s", err, out)
+		}
+	}
+	if err := cluster.kube.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(optedIn)); err != nil {
+		t.Errorf("deleting the tests' Services: %v", err)
+	}
+	if err := cluster.kube.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreNotFound(err) != nil {
+		t.Errorf("deleting namespace %s: %v", namespace, err)
+	}
+	eventually(t, 2*time.Minute, "namespace "+namespace+" and the tests' Services to be gone", func() bool {
+		svcs := &corev1.ServiceList{}
+		err := cluster.kube.Get(ctx, client.ObjectKey{Name: namespace}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err) && cluster.kube.List(ctx, svcs, client.InNamespace(optedIn)) == nil && len(svcs.Items) == 0
+	})
+}
+
+// eventually polls cond every 250 ms until it holds, failing the test
+// after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, podReport(t))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// helm runs bin/helm on the node's cluster, with a private home.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return helmContext(context.Background(), t, args...)
+}
+
+func helmContext(ctx context.Context, t *testing.T, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, cluster.bin("helm"), append(args, "--kubeconfig", cluster.kubeconfig)...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// helmWatchingPods runs helm (install or upgrade, --wait) and stops it as
+// soon as a pod of the release shows it will not become Ready: a container
+// that cannot start, that restarted, or that runs unready for a minute.
+// The error says what the pod shows; podReport has the rest.
+func helmWatchingPods(t *testing.T, args ...string) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := helmContext(ctx, t, args...)
+		done <- result{out, err}
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return fmt.Errorf("%w\n%s", r.err, r.out)
+			}
+			return nil
+		case <-tick.C:
+		}
+		if why := unhealthyPod(t); why != "" {
+			cancel()
+			r := <-done
+			return fmt.Errorf("%s (helm stopped: %s)", why, strings.TrimSpace(r.out))
+		}
+	}
+}
+
+// unhealthyPod says which pod of the release will not become Ready, and
+// why; "" if none.
+func unhealthyPod(t *testing.T) string {
+	for _, p := range releasePods(t) {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Waiting != nil && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
+				return fmt.Sprintf("pod %s: container %s waiting: %s: %s", p.Name, cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			case cs.RestartCount > 0:
+				last := ""
+				if term := cs.LastTerminationState.Terminated; term != nil {
+					last = fmt.Sprintf(" (last exit %d, %s)", term.ExitCode, term.Reason)
+				}
+				return fmt.Sprintf("pod %s: container %s restarted %d times%s; its events: %s", p.Name, cs.Name, cs.RestartCount, last, podEvents(t, p.Name))
+			case cs.State.Running != nil && !cs.Ready && time.Since(cs.State.Running.StartedAt.Time) > time.Minute:
+				return fmt.Sprintf("pod %s: container %s running but not Ready for %s; its events: %s", p.Name, cs.Name,
+					time.Since(cs.State.Running.StartedAt.Time).Round(time.Second), podEvents(t, p.Name))
+			}
+		}
+	}
+	return ""
+}
+
+// podEvents are the warning events of a pod, newest last.
+func podEvents(t *testing.T, pod string) string {
+	events := &corev1.EventList{}
+	if err := cluster.kube.List(context.Background(), events, client.InNamespace(namespace)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == pod && e.Type == corev1.EventTypeWarning && e.Reason != "MissingClusterDNS" {
+			out = append(out, fmt.Sprintf("%s: %s (x%d)", e.Reason, e.Message, e.Count))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func ensureNamespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := cluster.kube.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// releasePods are the release's pods.
+func releasePods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := cluster.kube.List(context.Background(), pods, client.InNamespace(namespace),
+		client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// readyPods are the release's pods that are Ready and not terminating.
+func readyPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	var out []corev1.Pod
+	for _, p := range releasePods(t) {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// podReport says, for a failure message, where each of the release's pods
+// stands: phase, conditions, container states, warning events and the end
+// of each container's log.
+func podReport(t *testing.T) string {
+	ctx := context.Background()
+	var b strings.Builder
+	for _, p := range releasePods(t) {
+		fmt.Fprintf(&b, "pod %s (%s): %s", p.Name, p.Status.PodIP, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+		}
+		b.WriteString("\n")
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "  container %s: ready=%v restarts=%d state=%+v last=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+		}
+		fmt.Fprintf(&b, "  warning events: %s\n", podEvents(t, p.Name))
+		logs, err := cluster.clientset.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(20))}).DoRaw(ctx)
+		fmt.Fprintf(&b, "  log (%v):\n%s\n", err, logs)
+	}
+	return b.String()
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// warningClient is an admin client that records the apiserver's warnings.
+func warningClient(t *testing.T) (client.Client, *testenv.Warnings) {
+	t.Helper()
+	w := &testenv.Warnings{}
+	cfg := rest.CopyConfig(cluster.config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: cluster.kube.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+// lbService is a private-only LoadBalancer Service that asks for the pool.
+func lbService(name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: optedIn, Name: name, Annotations: map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivate: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
+	}
+}
+
+// leader waits for the sweeper's Lease to be held by a Ready pod of the
+// release other than not (a pod name, or ""), and returns that pod's name.
+// The identity is the pod's hostname, its name, then "_" and a suffix.
+func leader(t *testing.T, not string, timeout time.Duration) string {
+	t.Helper()
+	var holder, name string
+	eventually(t, timeout, "a Ready pod other than "+not+" to hold the sweeper's Lease", func() bool {
+		lease := &coordinationv1.Lease{}
+		if err := cluster.kube.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: sweeper.LeaseName}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+			return false
+		}
+		holder = *lease.Spec.HolderIdentity
+		for _, p := range readyPods(t) {
+			if p.Name != not && strings.HasPrefix(holder, p.Name+"_") {
+				name = p.Name
+				return true
+			}
+		}
+		return false
+	})
+	return name
+}

@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+const metricsPort = "8443"
+
+// metricsTokens makes two ServiceAccounts in namespace monitoring, the
+// first bound to the chart's metrics-reader ClusterRole, and returns a
+// bound token of each (TokenRequest, as a projected volume gets).
+func metricsTokens(t *testing.T) (reader, other string) {
+	t.Helper()
+	ctx := context.Background()
+	ensureNamespace(t, "monitoring", nil)
+	for _, name := range []string{"prometheus", "nosy"} {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: name}}
+		if err := cluster.kube.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + release + "-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
+	}
+	if err := cluster.kube.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.kube.Delete(context.Background(), binding) })
+	token := func(sa string) string {
+		tr, err := cluster.clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	return token("prometheus"), token("nosy")
+}
+
+// scrape GETs a pod's metrics endpoint at its address on the bridge, the
+// certificate checked against the release's CA for the Service's name, as
+// Prometheus with a tlsConfig would.
+func scrape(t *testing.T, pod corev1.Pod, bearer string) (int, string) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := cluster.kube.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: release + "-tls"}, secret); err != nil {
+		t.Fatalf("the release's TLS Secret: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatal("no CA in the release's TLS Secret")
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: release + "." + namespace + ".svc"}}}
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+net.JoinHostPort(pod.Status.PodIP, metricsPort)+"/metrics", nil)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET /metrics of pod %s: %v", pod.Name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var leaderGauge = regexp.MustCompile(`(?m)^scw_lb_ipam_sweeper_leader (\S+)$`)
+
+// TestMetrics: the metrics endpoint answers HTTPS with the webhook's
+// certificate to a bound ServiceAccount token whose account the chart's
+// metrics-reader role is bound to, 403 to another account's and 401
+// without a token (the pod does the TokenReview and SubjectAccessReview
+// with its own projected token); and exactly one pod reports leading the
+// sweeper, the one the Lease names.
+func TestMetrics(t *testing.T) {
+	install(t)
+	reader, other := metricsTokens(t)
+	holder := leader(t, "", 30*time.Second)
+	leading := 0
+	for _, p := range readyPods(t) {
+		if code, _ := scrape(t, p, ""); code != http.StatusUnauthorized {
+			t.Errorf("pod %s: metrics without a token: %d, want 401", p.Name, code)
+		}
+		if code, _ := scrape(t, p, other); code != http.StatusForbidden {
+			t.Errorf("pod %s: metrics for a ServiceAccount not bound to the reader role: %d, want 403", p.Name, code)
+		}
+		code, body := scrape(t, p, reader)
+		if code != http.StatusOK || !strings.Contains(body, `scw_lb_ipam_pool_addresses{pool="dc-link",state="total"}`) {
+			t.Fatalf("pod %s: metrics for the reader: %d\n%.500s", p.Name, code, body)
+		}
+		m := leaderGauge.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("pod %s exports no scw_lb_ipam_sweeper_leader", p.Name)
+		}
+		if m[1] == "1" {
+			leading++
+			if p.Name != holder {
+				t.Errorf("pod %s reports leading the sweeper; the Lease names %s", p.Name, holder)
+			}
+		}
+	}
+	if leading != 1 {
+		t.Errorf("%d pods report leading the sweeper, want 1", leading)
+	}
+}
+
+// TestRolloutUnderLoad: helm upgrade to a changed value rolls both pods
+// while a client creates a Service every 200 ms, and not one admission
+// fails: the PodDisruptionBudget and the rolling update keep a Ready pod,
+// a stopping pod fails its readiness at once (the endpoint goes) and keeps
+// answering for its shutdown delay, so the apiserver never calls a pod
+// that is gone.
+func TestRolloutUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	in := install(t)
+	var old []string
+	for _, p := range releasePods(t) {
+		old = append(old, p.Name)
+	}
+
+	var (
+		mu      sync.Mutex
+		created []string
+		failed  []string
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			svc := lbService(fmt.Sprintf("load-%d", i))
+			err := cluster.kube.Create(ctx, svc)
+			mu.Lock()
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s at %s: %v", svc.Name, time.Now().Format("15:04:05.000"), err))
+			} else {
+				created = append(created, svc.Name)
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(time.Second)
+	began := time.Now()
+	if err := helmWatchingPods(t, "upgrade", release, chartDir(), "--namespace", namespace, "--values", in.values,
+		"--set", "logLevel=debug", "--wait", "--timeout", "3m"); err != nil {
+		close(stop)
+		<-stopped
+		t.Fatalf("helm upgrade: %v\n%s", err, podReport(t))
+	}
+	upgraded := time.Since(began)
+	// The old pods go after their shutdown delay: the load goes on until
+	// they are gone.
+	eventually(t, 2*time.Minute, "the old pods to be gone and two new ones Ready", func() bool {
+		pods := releasePods(t)
+		for _, p := range pods {
+			if slices.Contains(old, p.Name) {
+				return false
+			}
+		}
+		return len(pods) == 2 && len(readyPods(t)) == 2
+	})
+	rolled := time.Since(began)
+	time.Sleep(time.Second)
+	close(stop)
+	<-stopped
+	t.Logf("helm upgrade --wait: %s; old pods gone after %s; %d Services created meanwhile, %d failed", upgraded.Round(100*time.Millisecond),
+		rolled.Round(100*time.Millisecond), len(created), len(failed))
+	if len(failed) > 0 {
+		t.Fatalf("%d admissions failed during the rollout:\n%s\n%s", len(failed), strings.Join(failed, "\n"), podReport(t))
+	}
+	if want := int(rolled / (400 * time.Millisecond)); len(created) < want {
+		t.Fatalf("only %d Services created in %s, want at least %d: the load did not cover the rollout", len(created), rolled, want)
+	}
+	for _, p := range releasePods(t) {
+		if !slices.Contains(p.Spec.Containers[0].Args, "--zap-log-level=debug") {
+			t.Errorf("pod %s does not run the upgraded value: %v", p.Name, p.Spec.Containers[0].Args)
+		}
+	}
+	// Every Service went through the webhook: each has its address.
+	for _, name := range created {
+		svc := &corev1.Service{}
+		if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(svc.Annotations[ccm.AnnotationAddresses], "172.16.35.") {
+			t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
+		}
+	}
+}
+
+// TestLeaderFailover: deleting the pod that leads the sweeper moves the
+// Lease to another Ready pod, and the sweeper resumes there: it back-fills
+// a new Service's UID into its reservation, and releases the address once
+// the Service is deleted (retention 0).
+func TestLeaderFailover(t *testing.T) {
+	ctx := context.Background()
+	in := install(t, "sweeper.interval=5s")
+	first := leader(t, "", 30*time.Second)
+	began := time.Now()
+	if err := cluster.kube.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: first}}); err != nil {
+		t.Fatal(err)
+	}
+	second := leader(t, first, 90*time.Second)
+	t.Logf("the sweeper's Lease moved from %s to %s in %s", first, second, time.Since(began).Round(100*time.Millisecond))
+
+	svc := lbService("released")
+	if err := cluster.kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Service{}
+	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
+		t.Fatal(err)
+	}
+	id := got.Annotations[ccm.AnnotationPrivateIPIDs]
+	if _, booked := in.emu.IP(id); !booked {
+		t.Fatalf("Service not given a booked address: %v", got.Annotations)
+	}
+	eventually(t, time.Minute, "the new leader's sweeper to back-fill the Service's UID into "+id, func() bool {
+		ip, _ := in.emu.IP(id)
+		return slices.Contains(ip.Tags, ipam.TagUID+string(got.UID))
+	})
+	if err := cluster.kube.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	eventually(t, time.Minute, "the new leader's sweeper to release "+id, func() bool {
+		_, booked := in.emu.IP(id)
+		return !booked
+	})
+	t.Logf("released %s after the Service's deletion", time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// TestUninstall: helm uninstall leaves no Service stuck. A Service the
+// cloud controller still holds (its finalizer) while the release goes can
+// be let go afterwards (the UPDATE that drops the finalizer is not sent to
+// a webhook that is gone), and Services are created again, unmutated.
+func TestUninstall(t *testing.T) {
+	ctx := context.Background()
+	in := install(t)
+	svc := lbService("held")
+	svc.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
+	if err := cluster.kube.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.kube.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	in.uninstalled = true
+	if out, err := helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	if err := cluster.kube.Get(ctx, client.ObjectKey{Name: release}, &admissionregistrationv1.MutatingWebhookConfiguration{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the MutatingWebhookConfiguration outlives the release: %v", err)
+	}
+	held := &corev1.Service{}
+	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), held); err != nil {
+		t.Fatal(err)
+	}
+	held.Finalizers = nil
+	if err := cluster.kube.Update(ctx, held); err != nil {
+		t.Fatalf("the cloud controller cannot let go of a Service after the uninstall: %v", err)
+	}
+	eventually(t, 30*time.Second, "Service "+svc.Name+" to be gone", func() bool {
+		return apierrors.IsNotFound(cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))
+	})
+	after := lbService("after")
+	if err := cluster.kube.Create(ctx, after); err != nil {
+		t.Fatalf("creating a Service after the uninstall: %v", err)
+	}
+	if a := after.Annotations[ccm.AnnotationAddresses]; a != "" {
+		t.Fatalf("a Service created after the uninstall was mutated: %v", after.Annotations)
+	}
+}
