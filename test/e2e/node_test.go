@@ -506,7 +506,7 @@ authorization:
 failSwapOn: false
 resolvConf: ""
 volumePluginDir: {{dir}}/kubelet-plugins
-podLogsDirectory: {{dir}}/pod-logs
+podLogsDir: {{dir}}/pod-logs
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
@@ -526,7 +526,7 @@ func (n *node) startKubelet() error {
 	if err != nil {
 		return err
 	}
-	return n.waitFor("the node to be Ready", 2*time.Minute, kubelet, func(ctx context.Context) (bool, error) {
+	if err := n.waitFor("the node to be Ready", 2*time.Minute, kubelet, func(ctx context.Context) (bool, error) {
 		node := &corev1.Node{}
 		if err := n.kube.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
 			return false, nil
@@ -537,7 +537,21 @@ func (n *node) startKubelet() error {
 			}
 		}
 		return false, nil
-	})
+	}); err != nil {
+		return err
+	}
+	// The kubelet only warns about a field it does not know, and would run
+	// with that setting's default (a pod log directory on the host).
+	log, err := os.ReadFile(kubelet.log)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "unknown field") {
+			return fmt.Errorf("the kubelet ignores a field of %s: %s", n.path("kubelet.yaml"), line)
+		}
+	}
+	return nil
 }
 
 // stop tears the node down: the workloads through the kubelet (so that

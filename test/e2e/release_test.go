@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -189,8 +190,8 @@ func helmWatchingPods(t *testing.T, args ...string) error {
 		}
 		if why := unhealthyPod(t); why != "" {
 			cancel()
-			r := <-done
-			return fmt.Errorf("%s (helm stopped: %s)", why, strings.TrimSpace(r.out))
+			<-done
+			return errors.New(why)
 		}
 	}
 }
@@ -211,7 +212,8 @@ func unhealthyPod(t *testing.T) string {
 				if term := cs.LastTerminationState.Terminated; term != nil {
 					last = fmt.Sprintf(" (last exit %d, %s)", term.ExitCode, term.Reason)
 				}
-				return fmt.Sprintf("pod %s: container %s restarted %d times%s; its events: %s", p.Name, cs.Name, cs.RestartCount, last, podEvents(t, p.Name))
+				return fmt.Sprintf("pod %s: container %s restarted %d times%s; the end of its log: %s", p.Name, cs.Name, cs.RestartCount, last,
+					previousLog(p, cs, 3))
 			case cs.State.Running != nil && !cs.Ready && time.Since(cs.State.Running.StartedAt.Time) > time.Minute:
 				return fmt.Sprintf("pod %s: container %s running but not Ready for %s; its events: %s", p.Name, cs.Name,
 					time.Since(cs.State.Running.StartedAt.Time).Round(time.Second), podEvents(t, p.Name))
@@ -276,7 +278,6 @@ func readyPods(t *testing.T) []corev1.Pod {
 // stands: phase, conditions, container states, warning events and the end
 // of each container's log.
 func podReport(t *testing.T) string {
-	ctx := context.Background()
 	var b strings.Builder
 	for _, p := range releasePods(t) {
 		fmt.Fprintf(&b, "pod %s (%s): %s", p.Name, p.Status.PodIP, p.Status.Phase)
@@ -288,13 +289,39 @@ func podReport(t *testing.T) string {
 			fmt.Fprintf(&b, "  container %s: ready=%v restarts=%d state=%+v last=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
 		}
 		fmt.Fprintf(&b, "  warning events: %s\n", podEvents(t, p.Name))
-		logs, err := cluster.clientset.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(20))}).DoRaw(ctx)
-		fmt.Fprintf(&b, "  log (%v):\n%s\n", err, logs)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount > 0 {
+				fmt.Fprintf(&b, "  the previous container's log:\n%s\n", previousLog(p, cs, 20))
+			}
+		}
+		lines := int64(20)
+		logs, err := cluster.clientset.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(context.Background())
+		fmt.Fprintf(&b, "  log (%v):\n%s\n", err, strings.TrimSpace(string(logs)))
 	}
 	return b.String()
 }
 
-func ptr[T any](v T) *T { return &v }
+// previousLog is the end of the log of a container's previous run, read
+// from the kubelet's log directory: right after a restart, the kubelet may
+// not serve it yet.
+func previousLog(p corev1.Pod, cs corev1.ContainerStatus, lines int) string {
+	path := cluster.path("pod-logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), cs.Name, fmt.Sprintf("%d.log", cs.RestartCount-1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	all := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	for i, l := range all {
+		// CRI log lines: time, stream, tag, message.
+		if f := strings.SplitN(l, " ", 4); len(f) == 4 {
+			all[i] = f[3]
+		}
+	}
+	return strings.Join(all, "\n")
+}
 
 // warningClient is an admin client that records the apiserver's warnings.
 func warningClient(t *testing.T) (client.Client, *testenv.Warnings) {
