@@ -23,6 +23,46 @@ const (
 	envCgroup = "SCW_LB_IPAM_E2E_CGROUP" // the kubelet's cgroupRoot, made by the host side
 )
 
+// runPrefix names a run's network namespace and cgroup, before the host
+// side's PID: runs in several work trees at once do not meet.
+const runPrefix = "scw-lb-ipam-e2e-"
+
+// removeInterrupted removes what runs killed before their cleanup left (a
+// network namespace and cgroups named after a PID that is gone), with
+// their processes, and says so.
+func removeInterrupted() {
+	names := map[string]bool{}
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	if hs, err := cgroupHierarchies(); err == nil {
+		for _, h := range hs {
+			dirs, _ := os.ReadDir(h)
+			for _, d := range dirs {
+				names[d.Name()] = true
+			}
+		}
+	}
+	for name := range names {
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, runPrefix))
+		if !strings.HasPrefix(name, runPrefix) || err != nil {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // a run going on
+		}
+		h := &host{netns: name, cgroup: "/" + name}
+		for _, p := range h.processes(inode("/run/netns/"+name), 0) {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		time.Sleep(500 * time.Millisecond)
+		_ = exec.Command("ip", "netns", "delete", name).Run()
+		err = removeCgroup(h.cgroup)
+		fmt.Printf("e2e: removed what an interrupted run left (%s: its network namespace and cgroups; %v)\n", name, err)
+	}
+}
+
 // kubeletSysctls are the kernel settings outside any namespace that the
 // kubelet sets at start (setupKernelTunables) and containerd may raise: the
 // host side restores them.
@@ -67,7 +107,8 @@ func runHost() int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	name := fmt.Sprintf("scw-lb-ipam-e2e-%d", os.Getpid())
+	removeInterrupted()
+	name := fmt.Sprintf("%s%d", runPrefix, os.Getpid())
 	h := &host{netns: name, cgroup: "/" + name}
 	var err error
 	if h.before, err = takeSnapshot(); err != nil {
@@ -215,19 +256,21 @@ func (h *host) cleanUp() []string {
 			problems = append(problems, fmt.Sprintf("kernel setting %s is %s, was %s", k, after.sysctls[k], h.before.sysctls[k]))
 		}
 	}
-	problems = append(problems, added("mount", h.before.mounts, after.mounts)...)
-	problems = append(problems, added("network namespace", h.before.netns, after.netns)...)
-	problems = append(problems, added("link", h.before.links, after.links)...)
+	problems = append(problems, h.added("mount", h.before.mounts, after.mounts)...)
+	problems = append(problems, h.added("network namespace", h.before.netns, after.netns)...)
+	problems = append(problems, h.added("link", h.before.links, after.links)...)
 	if after.iptables != h.before.iptables {
 		problems = append(problems, fmt.Sprintf("the host's iptables rules changed:\nbefore:\n%s\nafter:\n%s", h.before.iptables, after.iptables))
 	}
 	return problems
 }
 
-func added(what string, before, after []string) []string {
+// added are the entries of after not in before, but those of other runs
+// going on at the same time.
+func (h *host) added(what string, before, after []string) []string {
 	var out []string
 	for _, a := range after {
-		if !slices.Contains(before, a) {
+		if !slices.Contains(before, a) && (!strings.Contains(a, runPrefix) || strings.Contains(a, h.netns)) {
 			out = append(out, what+" "+a)
 		}
 	}
@@ -282,6 +325,9 @@ func hostMounts() ([]string, error) {
 			continue
 		}
 		mp := fields[4]
+		if mp == "/run/netns" {
+			continue // iproute2 makes it a mount point at its first netns, for good
+		}
 		for _, under := range []string{"/run", "/var", "/tmp", "/sys/fs/cgroup", "/opt", "/etc"} {
 			if mp == under || strings.HasPrefix(mp, under+"/") {
 				out = append(out, mp)

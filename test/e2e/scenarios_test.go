@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,46 +138,17 @@ func TestMetrics(t *testing.T) {
 // answering for its shutdown delay, so the apiserver never calls a pod
 // that is gone.
 func TestRolloutUnderLoad(t *testing.T) {
-	ctx := context.Background()
 	in := install(t)
 	var old []string
 	for _, p := range releasePods(t) {
 		old = append(old, p.Name)
 	}
 
-	var (
-		mu      sync.Mutex
-		created []string
-		failed  []string
-	)
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			svc := lbService(fmt.Sprintf("load-%d", i))
-			err := cluster.kube.Create(ctx, svc)
-			mu.Lock()
-			if err != nil {
-				failed = append(failed, fmt.Sprintf("%s at %s: %v", svc.Name, time.Now().Format("15:04:05.000"), err))
-			} else {
-				created = append(created, svc.Name)
-			}
-			mu.Unlock()
-		}
-	}()
-	time.Sleep(time.Second)
+	stopLoad := startLoad(t, "load")
 	began := time.Now()
 	if err := helmWatchingPods(t, "upgrade", release, chartDir(), "--namespace", namespace, "--values", in.values,
 		"--set", "logLevel=debug", "--wait", "--timeout", "3m"); err != nil {
-		close(stop)
-		<-stopped
+		stopLoad()
 		t.Fatalf("helm upgrade: %v\n%s", err, podReport(t))
 	}
 	upgraded := time.Since(began)
@@ -193,31 +165,122 @@ func TestRolloutUnderLoad(t *testing.T) {
 	})
 	rolled := time.Since(began)
 	time.Sleep(time.Second)
-	close(stop)
-	<-stopped
-	t.Logf("helm upgrade --wait: %s; old pods gone after %s; %d Services created meanwhile, %d failed", upgraded.Round(100*time.Millisecond),
-		rolled.Round(100*time.Millisecond), len(created), len(failed))
-	if len(failed) > 0 {
-		t.Fatalf("%d admissions failed during the rollout:\n%s\n%s", len(failed), strings.Join(failed, "\n"), podReport(t))
-	}
-	if want := int(rolled / (400 * time.Millisecond)); len(created) < want {
-		t.Fatalf("only %d Services created in %s, want at least %d: the load did not cover the rollout", len(created), rolled, want)
+	created := stopLoad()
+	t.Logf("helm upgrade --wait: %s; old pods gone after %s; %d Services created meanwhile", upgraded.Round(100*time.Millisecond),
+		rolled.Round(100*time.Millisecond), created)
+	if want := int(rolled / (400 * time.Millisecond)); created < want {
+		t.Fatalf("only %d Services created in %s, want at least %d: the load did not cover the rollout", created, rolled, want)
 	}
 	for _, p := range releasePods(t) {
 		if !slices.Contains(p.Spec.Containers[0].Args, "--zap-log-level=debug") {
 			t.Errorf("pod %s does not run the upgraded value: %v", p.Name, p.Spec.Containers[0].Args)
 		}
 	}
-	// Every Service went through the webhook: each has its address.
-	for _, name := range created {
-		svc := &corev1.Service{}
-		if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
-			t.Fatal(err)
+}
+
+// startLoad creates a Service (prefix-N) every 200 ms until the returned
+// stop, which fails the test if any admission failed or any Service went
+// without its address, and returns how many were created.
+func startLoad(t *testing.T, prefix string) (stop func() int) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		mu      sync.Mutex
+		created []string
+		failed  []string
+	)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			svc := lbService(fmt.Sprintf("%s-%d", prefix, i))
+			err := cluster.kube.Create(ctx, svc)
+			mu.Lock()
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s at %s: %v", svc.Name, time.Now().Format("15:04:05.000"), err))
+			} else {
+				created = append(created, svc.Name)
+			}
+			mu.Unlock()
 		}
-		if !strings.HasPrefix(svc.Annotations[ccm.AnnotationAddresses], "172.16.35.") {
-			t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
+	}()
+	// A test that fails midway stops the load before the uninstall.
+	var once sync.Once
+	halt := func() { once.Do(func() { close(done); <-stopped }) }
+	t.Cleanup(halt)
+	time.Sleep(time.Second)
+	return func() int {
+		t.Helper()
+		halt()
+		if len(failed) > 0 {
+			t.Fatalf("%d of %d admissions failed:\n%s\n%s", len(failed), len(failed)+len(created), strings.Join(failed, "\n"), podReport(t))
 		}
+		// Every Service went through the webhook: each has its address.
+		for _, name := range created {
+			svc := &corev1.Service{}
+			if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(svc.Annotations[ccm.AnnotationAddresses], "172.16.35.") {
+				t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
+			}
+		}
+		return len(created)
 	}
+}
+
+// TestEvictions: evicting both pods at once, as draining their node does,
+// is refused for the second while the first one's replacement is not Ready
+// (the PodDisruptionBudget), so admissions never stop; the second goes
+// once the replacement is Ready.
+func TestEvictions(t *testing.T) {
+	ctx := context.Background()
+	install(t)
+	pods := readyPods(t)
+	if len(pods) != 2 {
+		t.Fatalf("%d Ready pods, want 2\n%s", len(pods), podReport(t))
+	}
+	stopLoad := startLoad(t, "drain")
+	evict := func(name string) error {
+		return cluster.clientset.PolicyV1().Evictions(namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+	}
+	began := time.Now()
+	if err := evict(pods[0].Name); err != nil {
+		stopLoad()
+		t.Fatalf("evicting %s: %v", pods[0].Name, err)
+	}
+	if err := evict(pods[1].Name); !apierrors.IsTooManyRequests(err) {
+		stopLoad()
+		t.Fatalf("evicting %s while %s goes: %v, want 429 Too Many Requests from the PodDisruptionBudget", pods[1].Name, pods[0].Name, err)
+	}
+	refused := 1
+	eventually(t, 2*time.Minute, "the PodDisruptionBudget to allow evicting "+pods[1].Name, func() bool {
+		err := evict(pods[1].Name)
+		if apierrors.IsTooManyRequests(err) {
+			refused++
+		}
+		return err == nil
+	})
+	second := time.Since(began)
+	eventually(t, 2*time.Minute, "both evicted pods to be gone and two new ones Ready", func() bool {
+		for _, p := range releasePods(t) {
+			if p.Name == pods[0].Name || p.Name == pods[1].Name {
+				return false
+			}
+		}
+		return len(readyPods(t)) == 2
+	})
+	time.Sleep(time.Second)
+	created := stopLoad()
+	t.Logf("the second eviction refused %d times, allowed after %s; both pods replaced after %s; %d Services created meanwhile",
+		refused, second.Round(100*time.Millisecond), time.Since(began).Round(100*time.Millisecond), created)
 }
 
 // TestLeaderFailover: deleting the pod that leads the sweeper moves the
