@@ -232,14 +232,20 @@ func (h *host) cleanUp() []string {
 	if err := removeCgroup(h.cgroup); err != nil {
 		problems = append(problems, err.Error())
 	}
-	// The kubelet changes these at every start, by design: restored, not
-	// reported.
+	// The kubelet changes these at every start, by design: restored, and
+	// said, not counted as left behind.
+	var restored []string
 	for _, k := range kubeletSysctls {
 		if v := readSysctl(k); v != h.before.sysctls[k] {
 			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(h.before.sysctls[k]), 0o644); err != nil {
 				problems = append(problems, fmt.Sprintf("kernel setting %s is %s, was %s, and could not be restored: %v", k, v, h.before.sysctls[k], err))
+				continue
 			}
+			restored = append(restored, fmt.Sprintf("%s back to %s from %s", strings.ReplaceAll(k, "/", "."), h.before.sysctls[k], v))
 		}
+	}
+	if len(restored) > 0 {
+		fmt.Printf("e2e: restored the kernel settings the kubelet changed: %s\n", strings.Join(restored, ", "))
 	}
 	if out, err := exec.Command("ip", "netns", "delete", h.netns).CombinedOutput(); err != nil {
 		problems = append(problems, fmt.Sprintf("network namespace %s: ip netns delete: %v: %s", h.netns, err, out))

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // cluster is the node the tests run on (node side only).
@@ -24,6 +27,9 @@ func TestMain(m *testing.M) {
 }
 
 func runNode(m *testing.M, dir string) int {
+	// controller-runtime's clients log nothing the tests read; unset, its
+	// logger prints a stack trace on first use.
+	ctrllog.SetLogger(logr.Discard())
 	if err := os.WriteFile(filepath.Join(dir, mntnsFile), fmt.Appendf(nil, "%d", nsInode("/proc/self/ns/mnt")), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -130,7 +131,7 @@ func startNode(dir, cgroup string) (n *node, err error) {
 	if err := n.importImages(); err != nil {
 		return n, err
 	}
-	runtime := time.Since(t)
+	images := time.Since(t)
 	t = time.Now()
 	if err := n.startControllers(); err != nil {
 		return n, err
@@ -140,7 +141,7 @@ func startNode(dir, cgroup string) (n *node, err error) {
 	}
 	fmt.Printf("e2e: node Ready in %s (etcd and kube-apiserver %s, containerd and the images %s, controllers and kubelet %s)\n",
 		time.Since(began).Round(100*time.Millisecond), controlPlane.Round(100*time.Millisecond),
-		runtime.Round(100*time.Millisecond), time.Since(t).Round(100*time.Millisecond))
+		images.Round(100*time.Millisecond), time.Since(t).Round(100*time.Millisecond))
 	return n, nil
 }
 
@@ -392,7 +393,7 @@ func (n *node) buildPauseImage() (string, error) {
 		return "", err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", goarch()
+	cf.OS, cf.Architecture = "linux", goruntime.GOARCH
 	cf.Config = v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
@@ -403,14 +404,6 @@ func (n *node) buildPauseImage() (string, error) {
 	}
 	out := n.path("pause.tar")
 	return out, tarball.WriteToFile(out, ref, img)
-}
-
-func goarch() string {
-	out, err := exec.Command("go", "env", "GOARCH").Output()
-	if err != nil {
-		return "amd64"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // tarDir writes dir's files into a tar archive, the form ctr imports an
