@@ -58,8 +58,11 @@ func removeInterrupted() {
 		}
 		time.Sleep(500 * time.Millisecond)
 		_ = exec.Command("ip", "netns", "delete", name).Run()
-		err = removeCgroup(h.cgroup)
-		fmt.Printf("e2e: removed what an interrupted run left (%s: its network namespace and cgroups; %v)\n", name, err)
+		if err := removeCgroup(h.cgroup); err != nil {
+			fmt.Printf("e2e: an interrupted run left %s: could not remove all of it: %v\n", name, err)
+			continue
+		}
+		fmt.Printf("e2e: removed what an interrupted run left: %s (its network namespace, processes and cgroups)\n", name)
 	}
 }
 

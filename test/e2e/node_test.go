@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -415,38 +414,7 @@ func tarDir(dir, dst string) error {
 	}
 	defer f.Close()
 	tw := tar.NewWriter(f)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(info, "")
-		if err != nil {
-			return err
-		}
-		h.Name = rel
-		if d.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		_, err = io.Copy(tw, src)
-		return err
-	})
-	if err != nil {
+	if err := tw.AddFS(os.DirFS(dir)); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
