@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -63,4 +64,35 @@ func TestInstall(t *testing.T) {
 	// Exactly one pod leads: a Lease has one holder, and it must be one
 	// of the release's pods.
 	t.Logf("the sweeper's leader: %s", leader(t, "", 30*time.Second))
+}
+
+// TestNothingRoutesOut: the node's network namespace has no way out of the
+// machine. Its only links are its loopback, its bridge and the pods'
+// veths, and the route lookup (no packet sent) for the Service CIDR
+// without a DNAT rule, and for any address beyond the bridge, finds none:
+// a Service's virtual IP dialed without aggregator routing fails here and
+// never leaves.
+func TestNothingRoutesOut(t *testing.T) {
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		link := strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]
+		if link != "lo" && link != bridgeName && !strings.HasPrefix(link, "veth") {
+			t.Errorf("link %s in the node's network namespace: only lo, %s and the pods' veths belong there", link, bridgeName)
+		}
+	}
+	for _, dst := range []string{"10.96.0.10", "172.16.35.10", "192.0.2.1"} {
+		if out, err := exec.Command("ip", "route", "get", dst).CombinedOutput(); err == nil {
+			t.Errorf("ip route get %s finds %s; want no route", dst, out)
+		}
+	}
+	if out, err := exec.Command("ip", "route", "get", kubernetesServiceIP).CombinedOutput(); err == nil {
+		t.Errorf("ip route get %s finds %s: the kubernetes Service's address must reach the apiserver only through the DNAT rule", kubernetesServiceIP, out)
+	}
 }

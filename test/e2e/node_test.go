@@ -162,7 +162,8 @@ func hideHostDirs(dir string) error {
 // setupNetwork makes the node's bridge, its unreachable default route, and
 // the DNAT that takes pods to the apiserver at the kubernetes Service's
 // address (there is no kube-proxy; the apiserver dials webhook endpoints
-// itself, --enable-aggregator-routing).
+// itself, --enable-aggregator-routing). The node's own processes use the
+// bridge address: for them the Service's address has no route.
 func setupNetwork() error {
 	dnat := []string{"-d", kubernetesServiceIP + "/32", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", nodeIP + ":" + apiserverPort}
 	for _, c := range [][]string{
@@ -172,7 +173,6 @@ func setupNetwork() error {
 		{"ip", "link", "set", bridgeName, "up"},
 		{"ip", "route", "add", "unreachable", "default"},
 		append([]string{"iptables", "-t", "nat", "-A", "PREROUTING"}, dnat...),
-		append([]string{"iptables", "-t", "nat", "-A", "OUTPUT"}, dnat...),
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)
