@@ -247,6 +247,13 @@ func TestEvictions(t *testing.T) {
 	if len(pods) != 2 {
 		t.Fatalf("%d Ready pods, want 2\n%s", len(pods), podReport(t))
 	}
+	// The budget allows one disruption once its controller has counted
+	// both pods healthy; before, it would refuse the first eviction too.
+	eventually(t, time.Minute, "the PodDisruptionBudget to allow one disruption", func() bool {
+		pdb := &policyv1.PodDisruptionBudget{}
+		err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, pdb)
+		return err == nil && pdb.Status.DisruptionsAllowed == 1
+	})
 	stopLoad := startLoad(t, "drain")
 	evict := func(name string) error {
 		return cluster.clientset.PolicyV1().Evictions(namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
