@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +38,10 @@ func TestInstall(t *testing.T) {
 		if len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready || p.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("pod %s not Ready at its first start: %+v", p.Name, p.Status.ContainerStatuses)
 		}
+	}
+
+	for _, p := range pods {
+		checkContainerProcess(t, p)
 	}
 
 	c, w := warningClient(t)
@@ -94,5 +100,57 @@ func TestNothingRoutesOut(t *testing.T) {
 	}
 	if out, err := exec.Command("ip", "route", "get", kubernetesServiceIP).CombinedOutput(); err == nil {
 		t.Errorf("ip route get %s finds %s: the kubernetes Service's address must reach the apiserver only through the DNAT rule", kubernetesServiceIP, out)
+	}
+}
+
+// checkContainerProcess reads the pod's process as the runtime started it:
+// the image's entrypoint with the chart's arguments, as uid and gid 65532,
+// on a read-only root, its certificates on a memory emptyDir.
+func checkContainerProcess(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	tasks, err := cluster.ctr("tasks", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ""
+	for _, line := range strings.Split(tasks, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == id {
+			pid = f[1]
+		}
+	}
+	if pid == "" {
+		t.Fatalf("pod %s: containerd runs no task %s:\n%s", p.Name, id, tasks)
+	}
+	read := func(file string) string {
+		b, err := os.ReadFile(filepath.Join("/proc", pid, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if cmd := strings.Split(read("cmdline"), "\x00"); len(cmd) < 2 || cmd[0] != "/scw-lb-ipam" || cmd[1] != "serve" {
+		t.Errorf("pod %s runs %q, want the image's entrypoint /scw-lb-ipam serve", p.Name, cmd)
+	}
+	status := read("status")
+	for _, want := range []string{"Uid:\t65532\t65532\t65532\t65532\n", "Gid:\t65532\t65532\t65532\t65532\n"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("pod %s's process: no %q in its status:\n%s", p.Name, strings.TrimSpace(want), status)
+		}
+	}
+	mounts := map[string]string{} // mount point -> "options fstype"
+	for _, line := range strings.Split(read("mountinfo"), "\n") {
+		if i := strings.Index(line, " - "); i >= 0 {
+			f, rest := strings.Fields(line[:i]), strings.Fields(line[i+3:])
+			if len(f) > 5 && len(rest) > 0 {
+				mounts[f[4]] = f[5] + " " + rest[0]
+			}
+		}
+	}
+	if opts := mounts["/"]; !strings.HasPrefix(opts, "ro,") {
+		t.Errorf("pod %s's root is mounted %q, want read-only", p.Name, opts)
+	}
+	if m := mounts["/tmp/k8s-webhook-server/serving-certs"]; !strings.HasPrefix(m, "rw,") || !strings.HasSuffix(m, " tmpfs") {
+		t.Errorf("pod %s's certificate directory is mounted %q, want a writable tmpfs (the memory emptyDir)", p.Name, m)
 	}
 }
