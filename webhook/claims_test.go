@@ -34,7 +34,7 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 	}
 	clock.Step(time.Minute) // the claim is no longer fresh
 
-	n, err := claims.Collect(ctx, func(gotID string, holder types.NamespacedName) bool {
+	n, claimed, err := claims.Collect(ctx, func(gotID string, holder types.NamespacedName) bool {
 		if gotID != id || holder != api {
 			t.Fatalf("asked about %s of %s", gotID, holder)
 		}
@@ -44,8 +44,8 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 		}
 		return false // the sweeper's view predates the re-create
 	})
-	if err != nil || n != 0 {
-		t.Fatalf("Collect = %d, %v; want nothing collected", n, err)
+	if err != nil || n != 0 || len(claimed) != 1 || claimed[0] != id {
+		t.Fatalf("Collect = %d, %v, %v; want nothing collected and %s still claimed", n, claimed, err, id)
 	}
 	lease := &coordinationv1.Lease{}
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: "scw-lb-ipam", Name: claimName(id)}, lease); err != nil {

@@ -71,6 +71,10 @@ type Options struct {
 	// private-ip-ids should have had a reservation (opted-in namespace, a
 	// request or a default pool); nil reports nothing.
 	Unreserved func(ctx context.Context, svc *corev1.Service) (bool, string, error)
+	// ConvergenceGrace is how long a live Service's reserved IPs may take to
+	// be applied on its Load Balancer before it is reported (Event and
+	// gauge).
+	ConvergenceGrace time.Duration
 	// Claims are the bring-your-own claims to collect once their Service no
 	// longer uses the ID; nil when there are none.
 	Claims   ClaimCollector
@@ -80,9 +84,12 @@ type Options struct {
 }
 
 // ClaimCollector deletes bring-your-own claims whose Service no longer uses
-// their ID; inUse answers from the same live view the cycle uses.
+// their ID; inUse answers from the same live view the cycle uses. It
+// returns how many it deleted and the IDs every claim it read names (the
+// convergence monitor tells a bring-your-own ID, which our listing never
+// holds, from one of ours gone from IPAM).
 type ClaimCollector interface {
-	Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, error)
+	Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (collected int, claimed []string, err error)
 }
 
 // Sweeper is the leader-only background cleaner.
@@ -93,6 +100,8 @@ type Sweeper struct {
 	mu      sync.Mutex // one cycle at a time
 	// reported are the unreserved Services already given their Event.
 	reported map[types.UID]bool
+	// notConverged are the live Services whose reserved IPs are not applied.
+	notConverged map[types.UID]*notConverged
 }
 
 // New returns a Sweeper with defaults filled in.
@@ -115,7 +124,11 @@ func New(o Options) *Sweeper {
 	if o.Synced == nil {
 		o.Synced = func() bool { return true }
 	}
-	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{}}
+	if o.ConvergenceGrace <= 0 {
+		o.ConvergenceGrace = DefaultConvergenceGrace
+	}
+	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{},
+		notConverged: map[types.UID]*notConverged{}}
 }
 
 // NeedLeaderElection is true: two sweepers would race to release.

@@ -1,0 +1,491 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+const testGrace = 5 * time.Minute
+
+// monitored is a sweeper with metrics and its own Event list.
+func (w *world) monitored(mod ...func(*Options)) (*Sweeper, *events) {
+	ev := &events{}
+	s := w.sweeper(append([]func(*Options){func(o *Options) {
+		o.Recorder, o.Metrics, o.ConvergenceGrace = ev, NewMetrics(prometheus.NewRegistry()), testGrace
+	}}, mod...)...)
+	return s, ev
+}
+
+// admitted creates a private LoadBalancer Service holding rs as the webhook
+// writes it: the IDs and the addresses.
+func (w *world) admitted(name string, rs ...*ipam.Reservation) *corev1.Service {
+	w.t.Helper()
+	var ids, addrs []string
+	for _, r := range rs {
+		ids, addrs = append(ids, r.ID), append(addrs, r.Address.String())
+	}
+	svc := w.live("payments", name, ids...)
+	w.edit(svc, func(s *corev1.Service) {
+		s.Annotations[ccm.AnnotationAddresses] = strings.Join(addrs, ",")
+		s.Annotations[ccm.AnnotationPrivate] = "true"
+	})
+	return svc
+}
+
+// edit changes a Service in the cache, status included.
+func (w *world) edit(svc *corev1.Service, change func(*corev1.Service)) {
+	w.t.Helper()
+	ctx := context.Background()
+	if err := w.kube.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc); err != nil {
+		w.t.Fatal(err)
+	}
+	change(svc)
+	if err := w.kube.Update(ctx, svc); err != nil {
+		w.t.Fatal(err)
+	}
+	change(svc) // the update answered with the stored status
+	if err := w.kube.Status().Update(ctx, svc); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// serve is the CCM making the Load Balancer lb for svc: its ID on the
+// Service, and, with attach, the reserved IPs on it and in the status.
+func (w *world) serve(svc *corev1.Service, lb string, attach bool) {
+	w.t.Helper()
+	var ingress []corev1.LoadBalancerIngress
+	for _, id := range ccm.ReferencedIDs(svc) {
+		ip, _ := w.srv.IP(id)
+		if attach {
+			if err := w.srv.Attach(id, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
+				w.t.Fatal(err)
+			}
+			ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
+		}
+	}
+	w.edit(svc, func(s *corev1.Service) {
+		s.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/" + lb
+		s.Status.LoadBalancer.Ingress = ingress
+	})
+}
+
+// cycles runs n cycles a minute apart and returns the last report. It
+// does not check invariant 2 as sweep does: these tests release IPs of live
+// Services out of band; the sweeper releasing one would show in its report.
+func (w *world) cycles(s *Sweeper, n int) Report {
+	w.t.Helper()
+	var rep Report
+	for range n {
+		var err error
+		if rep, err = s.Sweep(context.Background()); err != nil {
+			w.t.Fatal(err)
+		}
+		if len(rep.Released) > 0 {
+			w.t.Fatalf("released %v", rep.Released)
+		}
+		w.clock.Step(time.Minute)
+	}
+	return rep
+}
+
+func gauge(t *testing.T, s *Sweeper) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, r := range Reasons {
+		out[r] = testutil.ToFloat64(s.o.Metrics.notConverged.WithLabelValues(r))
+	}
+	return out
+}
+
+func wantGauge(t *testing.T, s *Sweeper, want map[string]float64) {
+	t.Helper()
+	got := gauge(t, s)
+	for _, r := range Reasons {
+		if got[r] != want[r] {
+			t.Fatalf("scw_lb_ipam_services_not_converged %v, want %v", got, want)
+		}
+	}
+}
+
+func notApplied(ev *events) []string {
+	var out []string
+	for _, e := range ev.list {
+		if strings.Contains(e, EventReasonIPNotApplied) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestConvergedServiceIsNotReported(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	svc := w.admitted("api", w.book("dc-link", "payments", "api"), w.book("general", "payments", "api"))
+	w.serve(svc, "lb-1", true)
+	rep := w.cycles(s, 20)
+	if len(notApplied(ev)) != 0 {
+		t.Fatalf("a converged Service got %v", ev.list)
+	}
+	if len(rep.NotConverged) != len(Reasons) {
+		t.Fatalf("report %v: every reason must be present", rep.NotConverged)
+	}
+	wantGauge(t, s, nil)
+	if len(s.notConverged) != 0 {
+		t.Fatalf("remembers %d converged Services", len(s.notConverged))
+	}
+}
+
+// Each cause reaches the gauge only once the grace has passed, and gets
+// exactly one Event however many cycles it lasts.
+func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		break_ func(w *world, svc *corev1.Service, r *ipam.Reservation)
+		want   []string
+	}{
+		{ReasonNotAttached, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
+			w.serve(svc, "lb-1", false) // an old CCM: a Load Balancer, a DHCP address
+		}, []string{"attached to nothing", "older than v0.36.0", ccm.AnnotationPrivateIPIDs}},
+		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Reservation) {
+			w.serve(svc, "lb-new", false)
+			if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"attached to lb_server lb-old (k8s-api-previous)", "not to this Service's Load Balancer lb-new", "still being deleted"}},
+		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Reservation) {
+			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
+				t.Fatal(err)
+			}
+		}, []string{"no longer exists in IPAM", ccm.AnnotationAllowIPChange, "re-create"}},
+		{ReasonNotInStatus, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
+			w.serve(svc, "lb-1", true)
+			w.edit(svc, func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil })
+		}, []string{"not in status.loadBalancer.ingress"}},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			w := newWorld(t)
+			s, ev := w.monitored()
+			r := w.book("dc-link", "payments", "api")
+			svc := w.admitted("api", r)
+			tc.break_(w, svc, r)
+			w.cycles(s, int(testGrace/time.Minute)) // up to just before the grace
+			if len(notApplied(ev)) != 0 {
+				t.Fatalf("reported within the grace: %v", ev.list)
+			}
+			wantGauge(t, s, nil)
+			rep := w.cycles(s, 30)
+			if rep.NotConverged[tc.reason] != 1 {
+				t.Fatalf("report %v, want 1 %s", rep.NotConverged, tc.reason)
+			}
+			wantGauge(t, s, map[string]float64{tc.reason: 1})
+			got := notApplied(ev)
+			if len(got) != 1 {
+				t.Fatalf("%d Events over 30 cycles, want 1: %v", len(got), got)
+			}
+			for _, want := range append(tc.want, "Warning IPNotApplied payments/api", r.ID, r.Address.String(), "["+tc.reason+"]") {
+				if !strings.Contains(got[0], want) {
+					t.Errorf("Event lacks %q: %s", want, got[0])
+				}
+			}
+		})
+	}
+}
+
+func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	r := w.book("dc-link", "payments", "api")
+	svc := w.admitted("api", r)
+	w.serve(svc, "lb-new", false)
+	w.cycles(s, 10)
+	if got := notApplied(ev); len(got) != 1 || !strings.Contains(got[0], "["+ReasonNotAttached+"]") {
+		t.Fatalf("events %v", got)
+	}
+	// The previous Load Balancer grabs it: another cause, a new Event at
+	// once (the Service is past the grace already), the gauge moves over.
+	if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	w.cycles(s, 1)
+	if got := notApplied(ev); len(got) != 2 || !strings.Contains(got[1], "["+ReasonAttachedElsewhere+"]") {
+		t.Fatalf("no new Event for the new cause: %v", got)
+	}
+	wantGauge(t, s, map[string]float64{ReasonAttachedElsewhere: 1})
+	w.cycles(s, 10)
+	if got := notApplied(ev); len(got) != 2 {
+		t.Fatalf("the same cause repeated: %v", got)
+	}
+
+	// Converged: the gauge drops and the Service is forgotten.
+	if err := w.srv.Detach(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.serve(svc, "lb-new", true)
+	w.cycles(s, 1)
+	wantGauge(t, s, nil)
+	if len(s.notConverged) != 0 {
+		t.Fatal("a converged Service is still remembered")
+	}
+	// Broken again: a fresh grace, then the cause is reported again.
+	if err := w.srv.Detach(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.cycles(s, 5)
+	if got := notApplied(ev); len(got) != 2 {
+		t.Fatalf("reported within a fresh grace: %v", got)
+	}
+	w.cycles(s, 2)
+	if got := notApplied(ev); len(got) != 3 || !strings.Contains(got[2], "["+ReasonNotAttached+"]") {
+		t.Fatalf("events %v", got)
+	}
+	// Deleted: forgotten.
+	w.remove(svc)
+	w.cycles(s, 1)
+	if len(s.notConverged) != 0 {
+		t.Fatal("a deleted Service is still remembered")
+	}
+}
+
+// Several IPs of one Service: the Event names each one not applied, the
+// gauge counts the Service once per reason.
+func TestServiceCountedOncePerReason(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	a, b, c := w.book("dc-link", "payments", "api"), w.book("general", "payments", "api"), w.book("general", "payments", "api")
+	svc := w.admitted("api", a, b, c)
+	w.serve(svc, "lb-1", false)
+	if err := w.cloud.ReleaseIP(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.cycles(s, 10)
+	wantGauge(t, s, map[string]float64{ReasonNotAttached: 1, ReasonGone: 1})
+	got := notApplied(ev)
+	if len(got) != 1 {
+		t.Fatalf("events %v", got)
+	}
+	for _, want := range []string{"3 reserved IP(s)", a.ID, b.ID, c.ID, c.Address.String() + ") [" + ReasonGone + "]"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("Event lacks %q: %s", want, got[0])
+		}
+	}
+}
+
+// An ID our listing does not hold reads as gone only when it is one of our
+// reservations: never a bring-your-own one (by annotation or by claim),
+// never one of ours outside the pools' subnets (listed, only out of scope),
+// and not when the claims could not be read.
+func TestOnlyOurReservationsReadAsGone(t *testing.T) {
+	w := newWorld(t)
+	edge := w.pns["edge"].ID
+	byAnnotation, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.1"), []string{"terraform"}, nil)
+	byClaim, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.2"), []string{"terraform"}, nil)
+	outOfScope, _ := w.srv.AddIP(w.pns["nodes"].ID, netip.MustParseAddr("172.16.0.50"),
+		ipam.Entry{Cluster: "prod", Pool: "removed", Service: types.NamespacedName{Namespace: "payments", Name: "legacy"}}.Tags(), nil)
+	claims := &askedClaims{id: byClaim, svc: types.NamespacedName{Namespace: "payments", Name: "claimed"}}
+	s, ev := w.monitored(func(o *Options) { o.Claims = claims })
+
+	withIDs := func(name, id, addr string, extra map[string]string) {
+		svc := w.live("payments", name, id)
+		w.edit(svc, func(s *corev1.Service) {
+			s.Annotations[ccm.AnnotationAddresses] = addr
+			for k, v := range extra {
+				s.Annotations[k] = v
+			}
+		})
+	}
+	withIDs("byo", byAnnotation, "10.10.9.1", map[string]string{ccm.AnnotationIPAMIDs: byAnnotation})
+	withIDs("claimed", byClaim, "10.10.9.2", nil)
+	withIDs("legacy", outOfScope, "172.16.0.50", nil)
+	rep := w.cycles(s, 20)
+	if rep.OutOfScope != 1 {
+		t.Fatalf("the out-of-scope IP is not listed as such: %+v", rep)
+	}
+	if got := notApplied(ev); len(got) != 0 {
+		t.Fatalf("reported: %v", got)
+	}
+	wantGauge(t, s, nil)
+
+	// The claims cannot be read: the claimed ID is not judged.
+	s2, ev2 := w.monitored(func(o *Options) { o.Claims = failingClaims{} })
+	w.cycles(s2, 20)
+	if got := notApplied(ev2); len(got) != 0 {
+		t.Fatalf("judged without the claims: %v", got)
+	}
+	// A control: the same Service without its claim is gone.
+	s3, ev3 := w.monitored()
+	w.cycles(s3, 20)
+	if got := notApplied(ev3); len(got) != 1 || !strings.Contains(got[0], "payments/claimed") || !strings.Contains(got[0], ReasonGone) {
+		t.Fatalf("events %v", got)
+	}
+}
+
+type failingClaims struct{}
+
+func (failingClaims) Collect(context.Context, func(string, types.NamespacedName) bool) (int, []string, error) {
+	return 0, nil, errors.New("leases: connection refused")
+}
+
+// A cycle whose claims cannot be read keeps what the monitor knew of a
+// Service waiting on a claim: no fresh grace, no repeated Event.
+func TestUnreadClaimsKeepTheState(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("dc-link", "payments", "api")
+	w.admitted("api", r)
+	if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	var claims ClaimCollector = &askedClaims{id: "another", svc: types.NamespacedName{Namespace: "x", Name: "y"}}
+	s, ev := w.monitored(func(o *Options) { o.Claims = claimsFunc(func() ClaimCollector { return claims }) })
+	w.cycles(s, 10)
+	claims = failingClaims{}
+	w.cycles(s, 3)
+	wantGauge(t, s, map[string]float64{ReasonGone: 1})
+	claims = &askedClaims{id: "another", svc: types.NamespacedName{Namespace: "x", Name: "y"}}
+	w.cycles(s, 3)
+	if got := notApplied(ev); len(got) != 1 {
+		t.Fatalf("events %v", got)
+	}
+}
+
+type claimsFunc func() ClaimCollector
+
+func (f claimsFunc) Collect(ctx context.Context, inUse func(string, types.NamespacedName) bool) (int, []string, error) {
+	return f().Collect(ctx, inUse)
+}
+
+// The monitor judges from the cycle's listing and the Service cache: a
+// cycle makes the same Scaleway calls with Services to monitor, in every
+// state, as without.
+func TestMonitorAddsNoScalewayCall(t *testing.T) {
+	steady := func(populate func(w *world)) (map[ipamtest.Op]int, Report) {
+		w := newWorld(t)
+		populate(w)
+		s, _ := w.monitored()
+		// Back-fills and orphan tags settle; past the convergence grace,
+		// within the pending grace of the reservations without a Service.
+		w.cycles(s, 7)
+		w.srv.ResetCounts()
+		rep := w.cycles(s, 1)
+		return w.srv.Counts(), rep
+	}
+	without, _ := steady(func(w *world) {
+		for range 4 {
+			w.book("dc-link", "payments", "gone") // orphaned, retained
+		}
+	})
+	with, rep := steady(func(w *world) {
+		var rs []*ipam.Reservation
+		for _, name := range []string{"converged", "old-ccm", "stuck", "released"} {
+			rs = append(rs, w.book("dc-link", "payments", name))
+			svc := w.admitted(name, rs[len(rs)-1])
+			switch name {
+			case "converged":
+				w.serve(svc, "lb-1", true)
+			case "old-ccm":
+				w.serve(svc, "lb-2", false)
+			case "stuck":
+				w.serve(svc, "lb-3", false)
+				_ = w.srv.Attach(rs[len(rs)-1].ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9"})
+			case "released":
+				_ = w.cloud.ReleaseIP(context.Background(), rs[len(rs)-1].ID)
+			}
+		}
+	})
+	for _, r := range []string{ReasonNotAttached, ReasonAttachedElsewhere, ReasonGone} {
+		if rep.NotConverged[r] != 1 {
+			t.Fatalf("the counted cycle did not judge every cause: %v", rep.NotConverged)
+		}
+	}
+	if len(with) == 0 || len(with) != len(without) {
+		t.Fatalf("calls of a cycle: %v with Services to monitor, %v without", with, without)
+	}
+	for op, n := range without {
+		if with[op] != n {
+			t.Fatalf("calls of a cycle: %v with Services to monitor, %v without", with, without)
+		}
+	}
+}
+
+func TestLoadBalancerIDForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"fr-par-1/8A7FF36C-7E00-441F-BFDA-B6BDCB8ECC5F": "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"fr-par/8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":   "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":          "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"":                                              "",
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ccm.AnnotationLoadBalancerID: in}}}
+		if got := LoadBalancerID(svc); got != want {
+			t.Errorf("LoadBalancerID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	addr := netip.MustParseAddr("172.16.35.200")
+	lb := "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+	on := func(typ, id string) *scaleway.IP {
+		return &scaleway.IP{ID: "ip", Address: addr, Resource: &scaleway.Resource{Type: typ, ID: id}}
+	}
+	svc := func(ann map[string]string, ingress ...string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ccm.AnnotationAddresses: addr.String()}}}
+		for k, v := range ann {
+			s.Annotations[k] = v
+		}
+		for _, in := range ingress {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in})
+		}
+		return s
+	}
+	private := map[string]string{ccm.AnnotationLoadBalancerID: "fr-par-1/" + strings.ToUpper(lb), ccm.AnnotationPrivate: "true"}
+	public := map[string]string{ccm.AnnotationLoadBalancerID: "fr-par-1/" + lb}
+	hostname := map[string]string{ccm.AnnotationLoadBalancerID: lb, ccm.AnnotationPrivate: "true", annotationUseHostname: "true"}
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		ip   *scaleway.IP
+		byo  bool
+		want string
+	}{
+		{"applied, private", svc(private, "172.16.0.9", addr.String()), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
+		{"no Load Balancer yet", svc(nil), &scaleway.IP{ID: "ip", Address: addr}, false, ConvergencePending},
+		{"gone, before the Load Balancer too", svc(nil), nil, false, ReasonGone},
+		{"not ours: never listed", svc(nil), nil, true, ""},
+		{"not admitted with a reservation", &corev1.Service{}, nil, false, ""},
+		{"not attached", svc(private), &scaleway.IP{ID: "ip", Address: addr}, false, ReasonNotAttached},
+		{"another Load Balancer", svc(private, addr.String()), on(scaleway.ResourceLoadBalancer, "other"), false, ReasonAttachedElsewhere},
+		{"another kind of resource, same ID", svc(private, addr.String()), on("instance_server", lb), false, ReasonAttachedElsewhere},
+		{"private, not in status", svc(private, "172.16.0.9"), on(scaleway.ResourceLoadBalancer, lb), false, ReasonNotInStatus},
+		// The CCM writes public IPs or hostnames there: nothing to expect.
+		{"public: status holds public IPs", svc(public, "51.15.0.1"), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
+		{"use-hostname", svc(hostname), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
+	} {
+		if got := Classify(tc.svc, "ip", tc.ip, tc.byo); got != tc.want {
+			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The gauge exists from the start, every reason at 0, before any cycle.
+func TestNotConvergedGaugeExportedFromStart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	n, err := testutil.GatherAndCount(reg, "scw_lb_ipam_services_not_converged")
+	if err != nil || n != len(Reasons) {
+		t.Fatalf("%d series (%v), want %d", n, err, len(Reasons))
+	}
+}
