@@ -95,16 +95,17 @@ func Classify(svc *corev1.Service, id string, ip *scaleway.IP, bringYourOwn bool
 		return ReasonNotAttached
 	case ip.Resource.Type != scaleway.ResourceLoadBalancer || !strings.EqualFold(ip.Resource.ID, lb):
 		return ReasonAttachedElsewhere
-	case statusListsPrivateIPs(svc) && !inStatus(svc, ip.Address):
+	case statusListsPrivateIPs(svc) && ip.Address.Is4() && !inStatus(svc, ip.Address):
 		return ReasonNotInStatus
 	}
 	return ConvergenceApplied
 }
 
-// statusListsPrivateIPs: the CCM writes the private addresses IPAM shows on
-// the Load Balancer into the status of a private-only Load Balancer; a
-// public one lists its public IPs, and use-hostname lists hostnames, so the
-// reserved address cannot be expected there.
+// statusListsPrivateIPs: the CCM writes the private IPv4 addresses IPAM
+// shows on the Load Balancer into the status of a private-only Load
+// Balancer; a public one lists its public IPs, and use-hostname lists
+// hostnames, so the reserved address cannot be expected there (nor an IPv6
+// one anywhere).
 func statusListsPrivateIPs(svc *corev1.Service) bool {
 	return strings.EqualFold(svc.Annotations[ccm.AnnotationPrivate], "true") && !strings.EqualFold(svc.Annotations[annotationUseHostname], "true")
 }
@@ -289,8 +290,17 @@ func note(svc *corev1.Service, fs []finding, late time.Duration) string {
 			fmt.Fprintf(&b, "attached to nothing, while the Load Balancer %s exists: the CCM ignored %s, which CCMs older than v0.36.0 do, and the Load Balancer has a DHCP address instead. Check the CCM's version (Kapsule: upgrade the cluster to a version whose CCM is v0.36.0 or later); once it reads the annotation it attaches the IP at its next sync of this Service.",
 				lb, ccm.AnnotationPrivateIPIDs)
 		case ReasonAttachedElsewhere:
-			fmt.Fprintf(&b, "attached to %s %s (%s), not to this Service's Load Balancer %s: likely its previous Load Balancer, still being deleted. Find it with `scw lb lb get %s`; once it is deleted, the CCM attaches the IP at its next sync of this Service.",
-				f.resource.Type, f.resource.ID, f.resource.Name, lb, f.resource.ID)
+			holder := f.resource.Type + " " + f.resource.ID
+			if f.resource.Name != "" {
+				holder += " (" + f.resource.Name + ")"
+			}
+			if f.resource.Type == scaleway.ResourceLoadBalancer {
+				fmt.Fprintf(&b, "attached to %s, not to this Service's Load Balancer %s: likely its previous Load Balancer, still being deleted (`scw lb lb get %s` shows its status). Once that Load Balancer is deleted, the CCM attaches the IP at its next sync of this Service.",
+					holder, lb, f.resource.ID)
+			} else {
+				fmt.Fprintf(&b, "attached to %s, not to this Service's Load Balancer %s: another resource took the address. Detach it from that resource; the CCM then attaches the IP at its next sync of this Service.",
+					holder, lb)
+			}
 		case ReasonGone:
 			fmt.Fprintf(&b, "no longer exists in IPAM: it was released or deleted out of band (console, Terraform), and the address may be handed to anything. To recover, set %s: \"true\" and remove %s from %s (scw-lb-ipam reserves a new address; the CCM re-attaches the Load Balancer, a brief outage), or delete and re-create the Service.",
 				ccm.AnnotationAllowIPChange, f.id, ccm.AnnotationPrivateIPIDs)

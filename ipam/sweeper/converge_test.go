@@ -473,6 +473,7 @@ func TestClassify(t *testing.T) {
 		// The CCM writes public IPs or hostnames there: nothing to expect.
 		{"public: status holds public IPs", svc(public, "51.15.0.1"), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
 		{"use-hostname", svc(hostname), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
+		{"IPv6: the CCM lists IPv4 only", svc(private), &scaleway.IP{ID: "ip", Address: netip.MustParseAddr("fd00::5"), Resource: &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb}}, false, ConvergenceApplied},
 	} {
 		if got := Classify(tc.svc, "ip", tc.ip, tc.byo); got != tc.want {
 			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
