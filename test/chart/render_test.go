@@ -508,3 +508,21 @@ func TestMetricsValues(t *testing.T) {
 		t.Errorf("plain HTTP ServiceMonitor endpoint %v", ep)
 	}
 }
+
+// TestConvergenceGraceValue: sweeper.convergenceGrace reaches the flag, and
+// the schema refuses what the binary would refuse at start (no grace, a
+// unit Go's durations do not have) before anything is installed.
+func TestConvergenceGraceValue(t *testing.T) {
+	base := []string{"ci/self-managed-values.yaml"}
+	if args := containerArgs(t, render(t, base)); !slices.Contains(args, "--convergence-grace=5m") {
+		t.Errorf("default: args %v lack --convergence-grace=5m", args)
+	}
+	if args := containerArgs(t, render(t, base, "sweeper.convergenceGrace=90s")); !slices.Contains(args, "--convergence-grace=90s") {
+		t.Errorf("set: args %v lack --convergence-grace=90s", args)
+	}
+	for _, bad := range []string{"0s", "0m0s", "1d", "soon"} {
+		if out, err := renderRaw(t, base, "sweeper.convergenceGrace="+bad); err == nil || !strings.Contains(out, "convergenceGrace") {
+			t.Errorf("sweeper.convergenceGrace=%s rendered (err %v):\n%.300s", bad, err, out)
+		}
+	}
+}
