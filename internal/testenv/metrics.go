@@ -57,11 +57,7 @@ func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 func (e *Env) Gather() []*dto.MetricFamily {
 	var out []*dto.MetricFamily
 	for _, r := range e.Replicas {
-		if r.Metrics == nil {
-			continue
-		}
-		families, _ := r.Metrics.Gather()
-		out = append(out, families...)
+		out = append(out, r.gather()...)
 	}
 	return out
 }
@@ -85,16 +81,7 @@ func (e *Env) Counter(name string) float64 {
 func (e *Env) Creates() float64 { return creates(e.Gather()) }
 
 // Creates is the number of CREATE admissions this replica answered.
-func (r *Replica) Creates() float64 {
-	r.mu.Lock()
-	reg := r.Metrics
-	r.mu.Unlock()
-	if reg == nil {
-		return 0
-	}
-	families, _ := reg.Gather()
-	return creates(families)
-}
+func (r *Replica) Creates() float64 { return creates(r.gather()) }
 
 func creates(families []*dto.MetricFamily) float64 {
 	total := 0.0
