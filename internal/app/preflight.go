@@ -53,8 +53,8 @@ type PreflightOptions struct {
 	// ReleaseNamespace is where scw-lb-ipam runs: excluded from admission,
 	// and the namespace in the canary's ledger tags.
 	ReleaseNamespace string
-	// Excluded are the namespaces the webhook never touches (besides the
-	// release namespace).
+	// Excluded are the namespaces the webhook never touches, the release
+	// namespace among them.
 	Excluded []string
 	// ScalewayOptions add to the SDK environment (tests).
 	ScalewayOptions []scw.ClientOption
@@ -91,11 +91,7 @@ func ParsePreflightFlags(args []string) (PreflightOptions, error) {
 	if o.WebhookConfiguration == "" {
 		return o, errors.New("--webhook-configuration is empty: give the MutatingWebhookConfiguration's name (kubectl get mutatingwebhookconfigurations)")
 	}
-	for _, ns := range strings.Split(excluded, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			o.Excluded = append(o.Excluded, ns)
-		}
-	}
+	o.Excluded = excludedNamespaces(excluded, o.ReleaseNamespace)
 	return o, nil
 }
 
@@ -470,10 +466,11 @@ func (p *preflight) namespace(ctx context.Context) *ipam.Pool {
 	}
 	kube, err := p.kubeClient()
 	if err != nil {
-		p.fail(checkNamespace, err.Error(), "run preflight in the cluster (helm test <release>) or pass --kubeconfig")
+		// The webhook configuration's line already says why.
+		p.needs(checkNamespace, checkWebhookConfig)
 		return nil
 	}
-	excluded := append(slices.Clone(p.o.Excluded), p.o.ReleaseNamespace)
+	excluded := p.o.Excluded
 	usable := func(ns string) *ipam.Pool {
 		for _, pool := range p.cfg.AllowedPools(ns) {
 			if !pool.Disabled && pool.AutoAssigns() {

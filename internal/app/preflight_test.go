@@ -89,7 +89,7 @@ func newPreflightWorld(t *testing.T) *preflightWorld {
 		Output:               "table",
 		WebhookConfiguration: "scw-lb-ipam",
 		ReleaseNamespace:     "scw-lb-ipam",
-		Excluded:             []string{"kube-system"},
+		Excluded:             []string{"kube-system", "scw-lb-ipam"},
 		ScalewayOptions:      w.auth(statusSecret),
 	}
 	return w
@@ -475,7 +475,7 @@ func TestPreflightFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ConfigFile != "/etc/scw-lb-ipam/pools.yaml" || o.WebhookConfiguration != DefaultWebhookConfiguration || o.ReleaseNamespace != "infra" || o.Write || o.Output != "table" || len(o.Excluded) != 1 || o.Excluded[0] != "kube-system" {
+	if o.ConfigFile != "/etc/scw-lb-ipam/pools.yaml" || o.WebhookConfiguration != DefaultWebhookConfiguration || o.ReleaseNamespace != "infra" || o.Write || o.Output != "table" || strings.Join(o.Excluded, ",") != "kube-system,infra" {
 		t.Errorf("defaults: %+v", o)
 	}
 	if _, err := ParsePreflightFlags([]string{"-o", "yaml"}); err == nil || !strings.Contains(err.Error(), "table or json") {
@@ -486,6 +486,25 @@ func TestPreflightFlags(t *testing.T) {
 	}
 	if _, err := ParsePreflightFlags([]string{"write"}); err == nil || !strings.Contains(err.Error(), "flags only") {
 		t.Errorf("a stray argument: %v", err)
+	}
+}
+
+// TestPreflightNoCluster: without a Kubernetes configuration the webhook's
+// checks fail or are skipped, saying why once; the Scaleway ones still run.
+func TestPreflightNoCluster(t *testing.T) {
+	w := newPreflightWorld(t)
+	o := w.o
+	o.Kubeconfig = filepath.Join(t.TempDir(), "no-kubeconfig")
+	var out bytes.Buffer
+	err := Preflight(context.Background(), o, &out)
+	for _, want := range []string{"ok  pool edge IPAM: ", "FAIL webhook configuration: --kubeconfig " + o.Kubeconfig + ": ", "Run preflight in the cluster (helm test <release>) or pass --kubeconfig",
+		"skip opted-in namespace: skipped: webhook configuration failed", "skip webhook dry run: skipped: webhook configuration failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err == nil {
+		t.Error("no error")
 	}
 }
 
