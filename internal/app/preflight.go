@@ -257,13 +257,9 @@ func (p *preflight) poolFile(ctx context.Context, parseErr error) {
 			Detail: fmt.Sprintf("skipped: credentials failed (the file parses: pools %s; its networks are not checked)", strings.Join(names, ", "))})
 		return
 	}
-	// A throwaway copy: each pool's own check below resolves the pools in
-	// use, whatever the whole file's verdict.
-	whole, _, err := loadConfig(p.o.ConfigFile)
-	if err == nil {
-		err = whole.Resolve(ctx, p.cloud)
-	}
-	if err != nil {
+	// The whole file, for what spans pools; each pool's own line follows,
+	// whatever this verdict.
+	if err := p.cfg.Resolve(ctx, p.cloud); err != nil {
 		p.fail(checkPoolFile, err.Error(), fix)
 		return
 	}
@@ -276,18 +272,15 @@ func (p *preflight) clusterNetwork(ctx context.Context) {
 	}
 	id := p.cfg.ClusterPrivateNetworkID
 	pn, err := p.cloud.GetPrivateNetwork(ctx, id)
-	switch scaleway.Classify(err) {
-	case scaleway.KindOther:
-		if err == nil {
-			p.ok(checkClusterPN, fmt.Sprintf("Private Network %s (%s) exists", id, pn.Name))
-			return
-		}
-	case scaleway.KindNotFound:
+	switch {
+	case err == nil:
+		p.ok(checkClusterPN, fmt.Sprintf("Private Network %s (%s) exists", id, pn.Name))
+	case scaleway.Classify(err) == scaleway.KindNotFound:
 		p.fail(checkClusterPN, fmt.Sprintf("clusterPrivateNetworkID %s: no such Private Network in region %s", id, p.cfg.Region),
 			"set clusterPrivateNetworkID to the nodes' Private Network: scw k8s cluster get <cluster-id> shows it as private_network_id")
-		return
+	default:
+		p.fail(checkClusterPN, fmt.Sprintf("clusterPrivateNetworkID %s: %v", id, err), "check that the API key has PrivateNetworksReadOnly on the cluster's Project")
 	}
-	p.fail(checkClusterPN, fmt.Sprintf("clusterPrivateNetworkID %s: %v", id, err), "check that the API key has PrivateNetworksReadOnly on the cluster's Project")
 }
 
 func (p *preflight) poolNetwork(ctx context.Context, pool *ipam.Pool) {

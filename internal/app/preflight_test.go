@@ -235,6 +235,13 @@ func TestPreflightFailures(t *testing.T) {
 			},
 		},
 		{
+			name: "no default Project",
+			change: func(t *testing.T, w *preflightWorld) {
+				w.o.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret)}
+			},
+			want: []string{"FAIL credentials: the API key authenticates but SCW_DEFAULT_PROJECT_ID is not set: bookings would land in the key's default Project, which need not be the networks'. Add SCW_DEFAULT_PROJECT_ID (the cluster's Project) to the Secret"},
+		},
+		{
 			name: "network in another Project",
 			change: func(t *testing.T, w *preflightWorld) {
 				other, err := w.srv.AddPrivateNetworkInProject(preflightOtherProject, "elsewhere", "172.16.32.0/22")
