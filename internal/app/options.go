@@ -164,21 +164,28 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	return excluded, tlsMode
 }
 
+// excludedNamespaces are the namespaces of --excluded-namespaces (comma
+// separated) and the release namespace podNS, which is always excluded: the
+// webhook must never be needed to admit itself.
+func excludedNamespaces(flag, podNS string) []string {
+	var out []string
+	for _, ns := range strings.Split(flag, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	if podNS != "" {
+		out = append(out, podNS)
+	}
+	return out
+}
+
 // complete fills in what the flags imply: the excluded namespaces, the
 // release namespace podNS, and the TLS mode.
 func (o *Options) complete(excluded, tlsMode, podNS string) error {
-	for _, ns := range strings.Split(excluded, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			o.Excluded = append(o.Excluded, ns)
-		}
-	}
-	// The release namespace (where the webhook's own pods run) is always
-	// excluded: the webhook must never be needed to admit itself.
-	if podNS != "" {
-		o.Excluded = append(o.Excluded, podNS)
-		if o.LeaderElectNS == "" {
-			o.LeaderElectNS = podNS
-		}
+	o.Excluded = excludedNamespaces(excluded, podNS)
+	if podNS != "" && o.LeaderElectNS == "" {
+		o.LeaderElectNS = podNS
 	}
 	switch tlsMode {
 	case "self-managed":
