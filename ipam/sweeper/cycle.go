@@ -97,17 +97,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	orphansByPool := map[string]int{}
 	// Every listed ID exists, in scope or not: the monitor reads them all.
 	listed := make(map[string]*scaleway.IP, len(ips))
-	scope := map[string]bool{}
-	for _, p := range cfg.Pools {
-		scope[p.SubnetID()] = true
-	}
+	scope := poolSubnets(cfg)
 	for _, ip := range ips {
 		listed[ip.ID] = ip
 		entry, ok := ipam.ParseEntry(ip.Tags)
 		if !ok || !entry.Owns(cfg.ClusterName) {
 			continue // the tag filter is OR: foreign IPs may come back too
 		}
-		if !scope[ip.SubnetID] && !s.o.ReleaseRemovedPools {
+		if !s.inScope(scope, ip) {
 			// The tag is a name, not a proof: a cluster of the same name on
 			// other networks is not ours to tag or release. A removed
 			// pool's network is released only when the operator says so.

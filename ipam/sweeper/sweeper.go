@@ -102,6 +102,8 @@ type Sweeper struct {
 	reported map[types.UID]bool
 	// notConverged are the live Services whose reserved IPs are not applied.
 	notConverged map[types.UID]*notConverged
+	// backfills are the new Services whose uid tag is yet to be written.
+	backfills *backfillQueue
 }
 
 // New returns a Sweeper with defaults filled in.
@@ -128,7 +130,7 @@ func New(o Options) *Sweeper {
 		o.ConvergenceGrace = DefaultConvergenceGrace
 	}
 	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{},
-		notConverged: map[types.UID]*notConverged{}}
+		notConverged: map[types.UID]*notConverged{}, backfills: newBackfillQueue()}
 }
 
 // NeedLeaderElection is true: two sweepers would race to release.
@@ -143,7 +145,8 @@ func (s *Sweeper) Trigger() {
 	}
 }
 
-// Start runs cycles every Interval and after triggers until ctx ends.
+// Start runs cycles every Interval and after triggers, and the uid
+// back-fill of new Services, until ctx ends.
 //
 // A loop rather than a controller-runtime controller with a single-key
 // workqueue and RequeueAfter: the sweeper runs in leader terms of its own
@@ -152,6 +155,9 @@ func (s *Sweeper) Trigger() {
 // all such a queue would give. The loop keeps both on the injected clock,
 // which the tests step.
 func (s *Sweeper) Start(ctx context.Context) error {
+	// Before the first cycle: a Service created after its live view is
+	// queued, not missed.
+	defer s.startBackfills(ctx)()
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {
@@ -173,13 +179,18 @@ func (s *Sweeper) Start(ctx context.Context) error {
 }
 
 // Handler triggers a cycle on Service changes that may free or claim an IP:
-// creations (to back-fill the uid early), deletions, and updates that change
-// the type or the referenced IDs. Register it on the Service informer.
+// deletions, and updates that change the type or the referenced IDs. A
+// creation only queues the Service's uid back-fill (see Backfill), which
+// reads its own IDs rather than every reservation of the cluster. Register
+// it on the Service informer.
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if svc, ok := obj.(*corev1.Service); ok && len(ccm.ReferencedIDs(svc)) > 0 {
-				s.Trigger()
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			// The informer's first listing replays every Service: the
+			// leader's first cycle covers those in one listing, where a
+			// GetIP per ID of each would cost more.
+			if svc, ok := obj.(*corev1.Service); ok && !isInInitialList && len(ccm.LiveIDs(svc)) > 0 {
+				s.backfills.add(client.ObjectKeyFromObject(svc))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
