@@ -69,13 +69,6 @@ func (q *backfillQueue) take() []types.NamespacedName {
 	return out
 }
 
-// queued reports how many Services wait for their back-fill.
-func (q *backfillQueue) queued() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.keys)
-}
-
 // startBackfills accepts new Services and back-fills them a debounce after
 // they came, until ctx ends; the returned func stops accepting and waits
 // for the last round to end, so that a lost term leaves nothing running.

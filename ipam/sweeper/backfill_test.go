@@ -332,3 +332,10 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 		t.Fatalf("queued %d Services after the term ended", n)
 	}
 }
+
+// queued reports how many Services wait for their back-fill.
+func (q *backfillQueue) queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.keys)
+}

@@ -157,7 +157,8 @@ func (s *Sweeper) Trigger() {
 func (s *Sweeper) Start(ctx context.Context) error {
 	// Before the first cycle: a Service created after its live view is
 	// queued, not missed.
-	defer s.startBackfills(ctx)()
+	stopBackfills := s.startBackfills(ctx)
+	defer stopBackfills()
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {
