@@ -132,7 +132,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		rec := &refEvents{scheme: scheme}
-		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
 		m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 		s := w.sweeper(func(o *Options) {
 			o.Services, o.Recorder, o.Unreserved = servedList(svcs), rec, m.Unreserved
