@@ -80,6 +80,11 @@ type Options struct {
 	CCM func(*cloudcontroller.Options)
 }
 
+// ControlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
+// envtest's 20 s default is too short on a 2-core machine under load (CI's
+// cold run compiles beside the suites), where a start takes up to a minute.
+const ControlPlaneStartTimeout = 2 * time.Minute
+
 // DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
 const DefaultLBDeleteDelay = 3 * time.Second
 
@@ -171,7 +176,7 @@ func Start(o Options) (_ *Env, err error) {
 	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
 		return nil, err
 	}
-	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
 	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	for k, v := range o.APIServerFlags {
 		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)

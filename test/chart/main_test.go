@@ -87,7 +87,8 @@ func run(m *testing.M) int {
 
 	env = &envtest.Environment{
 		BinaryAssetsDirectory:   filepath.Join(root, "bin"),
-		ControlPlaneStopTimeout: 15 * time.Second,
+		ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout,
+		ControlPlaneStopTimeout:  15 * time.Second,
 		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
