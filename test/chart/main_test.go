@@ -86,10 +86,10 @@ func run(m *testing.M) int {
 	}
 
 	env = &envtest.Environment{
-		BinaryAssetsDirectory:   filepath.Join(root, "bin"),
+		BinaryAssetsDirectory:    filepath.Join(root, "bin"),
 		ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout,
 		ControlPlaneStopTimeout:  15 * time.Second,
-		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
+		CRDInstallOptions:        envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	// Room for BenchmarkWebhookRSS's 500 LoadBalancer Services.
