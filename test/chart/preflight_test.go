@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -228,8 +229,20 @@ tests:
 	webhook := startBinary(t, containerArgs(t, objs), pools, serviceAccountKubeconfig(t), emu.URL())
 	routeWebhook(t, webhook)
 
+	// While helm test runs, its RBAC lets the test's own ServiceAccount
+	// create Services in tests.preflight.namespace only, and gives the
+	// webhook's ServiceAccount nothing.
+	webhookSA := "system:serviceaccount:" + namespace + ":" + podSpec(t, objs)["serviceAccountName"].(string)
+	testSA := "system:serviceaccount:" + namespace + ":" + release + "-preflight"
+	during := func() {
+		mayCreate(t, testSA, "payments", true)
+		mayCreate(t, testSA, "default", false)
+		mayCreate(t, webhookSA, "payments", false)
+		mayCreate(t, webhookSA, "default", false)
+	}
+
 	emu.ResetCounts()
-	out, logs, err := helmTest(t, admin)
+	out, logs, err := helmTest(t, admin, during)
 	if err != nil {
 		t.Fatalf("helm test against a working install: %v\n%s\npreflight:\n%s\nwebhook:\n%s", err, out, logs, webhook.logs.String())
 	}
@@ -248,7 +261,7 @@ tests:
 	}
 
 	webhook.stop(t)
-	out, logs, err = helmTest(t, admin)
+	out, logs, err = helmTest(t, admin, nil)
 	if err == nil {
 		t.Fatalf("helm test passed with the webhook stopped:\n%s\npreflight:\n%s", out, logs)
 	}
@@ -261,11 +274,33 @@ tests:
 	if !strings.Contains(out, release+"-preflight") {
 		t.Errorf("helm test's output does not name the failed Pod:\n%s", out)
 	}
+
+	// After the failed test: helm deleted the test's ServiceAccount and
+	// RBAC (hooks that succeeded) and left the Pod; neither account may
+	// create Services.
+	mayCreate(t, webhookSA, "payments", false)
+	mayCreate(t, testSA, "payments", false)
+}
+
+// mayCreate checks whether ServiceAccount user may create Services in ns.
+func mayCreate(t *testing.T, user, ns string, want bool) {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "services"},
+	}}
+	if err := kube.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	if sar.Status.Allowed != want {
+		t.Errorf("%s may create services in %s: %v, want %v (%s)", user, ns, sar.Status.Allowed, want, sar.Status.Reason)
+	}
 }
 
 // helmTest runs helm test on the release and stands in for the kubelet of
-// the Pod it creates; it returns helm's output and the Pod's.
-func helmTest(t *testing.T, kubeconfig string) (out, logs string, err error) {
+// the Pod it creates, calling during (if set) once the Pod exists; it
+// returns helm's output and the Pod's.
+func helmTest(t *testing.T, kubeconfig string, during func()) (out, logs string, err error) {
 	t.Helper()
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: namespace, Name: release + "-preflight"}
@@ -303,6 +338,9 @@ func helmTest(t *testing.T, kubeconfig string) (out, logs string, err error) {
 			t.Fatal("helm test created no Pod in 2 minutes")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if during != nil {
+		during()
 	}
 	logs, exitCode := runPod(t, pod)
 	r := <-done
