@@ -9,8 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -100,9 +102,12 @@ type CheckResult struct {
 	Check string `json:"check"`
 	OK    bool   `json:"ok"`
 	// Skipped checks did not run: what they need failed before.
-	Skipped bool   `json:"skipped,omitempty"`
-	Detail  string `json:"detail"`
-	Fix     string `json:"fix,omitempty"`
+	Skipped bool `json:"skipped,omitempty"`
+	// Info lines say what preflight cannot check, and how to: OK is true,
+	// as they fail nothing.
+	Info   bool   `json:"info,omitempty"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
 }
 
 // preflight runs the checks in order; each records whether it passed, so
@@ -115,11 +120,18 @@ type preflight struct {
 	cloud   scaleway.Cloud
 	kube    client.Client
 	kubeErr error
+	// webhooks are the names in our webhook configuration: a dry run's
+	// failure names the webhook that failed it.
+	webhooks []string
 }
 
 func (p *preflight) ok(check, detail string) {
 	p.results = append(p.results, CheckResult{Check: check, OK: true, Detail: detail})
 	p.passed[check] = true
+}
+
+func (p *preflight) info(check, detail string) {
+	p.results = append(p.results, CheckResult{Check: check, OK: true, Info: true, Detail: detail})
 }
 
 func (p *preflight) fail(check, problem, fix string) {
@@ -169,6 +181,9 @@ const (
 	checkWebhookConfig = "webhook configuration"
 	checkNamespace     = "opted-in namespace"
 	checkDryRun        = "webhook dry run"
+	checkBooking       = "booking rights"
+	checkLBNetworks    = "Load Balancer networks"
+	checkCCM           = "CCM version"
 	// parsed is what the checks after the pool file need of it: that it
 	// parsed. It passes then, even when the whole file does not resolve:
 	// each pool's line says which part does not.
@@ -195,12 +210,59 @@ func (p *preflight) run(ctx context.Context) {
 		for _, pool := range p.cfg.Pools {
 			p.poolIPAM(ctx, pool)
 		}
+		if !p.o.Write && p.passed[checkCredentials] {
+			p.info(checkBooking, "not checked: listing needs no write right, and without --write preflight books nothing; to check that the key may book, run with --write (helm: tests.preflight.write=true), which books and releases at once a canary address in each pool")
+		}
+		p.lbNetworks()
 	} else {
 		p.needs(checkClusterPN, parsed)
 	}
 	p.webhookConfiguration(ctx)
 	pool := p.namespace(ctx)
 	p.dryRun(ctx, pool)
+	p.info(checkCCM, "not readable from here (on Kapsule the CCM runs in Scaleway's control plane): "+ccm.AnnotationPrivateIPIDs+" needs v0.36.0 or later. An older CCM gives the Load Balancer a DHCP address instead: the convergence monitor then reports reason not_attached (Event IPNotApplied: kubectl get events -A --field-selector reason=IPNotApplied; gauge scw_lb_ipam_services_not_converged{reason=\"not_attached\"})")
+}
+
+// maxLBNetworks is how many Private Networks one Scaleway Load Balancer
+// attaches at most.
+const maxLBNetworks = 8
+
+// lbNetworks counts the Private Networks a Service's Load Balancer may need
+// with the pools one namespace may combine: the nodes' network and each
+// pool's. The webhook denies a Service over the limit; this says so before
+// any Service asks. Namespace globs are tried on the names the pool file
+// gives, plus a namespace it does not name (the unrestricted pools).
+func (p *preflight) lbNetworks() {
+	candidates := []string{""}
+	for _, pool := range p.cfg.Pools {
+		candidates = append(candidates, pool.Namespaces...)
+	}
+	var worst []string
+	var worstNS string
+	for _, ns := range candidates {
+		pns := []string{p.cfg.ClusterPrivateNetworkID}
+		for _, pool := range p.cfg.Pools {
+			if pool.Disabled || (ns == "" && len(pool.Namespaces) > 0) || (ns != "" && !pool.Allows(ns)) {
+				continue
+			}
+			if !slices.Contains(pns, pool.PrivateNetworkID) {
+				pns = append(pns, pool.PrivateNetworkID)
+			}
+		}
+		if len(pns) > len(worst) {
+			worst, worstNS = pns, ns
+		}
+	}
+	who := "a Service asking every pool"
+	if worstNS != "" {
+		who = "a Service of namespace " + worstNS + " asking every pool it may use"
+	}
+	if len(worst) > maxLBNetworks {
+		p.fail(checkLBNetworks, fmt.Sprintf("%s needs %d Private Networks (the nodes' and the pools': %s), and a Load Balancer attaches at most %d: the webhook denies such a Service", who, len(worst), strings.Join(worst, ", "), maxLBNetworks),
+			"put pools that one Service combines on shared Private Networks, or restrict pools to namespaces (namespaces in the pool file) so that no namespace may use pools on more than 7 networks besides the nodes'")
+		return
+	}
+	p.ok(checkLBNetworks, fmt.Sprintf("%s needs %d of a Load Balancer's %d Private Networks (the nodes' and the pools'), leaving %d for %s", who, len(worst), maxLBNetworks, maxLBNetworks-len(worst), ccm.AnnotationPNIDs))
 }
 
 func (p *preflight) credentials(ctx context.Context) {
@@ -215,31 +277,93 @@ func (p *preflight) credentials(ctx context.Context) {
 	if ak := os.Getenv("SCW_ACCESS_KEY"); ak != "" {
 		who += " " + ak // the access key names the key; the secret key is never shown
 	}
-	const fix = "create an IAM application with the permission sets IPAMFullAccess and PrivateNetworksReadOnly on the cluster's Project, an API key for it, and the Secret the chart reads (README, Install on Kapsule, step 3)"
+	grant := func(project string) string {
+		return "give the key's IAM application a policy on Project " + project + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly (README, Install on Kapsule, step 3)"
+	}
+	const create = "create an IAM application with the permission sets IPAMFullAccess and PrivateNetworksReadOnly on the cluster's Project, an API key for it, and the Secret the chart reads (README, Install on Kapsule, step 3)"
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: region, ClientOptions: p.o.ScalewayOptions})
 	if err != nil {
-		p.fail(checkCredentials, err.Error(), "set SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID: "+fix)
+		p.fail(checkCredentials, err.Error(), "set SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID: "+create)
 		return
 	}
-	// Reading an IP that cannot exist costs one call and needs the key to
-	// be valid and allowed into IPAM: not found is the good answer.
-	_, err = cloud.GetIP(ctx, "00000000-0000-4000-8000-000000000000")
-	switch kind := scaleway.Classify(err); {
-	case err == nil, kind == scaleway.KindNotFound:
-	case kind == scaleway.KindPermissionDenied:
-		p.fail(checkCredentials, fmt.Sprintf("Scaleway rejects %s (%v): it is revoked, mistyped, or lacks IPAM rights", who, err), fix)
+	project := cloud.ProjectID()
+	// A list scoped to the Project: IAM answers for the key's rights there,
+	// not just anywhere (a key of another Project's application would pass
+	// an unscoped read). The tag matches nothing, so one page answers.
+	_, err = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: project, Tags: []string{preflightProbeTag}})
+	switch rejected, denied := authFailure(err); {
+	case err == nil:
+	case rejected:
+		p.fail(checkCredentials, fmt.Sprintf("Scaleway rejects %s (%v): the key does not exist, is revoked or expired, or the secret key does not match it", who, err),
+			"put the access and secret key of an existing API key in the Secret (scw iam api-key get <access key> shows whether it exists and its expiry), or "+create)
+		return
+	case denied && project != "":
+		p.fail(checkCredentials, fmt.Sprintf("%s authenticates but may not list IPAM in Project %s (%v): its IAM application lacks IPAMFullAccess there", who, project, err), grant(project))
+		return
+	case denied:
+		p.fail(checkCredentials, fmt.Sprintf("%s authenticates but may not list IPAM (%v)", who, err), create)
 		return
 	default:
 		p.fail(checkCredentials, fmt.Sprintf("reading IPAM in region %s: %v", region, err), "check SCW_API_URL, the network path to api.scaleway.com and status.scaleway.com, then run again")
 		return
 	}
-	project := cloud.ProjectID()
 	if project == "" {
 		p.fail(checkCredentials, who+" authenticates but SCW_DEFAULT_PROJECT_ID is not set: bookings would land in the key's default Project, which need not be the networks'", "add SCW_DEFAULT_PROJECT_ID (the cluster's Project) to the Secret")
 		return
 	}
-	p.cloud = cloud
-	p.ok(checkCredentials, fmt.Sprintf("%s authenticates in region %s, Project %s", who, region, project))
+	p.cloud = &pnCache{Cloud: cloud, read: map[string]pnRead{}}
+	p.ok(checkCredentials, fmt.Sprintf("%s authenticates in region %s and may list IPAM in Project %s", who, region, project))
+}
+
+// preflightProbeTag is a tag no IP carries: the credentials' list is then
+// one empty page, whatever the Project holds.
+const preflightProbeTag = "scw-lb-ipam-preflight-probe"
+
+// authFailure tells a key Scaleway does not know (401
+// denied_authentication: fix the key) from a known key without the rights
+// (403 permissions_denied or authorization_required: fix its IAM policy).
+// Classify puts both in KindPermissionDenied, as the webhook needs no more.
+func authFailure(err error) (rejected, denied bool) {
+	if err == nil {
+		return false, false
+	}
+	var unauth *scw.DeniedAuthenticationError
+	var perm *scw.PermissionsDeniedError
+	var resp *scw.ResponseError
+	switch {
+	case errors.As(err, &unauth):
+		return true, false
+	case errors.As(err, &perm):
+		return false, true
+	case errors.As(err, &resp):
+		return resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden
+	}
+	return false, false
+}
+
+// pnCache reads each Private Network once: the pool file's Resolve, the
+// cluster network's line and each pool's line all need it, and one run
+// should judge one answer.
+type pnCache struct {
+	scaleway.Cloud
+	mu   sync.Mutex
+	read map[string]pnRead
+}
+
+type pnRead struct {
+	pn  *scaleway.PrivateNetwork
+	err error
+}
+
+func (c *pnCache) GetPrivateNetwork(ctx context.Context, id string) (*scaleway.PrivateNetwork, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.read[id]; ok {
+		return r.pn, r.err
+	}
+	pn, err := c.Cloud.GetPrivateNetwork(ctx, id)
+	c.read[id] = pnRead{pn, err}
+	return pn, err
 }
 
 func (p *preflight) poolFile(ctx context.Context, parseErr error) {
@@ -289,10 +413,36 @@ func (p *preflight) poolNetwork(ctx context.Context, pool *ipam.Pool) {
 		return
 	}
 	if err := p.cfg.ResolvePool(ctx, p.cloud, pool.Name); err != nil {
-		p.fail(check, err.Error(), "give the pool a Private Network of Project "+p.cloud.ProjectID()+" that holds its subnet (scw vpc private-network get <id> lists its Project and subnets)")
+		p.fail(check, err.Error(), p.poolNetworkFix(ctx, pool))
 		return
 	}
 	p.ok(check, fmt.Sprintf("Private Network %s is in Project %s and holds subnet %s", pool.PrivateNetworkID, p.cloud.ProjectID(), pool.Prefix()))
+}
+
+// poolNetworkFix says what to change for the way pool's network failed:
+// ResolvePool's message says what is wrong, not which value to fix.
+func (p *preflight) poolNetworkFix(ctx context.Context, pool *ipam.Pool) string {
+	project := p.cloud.ProjectID()
+	const show = " (scw vpc private-network get <id> lists its Project and subnets)"
+	pn, err := p.cloud.GetPrivateNetwork(ctx, pool.PrivateNetworkID) // read once: cached
+	switch kind := scaleway.Classify(err); {
+	case err == nil:
+	case kind == scaleway.KindNotFound:
+		return fmt.Sprintf("set the pool's privateNetworkID to a Private Network of region %s and Project %s (scw vpc private-network list project-id=%s region=%s)", p.cfg.Region, project, project, p.cfg.Region)
+	case kind == scaleway.KindPermissionDenied:
+		return "give the key's IAM application PrivateNetworksReadOnly on the network's Project (README, Install on Kapsule, step 3)"
+	default:
+		return "check the network path to the Scaleway API, then run again"
+	}
+	switch {
+	case pn.ProjectID != "" && pn.ProjectID != project:
+		return fmt.Sprintf("IPAM books only in a network's own Project: move the pool to a Private Network of Project %s, or run the release with an API key and SCW_DEFAULT_PROJECT_ID of Project %s (every pool's network must then be there)", project, pn.ProjectID)
+	case slices.ContainsFunc(pn.Subnets, func(s scaleway.Subnet) bool { return s.Prefix == pool.Prefix() }):
+		// The subnet matched: what failed is inside it.
+		return fmt.Sprintf("correct the pool's ranges so that they lie inside subnet %s (and leave free addresses)", pool.Prefix())
+	default:
+		return "name in the pool's subnet one of the network's subnets (the line lists them), or add that subnet to the network" + show
+	}
 }
 
 func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
@@ -302,7 +452,11 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 	}
 	ips, err := p.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: pool.PrivateNetworkID})
 	if err != nil {
-		p.fail(check, fmt.Sprintf("listing the IPs of Private Network %s: %v", pool.PrivateNetworkID, err), "give the API key IPAMFullAccess on the cluster's Project (README, Install on Kapsule, step 3)")
+		fix := "check the network path to the Scaleway API and status.scaleway.com, then run again"
+		if scaleway.Classify(err) == scaleway.KindPermissionDenied {
+			fix = "give the key's IAM application IPAMFullAccess on Project " + p.cloud.ProjectID() + " (README, Install on Kapsule, step 3)"
+		}
+		p.fail(check, fmt.Sprintf("listing the IPs of Private Network %s: %v", pool.PrivateNetworkID, err), fix)
 		return
 	}
 	used := map[netip.Addr]bool{}
@@ -348,7 +502,7 @@ func (p *preflight) canary(ctx context.Context, pool *ipam.Pool, used map[netip.
 	}
 	ip, err := p.cloud.BookIP(ctx, req)
 	if err != nil {
-		p.fail(check, fmt.Sprintf("booking a canary address in pool %s: %v", pool.Name, err), "give the API key IPAMFullAccess on the cluster's Project; if the subnet is full, free addresses")
+		p.fail(check, fmt.Sprintf("booking a canary address in pool %s: %v", pool.Name, err), p.canaryFix(err, req.Address))
 		return
 	}
 	if err := p.cloud.ReleaseIP(ctx, ip.ID); err != nil && scaleway.Classify(err) != scaleway.KindNotFound {
@@ -357,6 +511,26 @@ func (p *preflight) canary(ctx context.Context, pool *ipam.Pool, used map[netip.
 		return
 	}
 	p.ok(check, fmt.Sprintf("booked %s (IPAM ID %s) and released it", ip.Address, ip.ID))
+}
+
+// canaryFix says what a failed canary booking means: only a refusal is
+// about rights.
+func (p *preflight) canaryFix(err error, address netip.Addr) string {
+	switch scaleway.Classify(err) {
+	case scaleway.KindAddressTaken:
+		what := "the address IPAM chose"
+		if address.IsValid() {
+			what = address.String()
+		}
+		return what + " was taken between the listing and the booking (another booking in the subnet, e.g. a Service being created): nothing is wrong with the rights; run again"
+	case scaleway.KindExhausted:
+		return "the subnet has no free address: release addresses in it or widen the pool"
+	case scaleway.KindPermissionDenied:
+		return "give the key's IAM application IPAMFullAccess on Project " + p.cloud.ProjectID() + ": it may list but not book (README, Install on Kapsule, step 3)"
+	case scaleway.KindUnavailable:
+		return "check the network path to the Scaleway API and status.scaleway.com, then run again"
+	}
+	return "read Scaleway's message above, correct the pool and run again"
 }
 
 func (p *preflight) releaseNamespace() string {
@@ -430,6 +604,7 @@ func (p *preflight) webhookConfiguration(ctx context.Context) {
 	var certs int
 	var expires time.Time
 	for _, wh := range mwc.Webhooks {
+		p.webhooks = append(p.webhooks, wh.Name)
 		if len(wh.ClientConfig.CABundle) == 0 {
 			p.fail(checkWebhookConfig, fmt.Sprintf("webhook %s of %s has no caBundle: the apiserver cannot trust the webhook's certificate", wh.Name, name),
 				"with tls.mode cert-manager, check cert-manager's cainjector and the Certificate (kubectl get certificate -n <release namespace>); with self-managed, the pods set it once running: check their logs")
@@ -554,16 +729,8 @@ func (p *preflight) dryRun(ctx context.Context, pool *ipam.Pool) {
 	}
 	where := fmt.Sprintf("a dry-run create of LoadBalancer Service %s/%s (pool %s)", p.o.Namespace, name, pool.Name)
 	if err != nil {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "failed calling webhook"):
-			p.fail(checkDryRun, fmt.Sprintf("%s: the apiserver could not call the webhook: %s", where, msg),
-				"check the webhook's pods (kubectl -n <release namespace> get pods,endpoints), that the apiserver reaches them on the webhook port, and that the caBundle signs their certificate")
-		case strings.Contains(msg, "denied the request"):
-			p.fail(checkDryRun, fmt.Sprintf("%s: the webhook answered and denied it: %s", where, msg), "follow the denial's own fix (README, Troubleshooting)")
-		default:
-			p.fail(checkDryRun, fmt.Sprintf("%s failed: %s", where, msg), "allow create on services to the account preflight runs as (the chart's test RBAC does)")
-		}
+		problem, fix := p.dryRunFailure(err)
+		p.fail(checkDryRun, where+": "+problem, fix)
 		return
 	}
 	for _, w := range warnings {
@@ -576,6 +743,48 @@ func (p *preflight) dryRun(ctx context.Context, pool *ipam.Pool) {
 		"check the webhook's pods and logs, and the namespaceSelector of MutatingWebhookConfiguration "+p.o.WebhookConfiguration)
 }
 
+// quotaExceeded is the ResourceQuota admission plugin's denial.
+var quotaExceeded = regexp.MustCompile(`exceeded quota: ([^,]+)`)
+
+// webhookNamed finds the webhook an admission error names, as in
+// `failed calling webhook "x"` and `admission webhook "x" denied`.
+var webhookNamed = regexp.MustCompile(`(failed calling webhook|admission webhook) "([^"]+)"`)
+
+// dryRunFailure says who refused the dry run, from the apiserver's error:
+// our webhook, another webhook or policy, a ResourceQuota, or RBAC.
+func (p *preflight) dryRunFailure(err error) (problem, fix string) {
+	msg := err.Error()
+	if m := webhookNamed.FindStringSubmatch(msg); m != nil {
+		ours := slices.Contains(p.webhooks, m[2])
+		switch {
+		case ours && m[1] == "failed calling webhook":
+			return "the apiserver could not call the webhook: " + msg,
+				"check the webhook's pods (kubectl -n <release namespace> get pods,endpoints), that the apiserver reaches them on the webhook port, and that the caBundle signs their certificate"
+		case ours:
+			return "the webhook answered and denied it: " + msg, "follow the denial's own fix (README, Troubleshooting)"
+		case m[1] == "failed calling webhook":
+			return fmt.Sprintf("webhook %s, not scw-lb-ipam's, could not be called: %s", m[2], msg),
+				fmt.Sprintf("that webhook fails LoadBalancer Services in namespace %s too: check it (kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations), or pass --namespace (helm: tests.preflight.namespace) of a namespace it does not select", p.o.Namespace)
+		default:
+			return fmt.Sprintf("webhook %s, not scw-lb-ipam's, denied it: %s", m[2], msg),
+				fmt.Sprintf("that webhook's policy refuses a LoadBalancer Service with annotations %s and %s in namespace %s: ask its owner, or pass --namespace (helm: tests.preflight.namespace) of a namespace it allows", ccm.AnnotationPool, ccm.AnnotationPrivate, p.o.Namespace)
+		}
+	}
+	if m := quotaExceeded.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("ResourceQuota %s of namespace %s refuses it (a dry run is counted as a create): %s", m[1], p.o.Namespace, msg),
+			fmt.Sprintf("raise the quota's services.loadbalancers (kubectl -n %s describe resourcequota %s), or pass --namespace (helm: tests.preflight.namespace) of a namespace with room", p.o.Namespace, m[1])
+	}
+	if strings.Contains(msg, "ValidatingAdmissionPolicy") {
+		return "a ValidatingAdmissionPolicy refuses it: " + msg,
+			"that policy refuses the LoadBalancer Service too (kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings): ask its owner, or pass --namespace (helm: tests.preflight.namespace) of a namespace it does not cover"
+	}
+	if apierrors.IsForbidden(err) && strings.Contains(msg, "cannot create resource") {
+		return "the account preflight runs as may not create Services there: " + msg,
+			"allow create on services in namespace " + p.o.Namespace + " to that account (helm test's own RBAC does, in tests.preflight.namespace when set)"
+	}
+	return "the apiserver refused it: " + msg, "read the apiserver's message above: it names what refused the Service"
+}
+
 func (p *preflight) print(out io.Writer) error {
 	if p.o.Output == "json" {
 		enc := json.NewEncoder(out)
@@ -585,6 +794,8 @@ func (p *preflight) print(out io.Writer) error {
 	for _, r := range p.results {
 		var err error
 		switch {
+		case r.Info:
+			_, err = fmt.Fprintf(out, "info %s: %s\n", r.Check, r.Detail)
 		case r.OK:
 			_, err = fmt.Fprintf(out, "ok  %s: %s\n", r.Check, r.Detail)
 		case r.Skipped:

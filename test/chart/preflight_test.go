@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +27,8 @@ import (
 
 // TestPreflightTestHook: helm test's Pod runs preflight with exactly the
 // Deployment's credentials, environment, pool file, image and security
-// context, as its ServiceAccount, and is not one of the webhook's
-// endpoints; its RBAC (created first) grants a Service create for the dry
-// run and this release's webhook configuration, nothing else.
+// context, and is not one of the webhook's endpoints; it runs as a
+// ServiceAccount of its own (see checkPreflightRBAC).
 func TestPreflightTestHook(t *testing.T) {
 	for _, tt := range []struct {
 		values   string
@@ -46,8 +46,8 @@ func TestPreflightTestHook(t *testing.T) {
 			}
 			spec := field(t, pod, "spec").(map[string]any)
 			dep := podSpec(t, objs)
-			if spec["serviceAccountName"] != dep["serviceAccountName"] || spec["restartPolicy"] != "Never" || !reflect.DeepEqual(spec["securityContext"], dep["securityContext"]) {
-				t.Errorf("pod spec: service account %v (Deployment's %v), restartPolicy %v, securityContext %v", spec["serviceAccountName"], dep["serviceAccountName"], spec["restartPolicy"], spec["securityContext"])
+			if spec["serviceAccountName"] != tt.fullname+"-preflight" || spec["restartPolicy"] != "Never" || !reflect.DeepEqual(spec["securityContext"], dep["securityContext"]) {
+				t.Errorf("pod spec: service account %v (want the test's own, not the Deployment's %v), restartPolicy %v, securityContext %v", spec["serviceAccountName"], dep["serviceAccountName"], spec["restartPolicy"], spec["securityContext"])
 			}
 			if !reflect.DeepEqual(spec["volumes"].([]any)[0], dep["volumes"].([]any)[0]) {
 				t.Errorf("pool-file volume %v, the Deployment's %v", spec["volumes"], dep["volumes"])
@@ -83,33 +83,98 @@ func TestPreflightTestHook(t *testing.T) {
 				t.Errorf("the test Pod's labels %v match the webhook Service's selector %v", labels, selector)
 			}
 
-			role := named(t, objs, "ClusterRole", tt.fullname+"-preflight")
-			binding := named(t, objs, "ClusterRoleBinding", tt.fullname+"-preflight")
-			for _, o := range []*unstructured.Unstructured{role, binding} {
-				if a := o.GetAnnotations(); a["helm.sh/hook"] != "test" || a["helm.sh/hook-weight"] != "-1" || a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
-					t.Errorf("%s annotations %v: a test hook created before the Pod (weight 0)", o.GetKind(), a)
-				}
-			}
-			wantRules := []any{
-				map[string]any{"apiGroups": []any{""}, "resources": []any{"services"}, "verbs": []any{"create"}},
-				map[string]any{"apiGroups": []any{"admissionregistration.k8s.io"}, "resources": []any{"mutatingwebhookconfigurations"}, "resourceNames": []any{tt.fullname}, "verbs": []any{"get"}},
-			}
-			if rules := field(t, role, "rules"); !reflect.DeepEqual(rules, wantRules) {
-				t.Errorf("test RBAC rules %v, want %v", rules, wantRules)
-			}
-			subjects := field(t, binding, "subjects").([]any)
-			if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != spec["serviceAccountName"] || subjects[0].(map[string]any)["namespace"] != namespace {
-				t.Errorf("test RBAC subjects %v", subjects)
-			}
+			checkPreflightRBAC(t, objs, tt.fullname, "")
 		})
 	}
 	objs := render(t, []string{"ci/self-managed-values.yaml"}, "tests.preflight.write=true", "tests.preflight.namespace=payments")
+	checkPreflightRBAC(t, objs, release, "payments")
 	c := field(t, named(t, objs, "Pod", release+"-preflight"), "spec", "containers").([]any)[0].(map[string]any)
 	if args := fmt.Sprint(c["args"]); !strings.Contains(args, "--namespace=payments --write") {
 		t.Errorf("tests.preflight values: args %s", args)
 	}
+	checkPreflightRBAC(t, render(t, []string{"ci/self-managed-values.yaml"}, "serviceAccount.create=false", "serviceAccount.name=existing"), release, "")
 	if out, err := renderRaw(t, []string{"ci/self-managed-values.yaml"}, "tests.preflight.namespace=Not_A_Namespace"); err == nil {
 		t.Errorf("the schema let an invalid namespace name through:\n%.300s", out)
+	}
+}
+
+// checkPreflightRBAC: helm test's ServiceAccount, its RBAC and the Pod are
+// test hooks, created in that order (weights -2, -1, 0); the RBAC binds the
+// test's own ServiceAccount only, so that the webhook's pods gain nothing
+// while a test runs or after a failed one (test hooks outlive it, and helm
+// uninstall). It grants what preflight needs and nothing else: namespaces
+// read, this release's webhook configuration, and a Service create, in
+// dryRunNS (tests.preflight.namespace, when set) only, else cluster-wide.
+func checkPreflightRBAC(t *testing.T, objs []*unstructured.Unstructured, fullname, dryRunNS string) {
+	t.Helper()
+	name := fullname + "-preflight"
+	const policy = "before-hook-creation,hook-succeeded"
+	hook := func(o *unstructured.Unstructured, weight string) {
+		if a := o.GetAnnotations(); a["helm.sh/hook"] != "test" || a["helm.sh/hook-weight"] != weight || a["helm.sh/hook-delete-policy"] != policy {
+			t.Errorf("%s %s annotations %v: want a test hook of weight %s", o.GetKind(), o.GetName(), a, weight)
+		}
+	}
+	hook(named(t, objs, "ServiceAccount", name), "-2")
+	if a := named(t, objs, "Pod", name).GetAnnotations(); a["helm.sh/hook-weight"] != "" || a["helm.sh/hook-delete-policy"] != policy {
+		t.Errorf("Pod annotations %v: want a test hook of weight 0", a)
+	}
+	deploymentSA := podSpec(t, objs)["serviceAccountName"]
+	if deploymentSA == name {
+		t.Fatalf("the Deployment runs as the test's ServiceAccount %s", name)
+	}
+	// Every binding, hook or not: the Deployment's ServiceAccount is bound
+	// by the installed RBAC only.
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range find(objs, kind) {
+			isHook := b.GetAnnotations()["helm.sh/hook"] != ""
+			for _, s := range field(t, b, "subjects").([]any) {
+				s := s.(map[string]any)
+				if isHook && (s["name"] == deploymentSA || s["name"] != name) {
+					t.Errorf("test hook %s %s binds %v, want only ServiceAccount %s (the Deployment's is %v)", kind, b.GetName(), s, name, deploymentSA)
+				}
+				if !isHook && s["name"] == name {
+					t.Errorf("installed %s %s binds the test's ServiceAccount %v", kind, b.GetName(), s)
+				}
+			}
+		}
+	}
+	rules := func(kind, ns string) any {
+		o := named(t, objs, kind, name)
+		hook(o, "-1")
+		if o.GetNamespace() != ns {
+			t.Errorf("%s %s in namespace %q, want %q", kind, name, o.GetNamespace(), ns)
+		}
+		binding := named(t, objs, kind+"Binding", name)
+		hook(binding, "-1")
+		if binding.GetNamespace() != ns || field(t, binding, "roleRef", "name") != name || field(t, binding, "roleRef", "kind") != kind {
+			t.Errorf("%sBinding %s/%s binds %v", kind, binding.GetNamespace(), name, binding.Object["roleRef"])
+		}
+		want := []any{map[string]any{"kind": "ServiceAccount", "name": name, "namespace": namespace}}
+		if subjects := field(t, binding, "subjects"); !reflect.DeepEqual(subjects, want) {
+			t.Errorf("%sBinding %s subjects %v, want %v", kind, name, subjects, want)
+		}
+		return field(t, o, "rules")
+	}
+	createServices := map[string]any{"apiGroups": []any{""}, "resources": []any{"services"}, "verbs": []any{"create"}}
+	wantCluster := []any{
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"namespaces"}, "verbs": []any{"get", "list"}},
+		map[string]any{"apiGroups": []any{"admissionregistration.k8s.io"}, "resources": []any{"mutatingwebhookconfigurations"}, "resourceNames": []any{fullname}, "verbs": []any{"get"}},
+	}
+	roles := find(objs, "Role")
+	if dryRunNS == "" {
+		wantCluster = append(wantCluster, createServices)
+	} else {
+		if got := rules("Role", dryRunNS); !reflect.DeepEqual(got, []any{createServices}) {
+			t.Errorf("test Role rules %v, want %v", got, []any{createServices})
+		}
+	}
+	for _, r := range roles {
+		if r.GetName() == name && dryRunNS == "" {
+			t.Errorf("a test Role %s/%s without tests.preflight.namespace", r.GetNamespace(), name)
+		}
+	}
+	if got := rules("ClusterRole", ""); !reflect.DeepEqual(got, wantCluster) {
+		t.Errorf("test ClusterRole rules %v, want %v", got, wantCluster)
 	}
 }
 
@@ -164,8 +229,20 @@ tests:
 	webhook := startBinary(t, containerArgs(t, objs), pools, serviceAccountKubeconfig(t), emu.URL())
 	routeWebhook(t, webhook)
 
+	// While helm test runs, its RBAC lets the test's own ServiceAccount
+	// create Services in tests.preflight.namespace only, and gives the
+	// webhook's ServiceAccount nothing.
+	webhookSA := "system:serviceaccount:" + namespace + ":" + podSpec(t, objs)["serviceAccountName"].(string)
+	testSA := "system:serviceaccount:" + namespace + ":" + release + "-preflight"
+	during := func() {
+		mayCreate(t, testSA, "payments", true)
+		mayCreate(t, testSA, "default", false)
+		mayCreate(t, webhookSA, "payments", false)
+		mayCreate(t, webhookSA, "default", false)
+	}
+
 	emu.ResetCounts()
-	out, logs, err := helmTest(t, admin)
+	out, logs, err := helmTest(t, admin, during)
 	if err != nil {
 		t.Fatalf("helm test against a working install: %v\n%s\npreflight:\n%s\nwebhook:\n%s", err, out, logs, webhook.logs.String())
 	}
@@ -184,7 +261,7 @@ tests:
 	}
 
 	webhook.stop(t)
-	out, logs, err = helmTest(t, admin)
+	out, logs, err = helmTest(t, admin, nil)
 	if err == nil {
 		t.Fatalf("helm test passed with the webhook stopped:\n%s\npreflight:\n%s", out, logs)
 	}
@@ -197,11 +274,33 @@ tests:
 	if !strings.Contains(out, release+"-preflight") {
 		t.Errorf("helm test's output does not name the failed Pod:\n%s", out)
 	}
+
+	// After the failed test: helm deleted the test's ServiceAccount and
+	// RBAC (hooks that succeeded) and left the Pod; neither account may
+	// create Services.
+	mayCreate(t, webhookSA, "payments", false)
+	mayCreate(t, testSA, "payments", false)
+}
+
+// mayCreate checks whether ServiceAccount user may create Services in ns.
+func mayCreate(t *testing.T, user, ns string, want bool) {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "services"},
+	}}
+	if err := kube.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	if sar.Status.Allowed != want {
+		t.Errorf("%s may create services in %s: %v, want %v (%s)", user, ns, sar.Status.Allowed, want, sar.Status.Reason)
+	}
 }
 
 // helmTest runs helm test on the release and stands in for the kubelet of
-// the Pod it creates; it returns helm's output and the Pod's.
-func helmTest(t *testing.T, kubeconfig string) (out, logs string, err error) {
+// the Pod it creates, calling during (if set) once the Pod exists; it
+// returns helm's output and the Pod's.
+func helmTest(t *testing.T, kubeconfig string, during func()) (out, logs string, err error) {
 	t.Helper()
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: namespace, Name: release + "-preflight"}
@@ -239,6 +338,9 @@ func helmTest(t *testing.T, kubeconfig string) (out, logs string, err error) {
 			t.Fatal("helm test created no Pod in 2 minutes")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if during != nil {
+		during()
 	}
 	logs, exitCode := runPod(t, pod)
 	r := <-done

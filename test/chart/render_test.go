@@ -278,12 +278,12 @@ func TestNameOverrides(t *testing.T) {
 					t.Errorf("args lack %s: %v", want, args)
 				}
 			}
-			sa := one(t, objs, "ServiceAccount").GetName()
+			sa := one(t, installed(objs), "ServiceAccount").GetName()
 			if got := podSpec(t, objs)["serviceAccountName"]; got != sa {
 				t.Errorf("pods run as %v, the chart renders ServiceAccount %s", got, sa)
 			}
 			for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-				for _, b := range find(objs, kind) {
+				for _, b := range find(installed(objs), kind) {
 					subj := field(t, b, "subjects").([]any)[0].(map[string]any)
 					if subj["name"] != sa || subj["namespace"] != namespace {
 						t.Errorf("%s %s binds %v", kind, b.GetName(), subj)
@@ -364,23 +364,23 @@ func subset(small, big map[string]any) bool {
 func TestServiceAccountValues(t *testing.T) {
 	base := []string{"ci/self-managed-values.yaml"}
 	objs := render(t, base, "serviceAccount.annotations.iam\\.example\\.com/role=webhook")
-	if a := one(t, objs, "ServiceAccount").GetAnnotations(); a["iam.example.com/role"] != "webhook" {
+	if a := one(t, installed(objs), "ServiceAccount").GetAnnotations(); a["iam.example.com/role"] != "webhook" {
 		t.Errorf("ServiceAccount annotations %v", a)
 	}
 	objs = render(t, base, "serviceAccount.create=true", "serviceAccount.name=ipam-sa")
-	if sa := one(t, objs, "ServiceAccount").GetName(); sa != "ipam-sa" || podSpec(t, objs)["serviceAccountName"] != "ipam-sa" {
+	if sa := one(t, installed(objs), "ServiceAccount").GetName(); sa != "ipam-sa" || podSpec(t, objs)["serviceAccountName"] != "ipam-sa" {
 		t.Errorf("named ServiceAccount %s, pods run as %v", sa, podSpec(t, objs)["serviceAccountName"])
 	}
 
 	objs = render(t, base, "serviceAccount.create=false", "serviceAccount.name=existing")
-	if n := len(find(objs, "ServiceAccount")); n != 0 {
+	if n := len(find(installed(objs), "ServiceAccount")); n != 0 {
 		t.Errorf("%d ServiceAccounts rendered with create false", n)
 	}
 	if got := podSpec(t, objs)["serviceAccountName"]; got != "existing" {
 		t.Errorf("pods run as %v, want existing", got)
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-		for _, b := range find(objs, kind) {
+		for _, b := range find(installed(objs), kind) {
 			if subj := field(t, b, "subjects").([]any)[0].(map[string]any); subj["name"] != "existing" {
 				t.Errorf("%s %s binds %v", kind, b.GetName(), subj["name"])
 			}
