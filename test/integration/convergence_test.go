@@ -34,7 +34,7 @@ func notConverged(t *testing.T) map[string]float64 {
 	t.Helper()
 	r := leader(t)
 	out := map[string]float64{}
-	for _, reason := range sweeper.Reasons {
+	for _, reason := range sweeper.Reasons() {
 		v, ok := r.Gauge("scw_lb_ipam_services_not_converged", "reason", reason)
 		if !ok {
 			t.Fatalf("%s exports no scw_lb_ipam_services_not_converged{reason=%q}", r.Name, reason)
@@ -328,7 +328,7 @@ func logNotApplied(t *testing.T) {
 }
 
 func sameGauges(a, b map[string]float64) bool {
-	for _, r := range sweeper.Reasons {
+	for _, r := range sweeper.Reasons() {
 		if a[r] != b[r] {
 			return false
 		}
