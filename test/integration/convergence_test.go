@@ -309,6 +309,24 @@ func TestScenarioConvergenceMonitor(t *testing.T) {
 			// Services whose causes stayed through the CCM's restarts.
 			waitSweeps(t, 2)
 			reportedOnce(t, events)
+			// A new leader restores its memory from these Events with one
+			// list by reason: the apiserver must serve that field selector.
+			var byReason eventsv1.EventList
+			if err := s.Kube.List(context.Background(), &byReason, client.MatchingFields{"reason": sweeper.EventReasonIPNotApplied}); err != nil {
+				t.Fatalf("listing events.k8s.io Events by reason, as a new leader does: %v", err)
+			}
+			listed := map[string]bool{}
+			for _, e := range byReason.Items {
+				if e.Reason != sweeper.EventReasonIPNotApplied {
+					t.Fatalf("the field selector let through %s", e.Reason)
+				}
+				listed[string(e.Regarding.UID)] = true
+			}
+			for svc, once := range events {
+				if once && !listed[string(svc.UID)] {
+					t.Fatalf("%s/%s's IPNotApplied is not in the list by reason", svc.Namespace, svc.Name)
+				}
+			}
 		})
 	})
 }
