@@ -156,11 +156,12 @@ type finding struct {
 }
 
 // key names a finding in the monitor's memory and in the cause of an
-// Event: the ID, the reason and the holder, as the note's line shows them
-// (see parseNote).
+// Event: the ID, the reason and, for attached_elsewhere, the holder (for
+// the others it is nothing or the Service's own Load Balancer), as the
+// note's line shows them (see parseNote).
 func (f finding) key() string {
 	k := f.id + "=" + f.reason
-	if f.resource != nil {
+	if f.reason == ReasonAttachedElsewhere && f.resource != nil {
 		k += "@" + f.resource.Type + "/" + f.resource.ID
 	}
 	return k
@@ -371,12 +372,45 @@ func causeOf(fs []finding) string {
 }
 
 // note is the Event's text: one line per IP not applied, naming what holds
-// it, then one fix per distinct reason; cut to what events.k8s.io accepts.
-// The lines come first so that parseNote reads the cause back however the
-// fixes are cut.
+// it, then one fix per distinct reason (a pointer to the runbook where they
+// do not fit); cut to what events.k8s.io accepts. The lines come first so
+// that parseNote reads the cause back.
 func note(t Target, fs []finding, late time.Duration) string {
+	header := fmt.Sprintf("%d reserved IP(s) of this Service not applied after %s:", len(fs), late.Round(time.Second))
+	lb := t.LoadBalancerID
+	var fix strings.Builder
+	for _, r := range reasonsOf(fs) {
+		fmt.Fprintf(&fix, "\n[%s] ", r)
+		switch r {
+		case ReasonNotAttached:
+			fmt.Fprintf(&fix, "Load Balancer %s exists: likely the CCM ignored %s (older than v0.36.0; the LB has a DHCP address): upgrade it (Kapsule: the cluster). A newer CCM failing to attach (e.g. over 8 Private Networks) looks the same: look for SyncLoadBalancerFailed in `kubectl describe service`.", lb, ccm.AnnotationPrivateIPIDs)
+		case ReasonAttachedElsewhere:
+			fmt.Fprintf(&fix, "not on this Service's Load Balancer %s: likely its previous one, still being deleted (`scw lb lb get <id>`): wait. Stuck in to_delete over ~1h: open a Scaleway support ticket, or move to a new address with %s. Another resource: detach the IP from it.", lb, ccm.AnnotationAllowIPChange)
+		case ReasonGone:
+			fmt.Fprintf(&fix, "released or deleted out of band. Re-create the Service with %s set to the old address (booked anew if still free), or set %s: \"true\" and ask for another address. Removing the ID from %s does not help: it is put back.", ccm.AnnotationAddress, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)
+		case ReasonNotInStatus:
+			fix.WriteString("on the Load Balancer, not yet in status.loadBalancer.ingress: the CCM has not finished syncing; see `kubectl describe service`.")
+		}
+	}
+	// Many IPs: the lines name them all, the runbook the fixes, and the
+	// holders' names go first.
+	const runbook = "\nFixes: the README's runbook ScwLbIpamServicesNotConverged."
+	for _, o := range []struct {
+		names bool
+		fix   string
+	}{{true, fix.String()}, {true, runbook}, {false, runbook}} {
+		out := header + noteLines(fs, o.names) + o.fix
+		if len(out) <= noteLengthLimit {
+			return out
+		}
+	}
+	return truncateNote(header+noteLines(fs, false)+runbook, noteLengthLimit)
+}
+
+// noteLines are the note's lines, one per IP, with the holders' names or
+// without.
+func noteLines(fs []finding, names bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d reserved IP(s) of this Service not applied after %s:", len(fs), late.Round(time.Second))
 	for _, f := range fs {
 		addr := f.address
 		if addr == "" {
@@ -386,30 +420,18 @@ func note(t Target, fs []finding, late time.Duration) string {
 		switch {
 		case f.reason == ReasonGone:
 			b.WriteString("gone from IPAM")
+		case f.reason == ReasonNotInStatus:
+			b.WriteString("on its Load Balancer")
 		case f.resource == nil:
 			b.WriteString("attached to nothing")
 		default:
 			fmt.Fprintf(&b, "attached to %s/%s", f.resource.Type, f.resource.ID)
-			if f.resource.Name != "" {
+			if names && f.resource.Name != "" {
 				fmt.Fprintf(&b, " (%s)", f.resource.Name)
 			}
 		}
 	}
-	lb := t.LoadBalancerID
-	for _, r := range reasonsOf(fs) {
-		fmt.Fprintf(&b, "\n[%s] ", r)
-		switch r {
-		case ReasonNotAttached:
-			fmt.Fprintf(&b, "Load Balancer %s exists: likely the CCM ignored %s (older than v0.36.0; the LB has a DHCP address): upgrade it (Kapsule: the cluster). A newer CCM failing to attach (e.g. over 8 Private Networks) looks the same: look for SyncLoadBalancerFailed in `kubectl describe service`.", lb, ccm.AnnotationPrivateIPIDs)
-		case ReasonAttachedElsewhere:
-			fmt.Fprintf(&b, "not on this Service's Load Balancer %s: likely its previous one, still being deleted (`scw lb lb get <id>`): wait. Stuck in to_delete over ~1h: open a Scaleway support ticket, or move to a new address with %s. Another resource: detach the IP from it.", lb, ccm.AnnotationAllowIPChange)
-		case ReasonGone:
-			fmt.Fprintf(&b, "released or deleted out of band. Re-create the Service with %s set to the old address (booked anew if still free), or set %s: \"true\" and ask for another address. Removing the ID from %s does not help: it is put back.", ccm.AnnotationAddress, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)
-		case ReasonNotInStatus:
-			b.WriteString("on the Load Balancer, not yet in status.loadBalancer.ingress: the CCM has not finished syncing; see `kubectl describe service`.")
-		}
-	}
-	return truncateNote(b.String(), noteLengthLimit)
+	return b.String()
 }
 
 // truncateNote cuts s to at most limit bytes, on a line boundary where one
@@ -430,7 +452,7 @@ func truncateNote(s string, limit int) string {
 }
 
 // noteLine is one IP line of a note, as note writes it.
-var noteLine = regexp.MustCompile(`^IPAM IP (\S+) \([^)]*\) \[(\w+)\] (?:attached to (\S+/\S+)|attached to nothing|gone from IPAM)`)
+var noteLine = regexp.MustCompile(`^IPAM IP (\S+) \([^)]*\) \[(\w+)\] (?:attached to (\S+/\S+)|attached to nothing|gone from IPAM|on its Load Balancer)`)
 
 // parseNote reads the cause back from a note: the findings' keys, sorted as
 // causeOf sorts them.

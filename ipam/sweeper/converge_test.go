@@ -547,6 +547,18 @@ func TestNoteFitsTheEventsAPI(t *testing.T) {
 			t.Fatalf("read back %q, not one of %v", k, all)
 		}
 	}
+	// Eight with the names the CCM gives: every line whole, the fixes in
+	// the runbook.
+	short := slices.Clone(eight)
+	for i := range short {
+		if short[i].resource != nil {
+			short[i].resource = &scaleway.Resource{Type: short[i].resource.Type, ID: short[i].resource.ID, Name: "k8s-api-previous"}
+		}
+	}
+	n = note(target, short, 7*time.Minute)
+	if len(n) > noteLengthLimit || parseNote(n) != causeOf(short) || !strings.Contains(n, "ScwLbIpamServicesNotConverged") {
+		t.Fatalf("%d bytes, want every line and the runbook's name:\n%s", len(n), n)
+	}
 	for _, limit := range []int{40, 41, 42, 43} { // any cut lands outside a rune
 		if cut := truncateNote(strings.Repeat("é", 100), limit); len(cut) > limit || !utf8.ValidString(cut) {
 			t.Fatalf("truncateNote(%d) = %q", limit, cut)
