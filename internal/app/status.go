@@ -70,7 +70,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}
 	report := alloc.Report()
-	var gone []goneID
+	var unlisted []unlistedID
 	byo := false
 	if o.Services == nil && o.Kubeconfig != "" {
 		rc, err := restConfig(o.Kubeconfig)
@@ -87,9 +87,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			return fmt.Errorf("reading the Services that use the IPs: %w", err)
 		}
 		nameBringYourOwn(users, report)
-		if gone, err = judgeConvergence(ctx, cloud, users, report); err != nil {
-			return err
-		}
+		unlisted = judgeConvergence(ctx, cloud, users, report)
 		byo = true
 	}
 	if o.Output == "json" {
@@ -99,10 +97,10 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			ClusterName string            `json:"clusterName"`
 			Region      string            `json:"region"`
 			Pools       []ipam.PoolReport `json:"pools"`
-			Gone        []goneID          `json:"goneFromIPAM,omitempty"`
-		}{cfg.ClusterName, cfg.Region, report, gone})
+			Unlisted    []unlistedID      `json:"unlistedIDs,omitempty"`
+		}{cfg.ClusterName, cfg.Region, report, unlisted})
 	}
-	if err := printTable(out, cfg, report, byo, gone); err != nil {
+	if err := printTable(out, cfg, report, byo, unlisted); err != nil {
 		return err
 	}
 	if !byo {
@@ -147,8 +145,10 @@ func nameBringYourOwn(users map[string]*corev1.Service, report []ipam.PoolReport
 	}
 }
 
-// goneID is an ID a live Service references that IPAM no longer has.
-type goneID struct {
+// unlistedID is an ID a live Service references that the pools' listing
+// does not hold: gone from IPAM, outside every pool's subnet, or not
+// readable with these credentials.
+type unlistedID struct {
 	Service     string `json:"service"`
 	IPID        string `json:"ipamID"`
 	Convergence string `json:"convergence"`
@@ -158,38 +158,45 @@ type goneID struct {
 // whether its Load Balancer has it, as the sweeper's monitor judges (with no
 // grace: what is seen now). The IDs the pools' listing does not hold are
 // read one by one: such an ID may lie outside every pool's subnet, and only
-// IPAM's not-found says it is gone.
-func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*corev1.Service, report []ipam.PoolReport) ([]goneID, error) {
+// IPAM's not-found says it is gone. One that cannot be read (say another
+// team's bring-your-own ID these credentials may not see) shows why, and
+// the others are still judged.
+func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*corev1.Service, report []ipam.PoolReport) []unlistedID {
 	listed := map[string]bool{}
 	for i := range report {
 		for j := range report[i].Addresses {
 			a := &report[i].Addresses[j]
 			listed[a.IPID] = true
 			if svc, ok := users[a.IPID]; ok {
-				a.Convergence = sweeper.Classify(svc, a.IPID, &scaleway.IP{ID: a.IPID, Address: a.Address, Resource: a.Resource}, false)
+				a.Convergence = sweeper.Classify(sweeper.TargetOf(svc), &scaleway.IP{ID: a.IPID, Address: a.Address, Resource: a.Resource}, false)
 			}
 		}
 	}
-	var gone []goneID
+	var out []unlistedID
 	for _, id := range slices.Sorted(maps.Keys(users)) {
 		if listed[id] {
 			continue
 		}
-		_, err := cloud.GetIP(ctx, id)
+		svc := users[id]
+		u := unlistedID{Service: svc.Namespace + "/" + svc.Name, IPID: id}
+		ip, err := cloud.GetIP(ctx, id)
 		switch {
 		case scaleway.Classify(err) == scaleway.KindNotFound:
-			svc := users[id]
-			gone = append(gone, goneID{Service: svc.Namespace + "/" + svc.Name, IPID: id, Convergence: sweeper.ReasonGone})
+			u.Convergence = sweeper.ReasonGone
 		case err != nil:
-			return nil, fmt.Errorf("reading IPAM IP %s, which Service %s/%s references: %w", id, users[id].Namespace, users[id].Name, err)
+			u.Convergence = "unknown (" + err.Error() + ")"
+		default:
+			u.Convergence = sweeper.Classify(sweeper.TargetOf(svc), ip, true)
 		}
+		out = append(out, u)
 	}
-	return gone, nil
+	return out
 }
 
 // printTable prints the pools, then their addresses; with the Services
-// (withServices), whether each used address is applied, and the IDs gone.
-func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withServices bool, gone []goneID) error {
+// (withServices), whether each used address is applied, and the IDs the
+// pools' listing does not hold.
+func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withServices bool, unlisted []unlistedID) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
 	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")
@@ -223,10 +230,10 @@ func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withS
 			fmt.Fprintln(w, row)
 		}
 	}
-	if len(gone) > 0 {
+	if len(unlisted) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "SERVICE\tIPAM ID\tCONVERGENCE")
-		for _, g := range gone {
+		fmt.Fprintln(w, "SERVICE\tIPAM ID (OUTSIDE THE POOLS)\tCONVERGENCE")
+		for _, g := range unlisted {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", g.Service, g.IPID, g.Convergence)
 		}
 	}

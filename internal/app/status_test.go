@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -232,7 +233,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		ids["vm"] + " Service web/vm (bring-your-own), attached to instance_server bastion " + sweeper.ReasonAttachedElsewhere,
 		ids["old"] + " retained until 2026-11-23T08:00:00Z (payments/old) " + sweeper.ConvergencePending,
 		ids["staging"] + " Service web/front (cluster staging) -",
-		"SERVICE IPAM ID CONVERGENCE payments/dead " + deadID + " " + sweeper.ReasonGone,
+		"SERVICE IPAM ID (OUTSIDE THE POOLS) CONVERGENCE payments/dead " + deadID + " " + sweeper.ReasonGone,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
@@ -252,7 +253,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		Pools []ipam.PoolReport `json:"pools"`
 		Gone  []struct {
 			Service, IPAMID, Convergence string
-		} `json:"goneFromIPAM"`
+		} `json:"unlistedIDs"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatal(err)
@@ -267,6 +268,35 @@ func TestStatusShowsConvergence(t *testing.T) {
 		t.Errorf("convergence in json: %v", conv)
 	}
 	if len(doc.Gone) != 1 || doc.Gone[0].Service != "payments/dead" || doc.Gone[0].Convergence != "gone_from_ipam" {
-		t.Errorf("goneFromIPAM: %+v\n%s", doc.Gone, out.String())
+		t.Errorf("unlistedIDs: %+v\n%s", doc.Gone, out.String())
+	}
+}
+
+// TestStatusShowsAnUnreadableIDAsUnknown: an ID these credentials cannot
+// read (another team's, a 403) shows why, and the rest is still shown.
+func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	const foreignID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
+	svc := func(name, id string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{
+			ccm.AnnotationPrivateIPIDs: id, ccm.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
+	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatalf("status aborted on one unreadable ID: %v", err)
+	}
+	got := collapse(out.String())
+	for _, want := range []string{
+		ids["edge"] + " Service web/edge " + sweeper.ReasonNotAttached,
+		"payments/foreign " + foreignID + " unknown (",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -3,16 +3,24 @@ package sweeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -106,7 +114,7 @@ func (w *world) cycles(s *Sweeper, n int) Report {
 func gauge(t *testing.T, s *Sweeper) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		out[r] = testutil.ToFloat64(s.o.Metrics.notConverged.WithLabelValues(r))
 	}
 	return out
@@ -115,7 +123,7 @@ func gauge(t *testing.T, s *Sweeper) map[string]float64 {
 func wantGauge(t *testing.T, s *Sweeper, want map[string]float64) {
 	t.Helper()
 	got := gauge(t, s)
-	for _, r := range Reasons {
+	for _, r := range Reasons() {
 		if got[r] != want[r] {
 			t.Fatalf("scw_lb_ipam_services_not_converged %v, want %v", got, want)
 		}
@@ -141,7 +149,7 @@ func TestConvergedServiceIsNotReported(t *testing.T) {
 	if len(notApplied(ev)) != 0 {
 		t.Fatalf("a converged Service got %v", ev.list)
 	}
-	if len(rep.NotConverged) != len(Reasons) {
+	if len(rep.NotConverged) != len(Reasons()) {
 		t.Fatalf("report %v: every reason must be present", rep.NotConverged)
 	}
 	wantGauge(t, s, nil)
@@ -160,22 +168,22 @@ func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
 	}{
 		{ReasonNotAttached, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
 			w.serve(svc, "lb-1", false) // an old CCM: a Load Balancer, a DHCP address
-		}, []string{"attached to nothing", "older than v0.36.0", ccm.AnnotationPrivateIPIDs}},
+		}, []string{"attached to nothing", "likely the CCM ignored", "older than v0.36.0", ccm.AnnotationPrivateIPIDs, "SyncLoadBalancerFailed", "kubectl describe service"}},
 		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Reservation) {
 			w.serve(svc, "lb-new", false)
 			if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"attached to lb_server lb-old (k8s-api-previous)", "not to this Service's Load Balancer lb-new", "still being deleted"}},
+		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", ccm.AnnotationAllowIPChange}},
 		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Reservation) {
 			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
 				t.Fatal(err)
 			}
-		}, []string{"no longer exists in IPAM", ccm.AnnotationAllowIPChange, "re-create"}},
+		}, []string{"gone from IPAM", "Re-create the Service with " + ccm.AnnotationAddress, ccm.AnnotationAllowIPChange, "does not help"}},
 		{ReasonNotInStatus, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
 			w.serve(svc, "lb-1", true)
 			w.edit(svc, func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil })
-		}, []string{"not in status.loadBalancer.ingress"}},
+		}, []string{"not yet in status.loadBalancer.ingress", "kubectl describe service"}},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {
 			w := newWorld(t)
@@ -216,11 +224,16 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 	if got := notApplied(ev); len(got) != 1 || !strings.Contains(got[0], "["+ReasonNotAttached+"]") {
 		t.Fatalf("events %v", got)
 	}
-	// The previous Load Balancer grabs it: another cause, a new Event at
-	// once (the Service is past the grace already), the gauge moves over.
+	// The previous Load Balancer grabs it: another cause, with a grace of
+	// its own (for the Event and the gauge), then a new Event.
 	if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
 		t.Fatal(err)
 	}
+	w.cycles(s, int(testGrace/time.Minute))
+	if got := notApplied(ev); len(got) != 1 {
+		t.Fatalf("the new cause reported within its grace: %v", got)
+	}
+	wantGauge(t, s, nil)
 	w.cycles(s, 1)
 	if got := notApplied(ev); len(got) != 2 || !strings.Contains(got[1], "["+ReasonAttachedElsewhere+"]") {
 		t.Fatalf("no new Event for the new cause: %v", got)
@@ -326,8 +339,22 @@ func TestOnlyOurReservationsReadAsGone(t *testing.T) {
 	if got := notApplied(ev2); len(got) != 0 {
 		t.Fatalf("judged without the claims: %v", got)
 	}
-	// A control: the same Service without its claim is gone.
+	// Without its claim, the ID our listing misses is confirmed with a
+	// GetIP once past the grace, and again a grace later: it exists (not
+	// ours), so nothing is reported.
 	s3, ev3 := w.monitored()
+	w.srv.ResetCounts()
+	w.cycles(s3, 20)
+	if got := notApplied(ev3); len(got) != 0 {
+		t.Fatalf("an existing IP reported: %v", got)
+	}
+	if n := w.srv.Count(ipamtest.OpGetIP); n != 3 {
+		t.Fatalf("%d GetIP over 20 cycles, want 3 (the claimed ID, at 5, 10 and 15 minutes)", n)
+	}
+	// A control: released, it is gone, once a grace later.
+	if err := w.cloud.ReleaseIP(context.Background(), byClaim); err != nil {
+		t.Fatal(err)
+	}
 	w.cycles(s3, 20)
 	if got := notApplied(ev3); len(got) != 1 || !strings.Contains(got[0], "payments/claimed") || !strings.Contains(got[0], ReasonGone) {
 		t.Fatalf("events %v", got)
@@ -421,20 +448,6 @@ func TestMonitorAddsNoScalewayCall(t *testing.T) {
 	}
 }
 
-func TestLoadBalancerIDForms(t *testing.T) {
-	for in, want := range map[string]string{
-		"fr-par-1/8A7FF36C-7E00-441F-BFDA-B6BDCB8ECC5F": "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
-		"fr-par/8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":   "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
-		"8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":          "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
-		"":                                              "",
-	} {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ccm.AnnotationLoadBalancerID: in}}}
-		if got := LoadBalancerID(svc); got != want {
-			t.Errorf("LoadBalancerID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestClassify(t *testing.T) {
 	addr := netip.MustParseAddr("172.16.35.200")
 	lb := "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
@@ -453,7 +466,7 @@ func TestClassify(t *testing.T) {
 	}
 	private := map[string]string{ccm.AnnotationLoadBalancerID: "fr-par-1/" + strings.ToUpper(lb), ccm.AnnotationPrivate: "true"}
 	public := map[string]string{ccm.AnnotationLoadBalancerID: "fr-par-1/" + lb}
-	hostname := map[string]string{ccm.AnnotationLoadBalancerID: lb, ccm.AnnotationPrivate: "true", annotationUseHostname: "true"}
+	hostname := map[string]string{ccm.AnnotationLoadBalancerID: lb, ccm.AnnotationPrivate: "true", ccm.AnnotationUseHostname: "true"}
 	for _, tc := range []struct {
 		name string
 		svc  *corev1.Service
@@ -475,7 +488,7 @@ func TestClassify(t *testing.T) {
 		{"use-hostname", svc(hostname), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
 		{"IPv6: the CCM lists IPv4 only", svc(private), &scaleway.IP{ID: "ip", Address: netip.MustParseAddr("fd00::5"), Resource: &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb}}, false, ConvergenceApplied},
 	} {
-		if got := Classify(tc.svc, "ip", tc.ip, tc.byo); got != tc.want {
+		if got := Classify(TargetOf(tc.svc), tc.ip, tc.byo); got != tc.want {
 			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -486,7 +499,265 @@ func TestNotConvergedGaugeExportedFromStart(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	NewMetrics(reg)
 	n, err := testutil.GatherAndCount(reg, "scw_lb_ipam_services_not_converged")
-	if err != nil || n != len(Reasons) {
-		t.Fatalf("%d series (%v), want %d", n, err, len(Reasons))
+	if err != nil || n != len(Reasons()) {
+		t.Fatalf("%d series (%v), want %d", n, err, len(Reasons()))
 	}
+}
+
+// The note of an Event is capped at 1024 bytes by events.k8s.io/v1 (a
+// longer one is rejected and the Event lost): two IPs fit whole, eight of
+// mixed reasons and long names are cut, on a line and within UTF-8, and
+// the lines that remain still read back as their keys.
+func TestNoteFitsTheEventsAPI(t *testing.T) {
+	const lb = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+	target := Target{LoadBalancerID: lb, StatusListsPrivateIPs: true}
+	id := func(i int) string { return fmt.Sprintf("%08d-7e00-441f-bfda-b6bdcb8ecc5f", i) }
+	two := []finding{{id: id(1), address: "172.16.35.200", reason: ReasonNotAttached}, {id: id(2), address: "172.16.35.201", reason: ReasonNotAttached}}
+	n := note(target, two, 7*time.Minute)
+	if len(n) > noteLengthLimit || strings.HasSuffix(n, "…") || strings.Count(n, "["+ReasonNotAttached+"] Load Balancer") != 1 {
+		t.Fatalf("%d bytes, want the whole note with one fix per reason:\n%s", len(n), n)
+	}
+	if got, want := parseNote(n), causeOf(two); got != want {
+		t.Fatalf("parseNote = %q, want %q", got, want)
+	}
+
+	long := strings.Repeat("k8s-é-", 40)
+	var eight []finding
+	for i, r := range []string{ReasonNotAttached, ReasonAttachedElsewhere, ReasonGone, ReasonNotInStatus, ReasonAttachedElsewhere, ReasonNotAttached, ReasonGone, ReasonAttachedElsewhere} {
+		f := finding{id: id(i), address: fmt.Sprintf("172.16.35.%d", 200+i), reason: r}
+		switch r {
+		case ReasonAttachedElsewhere:
+			f.resource = &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}
+		case ReasonNotInStatus:
+			f.resource = &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb}
+		}
+		eight = append(eight, f)
+	}
+	n = note(target, eight, 7*time.Minute)
+	if len(n) > noteLengthLimit || !utf8.ValidString(n) {
+		t.Fatalf("%d bytes (valid UTF-8 %v), want at most %d:\n%s", len(n), utf8.ValidString(n), noteLengthLimit, n)
+	}
+	all := strings.Split(causeOf(eight), ",")
+	read := parseNote(n)
+	if read == "" {
+		t.Fatalf("no line read back from:\n%s", n)
+	}
+	for _, k := range strings.Split(read, ",") {
+		if !slices.Contains(all, k) {
+			t.Fatalf("read back %q, not one of %v", k, all)
+		}
+	}
+	// Eight with the names the CCM gives: every line whole, the fixes in
+	// the runbook.
+	short := slices.Clone(eight)
+	for i := range short {
+		if short[i].resource != nil {
+			short[i].resource = &scaleway.Resource{Type: short[i].resource.Type, ID: short[i].resource.ID, Name: "k8s-api-previous"}
+		}
+	}
+	n = note(target, short, 7*time.Minute)
+	if len(n) > noteLengthLimit || parseNote(n) != causeOf(short) || !strings.Contains(n, "ScwLbIpamServicesNotConverged") {
+		t.Fatalf("%d bytes, want every line and the runbook's name:\n%s", len(n), n)
+	}
+	for _, limit := range []int{40, 41, 42, 43} { // any cut lands outside a rune
+		if cut := truncateNote(strings.Repeat("é", 100), limit); len(cut) > limit || !utf8.ValidString(cut) {
+			t.Fatalf("truncateNote(%d) = %q", limit, cut)
+		}
+	}
+
+	// Through the monitor: eight IPs of one Service, one Event that fits.
+	w := newWorld(t)
+	s, ev := w.monitored()
+	var rs []*ipam.Reservation
+	for i := range 8 {
+		rs = append(rs, w.book("dc-link", "payments", fmt.Sprintf("api-%d", i)))
+	}
+	svc := w.admitted("api", rs...)
+	w.serve(svc, lb, false)
+	for i, r := range rs {
+		switch i % 3 {
+		case 1:
+			if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w.cycles(s, 10)
+	got := notApplied(ev)
+	if len(got) != 1 {
+		t.Fatalf("events %v", got)
+	}
+	if _, text, _ := strings.Cut(got[0], ": "); len(text) > noteLengthLimit {
+		t.Fatalf("a note of %d bytes is rejected by events.k8s.io/v1:\n%s", len(text), text)
+	}
+}
+
+// A stuck previous Load Balancer is finally deleted: the IP is attached to
+// nothing while the CCM backs off before its next sync. That new cause
+// gets its own grace: no false not_attached Event, and the gauge leaves
+// attached_elsewhere at once.
+func TestGraceRestartsWhenTheCauseChanges(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	r := w.book("dc-link", "payments", "api")
+	svc := w.admitted("api", r)
+	w.serve(svc, "lb-new", false)
+	if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+		t.Fatal(err)
+	}
+	w.cycles(s, 10)
+	if got := notApplied(ev); len(got) != 1 || !strings.Contains(got[0], "["+ReasonAttachedElsewhere+"]") {
+		t.Fatalf("events %v", got)
+	}
+	wantGauge(t, s, map[string]float64{ReasonAttachedElsewhere: 1})
+
+	if err := w.srv.Detach(r.ID); err != nil { // lb-old deleted at last
+		t.Fatal(err)
+	}
+	w.cycles(s, 4) // the CCM's back-off, under 300 s
+	if got := notApplied(ev); len(got) != 1 {
+		t.Fatalf("a false Event while the CCM backs off: %v", got[1:])
+	}
+	wantGauge(t, s, nil)
+	w.serve(svc, "lb-new", true)
+	w.cycles(s, 10)
+	if got := notApplied(ev); len(got) != 1 {
+		t.Fatalf("events %v", got)
+	}
+	wantGauge(t, s, nil)
+}
+
+// storedEvents records Events as the events.k8s.io/v1 recorder does, into
+// a client the next leader lists them from.
+type storedEvents struct {
+	t     *testing.T
+	kube  client.Client
+	clock interface{ Now() time.Time }
+	n     int
+}
+
+func (e *storedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, action, note string, args ...any) {
+	svc := regarding.(*corev1.Service)
+	e.n++
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("%s.%d", svc.Name, e.n)},
+		Regarding:  corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID},
+		EventTime:  metav1.NewMicroTime(e.clock.Now()), Type: eventtype, Reason: reason, Action: action,
+		Note: fmt.Sprintf(note, args...), ReportingController: "scw-lb-ipam-sweeper",
+	}
+	if err := e.kube.Create(context.Background(), ev); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *storedEvents) list(t *testing.T) []eventsv1.Event {
+	t.Helper()
+	var l eventsv1.EventList
+	if err := e.kube.List(context.Background(), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// A new leader term rebuilds the monitor's memory from the IPNotApplied
+// Events: a Service the previous leader reported is counted at once and
+// not given the same Event again; what the replica remembered from an
+// earlier term of its own is dropped.
+func TestLeaderTermRestoresTheMonitor(t *testing.T) {
+	w := newWorld(t)
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	store := fake.NewClientBuilder().WithScheme(scheme).
+		WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
+	rec := &storedEvents{t: t, kube: store, clock: w.clock}
+	leader := func() *Sweeper {
+		return w.sweeper(func(o *Options) {
+			o.Recorder, o.Events, o.Metrics, o.ConvergenceGrace = rec, store, NewMetrics(prometheus.NewRegistry()), testGrace
+		})
+	}
+	a, b := w.book("dc-link", "payments", "old-ccm"), w.book("dc-link", "payments", "stuck")
+	old := w.admitted("old-ccm", a)
+	w.serve(old, "lb-1", false)
+	stuck := w.admitted("stuck", b)
+	w.serve(stuck, "lb-2", false)
+	if err := w.srv.Attach(b.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9", Name: "previous"}); err != nil {
+		t.Fatal(err)
+	}
+	first := leader()
+	w.cycles(first, 10)
+	if n := len(rec.list(t)); n != 2 {
+		t.Fatalf("%d Events, want 2", n)
+	}
+
+	// Another replica wins the Lease: its term starts with the Events.
+	second := leader()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Start restores, runs one cycle, and ends with its term
+	if err := second.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep := w.cycles(second, 1)
+	if rep.NotConverged[ReasonNotAttached] != 1 || rep.NotConverged[ReasonAttachedElsewhere] != 1 {
+		t.Fatalf("the new leader's first cycle: %v, want both Services counted at once", rep.NotConverged)
+	}
+	wantGauge(t, second, map[string]float64{ReasonNotAttached: 1, ReasonAttachedElsewhere: 1})
+	w.cycles(second, 10)
+	if n := len(rec.list(t)); n != 2 {
+		t.Fatalf("%d Events after the failover, want the 2 of the first leader: %v", n, rec.list(t))
+	}
+
+	// The first replica leads again, after the stuck Load Balancer moved
+	// on to another holder and its Event expired: its old memory is not
+	// trusted, the new cause gets its grace and its Event.
+	for _, e := range rec.list(t) {
+		if e.Regarding.Name == "stuck" {
+			if err := store.Delete(context.Background(), &e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := first.notConverged[stuck.UID]; ok {
+		t.Fatal("the memory of an earlier term survived into a new one")
+	}
+	w.cycles(first, 10)
+	if n := len(rec.list(t)); n != 2 {
+		t.Fatalf("%d Events, want old-ccm's and stuck's new one: %v", n, rec.list(t))
+	}
+}
+
+// The listing filters on our cluster tag: an IP re-tagged out of band
+// (Terraform, the console) is missing from it but not gone. It is read
+// once past the grace, and judged from that read; before the grace, no
+// call is made.
+func TestGoneConfirmedByOneReadPastTheGrace(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	r := w.book("dc-link", "payments", "api")
+	svc := w.admitted("api", r)
+	w.serve(svc, "lb-1", true)
+	w.cycles(s, 2)
+	if _, err := w.cloud.SetTags(context.Background(), r.ID, []string{"managed-by=terraform"}); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.ResetCounts()
+	w.cycles(s, int(testGrace/time.Minute))
+	if n := w.srv.Count(ipamtest.OpGetIP); n != 0 {
+		t.Fatalf("%d GetIP within the grace, want none", n)
+	}
+	w.cycles(s, 1)
+	if n := w.srv.Count(ipamtest.OpGetIP); n != 1 {
+		t.Fatalf("%d GetIP once past the grace, want 1", n)
+	}
+	w.cycles(s, 10)
+	if got := notApplied(ev); len(got) != 0 {
+		t.Fatalf("an IP that exists and is applied reported: %v", got)
+	}
+	wantGauge(t, s, nil)
 }

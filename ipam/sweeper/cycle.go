@@ -124,7 +124,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
-	s.monitor(watch, listed, claimed, s.o.Clock.Now(), &rep)
+	s.monitor(ctx, watch, listed, claimed, s.o.Clock.Now(), &rep)
 	if s.o.Metrics != nil {
 		s.o.Metrics.setCycle(orphansByPool, rep)
 	}
@@ -164,7 +164,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 			refs[id] = append(refs[id], ref)
 		}
 		if len(ids) > 0 {
-			watch = append(watch, watched{ref: ref, ids: ids, svc: watchedCopy(svc)})
+			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
 		}
 		if len(ids) == 0 && s.o.Unreserved != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)

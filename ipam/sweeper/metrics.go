@@ -57,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Every reason from the start, at 0: an alert on the series must not
 	// wait for a first cycle, and absent is not the same as none.
-	for _, r := range Reasons {
+	for _, r := range reasons {
 		m.notConverged.WithLabelValues(r)
 	}
 	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged)
@@ -76,7 +76,7 @@ func (m *Metrics) setCycle(byPool map[string]int, r Report) {
 	m.would.Set(float64(len(r.WouldRelease)))
 	m.unreserved.Set(float64(r.Unreserved))
 	m.outOfScope.Set(float64(r.OutOfScope))
-	for _, reason := range Reasons {
+	for _, reason := range reasons {
 		m.notConverged.WithLabelValues(reason).Set(float64(r.NotConverged[reason]))
 	}
 	m.orphans.Reset()

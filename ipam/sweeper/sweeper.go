@@ -77,7 +77,11 @@ type Options struct {
 	ConvergenceGrace time.Duration
 	// Claims are the bring-your-own claims to collect once their Service no
 	// longer uses the ID; nil when there are none.
-	Claims   ClaimCollector
+	Claims ClaimCollector
+	// Events reads the IPNotApplied Events at the start of each leader
+	// term (the API reader: the manager's cache does not watch Events);
+	// nil starts each term with a fresh grace for every Service.
+	Events   client.Reader
 	Recorder EventRecorder
 	Metrics  *Metrics
 	Log      logr.Logger
@@ -146,7 +150,8 @@ func (s *Sweeper) Trigger() {
 }
 
 // Start runs cycles every Interval and after triggers, and the uid
-// back-fill of new Services, until ctx ends.
+// back-fill of new Services, until ctx ends. It first rebuilds the
+// convergence monitor's memory from the Events (see restore).
 //
 // A loop rather than a controller-runtime controller with a single-key
 // workqueue and RequeueAfter: the sweeper runs in leader terms of its own
@@ -159,6 +164,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	// queued, not missed.
 	stopBackfills := s.startBackfills(ctx)
 	defer stopBackfills()
+	s.restore(ctx)
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {

@@ -118,6 +118,15 @@ func TestModeSpecificObjectsAndRBAC(t *testing.T) {
 	if !hasRule(self, "ClusterRole", "mutatingwebhookconfigurations") || !hasRule(self, "Role", "secrets") {
 		t.Error("self-managed mode lacks the rights to keep its Secret and caBundle")
 	}
+	listsEvents := false
+	for _, r := range field(t, named(t, self, "ClusterRole", release), "rules").([]any) {
+		rule := r.(map[string]any)
+		listsEvents = listsEvents || slices.Contains(rule["apiGroups"].([]any), any("events.k8s.io")) &&
+			slices.Contains(rule["resources"].([]any), any("events")) && slices.Contains(rule["verbs"].([]any), any("list"))
+	}
+	if !listsEvents {
+		t.Error("the ClusterRole does not list events.k8s.io Events: the sweeper's leader cannot restore its convergence monitor")
+	}
 	if args := containerArgs(t, self); !slices.Contains(args, "--tls-mode=self-managed") {
 		t.Errorf("args %v", args)
 	}

@@ -34,7 +34,7 @@ func notConverged(t *testing.T) map[string]float64 {
 	t.Helper()
 	r := leader(t)
 	out := map[string]float64{}
-	for _, reason := range sweeper.Reasons {
+	for _, reason := range sweeper.Reasons() {
 		v, ok := r.Gauge("scw_lb_ipam_services_not_converged", "reason", reason)
 		if !ok {
 			t.Fatalf("%s exports no scw_lb_ipam_services_not_converged{reason=%q}", r.Name, reason)
@@ -309,6 +309,24 @@ func TestScenarioConvergenceMonitor(t *testing.T) {
 			// Services whose causes stayed through the CCM's restarts.
 			waitSweeps(t, 2)
 			reportedOnce(t, events)
+			// A new leader restores its memory from these Events with one
+			// list by reason: the apiserver must serve that field selector.
+			var byReason eventsv1.EventList
+			if err := s.Kube.List(context.Background(), &byReason, client.MatchingFields{"reason": sweeper.EventReasonIPNotApplied}); err != nil {
+				t.Fatalf("listing events.k8s.io Events by reason, as a new leader does: %v", err)
+			}
+			listed := map[string]bool{}
+			for _, e := range byReason.Items {
+				if e.Reason != sweeper.EventReasonIPNotApplied {
+					t.Fatalf("the field selector let through %s", e.Reason)
+				}
+				listed[string(e.Regarding.UID)] = true
+			}
+			for svc, once := range events {
+				if once && !listed[string(svc.UID)] {
+					t.Fatalf("%s/%s's IPNotApplied is not in the list by reason", svc.Namespace, svc.Name)
+				}
+			}
 		})
 	})
 }
@@ -328,7 +346,7 @@ func logNotApplied(t *testing.T) {
 }
 
 func sameGauges(a, b map[string]float64) bool {
-	for _, r := range sweeper.Reasons {
+	for _, r := range sweeper.Reasons() {
 		if a[r] != b[r] {
 			return false
 		}
