@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
@@ -187,20 +186,9 @@ func checkPreflightRBAC(t *testing.T, objs []*unstructured.Unstructured, fullnam
 // working install (with --write: one canary booked and released) and fails,
 // with preflight's reason in the Pod's output, once the webhook is stopped.
 func TestHelmTestPreflight(t *testing.T) {
-	const secretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
-	ensureNamespace(t, namespace, nil)
-	ensureNamespace(t, "payments", map[string]string{ccm.LabelEnabled: "true"})
-	emu := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: secretKey})
-	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
-	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf(`config:
-  clusterName: e2e
-  region: fr-par
-  clusterPrivateNetworkID: %s
-  pools:
-    - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.20"]}
-scaleway:
+	const secretKey = emulatorSecretKey
+	emu, values := chartValues(t, "172.16.35.10-172.16.35.20", func(emu *ipamtest.Server) string {
+		return fmt.Sprintf(`scaleway:
   accessKey: SCWABCDEFGHIJKLMNOPQ
   secretKey: %s
   projectID: %s
@@ -209,9 +197,8 @@ tests:
   preflight:
     write: true
     namespace: payments
-`, nodes.ID, dc.ID, secretKey, ipamtest.DefaultProjectID, emu.URL())), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, secretKey, ipamtest.DefaultProjectID, emu.URL())
+	})
 	admin := adminKubeconfig(t)
 	if out, err := helm(t, "install", release, chartDir, "--namespace", namespace, "--values", values, "--kubeconfig", admin); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
@@ -222,11 +209,7 @@ tests:
 	})
 
 	objs := render(t, []string{values})
-	pools := filepath.Join(t.TempDir(), "pools.yaml")
-	if err := os.WriteFile(pools, []byte(field(t, one(t, objs, "ConfigMap"), "data", "pools.yaml").(string)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	webhook := startBinary(t, containerArgs(t, objs), pools, serviceAccountKubeconfig(t), emu.URL())
+	webhook := startBinary(t, containerArgs(t, objs), poolFile(t, objs), serviceAccountKubeconfig(t), emu.URL())
 	routeWebhook(t, webhook)
 
 	// While helm test runs, its RBAC lets the test's own ServiceAccount
