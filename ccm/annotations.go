@@ -31,6 +31,9 @@ const (
 	// AnnotationExternallyManaged is the CCM's: "true" means the Load
 	// Balancer is made outside Kubernetes and may serve several Services.
 	AnnotationExternallyManaged = "service.beta.kubernetes.io/scw-loadbalancer-externally-managed"
+	// AnnotationUseHostname is the CCM's: "true" makes the status list
+	// hostnames, not addresses.
+	AnnotationUseHostname = "service.beta.kubernetes.io/scw-loadbalancer-use-hostname"
 )
 
 // The CCM's own marks on a Service whose Load Balancer exists.

@@ -37,11 +37,14 @@ const (
 //     CCM that make a request (pool, address, IPAM IDs, private-ip-ids,
 //     pn-ids, addresses, allow-ip-change, externally-managed);
 //   - the Events the sweeper records on a Service: its reference (key, UID
-//     and resourceVersion; the kind comes from the scheme).
+//     and resourceVersion; the kind comes from the scheme);
+//   - the sweeper's convergence monitor (Classify): the CCM's annotations
+//     and the IPs of status.loadBalancer.ingress.
 //
 // So it keeps the namespace, name, UID, resourceVersion, deletion timestamp,
-// spec.type, spec.loadBalancerClass and every annotation of scw-lb-ipam or of the CCM (by prefix, so
-// that an annotation read later needs no change here), and drops the rest.
+// spec.type, spec.loadBalancerClass, the IPs of status.loadBalancer.ingress
+// and every annotation of scw-lb-ipam or of the CCM (by prefix, so that an
+// annotation read later needs no change here), and drops the rest.
 // HasLoadBalancer, OnlyCCMChanges and ProxyProtocolGap read more (status,
 // finalizers, ports), but only on the Services of an admission request,
 // never on cached ones. A new reader of cached Services that needs more
@@ -66,8 +69,20 @@ func TrimService(obj any) (any, error) {
 			DeletionTimestamp: svc.DeletionTimestamp,
 			Annotations:       keptAnnotations(svc.Annotations),
 		},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceType(intern(string(svc.Spec.Type))), LoadBalancerClass: svc.Spec.LoadBalancerClass},
+		Spec:   corev1.ServiceSpec{Type: corev1.ServiceType(intern(string(svc.Spec.Type))), LoadBalancerClass: svc.Spec.LoadBalancerClass},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: ingressIPs(svc.Status.LoadBalancer.Ingress)}},
 	}, nil
+}
+
+// ingressIPs are the IPs of a status's ingress, nil when there are none.
+func ingressIPs(in []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+	var out []corev1.LoadBalancerIngress
+	for _, i := range in {
+		if i.IP != "" {
+			out = append(out, corev1.LoadBalancerIngress{IP: i.IP})
+		}
+	}
+	return out
 }
 
 // keptAnnotations are the annotations of scw-lb-ipam and of the CCM in ann,

@@ -170,7 +170,12 @@ func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
 // TestTrimServiceDrops checks that what no reader needs is gone, the point
 // of the transform.
 func TestTrimServiceDrops(t *testing.T) {
-	out, _ := TrimService(servedService())
+	served := servedService()
+	vip := corev1.LoadBalancerIPModeVIP
+	served.Status.LoadBalancer.Ingress[0].IPMode = &vip
+	served.Status.LoadBalancer.Ingress = append(served.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: "lb.example.com"})
+	served.Status.Conditions = []metav1.Condition{{Type: "LoadBalancerPortsError", Status: metav1.ConditionFalse}}
+	out, _ := TrimService(served)
 	svc := out.(*corev1.Service)
 	if svc.ManagedFields != nil || svc.Labels != nil || svc.Finalizers != nil || svc.OwnerReferences != nil {
 		t.Errorf("metadata kept: %+v", svc.ObjectMeta)
@@ -178,8 +183,10 @@ func TestTrimServiceDrops(t *testing.T) {
 	if !reflect.DeepEqual(svc.Spec, corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}) {
 		t.Errorf("spec kept: %+v", svc.Spec)
 	}
-	if !reflect.DeepEqual(svc.Status, corev1.ServiceStatus{}) {
-		t.Errorf("status kept: %+v", svc.Status)
+	// Only the ingress IPs, which the convergence monitor compares with
+	// the reserved addresses.
+	if want := (corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.16.35.200"}, {IP: "172.16.0.9"}}}}); !reflect.DeepEqual(svc.Status, want) {
+		t.Errorf("status %+v, want only the ingress IPs", svc.Status)
 	}
 	for _, k := range []string{"kubectl.kubernetes.io/last-applied-configuration", "meta.helm.sh/release-name", "service.beta.kubernetes.io/aws-load-balancer-type"} {
 		if _, ok := svc.Annotations[k]; ok {

@@ -116,3 +116,16 @@ func ProxyProtocolGap(svc *corev1.Service) (annotation, value string, missing []
 	}
 	return "", "", nil, false
 }
+
+// LoadBalancerID is the ID of the Service's Load Balancer from
+// AnnotationLoadBalancerID, which the CCM writes as "<zone>/<id>" (its
+// getLoadBalancerID also reads "<region>/<id>"); a bare ID is read as is.
+// Empty while the CCM has not made the Load Balancer.
+func LoadBalancerID(svc *corev1.Service) string {
+	v := strings.TrimSpace(svc.Annotations[AnnotationLoadBalancerID])
+	if i := strings.LastIndexByte(v, '/'); i >= 0 {
+		v = v[i+1:]
+	}
+	// The CCM lower-cases the annotation before it splits it.
+	return strings.ToLower(v)
+}

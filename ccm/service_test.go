@@ -116,3 +116,16 @@ func TestProxyProtocolGap(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadBalancerIDForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"fr-par-1/8A7FF36C-7E00-441F-BFDA-B6BDCB8ECC5F": "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"fr-par/8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":   "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f":          "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",
+		"":                                              "",
+	} {
+		if got := LoadBalancerID(lb(map[string]string{AnnotationLoadBalancerID: in})); got != want {
+			t.Errorf("LoadBalancerID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -37,42 +38,8 @@ func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
 		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
 	}
 	for i, p := range c.Pools {
-		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
 		pn, err := get(p.PrivateNetworkID)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(err)))
-			continue
-		}
-		// IPAM books in a network's own Project only: a pool elsewhere would
-		// pass every check here and then fail every admission. Without a
-		// default Project the SDK sends none and the API decides.
-		if project != "" && pn.ProjectID != "" && pn.ProjectID != project {
-			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s (%s) is in Project %s, not in the credentials' Project %s (SCW_DEFAULT_PROJECT_ID): IPAM books an address only in its network's own Project; give this pool a Private Network of Project %s, or run with an API key and SCW_DEFAULT_PROJECT_ID of Project %s (every pool's network must then be there)",
-				where, p.PrivateNetworkID, pn.Name, pn.ProjectID, project, project, pn.ProjectID))
-			continue
-		}
-		var match []scaleway.Subnet
-		for _, s := range pn.Subnets {
-			if s.Prefix.Addr().Is4() != (p.IPFamily == IPv4) {
-				continue
-			}
-			if !p.prefix.IsValid() || s.Prefix == p.prefix {
-				match = append(match, s)
-			}
-		}
-		switch {
-		case len(match) == 1:
-			p.prefix, p.subnetID = match[0].Prefix, match[0].ID
-			for _, err := range p.checkInsideSubnet() {
-				errs = append(errs, fmt.Errorf("%s.%w", where, err))
-			}
-		case p.Subnet != "":
-			errs = append(errs, fmt.Errorf("%s.subnet: %s is not a subnet of Private Network %s (%s has %s)", where, p.Subnet, p.PrivateNetworkID, pn.Name, subnetList(pn)))
-		case len(match) == 0:
-			errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s has no %s subnet (it has %s)", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
-		default:
-			errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
-		}
+		errs = append(errs, p.resolveOn(i, pn, err, project)...)
 	}
 	// Pools that named no subnet only now cover one: check overlaps again.
 	errs = append(errs, c.overlaps()...)
@@ -80,6 +47,58 @@ func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
 		return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
 	}
 	return nil
+}
+
+// ResolvePool resolves the named pool alone, as Resolve does each pool, for
+// callers that report pool by pool (preflight). What spans pools (overlaps)
+// is Resolve's alone.
+func (c *Config) ResolvePool(ctx context.Context, cloud scaleway.Cloud, name string) error {
+	for i, p := range c.Pools {
+		if p.Name == name {
+			pn, err := cloud.GetPrivateNetwork(ctx, p.PrivateNetworkID)
+			return errors.Join(p.resolveOn(i, pn, err, cloud.ProjectID())...)
+		}
+	}
+	return fmt.Errorf("no pool %q in the pool file", name)
+}
+
+// resolveOn checks pool i against its Private Network pn (or the error
+// reading it) and fills in its subnet.
+func (p *Pool) resolveOn(i int, pn *scaleway.PrivateNetwork, getErr error, project string) (errs []error) {
+	where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+	if getErr != nil {
+		return []error{fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(getErr))}
+	}
+	// IPAM books in a network's own Project only: a pool elsewhere would
+	// pass every check here and then fail every admission. Without a
+	// default Project the SDK sends none and the API decides.
+	if project != "" && pn.ProjectID != "" && pn.ProjectID != project {
+		return []error{fmt.Errorf("%s.privateNetworkID: Private Network %s (%s) is in Project %s, not in the credentials' Project %s (SCW_DEFAULT_PROJECT_ID): IPAM books an address only in its network's own Project; give this pool a Private Network of Project %s, or run with an API key and SCW_DEFAULT_PROJECT_ID of Project %s (every pool's network must then be there)",
+			where, p.PrivateNetworkID, pn.Name, pn.ProjectID, project, project, pn.ProjectID)}
+	}
+	var match []scaleway.Subnet
+	for _, s := range pn.Subnets {
+		if s.Prefix.Addr().Is4() != (p.IPFamily == IPv4) {
+			continue
+		}
+		if !p.prefix.IsValid() || s.Prefix == p.prefix {
+			match = append(match, s)
+		}
+	}
+	switch {
+	case len(match) == 1:
+		p.prefix, p.subnetID = match[0].Prefix, match[0].ID
+		for _, err := range p.checkInsideSubnet() {
+			errs = append(errs, fmt.Errorf("%s.%w", where, err))
+		}
+	case p.Subnet != "":
+		errs = append(errs, fmt.Errorf("%s.subnet: %s is not a subnet of Private Network %s (%s has %s)", where, p.Subnet, p.PrivateNetworkID, pn.Name, subnetList(pn)))
+	case len(match) == 0:
+		errs = append(errs, fmt.Errorf("%s.privateNetworkID: Private Network %s has no %s subnet (it has %s)", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+	default:
+		errs = append(errs, fmt.Errorf("%s.subnet: Private Network %s has several %s subnets (%s); name one", where, p.PrivateNetworkID, p.IPFamily, subnetList(pn)))
+	}
+	return errs
 }
 
 // cause carries an error for errors.As without adding to the message.

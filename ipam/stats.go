@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // PoolStats is the occupancy of one pool, from the last listing of its
@@ -141,6 +143,11 @@ type AddressReport struct {
 	Mine bool `json:"mine"`
 	// RetainedUntil is when the sweeper may release it (zero while used).
 	RetainedUntil time.Time `json:"retainedUntil,omitzero"`
+	// Convergence is, for an address a live Service references, whether
+	// its Load Balancer has it (status --kubeconfig fills it in).
+	Convergence string `json:"convergence,omitempty"`
+	// Resource is what IPAM shows it attached to, nil for nothing.
+	Resource *scaleway.Resource `json:"-"`
 }
 
 // Report is Stats with the addresses, sorted, for the status command.
@@ -152,7 +159,7 @@ func (a *Allocator) Report() []PoolReport {
 		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
 		holders, _ := a.holdersIn(p)
 		for addr, h := range holders {
-			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName}
+			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
 			if ar.Mine {
 				ar.Holder = "Service " + h.Service.String()
 				if h.Resource != nil {

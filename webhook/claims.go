@@ -146,35 +146,37 @@ func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error)
 // Collect deletes the claims older than Fresh whose Service no longer uses
 // their ID (inUse answers from the sweeper's live view). A claim is deleted
 // only at the resourceVersion it was read at, so a takeover in between wins.
-func (c *LeaseClaims) Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, error) {
+// It also returns the IDs of the claims it kept.
+func (c *LeaseClaims) Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, []string, error) {
 	var list coordinationv1.LeaseList
 	if err := c.Reader.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{LabelClaim: "ipam-id"}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	n := 0
+	var claimed []string
 	for i := range list.Items {
 		l := &list.Items[i]
 		id, ok := strings.CutPrefix(l.Name, claimPrefix)
 		if !ok || l.Spec.HolderIdentity == nil {
 			continue
 		}
-		if l.Spec.AcquireTime != nil && c.Clock.Since(l.Spec.AcquireTime.Time) < c.Fresh {
-			continue
-		}
 		ns, name, _ := strings.Cut(*l.Spec.HolderIdentity, "/")
-		if inUse(id, types.NamespacedName{Namespace: ns, Name: name}) {
+		if (l.Spec.AcquireTime != nil && c.Clock.Since(l.Spec.AcquireTime.Time) < c.Fresh) || inUse(id, types.NamespacedName{Namespace: ns, Name: name}) {
+			claimed = append(claimed, id)
 			continue
 		}
 		err := c.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion})
 		switch {
 		case err == nil:
 			n++
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		case apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			claimed = append(claimed, id)
 		default:
-			return n, err
+			return n, nil, err
 		}
 	}
-	return n, nil
+	return n, claimed, nil
 }
 
 func claimError(id string, err error) error {

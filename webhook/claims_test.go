@@ -34,7 +34,7 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 	}
 	clock.Step(time.Minute) // the claim is no longer fresh
 
-	n, err := claims.Collect(ctx, func(gotID string, holder types.NamespacedName) bool {
+	n, claimed, err := claims.Collect(ctx, func(gotID string, holder types.NamespacedName) bool {
 		if gotID != id || holder != api {
 			t.Fatalf("asked about %s of %s", gotID, holder)
 		}
@@ -44,8 +44,8 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 		}
 		return false // the sweeper's view predates the re-create
 	})
-	if err != nil || n != 0 {
-		t.Fatalf("Collect = %d, %v; want nothing collected", n, err)
+	if err != nil || n != 0 || len(claimed) != 1 || claimed[0] != id {
+		t.Fatalf("Collect = %d, %v, %v; want nothing collected and %s still claimed", n, claimed, err, id)
 	}
 	lease := &coordinationv1.Lease{}
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: "scw-lb-ipam", Name: claimName(id)}, lease); err != nil {
@@ -56,5 +56,37 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 	}
 	if !lease.Spec.AcquireTime.Time.Equal(clock.Now()) {
 		t.Fatalf("claim acquired at %s, want renewed at %s", lease.Spec.AcquireTime.Time, clock.Now())
+	}
+}
+
+// A claim younger than Fresh is neither asked about nor collected, but it
+// is reported claimed: its Service may not be in the sweeper's cache yet,
+// and the convergence monitor must not take its ID, which our listing never
+// holds, for one of our reservations gone from IPAM.
+func TestCollectReportsFreshClaimsAsClaimed(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	claims := &LeaseClaims{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	ctx := context.Background()
+	const fresh, stale = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
+	if err := claims.Claim(ctx, stale, types.NamespacedName{Namespace: "web", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(time.Minute)
+	if err := claims.Claim(ctx, fresh, types.NamespacedName{Namespace: "web", Name: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	n, claimed, err := claims.Collect(ctx, func(id string, _ types.NamespacedName) bool {
+		asked = append(asked, id)
+		return false
+	})
+	if err != nil || n != 1 || len(asked) != 1 || asked[0] != stale {
+		t.Fatalf("Collect = %d, %v; asked about %v, want %s only, collected", n, err, asked, stale)
+	}
+	if len(claimed) != 1 || claimed[0] != fresh {
+		t.Fatalf("claimed %v, want the fresh claim %s only", claimed, fresh)
 	}
 }

@@ -18,10 +18,12 @@ import (
 const usage = `scw-lb-ipam: stable private IPs for Scaleway Load Balancers
 
 Usage:
-  scw-lb-ipam serve [flags]    run the admission webhook (and the sweeper on the leader)
-  scw-lb-ipam status [flags]   print each pool's capacity and who holds which address
-  scw-lb-ipam version          print the version, the commit and the Go toolchain
-  scw-lb-ipam help             show this text
+  scw-lb-ipam serve [flags]      run the admission webhook (and the sweeper on the leader)
+  scw-lb-ipam status [flags]     print each pool's capacity and who holds which address
+  scw-lb-ipam preflight [flags]  check an install: credentials, pool file, networks, IPAM and the
+                                 webhook; --write also books and releases a canary address per pool
+  scw-lb-ipam version            print the version, the commit and the Go toolchain
+  scw-lb-ipam help               show this text
 
 Scaleway credentials come from the SDK environment: SCW_ACCESS_KEY,
 SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID (and SCW_API_URL to point elsewhere).
@@ -54,6 +56,12 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return app.Status(ctx, opts, os.Stdout)
+	case "preflight":
+		opts, err := app.ParsePreflightFlags(args[1:])
+		if err != nil {
+			return err
+		}
+		return app.Preflight(ctx, opts, os.Stdout)
 	case "version", "--version":
 		fmt.Println("scw-lb-ipam", version.String())
 		return nil

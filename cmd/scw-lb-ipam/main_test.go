@@ -17,3 +17,11 @@ func TestRunVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunPreflightDispatch: "preflight" reaches its own flags (and their
+// error), not the unknown-command path.
+func TestRunPreflightDispatch(t *testing.T) {
+	if err := run(context.Background(), []string{"preflight", "-o", "yaml"}); err == nil || !strings.Contains(err.Error(), `-o "yaml": use table or json`) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,5 +1,6 @@
-// Package app is scw-lb-ipam's command line: the options of "serve" and
-// "status", validated before anything starts, and Serve, which sets up one
+// Package app is scw-lb-ipam's command line: the options of "serve",
+// "status" and "preflight", validated before anything starts, Preflight's
+// checks of an install (what helm test runs), and Serve, which sets up one
 // concern at a time in a controller-runtime manager through each one's own
 // Setup…WithManager — certs, webhook, sweeper — plus the pool-file reload
 // and the metrics, which live here. The command and the suites both start

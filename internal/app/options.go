@@ -107,6 +107,7 @@ type sweepOptions struct {
 	MaxReleases         int
 	ReportOnly          bool
 	ReleaseRemovedPools bool
+	ConvergenceGrace    time.Duration
 }
 
 // ParseFlags reads the flags of "serve" and the pod's namespace
@@ -154,6 +155,7 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.IntVar(&o.Sweep.MaxReleases, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
 	fs.BoolVar(&o.Sweep.ReportOnly, "sweep-report-only", false, "log and count what the sweeper would release, release nothing")
 	fs.BoolVar(&o.Sweep.ReleaseRemovedPools, "release-removed-pools", false, "let the sweeper release reservations of pools no longer in the pool file")
+	fs.DurationVar(&o.Sweep.ConvergenceGrace, "convergence-grace", sweeper.DefaultConvergenceGrace, "how long a LoadBalancer Service's reserved IPs may take to show on its Load Balancer before the sweeper reports it (IPNotApplied Event, scw_lb_ipam_services_not_converged)")
 	tlsMode = fs.String("tls-mode", "self-managed", "who provides the serving certificate: self-managed (a Secret kept by scw-lb-ipam) or cert-manager (files mounted in --cert-dir)")
 	fs.StringVar(&o.TLS.SecretName, "tls-secret", "scw-lb-ipam-tls", "self-managed mode: the Secret holding the CA and serving certificate")
 	fs.StringVar(&o.TLS.ServiceName, "webhook-service", "scw-lb-ipam", "self-managed mode: the webhook's Service, whose DNS names the certificate covers")
@@ -162,21 +164,28 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	return excluded, tlsMode
 }
 
+// excludedNamespaces are the namespaces of --excluded-namespaces (comma
+// separated) and the release namespace podNS, which is always excluded: the
+// webhook must never be needed to admit itself.
+func excludedNamespaces(flag, podNS string) []string {
+	var out []string
+	for _, ns := range strings.Split(flag, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	if podNS != "" {
+		out = append(out, podNS)
+	}
+	return out
+}
+
 // complete fills in what the flags imply: the excluded namespaces, the
 // release namespace podNS, and the TLS mode.
 func (o *Options) complete(excluded, tlsMode, podNS string) error {
-	for _, ns := range strings.Split(excluded, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			o.Excluded = append(o.Excluded, ns)
-		}
-	}
-	// The release namespace (where the webhook's own pods run) is always
-	// excluded: the webhook must never be needed to admit itself.
-	if podNS != "" {
-		o.Excluded = append(o.Excluded, podNS)
-		if o.LeaderElectNS == "" {
-			o.LeaderElectNS = podNS
-		}
+	o.Excluded = excludedNamespaces(excluded, podNS)
+	if podNS != "" && o.LeaderElectNS == "" {
+		o.LeaderElectNS = podNS
 	}
 	switch tlsMode {
 	case "self-managed":
@@ -199,6 +208,9 @@ func (o Options) Validate() error {
 	}
 	if o.Sweep.Interval < time.Second || o.Sweep.PendingGrace < time.Second || o.Sweep.MaxReleases < 1 {
 		return fmt.Errorf("--sweep-interval and --pending-grace must be at least 1s and --max-releases-per-cycle at least 1")
+	}
+	if o.Sweep.ConvergenceGrace <= 0 {
+		return fmt.Errorf("--convergence-grace %s must be more than 0: it is how long the CCM may take to apply a Service's reserved IPs before the Service is reported (default %s; the CCM usually needs a minute or two)", o.Sweep.ConvergenceGrace, sweeper.DefaultConvergenceGrace)
 	}
 	if o.WebhookTimeout < time.Second || o.WebhookTimeout > 30*time.Second {
 		return fmt.Errorf("--webhook-timeout %s: the apiserver allows 1s to 30s; pass the webhook configuration's timeoutSeconds", o.WebhookTimeout)

@@ -216,6 +216,7 @@ func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mut
 		MaxReleasesPerCycle: o.Sweep.MaxReleases,
 		ReportOnly:          o.Sweep.ReportOnly,
 		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
+		ConvergenceGrace:    o.Sweep.ConvergenceGrace,
 		Unreserved:          mutator.Unreserved,
 		Claims:              claims,
 		Metrics:             sweeper.NewMetrics(reg),

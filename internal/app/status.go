@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 )
 
 // StatusOptions are the flags of "status".
@@ -67,6 +70,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}
 	report := alloc.Report()
+	var unlisted []unlistedID
 	byo := false
 	if o.Services == nil && o.Kubeconfig != "" {
 		rc, err := restConfig(o.Kubeconfig)
@@ -78,9 +82,12 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		}
 	}
 	if o.Services != nil {
-		if err := nameBringYourOwn(ctx, o.Services, report); err != nil {
+		users, err := liveUsers(ctx, o.Services)
+		if err != nil {
 			return fmt.Errorf("reading the Services that use the IPs: %w", err)
 		}
+		nameBringYourOwn(users, report)
+		unlisted = judgeConvergence(ctx, cloud, users, report)
 		byo = true
 	}
 	if o.Output == "json" {
@@ -90,9 +97,10 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			ClusterName string            `json:"clusterName"`
 			Region      string            `json:"region"`
 			Pools       []ipam.PoolReport `json:"pools"`
-		}{cfg.ClusterName, cfg.Region, report})
+			Unlisted    []unlistedID      `json:"unlistedIDs,omitempty"`
+		}{cfg.ClusterName, cfg.Region, report, unlisted})
 	}
-	if err := printTable(out, cfg, report); err != nil {
+	if err := printTable(out, cfg, report, byo, unlisted); err != nil {
 		return err
 	}
 	if !byo {
@@ -101,26 +109,32 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	return nil
 }
 
-// nameBringYourOwn names the live Service using each IP that is not one of
-// this cluster's reservations: IPAM tags do not say who uses such an IP.
-func nameBringYourOwn(ctx context.Context, services client.Reader, report []ipam.PoolReport) error {
+// liveUsers maps each IPAM ID live LoadBalancer Services reference to the
+// Service.
+func liveUsers(ctx context.Context, services client.Reader) (map[string]*corev1.Service, error) {
 	var list corev1.ServiceList
 	if err := services.List(ctx, &list); err != nil {
-		return err
+		return nil, err
 	}
-	users := map[string]string{}
+	users := map[string]*corev1.Service{}
 	for i := range list.Items {
 		if svc := &list.Items[i]; ccm.Live(svc) {
 			for _, id := range ccm.ReferencedIDs(svc) {
-				users[id] = svc.Namespace + "/" + svc.Name
+				users[id] = svc
 			}
 		}
 	}
+	return users, nil
+}
+
+// nameBringYourOwn names the live Service using each IP that is not one of
+// this cluster's reservations: IPAM tags do not say who uses such an IP.
+func nameBringYourOwn(users map[string]*corev1.Service, report []ipam.PoolReport) {
 	for i := range report {
 		for j := range report[i].Addresses {
 			a := &report[i].Addresses[j]
 			if user, ok := users[a.IPID]; ok && !a.Mine {
-				holder := "Service " + user + " (bring-your-own)"
+				holder := "Service " + user.Namespace + "/" + user.Name + " (bring-your-own)"
 				if strings.HasPrefix(a.Holder, "Service ") || strings.HasPrefix(a.Holder, "IPAM IP ") {
 					a.Holder = holder
 				} else {
@@ -129,10 +143,60 @@ func nameBringYourOwn(ctx context.Context, services client.Reader, report []ipam
 			}
 		}
 	}
-	return nil
 }
 
-func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport) error {
+// unlistedID is an ID a live Service references that the pools' listing
+// does not hold: gone from IPAM, outside every pool's subnet, or not
+// readable with these credentials.
+type unlistedID struct {
+	Service     string `json:"service"`
+	IPID        string `json:"ipamID"`
+	Convergence string `json:"convergence"`
+}
+
+// judgeConvergence says, for each address a live Service references,
+// whether its Load Balancer has it, as the sweeper's monitor judges (with no
+// grace: what is seen now). The IDs the pools' listing does not hold are
+// read one by one: such an ID may lie outside every pool's subnet, and only
+// IPAM's not-found says it is gone. One that cannot be read (say another
+// team's bring-your-own ID these credentials may not see) shows why, and
+// the others are still judged.
+func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*corev1.Service, report []ipam.PoolReport) []unlistedID {
+	listed := map[string]bool{}
+	for i := range report {
+		for j := range report[i].Addresses {
+			a := &report[i].Addresses[j]
+			listed[a.IPID] = true
+			if svc, ok := users[a.IPID]; ok {
+				a.Convergence = sweeper.Classify(sweeper.TargetOf(svc), &scaleway.IP{ID: a.IPID, Address: a.Address, Resource: a.Resource}, false)
+			}
+		}
+	}
+	var out []unlistedID
+	for _, id := range slices.Sorted(maps.Keys(users)) {
+		if listed[id] {
+			continue
+		}
+		svc := users[id]
+		u := unlistedID{Service: svc.Namespace + "/" + svc.Name, IPID: id}
+		ip, err := cloud.GetIP(ctx, id)
+		switch {
+		case scaleway.Classify(err) == scaleway.KindNotFound:
+			u.Convergence = sweeper.ReasonGone
+		case err != nil:
+			u.Convergence = "unknown (" + err.Error() + ")"
+		default:
+			u.Convergence = sweeper.Classify(sweeper.TargetOf(svc), ip, true)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// printTable prints the pools, then their addresses; with the Services
+// (withServices), whether each used address is applied, and the IDs the
+// pools' listing does not hold.
+func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withServices bool, unlisted []unlistedID) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
 	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")
@@ -148,15 +212,38 @@ func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport) error
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Pool, r.PrivateNetworkID, r.Subnet, ranges, total, r.UsedByCluster, r.UsedByOthers, r.Retained, free)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "POOL\tADDRESS\tIPAM ID\tHOLDER")
+	header := "POOL\tADDRESS\tIPAM ID\tHOLDER"
+	if withServices {
+		header += "\tCONVERGENCE"
+	}
+	fmt.Fprintln(w, header)
 	for _, r := range report {
 		for _, a := range r.Addresses {
 			holder := a.Holder
 			if !a.RetainedUntil.IsZero() {
 				holder = fmt.Sprintf("retained until %s (%s)", a.RetainedUntil.UTC().Format(time.RFC3339), strings.TrimPrefix(holder, "Service "))
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.Pool, a.Address, a.IPID, holder)
+			row := fmt.Sprintf("%s\t%s\t%s\t%s", r.Pool, a.Address, a.IPID, holder)
+			if withServices {
+				row += "\t" + orDash(a.Convergence)
+			}
+			fmt.Fprintln(w, row)
+		}
+	}
+	if len(unlisted) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "SERVICE\tIPAM ID (OUTSIDE THE POOLS)\tCONVERGENCE")
+		for _, g := range unlisted {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", g.Service, g.IPID, g.Convergence)
 		}
 	}
 	return w.Flush()
+}
+
+// orDash shows an empty cell as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 )
 
 const statusSecret = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
@@ -188,5 +190,113 @@ func TestStatusErrors(t *testing.T) {
 	}
 	if _, err := ParseStatusFlags([]string{"-o", "yaml"}); err == nil || !strings.Contains(err.Error(), "table or json") {
 		t.Errorf("-o yaml: %v", err)
+	}
+}
+
+// TestStatusShowsConvergence: with the cluster's Services, each address a
+// live Service references shows whether its Load Balancer has it, judged
+// as the sweeper judges it, and the IDs IPAM no longer has are listed.
+func TestStatusShowsConvergence(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	const deadID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
+	lbSvc := func(ns, name, lb string, ingress []string, ids ...string) *corev1.Service {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), ccm.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		if lb != "" {
+			svc.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/" + lb
+		}
+		for _, in := range ingress {
+			svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: in})
+		}
+		return svc
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		lbSvc("payments", "api", "lb-1", []string{"172.16.35.10"}, ids["api"]),
+		lbSvc("web", "edge", "lb-2", nil, ids["edge"]), // an old CCM
+		lbSvc("web", "vm", "lb-3", nil, ids["vm"]),     // held by an instance
+		lbSvc("payments", "old", "", nil, ids["old"]),  // no Load Balancer yet
+		lbSvc("payments", "dead", "lb-4", nil, deadID), // released out of band
+	).Build()
+	srv.ResetCounts()
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := collapse(out.String())
+	for _, want := range []string{
+		"POOL ADDRESS IPAM ID HOLDER CONVERGENCE",
+		ids["api"] + " Service payments/api, attached to lb_server api-lb " + sweeper.ConvergenceApplied,
+		ids["edge"] + " Service web/edge " + sweeper.ReasonNotAttached,
+		ids["vm"] + " Service web/vm (bring-your-own), attached to instance_server bastion " + sweeper.ReasonAttachedElsewhere,
+		ids["old"] + " retained until 2026-11-23T08:00:00Z (payments/old) " + sweeper.ConvergencePending,
+		ids["staging"] + " Service web/front (cluster staging) -",
+		"SERVICE IPAM ID (OUTSIDE THE POOLS) CONVERGENCE payments/dead " + deadID + " " + sweeper.ReasonGone,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Only the ID the listing lacks is read.
+	if n := srv.Count(ipamtest.OpGetIP); n != 1 {
+		t.Errorf("%d GetIP calls, want 1 (the ID not in the pools' listing)", n)
+	}
+
+	o.Output = "json"
+	out.Reset()
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Pools []ipam.PoolReport `json:"pools"`
+		Gone  []struct {
+			Service, IPAMID, Convergence string
+		} `json:"unlistedIDs"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	conv := map[string]string{}
+	for _, p := range doc.Pools {
+		for _, a := range p.Addresses {
+			conv[a.IPID] = a.Convergence
+		}
+	}
+	if conv[ids["api"]] != "applied" || conv[ids["edge"]] != "not_attached" || conv[ids["staging"]] != "" {
+		t.Errorf("convergence in json: %v", conv)
+	}
+	if len(doc.Gone) != 1 || doc.Gone[0].Service != "payments/dead" || doc.Gone[0].Convergence != "gone_from_ipam" {
+		t.Errorf("unlistedIDs: %+v\n%s", doc.Gone, out.String())
+	}
+}
+
+// TestStatusShowsAnUnreadableIDAsUnknown: an ID these credentials cannot
+// read (another team's, a 403) shows why, and the rest is still shown.
+func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
+	srv, o, ids := statusWorld(t)
+	const foreignID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
+	svc := func(name, id string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{
+			ccm.AnnotationPrivateIPIDs: id, ccm.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
+	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatalf("status aborted on one unreadable ID: %v", err)
+	}
+	got := collapse(out.String())
+	for _, want := range []string{
+		ids["edge"] + " Service web/edge " + sweeper.ReasonNotAttached,
+		"payments/foreign " + foreignID + " unknown (",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -71,6 +71,13 @@ type Options struct {
 	// would: a test drives "re-created while the old LB holds its IP"
 	// without racing Delay. It is called during a pass and must not block.
 	Hold func(types.NamespacedName) bool
+	// IgnorePrivateIPIDs makes it the CCM before v0.36.0 (v0.35.x and its
+	// release-0.35 branch), which has no private-ip-ids: every network is
+	// attached with DHCP, so the Load Balancer gets an address IPAM chooses
+	// and reports that one in the status, and a network already attached
+	// stays as it is whatever IP it has (that CCM compares network IDs
+	// only). Suites run it to see what a cluster with such a CCM shows.
+	IgnorePrivateIPIDs bool
 }
 
 // Controller is the stand-in. Run drives it; Sync is one pass.

@@ -17,7 +17,9 @@
 // configurable delay, so a deleted Service stays Terminating with its IP
 // attached for a while, and a failed sync (an attach refused while the
 // previous Load Balancer still holds the IP) is retried with the service
-// controller's backoff, 5 s doubling up to 300 s. It must not import the
+// controller's backoff, 5 s doubling up to 300 s. Options.IgnorePrivateIPIDs
+// makes it a CCM older than v0.36.0, which attaches every network with DHCP.
+// It must not import the
 // project's own packages: it checks them, it does not share their reading
 // of the annotations.
 package cloudcontroller

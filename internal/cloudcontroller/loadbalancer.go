@@ -86,7 +86,9 @@ func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB,
 // attachPrivateNetworks attaches the Load Balancer to the Service's
 // Private Networks (the cluster's when it names none) with the IPAM IDs of
 // private-ip-ids that belong to each, detaching what it should not be on
-// and what is attached with other IDs. An ID in none of the networks fails
+// and what is attached with other IDs (an old CCM, IgnorePrivateIPIDs,
+// reads no IDs: DHCP everywhere, and any attachment to a wanted network
+// kept). An ID in none of the networks fails
 // the sync, after the networks pn-ids does not name were detached, as the
 // CCM orders it: a pn-ids that lost a pool's network costs the reserved IP
 // before the error shows.
@@ -102,7 +104,10 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 		want[c.o.ClusterPrivateNetworkID] = nil
 	}
 	region, _ := lb.Zone.Region()
-	ids := ccmList(svc.Annotations[annotationPrivateIPIDs])
+	var ids []string
+	if !c.o.IgnorePrivateIPIDs {
+		ids = ccmList(svc.Annotations[annotationPrivateIPIDs])
+	}
 	found := map[string]bool{}
 	if len(ids) > 0 {
 		for pn := range want {

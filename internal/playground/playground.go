@@ -125,7 +125,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
 		return err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	env := &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
 	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	restCfg, err := env.Start()
 	if err != nil {

@@ -61,7 +61,7 @@ func renderChart(ctx context.Context, root, tmp string, poolData []byte) ([]*uns
 	}
 	home := filepath.Join(tmp, "helm")
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", release, filepath.Join(root, "charts", "scw-lb-ipam"),
-		"--namespace", Namespace, "--values", valuesFile)
+		"--namespace", Namespace, "--values", valuesFile, "--skip-tests") // helm test's objects exist only while it runs
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {

@@ -14,22 +14,24 @@ import (
 )
 
 // WebhookCalls are the emulator's calls since the request log held from
-// entries, per operation, less the CCM stand-in's and /metadata.
+// entries, per operation, less the CCM stand-in's, the console's and
+// /metadata.
 func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
 	out := map[ipamtest.Op]int{}
-	for _, r := range e.webhookRequests(from) {
+	for _, r := range e.WebhookRequests(from) {
 		out[r.Op]++
 	}
 	return out
 }
 
-// webhookRequests are the emulator's requests since entry from that the
-// webhook made: routed, not /metadata, not the CCM stand-in's.
-func (e *Env) webhookRequests(from int) []ipamtest.Request {
+// WebhookRequests are the emulator's requests since entry from that the
+// webhook made: routed, not /metadata, not the CCM stand-in's nor the
+// console's.
+func (e *Env) WebhookRequests(from int) []ipamtest.Request {
 	reqs := e.Emu.Requests()
 	// Requests returns a copy: filtering it in place is safe.
 	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r ipamtest.Request) bool {
-		return r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent)
+		return r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || strings.Contains(r.UserAgent, ConsoleUserAgent)
 	})
 }
 
@@ -40,7 +42,7 @@ func (e *Env) webhookRequests(from int) []ipamtest.Request {
 func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 	tag := ipam.ServiceTag(svc)
 	out := map[ipamtest.Op]int{}
-	for _, r := range e.webhookRequests(from) {
+	for _, r := range e.WebhookRequests(from) {
 		query, _ := url.QueryUnescape(r.Path)
 		ip, known := e.Emu.IP(r.IPID)
 		if r.Op == ipamtest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
@@ -55,11 +57,7 @@ func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 func (e *Env) Gather() []*dto.MetricFamily {
 	var out []*dto.MetricFamily
 	for _, r := range e.Replicas {
-		if r.Metrics == nil {
-			continue
-		}
-		families, _ := r.Metrics.Gather()
-		out = append(out, families...)
+		out = append(out, r.gather()...)
 	}
 	return out
 }
@@ -83,16 +81,7 @@ func (e *Env) Counter(name string) float64 {
 func (e *Env) Creates() float64 { return creates(e.Gather()) }
 
 // Creates is the number of CREATE admissions this replica answered.
-func (r *Replica) Creates() float64 {
-	r.mu.Lock()
-	reg := r.Metrics
-	r.mu.Unlock()
-	if reg == nil {
-		return 0
-	}
-	families, _ := reg.Gather()
-	return creates(families)
-}
+func (r *Replica) Creates() float64 { return creates(r.gather()) }
 
 func creates(families []*dto.MetricFamily) float64 {
 	total := 0.0

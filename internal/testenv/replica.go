@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,17 +84,22 @@ func (e *Env) RouteTo(rs ...*Replica) (restore func()) {
 	return e.route
 }
 
-// Gauge reads a gauge of this replica with the given label pairs
-// ("pool", "dc-link"); false when it does not export it.
-func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
+// gather is the replica's metric families; nil before its first start.
+func (r *Replica) gather() []*dto.MetricFamily {
 	r.mu.Lock()
 	reg := r.Metrics
 	r.mu.Unlock()
 	if reg == nil {
-		return 0, false
+		return nil
 	}
 	families, _ := reg.Gather()
-	for _, f := range families {
+	return families
+}
+
+// Gauge reads a gauge of this replica with the given label pairs
+// ("pool", "dc-link"); false when it does not export it.
+func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
+	for _, f := range r.gather() {
 		if f.GetName() != name {
 			continue
 		}
@@ -234,14 +240,10 @@ func (r *Replica) Kill() {
 
 // Leading reports whether the replica holds the sweeper's lease.
 func (r *Replica) Leading() bool {
-	r.mu.Lock()
-	reg := r.Metrics
-	r.mu.Unlock()
-	if reg == nil || !r.Serving() {
+	if !r.Serving() {
 		return false
 	}
-	families, _ := reg.Gather()
-	for _, f := range families {
+	for _, f := range r.gather() {
 		if f.GetName() == "scw_lb_ipam_sweeper_leader" {
 			for _, m := range f.GetMetric() {
 				return m.GetGauge().GetValue() == 1
@@ -249,6 +251,19 @@ func (r *Replica) Leading() bool {
 		}
 	}
 	return false
+}
+
+// Sweeps is the number of sweeper cycles this replica's current process
+// has run (it sweeps only while it leads).
+func (r *Replica) Sweeps() uint64 {
+	for _, f := range r.gather() {
+		if f.GetName() == "scw_lb_ipam_sweeper_cycle_duration_seconds" {
+			for _, m := range f.GetMetric() {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
 }
 
 // Serving reports whether the replica's app.Serve is running.

@@ -75,7 +75,15 @@ type Options struct {
 	// NoCCM leaves the CCM stand-in out (benchmarks of the admission path
 	// alone).
 	NoCCM bool
+	// CCM adjusts the CCM stand-in's options before it starts, e.g. to make
+	// it a CCM older than v0.36.0 (IgnorePrivateIPIDs).
+	CCM func(*cloudcontroller.Options)
 }
+
+// ControlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
+// envtest's 20 s default is too short on a 2-core machine under load (CI's
+// cold run compiles beside the suites), where a start takes up to a minute.
+const ControlPlaneStartTimeout = 2 * time.Minute
 
 // DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
 const DefaultLBDeleteDelay = 3 * time.Second
@@ -168,7 +176,7 @@ func Start(o Options) (_ *Env, err error) {
 	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
 		return nil, err
 	}
-	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStopTimeout: 15 * time.Second}
+	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
 	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	for k, v := range o.APIServerFlags {
 		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
@@ -203,10 +211,6 @@ func Start(o Options) (_ *Env, err error) {
 	pools := filepath.Join(e.tmp, "pools.yaml")
 	if err := os.WriteFile(pools, []byte(o.PoolFile(e.PNs)), 0o600); err != nil {
 		return nil, err
-	}
-	logs := o.Logs
-	if logs == nil {
-		logs = io.Discard
 	}
 	apiURL, err := url.Parse(e.Config.Host)
 	if err != nil {
@@ -243,14 +247,14 @@ func Start(o Options) (_ *Env, err error) {
 		r.serve.RestConfig = rest.CopyConfig(e.Config)
 		r.serve.RestConfig.Host = "https://" + r.proxy.addr()
 		r.serve.ScalewayOptions = e.ScalewayOptions()
-		r.serve.Log = zap.New(zap.WriteTo(logs)).WithValues("replica", r.Name)
+		r.serve.Log = zap.New(zap.WriteTo(e.logs())).WithValues("replica", r.Name)
 		e.Replicas = append(e.Replicas, r)
 	}
 	if err := e.StartWebhook(); err != nil {
 		return nil, err
 	}
 	if !o.NoCCM {
-		if err := e.startCCM(logs); err != nil {
+		if err := e.startCCM(o.CCM); err != nil {
 			return nil, err
 		}
 	}
@@ -258,13 +262,18 @@ func Start(o Options) (_ *Env, err error) {
 }
 
 // startCCM runs the CCM stand-in on every Service of the cluster, with the
-// "nodes" network as the cluster's.
-func (e *Env) startCCM(logs io.Writer) error {
-	ccm, err := cloudcontroller.New(cloudcontroller.Options{
+// "nodes" network as the cluster's; adjust, if not nil, changes its options.
+func (e *Env) startCCM(adjust func(*cloudcontroller.Options)) error {
+	logs := e.logs()
+	o := cloudcontroller.Options{
 		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: e.o.CCMDelay,
 		Hold: func(svc types.NamespacedName) bool { _, held := e.held.Load(svc); return held },
 		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
-	})
+	}
+	if adjust != nil {
+		adjust(&o)
+	}
+	ccm, err := cloudcontroller.New(o)
 	if err != nil {
 		return err
 	}
@@ -273,6 +282,25 @@ func (e *Env) startCCM(logs io.Writer) error {
 	go func() { defer close(done); ccm.Run(ctx) }()
 	e.stopCCM = func() { cancel(); <-done }
 	return nil
+}
+
+// RestartCCM replaces the CCM stand-in with one whose options adjust
+// changes (after Options.CCM), as when the control plane is upgraded or
+// downgraded in place: the new one remembers nothing of the old one's work
+// and syncs every Service again.
+func (e *Env) RestartCCM(adjust func(*cloudcontroller.Options)) error {
+	if e.stopCCM != nil {
+		e.stopCCM()
+		e.stopCCM = nil
+	}
+	return e.startCCM(func(o *cloudcontroller.Options) {
+		if e.o.CCM != nil {
+			e.o.CCM(o)
+		}
+		if adjust != nil {
+			adjust(o)
+		}
+	})
 }
 
 // applyChart renders the chart's webhook configuration and Service (for a
@@ -314,6 +342,14 @@ func (e *Env) applyChart(ctx context.Context) error {
 	}
 	e.service = net.JoinHostPort(svc.Spec.ClusterIP, "443")
 	return nil
+}
+
+// logs is where the webhook's, sweeper's and CCM stand-in's logs go.
+func (e *Env) logs() io.Writer {
+	if e.o.Logs == nil {
+		return io.Discard
+	}
+	return e.o.Logs
 }
 
 // FreePort is a free TCP port on 127.0.0.1, for a listener started next.

@@ -1,8 +1,10 @@
 package ipamtest
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
@@ -15,9 +17,10 @@ import (
 //
 // Deletion is asynchronous, as Scaleway's: DeleteLB answers 204 at once, and
 // the Load Balancer then stays in status to_delete for
-// Options.LBDeleteDelay — still got, listed and attached to its Private
-// Networks, so its IPs stay attached to it — before it is gone: detached,
-// its DHCP IPs released, its reserved IPs left booked. The API refuses to
+// Options.LBDeleteDelay, or longer while HoldLBDeletion holds it — still
+// got, listed and attached to its Private Networks, so its IPs stay
+// attached to it — before it is gone: detached, its DHCP IPs released, its
+// reserved IPs left booked. The API refuses to
 // change (attach, detach, delete) a Load Balancer that is being deleted.
 // With no delay a deleted Load Balancer is gone at once.
 //
@@ -59,6 +62,9 @@ type lbRec struct {
 	createdAt, updatedAt  time.Time
 	seq                   uint64
 	pns                   []*lbPNRec // in attach order
+	// held, while not nil, keeps the Load Balancer to_delete past
+	// LBDeleteDelay until it is closed (HoldLBDeletion).
+	held chan struct{}
 }
 
 // lbPNRec is the attachment of a Load Balancer to a Private Network.
@@ -247,7 +253,7 @@ func (s *Server) deleteLB(c *call) reply {
 	now := s.now()
 	lb.status, lb.updatedAt = lbStatusToDelete, now
 	s.auditLBLocked(c, AuditDeleteLB, lb.id, now)
-	if d := s.opts.LBDeleteDelay; d > 0 {
+	if d := s.opts.LBDeleteDelay; d > 0 || lb.held != nil {
 		go s.removeLBAfter(lb, d)
 	} else {
 		s.removeLBLocked(c, lb)
@@ -255,8 +261,8 @@ func (s *Server) deleteLB(c *call) reply {
 	return noContent()
 }
 
-// removeLBAfter removes lb once d of real time has passed, unless the server
-// is closed first.
+// removeLBAfter removes lb once d of real time has passed and no hold keeps
+// it, unless the server is closed first.
 func (s *Server) removeLBAfter(lb *lbRec, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -264,6 +270,16 @@ func (s *Server) removeLBAfter(lb *lbRec, d time.Duration) {
 	case <-t.C:
 	case <-s.done:
 		return
+	}
+	s.mu.RLock()
+	held := lb.held
+	s.mu.RUnlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-s.done:
+			return
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,6 +349,34 @@ func (s *Server) LBs() []LB {
 		}
 	}
 	return out
+}
+
+// HoldLBDeletion keeps Load Balancer id to_delete once its deletion is
+// accepted, however long past LBDeleteDelay, until release is called: a
+// previous Load Balancer that never finishes deleting keeps its IPs
+// attached. It errors when there is no such Load Balancer or it is held
+// already; call it before the deletion could have finished.
+func (s *Server) HoldLBDeletion(id string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lb := s.st.lbs[id]
+	switch {
+	case lb == nil:
+		return nil, fmt.Errorf("ipamtest: no Load Balancer %s to hold", id)
+	case lb.held != nil:
+		return nil, fmt.Errorf("ipamtest: the deletion of Load Balancer %s is held already", id)
+	}
+	held := make(chan struct{})
+	lb.held = held
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			lb.held = nil
+			close(held)
+		})
+	}, nil
 }
 
 // LBAudit is the part of the audit log about Load Balancer lbID, oldest

@@ -176,3 +176,49 @@ func TestCloseDropsPendingLBDeletions(t *testing.T) {
 		t.Fatalf("LBs() after Close %+v", snap)
 	}
 }
+
+// TestHeldLBDeletionWaitsForRelease: a held Load Balancer stays to_delete,
+// its reserved IP attached, well past LBDeleteDelay (none here: it would
+// be gone at once), and goes as soon as the hold is released. Another Load
+// Balancer's deletion is not held; a second hold of the same one is
+// refused.
+func TestHeldLBDeletionWaitsForRelease(t *testing.T) {
+	srv, c := setup(t)
+	pool := mustPN(t, srv, "pool", "10.1.0.0/24")
+	reserved := mustAddIP(t, srv, pool.ID, "10.1.0.9", nil, nil)
+	stuck, other := mustLB(t, c, "stuck"), mustLB(t, c, "other")
+	if _, err := attach(c, stuck.ID, pool.ID, reserved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.HoldLBDeletion("nope"); err == nil {
+		t.Fatal("held a Load Balancer that does not exist")
+	}
+	release, err := srv.HoldLBDeletion(stuck.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.HoldLBDeletion(stuck.ID); err == nil {
+		t.Fatal("held the same Load Balancer twice")
+	}
+	for _, id := range []string{stuck.ID, other.ID} {
+		if err := c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if snap := srv.LBs(); len(snap) != 1 || snap[0].ID != stuck.ID || snap[0].Status != "to_delete" || snap[0].PrivateNetworks[pool.ID] != reserved {
+		t.Fatalf("LBs() while held %+v", snap)
+	}
+	wantLBResource(t, mustGetIP(t, c, reserved), stuck)
+
+	release()
+	release() // a second call is harmless
+	for deadline := time.Now().Add(5 * time.Second); len(srv.LBs()) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("LBs() 5s after the release %+v", srv.LBs())
+		}
+	}
+	if ip := mustGetIP(t, c, reserved); ip.Resource != nil {
+		t.Fatalf("reserved IP still attached to %+v once its Load Balancer went", ip.Resource)
+	}
+}

@@ -168,6 +168,9 @@ func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 		if f.PrivateNetworkID != "" {
 			req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
 		}
+		if f.ProjectID != "" {
+			req.ProjectID = scw.StringPtr(f.ProjectID)
+		}
 		if f.OldestFirst {
 			req.OrderBy = ipamapi.ListIPsRequestOrderByCreatedAtAsc
 		}

@@ -72,8 +72,11 @@ type BookRequest struct {
 // IPAM does: callers check the full tag set themselves.
 type ListFilter struct {
 	PrivateNetworkID string
-	Tags             []string
-	IPv6             *bool
+	// ProjectID lists that Project's IPs only; IAM then answers for that
+	// Project's rights, whatever the key's default.
+	ProjectID string
+	Tags      []string
+	IPv6      *bool
 	// OldestFirst orders by booking time, oldest first (IPAM's default is
 	// newest first).
 	OldestFirst bool

@@ -132,7 +132,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		rec := &refEvents{scheme: scheme}
-		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
 		m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 		s := w.sweeper(func(o *Options) {
 			o.Services, o.Recorder, o.Unreserved = servedList(svcs), rec, m.Unreserved
@@ -175,7 +175,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 }
 
 // TestTriggerOnTrimmedServices: the informer hands the sweeper's handler
-// trimmed Services; it must trigger on the same changes.
+// trimmed Services; it must trigger and queue on the same changes.
 func TestTriggerOnTrimmedServices(t *testing.T) {
 	base := servedLB("api", map[string]string{ccm.AnnotationPrivateIPIDs: "5eeb0000-0000-4000-8000-000000000001"})
 	edit := func(f func(*corev1.Service)) corev1.Service {
@@ -212,16 +212,22 @@ func TestTriggerOnTrimmedServices(t *testing.T) {
 			t.Errorf("%s: triggered %v on served Services, %v on cached ones", name, full, cached)
 		}
 	}
-	for name, svc := range map[string]corev1.Service{"with IDs": base, "without": servedLB("x", nil)} {
+	// A creation queues the Service's own back-fill on the leader, and
+	// triggers no cycle.
+	queued := func(svc *corev1.Service) bool {
+		s := New(Options{})
+		s.backfills.lead(true)
+		s.Handler().OnAdd(svc, false)
+		return s.backfills.queued() > 0 && len(s.trigger) == 0
+	}
+	for name, want := range map[string]bool{"with IDs": true, "without": false} {
+		svc := base
+		if !want {
+			svc = servedLB("x", nil)
+		}
 		c := trimmed(t, svc)
-		full := triggered(func(h toolscache.ResourceEventHandler) {
-			h.OnAdd(svc.DeepCopy(), false)
-		})
-		cached := triggered(func(h toolscache.ResourceEventHandler) {
-			h.OnAdd(&c, false)
-		})
-		if full != cached {
-			t.Errorf("add %s: triggered %v on a served Service, %v on a cached one", name, full, cached)
+		if full, cached := queued(svc.DeepCopy()), queued(&c); full != want || cached != want {
+			t.Errorf("add %s: queued %v on a served Service, %v on a cached one, want %v", name, full, cached, want)
 		}
 	}
 }

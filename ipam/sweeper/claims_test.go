@@ -19,9 +19,13 @@ type askedClaims struct {
 	kept []bool
 }
 
-func (c *askedClaims) Collect(_ context.Context, inUse func(string, types.NamespacedName) bool) (int, error) {
-	c.kept = append(c.kept, inUse(c.id, c.svc))
-	return 0, nil
+func (c *askedClaims) Collect(_ context.Context, inUse func(string, types.NamespacedName) bool) (int, []string, error) {
+	kept := inUse(c.id, c.svc)
+	c.kept = append(c.kept, kept)
+	if !kept {
+		return 0, nil, nil
+	}
+	return 0, []string{c.id}, nil
 }
 
 // Finding 4, bring-your-own: helm uninstall --wait && helm install of a

@@ -34,6 +34,10 @@ type Report struct {
 	// another cluster may share the name, so they are left alone.
 	OutOfScope int
 	Errors     int
+	// NotConverged counts, by reason, the live Services whose reserved IPs
+	// are not applied past the convergence grace (each reason once per
+	// Service); every reason is present.
+	NotConverged map[string]int
 }
 
 // liveRef is a live Service referencing an IP: what the cycle and an Event
@@ -76,12 +80,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, ErrNotSynced
 	}
 	cfg := s.o.Config()
-	refs, deleting, err := s.liveReferences(ctx, &rep)
+	refs, deleting, watch, err := s.liveReferences(ctx, &rep)
 	if err != nil {
 		rep.Errors++
 		return rep, err
 	}
-	s.collectClaims(ctx, refs, deleting, &rep)
+	claimed := s.collectClaims(ctx, refs, deleting, &rep)
 	ips, err := s.o.Cloud.ListIPs(ctx, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
 	if err != nil {
 		rep.Errors++
@@ -91,16 +95,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
 	orphansByPool := map[string]int{}
-	scope := map[string]bool{}
-	for _, p := range cfg.Pools {
-		scope[p.SubnetID()] = true
-	}
+	// Every listed ID exists, in scope or not: the monitor reads them all.
+	listed := make(map[string]*scaleway.IP, len(ips))
+	scope := poolSubnets(cfg)
 	for _, ip := range ips {
+		listed[ip.ID] = ip
 		entry, ok := ipam.ParseEntry(ip.Tags)
 		if !ok || !entry.Owns(cfg.ClusterName) {
 			continue // the tag filter is OR: foreign IPs may come back too
 		}
-		if !scope[ip.SubnetID] && !s.o.ReleaseRemovedPools {
+		if !s.inScope(scope, ip) {
 			// The tag is a name, not a proof: a cluster of the same name on
 			// other networks is not ours to tag or release. A removed
 			// pool's network is released only when the operator says so.
@@ -120,6 +124,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
+	s.monitor(ctx, watch, listed, claimed, s.o.Clock.Now(), &rep)
 	if s.o.Metrics != nil {
 		s.o.Metrics.setCycle(orphansByPool, rep)
 	}
@@ -130,7 +135,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // and reports the live ones that should hold a reservation and do not.
 // deleting maps IDs to the Terminating Services that still name them (the
 // CCM's finalizer holds them while it tears their Load Balancer down).
-func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, err error) {
+// watch are the live Services that reference IDs, for the monitor.
+func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, watch []watched, err error) {
 	// Without a deep copy: the cycle holds every Service of the cluster at
 	// once, and copying them all each cycle would double what the cache
 	// holds. The items share their maps and slices with the cache, so
@@ -138,7 +144,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 	// only read).
 	var list corev1.ServiceList
 	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing Services from the cache: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing Services from the cache: %w", err)
 	}
 	refs, deleting = map[string][]liveRef{}, map[string][]types.NamespacedName{}
 	seen := map[types.UID]bool{}
@@ -153,8 +159,12 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 			continue
 		}
 		ids := ccm.ReferencedIDs(svc)
+		ref := liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, resourceVersion: svc.ResourceVersion}
 		for _, id := range ids {
-			refs[id] = append(refs[id], liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, resourceVersion: svc.ResourceVersion})
+			refs[id] = append(refs[id], ref)
+		}
+		if len(ids) > 0 {
+			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
 		}
 		if len(ids) == 0 && s.o.Unreserved != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
@@ -165,7 +175,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 			delete(s.reported, uid)
 		}
 	}
-	return refs, deleting, nil
+	return refs, deleting, watch, nil
 }
 
 // reportUnreserved counts a live Service that should hold a reservation and
@@ -196,12 +206,13 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 // attached to a Load Balancer: Scaleway deletes the previous incarnation's
 // Load Balancer up to a minute after the CCM let the Service go, and a
 // re-create in that window must find its claim (one GetIP per claim about
-// to be collected, which is rare).
-func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, deleting map[string][]types.NamespacedName, rep *Report) {
+// to be collected, which is rare). It returns the IDs the claims named, nil
+// when they could not be read.
+func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, deleting map[string][]types.NamespacedName, rep *Report) map[string]bool {
 	if s.o.Claims == nil {
-		return
+		return map[string]bool{}
 	}
-	n, err := s.o.Claims.Collect(ctx, func(id string, svc types.NamespacedName) bool {
+	n, ids, err := s.o.Claims.Collect(ctx, func(id string, svc types.NamespacedName) bool {
 		for _, r := range refs[id] {
 			if r.key == svc {
 				return true
@@ -224,7 +235,13 @@ func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, 
 	if err != nil {
 		rep.Errors++
 		s.o.Log.Error(err, "collecting bring-your-own claims")
+		return nil
 	}
+	claimed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		claimed[id] = true
+	}
+	return claimed
 }
 
 // referenced clears orphaned-since, back-fills the uid, and reports an IP

@@ -1,7 +1,10 @@
 // Package sweeper releases IPAM reservations that no live Service
 // references any more, after the pool's retention and only once the Load
 // Balancer has let go of them. It keeps the ledger's orphaned-since and uid
-// tags up to date and runs on the elected leader only.
+// tags up to date and runs on the elected leader only. From the same
+// listing, it also watches whether the CCM applied each live Service's
+// reserved IPs (converge.go), and reports those that stay unapplied past a
+// grace.
 //
 // It owns the release half of the ledger and its own leader election (a
 // lost lease costs some cycles, never the webhook), and is set up in a

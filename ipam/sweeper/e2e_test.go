@@ -78,7 +78,7 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}})
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper()
 

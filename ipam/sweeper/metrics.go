@@ -19,6 +19,9 @@ type Metrics struct {
 	// outOfScope counts this cluster's tagged IPs outside every pool's
 	// subnet, which the sweeper leaves alone.
 	outOfScope prometheus.Gauge
+	// notConverged counts live Services whose reserved IPs are not applied
+	// past the convergence grace, by reason.
+	notConverged *prometheus.GaugeVec
 }
 
 // NewMetrics creates and registers the sweeper metrics.
@@ -48,8 +51,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		outOfScope: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scw_lb_ipam_sweeper_out_of_scope", Help: "IPs tagged with this cluster's name outside every pool's subnet at the last cycle (another cluster with the same clusterName, or a removed pool's network): never touched unless --release-removed-pools.",
 		}),
+		notConverged: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scw_lb_ipam_services_not_converged", Help: "Live LoadBalancer Services whose reserved IPs are not applied on their Load Balancer past the convergence grace, by likely cause, at the last cycle (not_attached: the CCM ignored private-ip-ids, older than v0.36.0; attached_elsewhere: held by another resource; gone_from_ipam: released or deleted out of band; not_in_status: not in status.loadBalancer.ingress).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope)
+	// Every reason from the start, at 0: an alert on the series must not
+	// wait for a first cycle, and absent is not the same as none.
+	for _, r := range reasons {
+		m.notConverged.WithLabelValues(r)
+	}
+	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged)
 	return m
 }
 
@@ -65,6 +76,9 @@ func (m *Metrics) setCycle(byPool map[string]int, r Report) {
 	m.would.Set(float64(len(r.WouldRelease)))
 	m.unreserved.Set(float64(r.Unreserved))
 	m.outOfScope.Set(float64(r.OutOfScope))
+	for _, reason := range reasons {
+		m.notConverged.WithLabelValues(reason).Set(float64(r.NotConverged[reason]))
+	}
 	m.orphans.Reset()
 	for pool, n := range byPool {
 		m.orphans.WithLabelValues(pool).Set(float64(n))

@@ -13,7 +13,7 @@ import (
 // manager's cache (and never acts before that cache has synced), records
 // its Events with the manager's recorder, is triggered by the Service
 // informer, and runs on the replica that holds the Lease when e is enabled.
-// The Services, Synced and Recorder of o are filled in from mgr when unset.
+// The Services, Synced, Events and Recorder of o are filled in from mgr when unset.
 func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options, e Election) (*Sweeper, error) {
 	if o.Services == nil {
 		o.Services = mgr.GetCache()
@@ -25,6 +25,9 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options, e Ele
 			defer cancel()
 			return mgr.GetCache().WaitForCacheSync(ctx)
 		}
+	}
+	if o.Events == nil {
+		o.Events = mgr.GetAPIReader()
 	}
 	if o.Recorder == nil {
 		o.Recorder = mgr.GetEventRecorder("scw-lb-ipam-sweeper")

@@ -71,18 +71,29 @@ type Options struct {
 	// private-ip-ids should have had a reservation (opted-in namespace, a
 	// request or a default pool); nil reports nothing.
 	Unreserved func(ctx context.Context, svc *corev1.Service) (bool, string, error)
+	// ConvergenceGrace is how long a live Service's reserved IPs may take to
+	// be applied on its Load Balancer before it is reported (Event and
+	// gauge).
+	ConvergenceGrace time.Duration
 	// Claims are the bring-your-own claims to collect once their Service no
 	// longer uses the ID; nil when there are none.
-	Claims   ClaimCollector
+	Claims ClaimCollector
+	// Events reads the IPNotApplied Events at the start of each leader
+	// term (the API reader: the manager's cache does not watch Events);
+	// nil starts each term with a fresh grace for every Service.
+	Events   client.Reader
 	Recorder EventRecorder
 	Metrics  *Metrics
 	Log      logr.Logger
 }
 
 // ClaimCollector deletes bring-your-own claims whose Service no longer uses
-// their ID; inUse answers from the same live view the cycle uses.
+// their ID; inUse answers from the same live view the cycle uses. It
+// returns how many it deleted and the IDs every claim it read names (the
+// convergence monitor tells a bring-your-own ID, which our listing never
+// holds, from one of ours gone from IPAM).
 type ClaimCollector interface {
-	Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, error)
+	Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (collected int, claimed []string, err error)
 }
 
 // Sweeper is the leader-only background cleaner.
@@ -93,6 +104,10 @@ type Sweeper struct {
 	mu      sync.Mutex // one cycle at a time
 	// reported are the unreserved Services already given their Event.
 	reported map[types.UID]bool
+	// notConverged are the live Services whose reserved IPs are not applied.
+	notConverged map[types.UID]*notConverged
+	// backfills are the new Services whose uid tag is yet to be written.
+	backfills *backfillQueue
 }
 
 // New returns a Sweeper with defaults filled in.
@@ -115,7 +130,11 @@ func New(o Options) *Sweeper {
 	if o.Synced == nil {
 		o.Synced = func() bool { return true }
 	}
-	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{}}
+	if o.ConvergenceGrace <= 0 {
+		o.ConvergenceGrace = DefaultConvergenceGrace
+	}
+	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{},
+		notConverged: map[types.UID]*notConverged{}, backfills: newBackfillQueue()}
 }
 
 // NeedLeaderElection is true: two sweepers would race to release.
@@ -130,7 +149,9 @@ func (s *Sweeper) Trigger() {
 	}
 }
 
-// Start runs cycles every Interval and after triggers until ctx ends.
+// Start runs cycles every Interval and after triggers, and the uid
+// back-fill of new Services, until ctx ends. It first rebuilds the
+// convergence monitor's memory from the Events (see restore).
 //
 // A loop rather than a controller-runtime controller with a single-key
 // workqueue and RequeueAfter: the sweeper runs in leader terms of its own
@@ -139,6 +160,11 @@ func (s *Sweeper) Trigger() {
 // all such a queue would give. The loop keeps both on the injected clock,
 // which the tests step.
 func (s *Sweeper) Start(ctx context.Context) error {
+	// Before the first cycle: a Service created after its live view is
+	// queued, not missed.
+	stopBackfills := s.startBackfills(ctx)
+	defer stopBackfills()
+	s.restore(ctx)
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {
@@ -160,13 +186,18 @@ func (s *Sweeper) Start(ctx context.Context) error {
 }
 
 // Handler triggers a cycle on Service changes that may free or claim an IP:
-// creations (to back-fill the uid early), deletions, and updates that change
-// the type or the referenced IDs. Register it on the Service informer.
+// deletions, and updates that change the type or the referenced IDs. A
+// creation only queues the Service's uid back-fill (see Backfill), which
+// reads its own IDs rather than every reservation of the cluster. Register
+// it on the Service informer.
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if svc, ok := obj.(*corev1.Service); ok && len(ccm.ReferencedIDs(svc)) > 0 {
-				s.Trigger()
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			// The informer's first listing replays every Service: the
+			// leader's first cycle covers those in one listing, where a
+			// GetIP per ID of each would cost more.
+			if svc, ok := obj.(*corev1.Service); ok && !isInInitialList && len(ccm.LiveIDs(svc)) > 0 {
+				s.backfills.add(client.ObjectKeyFromObject(svc))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {

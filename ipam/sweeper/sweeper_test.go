@@ -92,7 +92,7 @@ func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
 func (w *world) book(pool, ns, name string) *ipam.Reservation {
 	w.t.Helper()
 	p, _ := w.cfg.Pool(pool)
-	a := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg})
+	a := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
 	r, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: ns, Name: name}})
 	if err != nil {
 		w.t.Fatal(err)

@@ -232,7 +232,9 @@ func (r *report) latency() {
 				u.histCalls += calls1 - calls0
 				u.histSCW += scw1 - scw0
 				u.histAdmission += adm1 - adm0
-				u.calls.add(r.env.Emu.Requests()[from:])
+				reqs := r.env.Emu.Requests()
+				u.calls.note(reqs[:from])
+				u.calls.add(reqs[from:])
 			}
 		}
 		r.env.Emu.SetLatency("", 0)
@@ -301,7 +303,8 @@ func (r *report) latency() {
 	}
 	r.printf("  At 0 ms per call, our handler's row includes the HTTP round trips to the emulator (the Scaleway time line).\n")
 	r.printf("  Admission path: BookIP, GetIP, and ListIPs filtered by a Service's tag; background: pool listings (the allocator's\n")
-	r.printf("  refresh, or an admission's after conflicts), the sweeper's listing of the cluster and its UpdateIPs (uid back-fill).\n\n")
+	r.printf("  refresh, or an admission's after conflicts), the sweeper's uid back-fill of each new Service (a GetIP of its new IP\n")
+	r.printf("  and an UpdateIP) and its cycles' listings of the cluster (on deletions, and every hour here).\n\n")
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -313,13 +316,41 @@ type emuCalls struct {
 	path      int
 	pathTime  time.Duration // at the emulator, emulated latency included
 	conflicts int
+	// booked are the IPs booked in the requests noted or added so far: a
+	// GetIP of one of them is the sweeper's uid back-fill, not an
+	// admission's. Admissions read a bring-your-own ID (never booked) or a
+	// reservation to take back, and the rows counted with emuCalls create
+	// fresh names only, which take nothing back.
+	booked map[string]bool
 }
 
+// note records the bookings of reqs without counting them: the back-fill
+// of an IP booked before the counted window runs in it.
+func (e *emuCalls) note(reqs []ipamtest.Request) {
+	if e.booked == nil {
+		e.booked = map[string]bool{}
+	}
+	for _, req := range reqs {
+		if req.Op == ipamtest.OpBookIP && req.IPID != "" {
+			e.booked[req.IPID] = true
+		}
+	}
+}
+
+// kindBackfillGetIP is the sweeper's read of a new Service's IP.
+const kindBackfillGetIP = "GetIP of a new IP (uid back-fill)"
+
 func (e *emuCalls) add(reqs []ipamtest.Request) {
+	// An IP's ID is known only once booked: noting the window's bookings
+	// first marks no GetIP that came before its IP's.
+	e.note(reqs)
 	for _, req := range reqs {
 		k, onPath := callKind(req)
 		if k == "" {
 			continue
+		}
+		if req.Op == ipamtest.OpGetIP && e.booked[req.IPID] {
+			k, onPath = kindBackfillGetIP, false
 		}
 		e.byKind[k]++
 		if onPath {
@@ -421,45 +452,8 @@ func bootstrapDiff(a, b []time.Duration, p float64) (lo, hi time.Duration) {
 // beside each webhook's, and its rate is their mean.
 func (r *report) burst() {
 	const n = 500
-	ctx := context.Background()
-	// rate counts the creates that succeeded: a quick denial is no
-	// throughput.
-	type result struct {
-		rate   float64
-		errs   int
-		byKind map[string]int
-	}
-	run := func(ns, prefix string) result {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		res := result{byKind: map[string]int{}}
-		gate := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-gate
-				err := r.kube.Create(ctx, svc(ns, fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: "dc-link"}))
-				if err != nil {
-					mu.Lock()
-					defer mu.Unlock()
-					res.errs++
-					res.byKind[errorKind(err)]++
-				}
-			})
-		}
-		time.Sleep(100 * time.Millisecond) // every goroutine waits at the gate
-		start := time.Now()
-		close(gate)
-		wg.Wait()
-		res.rate = float64(n-res.errs) / time.Since(start).Seconds()
-		return res
-	}
-	warm := func(prefix string) {
-		for i := range 5 {
-			if err := r.kube.Create(ctx, svc("opted", fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: "dc-link"})); err != nil {
-				r.b.Fatal(err)
-			}
-		}
-	}
+	run := func(ns, prefix string) burstResult { return r.burstRun(ns, prefix, "dc-link", n) }
+	warm := func(prefix string) { r.warm(prefix, "dc-link") }
 	// The latency blocks end on ours.
 	if err := r.env.RestartWebhook(nil); err != nil {
 		r.b.Fatal(err)
@@ -468,7 +462,9 @@ func (r *report) burst() {
 	from := len(r.env.Emu.Requests())
 	ours := run("opted", "burst-ours-")
 	oursCalls := emuCalls{byKind: map[string]int{}}
-	oursCalls.add(r.env.Emu.Requests()[from:])
+	reqs := r.env.Emu.Requests()
+	oursCalls.note(reqs[:from])
+	oursCalls.add(reqs[from:])
 	none1 := run("plain", "burst-none1-")
 	if err := r.env.RestartWebhook(noop{}); err != nil {
 		r.b.Fatal(err)
@@ -476,7 +472,7 @@ func (r *report) burst() {
 	warm("burst-warm-noop-")
 	nop := run("opted", "burst-noop-")
 	none2 := run("plain", "burst-none2-")
-	none := result{rate: (none1.rate + none2.rate) / 2, errs: none1.errs + none2.errs, byKind: none1.byKind}
+	none := burstResult{rate: (none1.rate + none2.rate) / 2, errs: none1.errs + none2.errs, byKind: none1.byKind}
 	for k, v := range none2.byKind {
 		none.byKind[k] += v
 	}
@@ -492,7 +488,7 @@ func (r *report) burst() {
 	r.printf("  %-44s %s; besides: %s; %d BookIP conflicts (409)\n", "  ours: the emulator's calls per create", oursCalls.pathKinds(n), oursCalls.otherKinds(n), oursCalls.conflicts)
 	for _, e := range []struct {
 		name string
-		res  result
+		res  burstResult
 	}{{"none", none}, {"no-op", nop}, {"ours", ours}} {
 		for _, k := range slices.Sorted(maps.Keys(e.res.byKind)) {
 			r.printf("  %-44s %d × %s\n", "  errors ("+e.name+")", e.res.byKind[k], k)
@@ -509,6 +505,61 @@ func (r *report) burst() {
 		r.printf("  webhook RSS under load: BenchmarkWebhookRSS in test/chart (make bench prints it here)\n")
 	}
 	r.printf("\n")
+	r.backfillRows()
+	r.printf("\n")
+}
+
+// burstResult is a burst's outcome; rate counts the creates that
+// succeeded (a quick denial is no throughput).
+type burstResult struct {
+	rate    float64
+	errs    int
+	byKind  map[string]int
+	created []*corev1.Service // as the apiserver stored them
+}
+
+// burstRun makes n concurrent creates of Services asking for pool, all
+// released at once.
+func (r *report) burstRun(ns, prefix, pool string, n int) burstResult {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	res := burstResult{byKind: map[string]int{}}
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			s := svc(ns, fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: pool})
+			err := r.kube.Create(ctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				res.errs++
+				res.byKind[errorKind(err)]++
+				return
+			}
+			res.created = append(res.created, s)
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // every goroutine waits at the gate
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	res.rate = float64(n-res.errs) / time.Since(start).Seconds()
+	return res
+}
+
+// warm makes five sequential creates in pool: fresh replicas list it first.
+func (r *report) warm(prefix, pool string) []*corev1.Service {
+	var out []*corev1.Service
+	for i := range 5 {
+		s := svc("opted", fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: pool})
+		if err := r.kube.Create(context.Background(), s); err != nil {
+			r.b.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // errorKind sorts a failed create: the apiserver gave up on the webhook, or

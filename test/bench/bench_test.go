@@ -74,34 +74,8 @@ func mark(met bool) string {
 // BenchmarkReport runs every measurement once and prints the table; run it
 // with -benchtime=1x (make bench does).
 func BenchmarkReport(b *testing.B) {
-	env, err := testenv.Start(testenv.Options{
-		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/20", "edge=10.10.0.0/20"},
-		// dc-link's ranges hold what the measurements book in it (~1,800).
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: bench
-region: fr-par
-clusterPrivateNetworkID: %s
-pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.33.0-172.16.46.255"]}
-  - {name: general, privateNetworkID: %s}
-`, pns["nodes"].ID, pns["dc"].ID, pns["edge"].ID)
-		},
-		Namespaces: map[string]bool{"opted": true, "plain": false},
-		Args:       []string{"--sweep-interval", "1h"},
-		// The admission path alone: no Load Balancers made meanwhile.
-		NoCCM: true,
-		// Room for the ~6,500 Services the measurements create.
-		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/16"},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer env.Stop()
-	kube, err := env.Client(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &report{b: b, env: env, kube: kube}
+	r := startReport(b)
+	defer r.env.Stop()
 	r.printf("scw-lb-ipam benchmarks — %s, %d cores, %s; real kube-apiserver and etcd, 2 replicas in process, emulator over HTTP\n\n",
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), cpuModel())
 
@@ -124,6 +98,52 @@ pools:
 		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
 	}
 	fmt.Print("\n" + r.out.String())
+}
+
+// BenchmarkBackfill prints the uid back-fill's rows and goal alone, on a
+// control plane of their own: a change to the back-fill is measured in a
+// few minutes. Run it with -benchtime=1x.
+func BenchmarkBackfill(b *testing.B) {
+	r := startReport(b)
+	defer r.env.Stop()
+	r.backfillRows()
+	for _, g := range r.goals {
+		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
+	}
+	fmt.Print("\n" + r.out.String())
+}
+
+// startReport starts the control plane, the emulator and the replicas the
+// measurements share.
+func startReport(b *testing.B) *report {
+	env, err := testenv.Start(testenv.Options{
+		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/20", "edge=10.10.0.0/16"},
+		// dc-link's ranges hold what the measurements book in it (~1,800).
+		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
+			return fmt.Sprintf(`clusterName: bench
+region: fr-par
+clusterPrivateNetworkID: %s
+pools:
+  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.33.0-172.16.46.255"]}
+  - {name: general, privateNetworkID: %s}
+`, pns["nodes"].ID, pns["dc"].ID, pns["edge"].ID)
+		},
+		Namespaces: map[string]bool{"opted": true, "plain": false},
+		Args:       []string{"--sweep-interval", "1h"},
+		// The admission path alone: no Load Balancers made meanwhile.
+		NoCCM: true,
+		// Room for the ~6,500 Services the measurements create.
+		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/16"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kube, err := env.Client(nil)
+	if err != nil {
+		env.Stop()
+		b.Fatal(err)
+	}
+	return &report{b: b, env: env, kube: kube}
 }
 
 // BenchmarkSweeper prints the sweeper's rows and goal alone: the emulator

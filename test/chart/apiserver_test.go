@@ -78,29 +78,17 @@ func TestServerSideDryRun(t *testing.T) {
 func selfManaged(t testing.TB, poolRange string) (emu *ipamtest.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
 	t.Helper()
 	ctx := context.Background()
-	ensureNamespace(t, namespace, nil)
-	ensureNamespace(t, "payments", map[string]string{ccm.LabelEnabled: "true"})
-
-	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
-	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
-	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, []byte(fmt.Sprintf(`config:
-  clusterName: e2e
-  region: fr-par
-  clusterPrivateNetworkID: %s
-  pools:
-    - {name: dc-link, privateNetworkID: %s, ranges: [%q]}
-scaleway:
-  existingSecret: scaleway-secret
-`, nodes.ID, dc.ID, poolRange)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	emu, values := chartValues(t, poolRange, func(*ipamtest.Server) string {
+		return "scaleway:\n  existingSecret: scaleway-secret\n"
+	})
 	objs = render(t, []string{values})
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Deployment", "PodDisruptionBudget":
 			continue // no kubelet here: the binary runs as a local process
+		}
+		if o.GetAnnotations()["helm.sh/hook"] != "" {
+			continue // helm test's Pod and RBAC exist only while it runs
 		}
 		if err := apply(ctx, o); err != nil {
 			t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
@@ -110,12 +98,45 @@ scaleway:
 	t.Cleanup(func() {
 		_ = kube.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: release + "-tls"}})
 	})
-	cm := one(t, objs, "ConfigMap")
-	pools = filepath.Join(t.TempDir(), "pools.yaml")
-	if err := os.WriteFile(pools, []byte(field(t, cm, "data", "pools.yaml").(string)), 0o600); err != nil {
+	return emu, objs, containerArgs(t, objs), poolFile(t, objs), serviceAccountKubeconfig(t)
+}
+
+// emulatorSecretKey is the only secret key the suites' emulators accept.
+const emulatorSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+
+// chartValues makes the release's and an opted-in namespace, an emulator
+// with the nodes' network and a pool's, and a values file for one pool of
+// the given range over them; scaleway gives the rest of the values (the
+// credentials' source, tests.*).
+func chartValues(t testing.TB, poolRange string, scaleway func(*ipamtest.Server) string) (emu *ipamtest.Server, values string) {
+	t.Helper()
+	ensureNamespace(t, namespace, nil)
+	ensureNamespace(t, "payments", map[string]string{ccm.LabelEnabled: "true"})
+	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: emulatorSecretKey})
+	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
+	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
+	values = filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(fmt.Sprintf(`config:
+  clusterName: e2e
+  region: fr-par
+  clusterPrivateNetworkID: %s
+  pools:
+    - {name: dc-link, privateNetworkID: %s, ranges: [%q]}
+`, nodes.ID, dc.ID, poolRange)+scaleway(emu)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return emu, objs, containerArgs(t, objs), pools, serviceAccountKubeconfig(t)
+	return emu, values
+}
+
+// poolFile writes the rendered ConfigMap's pool file where a pod would
+// mount it.
+func poolFile(t testing.TB, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(pools, []byte(field(t, one(t, objs, "ConfigMap"), "data", "pools.yaml").(string)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pools
 }
 
 // routeWebhook has the apiserver's calls to the webhook Service's ClusterIP
@@ -223,7 +244,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	routeWebhook(t, second)
 	createAndCheck("api-2")
 
-	if strings.Contains(first.logs.String()+second.logs.String(), "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f") {
+	if strings.Contains(first.logs.String()+second.logs.String(), emulatorSecretKey) {
 		t.Fatal("the Scaleway secret key appears in the logs")
 	}
 }
@@ -448,7 +469,7 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	fake := map[string]string{
 		"SCW_ACCESS_KEY":         "SCWABCDEFGHIJKLMNOPQ",
-		"SCW_SECRET_KEY":         "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
+		"SCW_SECRET_KEY":         emulatorSecretKey,
 		"SCW_DEFAULT_PROJECT_ID": ipamtest.DefaultProjectID,
 	}
 	var secretName string

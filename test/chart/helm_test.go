@@ -97,6 +97,18 @@ func find(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstru
 	return out
 }
 
+// installed leaves out helm's hooks (helm test's Pod, ServiceAccount and
+// RBAC): what helm install creates and the pods run with.
+func installed(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetAnnotations()["helm.sh/hook"] == "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func one(t testing.TB, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
 	t.Helper()
 	found := find(objs, kind)

@@ -86,9 +86,10 @@ func run(m *testing.M) int {
 	}
 
 	env = &envtest.Environment{
-		BinaryAssetsDirectory:   filepath.Join(root, "bin"),
-		ControlPlaneStopTimeout: 15 * time.Second,
-		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
+		BinaryAssetsDirectory:    filepath.Join(root, "bin"),
+		ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout,
+		ControlPlaneStopTimeout:  15 * time.Second,
+		CRDInstallOptions:        envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true},
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
 	// Room for BenchmarkWebhookRSS's 500 LoadBalancer Services.

@@ -21,14 +21,14 @@ import (
 )
 
 // The alerts the chart ships, with their severity and how long each must
-// hold. Services not converged is not among them yet: its gauge does not
-// exist.
+// hold.
 var wantAlerts = map[string]struct{ severity, hold string }{
-	"ScwLbIpamPoolNearlyFull":     {"warning", "10m"},
-	"ScwLbIpamServicesUnreserved": {"critical", "10m"},
-	"ScwLbIpamNoSweeperLeader":    {"warning", "5m"},
-	"ScwLbIpamScalewayErrors":     {"warning", "10m"},
-	"ScwLbIpamPoolFileMismatch":   {"warning", "10m"},
+	"ScwLbIpamPoolNearlyFull":       {"warning", "10m"},
+	"ScwLbIpamServicesUnreserved":   {"critical", "10m"},
+	"ScwLbIpamServicesNotConverged": {"critical", "10m"},
+	"ScwLbIpamNoSweeperLeader":      {"warning", "5m"},
+	"ScwLbIpamScalewayErrors":       {"warning", "10m"},
+	"ScwLbIpamPoolFileMismatch":     {"warning", "10m"},
 }
 
 // promQL is Prometheus's own expression parser, as its rule loader runs it.
@@ -218,7 +218,7 @@ func TestGrafanaDashboard(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"Pool occupancy", "Admissions by result", "Scaleway latency", "Scaleway error ratio"} {
+	for _, want := range []string{"Pool occupancy", "Admissions by result", "Scaleway latency", "Scaleway error ratio", "Convergence"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q among %q", want, titles)
 		}

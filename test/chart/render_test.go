@@ -118,6 +118,15 @@ func TestModeSpecificObjectsAndRBAC(t *testing.T) {
 	if !hasRule(self, "ClusterRole", "mutatingwebhookconfigurations") || !hasRule(self, "Role", "secrets") {
 		t.Error("self-managed mode lacks the rights to keep its Secret and caBundle")
 	}
+	listsEvents := false
+	for _, r := range field(t, named(t, self, "ClusterRole", release), "rules").([]any) {
+		rule := r.(map[string]any)
+		listsEvents = listsEvents || slices.Contains(rule["apiGroups"].([]any), any("events.k8s.io")) &&
+			slices.Contains(rule["resources"].([]any), any("events")) && slices.Contains(rule["verbs"].([]any), any("list"))
+	}
+	if !listsEvents {
+		t.Error("the ClusterRole does not list events.k8s.io Events: the sweeper's leader cannot restore its convergence monitor")
+	}
 	if args := containerArgs(t, self); !slices.Contains(args, "--tls-mode=self-managed") {
 		t.Errorf("args %v", args)
 	}
@@ -278,12 +287,12 @@ func TestNameOverrides(t *testing.T) {
 					t.Errorf("args lack %s: %v", want, args)
 				}
 			}
-			sa := one(t, objs, "ServiceAccount").GetName()
+			sa := one(t, installed(objs), "ServiceAccount").GetName()
 			if got := podSpec(t, objs)["serviceAccountName"]; got != sa {
 				t.Errorf("pods run as %v, the chart renders ServiceAccount %s", got, sa)
 			}
 			for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-				for _, b := range find(objs, kind) {
+				for _, b := range find(installed(objs), kind) {
 					subj := field(t, b, "subjects").([]any)[0].(map[string]any)
 					if subj["name"] != sa || subj["namespace"] != namespace {
 						t.Errorf("%s %s binds %v", kind, b.GetName(), subj)
@@ -364,23 +373,23 @@ func subset(small, big map[string]any) bool {
 func TestServiceAccountValues(t *testing.T) {
 	base := []string{"ci/self-managed-values.yaml"}
 	objs := render(t, base, "serviceAccount.annotations.iam\\.example\\.com/role=webhook")
-	if a := one(t, objs, "ServiceAccount").GetAnnotations(); a["iam.example.com/role"] != "webhook" {
+	if a := one(t, installed(objs), "ServiceAccount").GetAnnotations(); a["iam.example.com/role"] != "webhook" {
 		t.Errorf("ServiceAccount annotations %v", a)
 	}
 	objs = render(t, base, "serviceAccount.create=true", "serviceAccount.name=ipam-sa")
-	if sa := one(t, objs, "ServiceAccount").GetName(); sa != "ipam-sa" || podSpec(t, objs)["serviceAccountName"] != "ipam-sa" {
+	if sa := one(t, installed(objs), "ServiceAccount").GetName(); sa != "ipam-sa" || podSpec(t, objs)["serviceAccountName"] != "ipam-sa" {
 		t.Errorf("named ServiceAccount %s, pods run as %v", sa, podSpec(t, objs)["serviceAccountName"])
 	}
 
 	objs = render(t, base, "serviceAccount.create=false", "serviceAccount.name=existing")
-	if n := len(find(objs, "ServiceAccount")); n != 0 {
+	if n := len(find(installed(objs), "ServiceAccount")); n != 0 {
 		t.Errorf("%d ServiceAccounts rendered with create false", n)
 	}
 	if got := podSpec(t, objs)["serviceAccountName"]; got != "existing" {
 		t.Errorf("pods run as %v, want existing", got)
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-		for _, b := range find(objs, kind) {
+		for _, b := range find(installed(objs), kind) {
 			if subj := field(t, b, "subjects").([]any)[0].(map[string]any); subj["name"] != "existing" {
 				t.Errorf("%s %s binds %v", kind, b.GetName(), subj["name"])
 			}
@@ -506,5 +515,23 @@ func TestMetricsValues(t *testing.T) {
 	ep = field(t, one(t, objs, "ServiceMonitor"), "spec", "endpoints").([]any)[0].(map[string]any)
 	if ep["scheme"] != "http" || ep["bearerTokenFile"] != nil || ep["tlsConfig"] != nil {
 		t.Errorf("plain HTTP ServiceMonitor endpoint %v", ep)
+	}
+}
+
+// TestConvergenceGraceValue: sweeper.convergenceGrace reaches the flag, and
+// the schema refuses what the binary would refuse at start (no grace, a
+// unit Go's durations do not have) before anything is installed.
+func TestConvergenceGraceValue(t *testing.T) {
+	base := []string{"ci/self-managed-values.yaml"}
+	if args := containerArgs(t, render(t, base)); !slices.Contains(args, "--convergence-grace=5m") {
+		t.Errorf("default: args %v lack --convergence-grace=5m", args)
+	}
+	if args := containerArgs(t, render(t, base, "sweeper.convergenceGrace=90s")); !slices.Contains(args, "--convergence-grace=90s") {
+		t.Errorf("set: args %v lack --convergence-grace=90s", args)
+	}
+	for _, bad := range []string{"0s", "0m0s", "1d", "soon"} {
+		if out, err := renderRaw(t, base, "sweeper.convergenceGrace="+bad); err == nil || !strings.Contains(out, "convergenceGrace") {
+			t.Errorf("sweeper.convergenceGrace=%s rendered (err %v):\n%.300s", bad, err, out)
+		}
 	}
 }

@@ -58,7 +58,7 @@ pools:
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
 		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
 			"--max-releases-per-cycle", "100", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "5s",
-			"--leader-elect-retry-period", "1s"},
+			"--leader-elect-retry-period", "1s", "--convergence-grace", convergenceGrace.String()},
 		Logs: logs,
 	})
 	if err != nil {

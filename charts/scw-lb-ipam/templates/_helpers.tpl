@@ -54,6 +54,46 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-tls" (include "scw-lb-ipam.fullname" .) -}}
 {{- end -}}
 
+{{/* Where the pods mount the pool file's ConfigMap. */}}
+{{- define "scw-lb-ipam.configDir" -}}
+/etc/scw-lb-ipam
+{{- end -}}
+
+{{/* The container's environment: its namespace, the API endpoint, extraEnv
+and the Scaleway credentials Secret. The Deployment and the preflight test Pod
+share it, so that helm test checks the credentials the webhook runs with. */}}
+{{- define "scw-lb-ipam.containerEnv" -}}
+env:
+  - name: POD_NAMESPACE
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.namespace
+  {{- with .Values.scaleway.apiURL }}
+  - name: SCW_API_URL
+    value: {{ . | quote }}
+  {{- end }}
+  {{- with .Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+envFrom:
+  # SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID, SCW_DEFAULT_REGION
+  - secretRef:
+      name: {{ include "scw-lb-ipam.secretName" . }}
+{{- end -}}
+
+{{/* The pool file's ConfigMap: the volume, and its mount in a container. */}}
+{{- define "scw-lb-ipam.configVolume" -}}
+- name: config
+  configMap:
+    name: {{ include "scw-lb-ipam.fullname" . }}
+{{- end -}}
+
+{{- define "scw-lb-ipam.configVolumeMount" -}}
+- name: config
+  mountPath: {{ include "scw-lb-ipam.configDir" . }}
+  readOnly: true
+{{- end -}}
+
 {{/* Fail fast on combinations the schema cannot express. */}}
 {{- define "scw-lb-ipam.validate" -}}
 {{- if not .Values.config.clusterName -}}
