@@ -46,7 +46,7 @@ image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, in
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
 
-test: lint tools crds image unit suites ## Every test: unit, emulator fidelity, chart, real control plane.
+test: lint tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
 
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 	$(GO) test -count=1 -race -timeout 30m $(UNIT)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -59,11 +60,8 @@ func renderChart(ctx context.Context, root, tmp string, poolData []byte) ([]*uns
 	if err := os.WriteFile(valuesFile, values, 0o600); err != nil {
 		return nil, nil, err
 	}
-	home := filepath.Join(tmp, "helm")
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", release, filepath.Join(root, "charts", "scw-lb-ipam"),
-		"--namespace", Namespace, "--values", valuesFile, "--skip-tests") // helm test's objects exist only while it runs
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.Output()
+	out, err := testenv.HelmCommand(ctx, filepath.Join(root, "bin", "helm"), filepath.Join(tmp, "helm"), "template", release, filepath.Join(root, "charts", "scw-lb-ipam"),
+		"--namespace", Namespace, "--values", valuesFile, "--skip-tests").Output() // helm test's objects exist only while it runs
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

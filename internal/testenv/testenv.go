@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -313,10 +312,7 @@ func (e *Env) applyChart(ctx context.Context) error {
 	for _, s := range e.o.HelmSets {
 		args = append(args, "--set", s)
 	}
-	cmd := exec.Command(filepath.Join(e.o.Root, "bin", "helm"), args...)
-	home := filepath.Join(e.tmp, "helm")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	out, err := cmd.Output()
+	out, err := HelmCommand(ctx, filepath.Join(e.o.Root, "bin", "helm"), filepath.Join(e.tmp, "helm"), args...).Output()
 	if err != nil {
 		return fmt.Errorf("helm template: %w", err)
 	}

@@ -22,9 +22,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,13 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
 func ensureNamespace(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if err := kube.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := testenv.EnsureNamespace(context.Background(), kube, name, labels); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,34 +257,15 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	t.Helper()
 	ctx := context.Background()
-	const monitoring = "monitoring"
-	ensureNamespace(t, monitoring, nil)
-	for _, name := range []string{"prometheus", "nosy"} {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: monitoring, Name: name}}
-		if err := kube.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + release + "-metrics"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: monitoring, Name: "prometheus"}},
-	}
-	if err := kube.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), binding) })
 	clientset, err := kubernetes.NewForConfig(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := func(sa string) string {
-		tr, err := clientset.CoreV1().ServiceAccounts(monitoring).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
+	reader, other, unbind, err := testenv.MetricsTokens(ctx, kube, clientset, release)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(unbind)
 
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
@@ -313,10 +292,10 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 	if resp, _ := get(""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("metrics without a token: %s, want 401", resp.Status)
 	}
-	if resp, _ := get(token("nosy")); resp.StatusCode != http.StatusForbidden {
+	if resp, _ := get(other); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("metrics for a ServiceAccount not bound to the reader role: %s, want 403", resp.Status)
 	}
-	resp, body := get(token("prometheus"))
+	resp, body := get(reader)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `scw_lb_ipam_pool_addresses{pool="dc-link",state="total"}`) {
 		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
 	}

@@ -2,14 +2,15 @@ package chart
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
@@ -34,9 +35,7 @@ func mustAbs(p string) string {
 // helm configuration leaks in.
 func helm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(helmBin, args...)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd := testenv.HelmCommand(context.Background(), helmBin, t.TempDir(), args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -2,6 +2,7 @@ package clients
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -172,14 +173,18 @@ func (cp *controlPlane) kubectl(args ...string) (string, error) {
 // helm runs bin/helm on the control plane with a private home, so nothing
 // of the machine's helm configuration leaks in.
 func (cp *controlPlane) helm(args ...string) (string, error) {
-	home := filepath.Join(cp.dir, "helm")
-	env := []string{"HELM_CACHE_HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_DATA_HOME=" + home}
-	return cp.command(helmBin, append(args, "--kubeconfig", cp.kubeconfig, "--namespace", namespace), env)
+	cmd := testenv.HelmCommand(context.Background(), helmBin, filepath.Join(cp.dir, "helm"), append(args, "--kubeconfig", cp.kubeconfig, "--namespace", namespace)...)
+	return combined(cmd)
 }
 
 func (cp *controlPlane) command(bin string, args, env []string) (string, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	return combined(cmd)
+}
+
+// combined runs cmd and returns its combined output.
+func combined(cmd *exec.Cmd) (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,9 +150,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 }
 
 func helmContext(ctx context.Context, t *testing.T, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, cluster.bin("helm"), append(args, "--kubeconfig", cluster.kubeconfig)...)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd := testenv.HelmCommand(ctx, cluster.bin("helm"), t.TempDir(), append(args, "--kubeconfig", cluster.kubeconfig)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -240,8 +237,7 @@ func podEvents(t *testing.T, pod string) string {
 
 func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if err := cluster.kube.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := testenv.EnsureNamespace(context.Background(), cluster.kube, name, labels); err != nil {
 		t.Fatal(err)
 	}
 }

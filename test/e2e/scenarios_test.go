@@ -16,15 +16,14 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -35,31 +34,12 @@ const metricsPort = "8443"
 // bound token of each (TokenRequest, as a projected volume gets).
 func metricsTokens(t *testing.T) (reader, other string) {
 	t.Helper()
-	ctx := context.Background()
-	ensureNamespace(t, "monitoring", nil)
-	for _, name := range []string{"prometheus", "nosy"} {
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: name}}
-		if err := cluster.kube.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + release + "-metrics"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "prometheus"}},
-	}
-	if err := cluster.kube.Create(ctx, binding); err != nil {
+	reader, other, unbind, err := testenv.MetricsTokens(context.Background(), cluster.kube, cluster.clientset, release)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.kube.Delete(context.Background(), binding) })
-	token := func(sa string) string {
-		tr, err := cluster.clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	return token("prometheus"), token("nosy")
+	t.Cleanup(unbind)
+	return reader, other
 }
 
 // scrape GETs a pod's metrics endpoint at its address on the bridge, the
