@@ -10,9 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
 
 var (
