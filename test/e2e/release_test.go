@@ -209,8 +209,14 @@ func unhealthyPod(t *testing.T) string {
 				if term := cs.LastTerminationState.Terminated; term != nil {
 					last = fmt.Sprintf(" (last exit %d, %s)", term.ExitCode, term.Reason)
 				}
-				return fmt.Sprintf("pod %s: container %s restarted %d times%s; the end of its log: %s", p.Name, cs.Name, cs.RestartCount, last,
-					previousLog(p, cs, 3))
+				// A container the kubelet stopped (a failed liveness
+				// probe) exits cleanly: the cause is in the events.
+				events := podEvents(t, p.Name)
+				if events == "" {
+					events = "none"
+				}
+				return fmt.Sprintf("pod %s: container %s restarted %d times%s; its warning events: %s; the end of its log: %s", p.Name, cs.Name, cs.RestartCount, last,
+					events, previousLog(p, cs, 3))
 			case cs.State.Running != nil && !cs.Ready && time.Since(cs.State.Running.StartedAt.Time) > time.Minute:
 				return fmt.Sprintf("pod %s: container %s running but not Ready for %s; its events: %s", p.Name, cs.Name,
 					time.Since(cs.State.Running.StartedAt.Time).Round(time.Second), podEvents(t, p.Name))
