@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -563,9 +564,12 @@ func (n *node) drain() error {
 		if err := n.kube.List(ctx, list); err != nil {
 			return err
 		}
-		items, _ := metaItems(list)
+		items, err := apimeta.ExtractList(list)
+		if err != nil {
+			return err
+		}
 		for _, o := range items {
-			_ = client.IgnoreNotFound(n.kube.Delete(ctx, o, client.PropagationPolicy("Background")))
+			_ = client.IgnoreNotFound(n.kube.Delete(ctx, o.(client.Object), client.PropagationPolicy("Background")))
 		}
 	}
 	pods := &corev1.PodList{}
@@ -582,35 +586,6 @@ func (n *node) drain() error {
 		}
 		return len(pods.Items) == 0, nil
 	})
-}
-
-func metaItems(list client.ObjectList) ([]client.Object, error) {
-	var out []client.Object
-	switch l := list.(type) {
-	case *appsv1.DeploymentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.StatefulSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.DaemonSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *batchv1.JobList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.ReplicaSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, errors.New("unknown list")
-	}
-	return out, nil
 }
 
 // removeContainers kills and removes what containerd still runs (exited
