@@ -23,9 +23,9 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // TestScenario10NamespaceLabelledAfterTheLoadBalancer: a LoadBalancer
@@ -174,7 +174,7 @@ func TestScenario11BringYourOwnAcrossReplicas(t *testing.T) {
 
 // replica is an allocator with its own Scaleway client, Service cache and
 // claims, as one webhook replica has.
-func replica(t *testing.T, claims bool) *ipam.Allocator {
+func replica(t *testing.T, withClaims bool) *ipam.Allocator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -208,8 +208,8 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 		t.Fatal("cache not synced")
 	}
 	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: services}}
-	if claims {
-		o.Claims = &webhook.LeaseClaims{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
+	if withClaims {
+		o.Claims = &claims.Leases{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}
 	return ipam.NewAllocator(o)
 }
