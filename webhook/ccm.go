@@ -10,14 +10,15 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // checkCCMContract refuses what the CCM would refuse later, with the IP
 // already booked: spec.loadBalancerIP on a private Load Balancer, and a
 // pn-ids naming a Private Network that does not exist in the region.
-func (m *ServiceMutator) checkCCMContract(ctx context.Context, cfg *ipam.Config, svc *corev1.Service, ask request) error {
+func (m *ServiceMutator) checkCCMContract(ctx context.Context, cfg *ipam.Config, svc *corev1.Service, ask request.Ask) error {
 	if svc.Annotations[ccm.AnnotationPrivate] == "true" && svc.Spec.LoadBalancerIP != "" {
-		return fmt.Errorf("spec.loadBalancerIP %s: the CCM refuses spec.loadBalancerIP on a private Load Balancer (%s: \"true\"); remove it and set annotation %s: %q to reserve that address", svc.Spec.LoadBalancerIP, ccm.AnnotationPrivate, ccm.AnnotationAddress, svc.Spec.LoadBalancerIP)
+		return fmt.Errorf("spec.loadBalancerIP %s: the CCM refuses spec.loadBalancerIP on a private Load Balancer (%s: \"true\"); remove it and set annotation %s: %q to reserve that address", svc.Spec.LoadBalancerIP, ccm.AnnotationPrivate, request.AnnotationAddress, svc.Spec.LoadBalancerIP)
 	}
 	known := map[string]bool{cfg.ClusterPrivateNetworkID: true}
 	for _, p := range cfg.Pools {
@@ -32,7 +33,7 @@ func (m *ServiceMutator) checkCCMContract(ctx context.Context, cfg *ipam.Config,
 			return err
 		}
 		if !exists {
-			return &annotationError{ccm.AnnotationPNIDs, strings.Join(ask.PNIDs, ","), fmt.Sprintf("Private Network %s does not exist in region %s, so the CCM could not attach the Load Balancer to it; fix or remove it", ccm.PrivateNetworkID(id), cfg.Region), nil}
+			return &request.AnnotationError{Annotation: ccm.AnnotationPNIDs, Value: strings.Join(ask.PNIDs, ","), Problem: fmt.Sprintf("Private Network %s does not exist in region %s, so the CCM could not attach the Load Balancer to it; fix or remove it", ccm.PrivateNetworkID(id), cfg.Region)}
 		}
 	}
 	return nil
@@ -63,7 +64,7 @@ func pnOrigin(user []string) string {
 }
 
 // ccmWarnings say what the CCM will do besides attaching the reserved IPs.
-func ccmWarnings(cfg *ipam.Config, svc *corev1.Service, ask request) []string {
+func ccmWarnings(cfg *ipam.Config, svc *corev1.Service, ask request.Ask) []string {
 	var out []string
 	if len(ask.PNIDs) > 0 && !slices.ContainsFunc(ask.PNIDs, func(id string) bool { return ccm.PrivateNetworkID(id) == cfg.ClusterPrivateNetworkID }) {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: %s lists Private Networks without the nodes' network %s: the CCM attaches the Load Balancer to the listed networks only, and the Load Balancer reaches its backends through the nodes' network; add %s", ccm.AnnotationPNIDs, cfg.ClusterPrivateNetworkID, cfg.ClusterPrivateNetworkID))
@@ -96,5 +97,5 @@ func dhcpNote(clusterPN string, written map[string]string) string {
 	if !slices.ContainsFunc(pns, func(id string) bool { return ccm.PrivateNetworkID(id) == clusterPN }) || len(pns) <= len(ids) {
 		return ""
 	}
-	return fmt.Sprintf("; the Load Balancer also gets a DHCP address on the nodes' Private Network %s, to reach the backends: the reserved address is the one in %s (%s)", clusterPN, ccm.AnnotationAddresses, written[ccm.AnnotationAddresses])
+	return fmt.Sprintf("; the Load Balancer also gets a DHCP address on the nodes' Private Network %s, to reach the backends: the reserved address is the one in %s (%s)", clusterPN, request.AnnotationAddresses, written[request.AnnotationAddresses])
 }

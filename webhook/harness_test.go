@@ -32,6 +32,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const (
@@ -105,7 +106,7 @@ func newHarness(t testing.TB) *harness {
 	ns := func(name string, labelled bool) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if labelled {
-			n.Labels = map[string]string{ccm.LabelEnabled: "true"}
+			n.Labels = map[string]string{request.LabelEnabled: "true"}
 		}
 		return n
 	}

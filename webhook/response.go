@@ -14,6 +14,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // deny refuses the admission. A refusal that goes away by itself (the
@@ -51,9 +52,9 @@ func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservat
 		ids[i], addrs[i] = r.ID, r.Address.String()
 	}
 	return map[string]string{
-		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
-		ccm.AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
-		ccm.AnnotationAddresses:    strings.Join(addrs, ","),
+		ccm.AnnotationPrivateIPIDs:  strings.Join(ids, ","),
+		ccm.AnnotationPNIDs:         request.UnionPNs(userPNs, clusterPN, rs),
+		request.AnnotationAddresses: strings.Join(addrs, ","),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Event reasons recorded on Services.
@@ -113,7 +114,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Service: %w", err)), resultErrored
 	}
-	if !inScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
+	if !request.InScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
 		return admission.Allowed(""), resultSkipped
 	}
 	var old *corev1.Service
@@ -137,12 +138,12 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 			return admission.Allowed(""), resultCCM
 		}
 	}
-	if opted, err := m.optedIn(ctx, req.Namespace, true); err != nil {
+	if opted, err := m.optedIn(ctx, req.Namespace); err != nil {
 		return m.deny(svc, err), resultDenied
 	} else if !opted {
 		return admission.Allowed(""), resultSkipped
 	}
-	ask, err := parseRequest(svc.Annotations)
+	ask, err := request.Parse(svc.Annotations)
 	if err != nil {
 		return m.deny(svc, err), resultDenied
 	}
@@ -161,7 +162,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	}
 
 	cfg := m.Allocator.Config()
-	p, err := makePlan(cfg, req.Namespace, ask)
+	p, err := request.NewPlan(cfg, req.Namespace, ask)
 	if err != nil {
 		return m.deny(svc, err), resultDenied
 	}
@@ -169,7 +170,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return admission.Allowed(""), resultSkipped
 	}
 	if keepDHCP {
-		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.describe(), ccm.AnnotationAllowIPChange)
+		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.Describe(), request.AnnotationAllowIPChange)
 		if !dryRun {
 			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(w, "scw-lb-ipam: "))
 		}
@@ -185,10 +186,10 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
 	// Before any booking: the pools' networks are known from the plan.
 	from := pnOrigin(ask.PNIDs)
-	if len(p.reserve) > 0 {
-		from += ", then those of pools " + poolList(p.reserve)
+	if len(p.Reserve) > 0 {
+		from += ", then those of pools " + request.PoolList(p.Reserve)
 	}
-	if err := checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.poolPNs()), from); err != nil {
+	if err := checkNetworkLimit(request.PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from); err != nil {
 		return m.deny(svc, err), resultDenied
 	}
 	if err := m.checkCCMContract(ctx, cfg, svc, ask); err != nil {
@@ -198,7 +199,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
 	if err == nil {
 		// Brought-your-own IDs name their networks only once validated.
-		if err = checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, reservationPNs(reservations)), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+		if err = checkNetworkLimit(request.PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, request.ReservationPNs(reservations)), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
 			m.releaseBooked(ctx, key, reservations)
 		}
 	}
@@ -228,7 +229,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	if w := proxyProtocolWarning(svc); w != "" {
 		warnings = append(warnings, w)
 	}
-	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[ccm.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
+	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
 	return resp.WithWarnings(warnings...), resultPatched
 }
 
@@ -242,22 +243,18 @@ func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, n
 // apiserver's namespaceSelector already matched, so a namespace that cannot
 // be read (an error, or not in the cache yet) is a retryable refusal, never
 // an admission without a reservation; and one the cache shows without the
-// label is read once more from the apiserver (see NamespacesLive) when live
-// is set: for admissions, which the namespaceSelector already matched, not
-// for the sweeper's report, which asks about every namespace each cycle.
-func (m *ServiceMutator) optedIn(ctx context.Context, namespace string, live bool) (bool, error) {
-	if m.Namespaces == nil {
+// label is read once more from the apiserver (see NamespacesLive).
+func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, error) {
+	opted, err := request.OptedIn(ctx, m.Namespaces, namespace)
+	if err == nil && opted {
 		return true, nil
 	}
-	ns := &corev1.Namespace{}
-	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	if err == nil && ns.Labels[ccm.LabelEnabled] == "true" {
-		return true, nil
-	}
-	if live && m.NamespacesLive != nil {
-		if lerr := m.NamespacesLive.Get(ctx, client.ObjectKey{Name: namespace}, ns); lerr == nil {
-			return ns.Labels[ccm.LabelEnabled] == "true", nil
-		} else if err == nil {
+	if m.NamespacesLive != nil {
+		lopted, lerr := request.OptedIn(ctx, m.NamespacesLive, namespace)
+		if lerr == nil {
+			return lopted, nil
+		}
+		if err == nil {
 			err = lerr
 		}
 	} else if err == nil {
@@ -269,31 +266,8 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string, live boo
 }
 
 // Unreserved reports whether a live LoadBalancer Service that carries no
-// private-ip-ids should have had a reservation: it is in an opted-in
-// namespace and asks for one, or falls under a default pool. what names the
-// request for the report. The sweeper's leader uses it.
+// private-ip-ids should have had a reservation (see request.Unreserved).
+// The sweeper's leader uses it.
 func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (bool, string, error) {
-	if !inScope(svc) || slices.Contains(m.Excluded, svc.Namespace) {
-		return false, "", nil
-	}
-	opted, err := m.optedIn(ctx, svc.Namespace, false)
-	if err != nil || !opted {
-		return false, "", err
-	}
-	ask, err := parseRequest(svc.Annotations)
-	if err != nil {
-		return false, "", nil
-	}
-	p, err := makePlan(m.Allocator.Config(), svc.Namespace, ask)
-	if err != nil || p == nil {
-		return false, "", nil
-	}
-	return true, p.describe(), nil
-}
-
-// inScope: a LoadBalancer Service the CCM serves. One with
-// spec.loadBalancerClass belongs to another load-balancer controller
-// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
-func inScope(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+	return request.Unreserved(ctx, m.Allocator.Config(), m.Namespaces, m.Excluded, svc)
 }

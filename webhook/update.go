@@ -11,6 +11,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // updateDecision is what update decided.
@@ -20,15 +21,15 @@ type updateDecision struct {
 	// done: resp is the answer. Otherwise the UPDATE allocates like a
 	// CREATE, for next, unless keepDHCP.
 	done bool
-	next request
+	next request.Ask
 	// keepDHCP: the Load Balancer exists with a DHCP address and no
 	// reserved IP, and allow-ip-change is not set: it keeps its address.
 	keepDHCP bool
 }
 
 // update decides UPDATEs of a Service that already was a LoadBalancer.
-func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) updateDecision {
-	prev, _ := parseRequest(old.Annotations)
+func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request.Ask) updateDecision {
+	prev, _ := request.Parse(old.Annotations)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
 
@@ -36,12 +37,12 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		// The live-LB guard: the CCM would re-attach the Private Network
 		// with the new IP, so the Load Balancer's address would change.
 		if hasIDs && newIDs != "" {
-			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
+			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
 		}
 		return updateDecision{next: ask, keepDHCP: true}
 	}
-	sameIDs := !hasIDs || sameSet(ask.RawIDs, prev.RawIDs)
-	if ask.sameAsk(prev, prev.Recorded) && sameIDs {
+	sameIDs := !hasIDs || request.SameSet(ask.RawIDs, prev.RawIDs)
+	if ask.Same(prev, prev.Recorded) && sameIDs {
 		if oldIDs == "" {
 			// Nothing was reserved before (say the pool file had no default
 			// then) and no Load Balancer exists yet: allocate if the request
@@ -65,14 +66,14 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
-		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, ccm.AnnotationAllowIPChange))}
+		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, request.AnnotationAllowIPChange))}
 	}
-	if !ask.sameAsk(prev, prev.Recorded) || !hasIDs {
+	if !ask.Same(prev, prev.Recorded) || !hasIDs {
 		return updateDecision{next: ask}
 	}
 	// The request is the same but the IDs were edited by hand, with
 	// allow-ip-change: the new IDs are brought-your-own, to validate.
-	return updateDecision{next: request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
+	return updateDecision{next: request.Ask{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
 }
 
 // userPNs separates the networks a user asked for from those an earlier
@@ -80,7 +81,7 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 // networks come off it, so that a Service moving to another pool is not left
 // attached to the old pool's network.
 func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
-	if old.Annotations[ccm.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
+	if old.Annotations[request.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
 		return pnIDs
 	}
 	var out []string
@@ -96,14 +97,14 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 	return out
 }
 
-func describeChange(prev, ask request, oldIDs, newIDs string) string {
+func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 	switch {
-	case !sameSet(prev.Pools, ask.Pools):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
-	case !sameSet(prev.Addresses, ask.Addresses):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
-	case !sameSet(prev.IDs, ask.IDs):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
+	case !request.SameSet(prev.Pools, ask.Pools):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
+	case !request.SameSet(prev.Addresses, ask.Addresses):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationAddress, request.JoinAddrs(prev.Addresses), request.JoinAddrs(ask.Addresses))
+	case !request.SameSet(prev.IDs, ask.IDs):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
 	}
 	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
 }
@@ -114,9 +115,9 @@ func describeChange(prev, ask request, oldIDs, newIDs string) string {
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
 // with the pool's network the reserved IP). Empty when nothing differs.
-func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request, recorded []netip.Addr) map[string]string {
+func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) map[string]string {
 	kept := map[string]string{}
-	for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationAddresses} {
+	for _, k := range []string{ccm.AnnotationPrivateIPIDs, request.AnnotationAddresses} {
 		if v, ok := old.Annotations[k]; ok && svc.Annotations[k] != v {
 			kept[k] = v
 		}

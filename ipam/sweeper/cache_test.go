@@ -22,6 +22,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -90,10 +91,10 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 	)
 	now := metav1.Now()
 	services := []corev1.Service{
-		servedLB("a", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idA)}),
+		servedLB("a", map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idA)}),
 		servedLB("s1", map[string]string{ccm.AnnotationPrivateIPIDs: id(idShared)}),
 		servedLB("s2", map[string]string{ccm.AnnotationPrivateIPIDs: " " + id(idShared) + " ,"}),
-		servedLB("back", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idBack)}),
+		servedLB("back", map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idBack)}),
 		func() corev1.Service {
 			s := servedLB("terminating", map[string]string{ccm.AnnotationPrivateIPIDs: id(idTerminating)})
 			s.DeletionTimestamp = &now
@@ -106,7 +107,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		}(),
 		// Live with no IDs: reported unreserved (a pool, the default pool),
 		// or not (externally managed).
-		servedLB("unreserved", map[string]string{ccm.AnnotationPool: "dc-link"}),
+		servedLB("unreserved", map[string]string{request.AnnotationPool: "dc-link"}),
 		servedLB("default", nil),
 		servedLB("shared-lb", map[string]string{ccm.AnnotationExternallyManaged: "true"}),
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Report is what one cycle saw and did.
@@ -197,7 +198,7 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 	s.reported[svc.UID] = true
 	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
 		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
-		what, ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange)
+		what, ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange)
 }
 
 // collectClaims deletes bring-your-own claims whose Service no longer uses

@@ -1,4 +1,4 @@
-package webhook
+package request
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 // and no LB is attached to more than a handful.
 const maxListItems = 8
 
-// request is what a Service's annotations ask for.
-type request struct {
+// Ask is what a Service's annotations ask for.
+type Ask struct {
 	Pools     []string
 	Addresses []netip.Addr
 	IDs       []string // scw-lb-ipam.io/ipam-ids
@@ -31,18 +31,18 @@ type request struct {
 	ExternallyManaged bool
 }
 
-// empty reports a Service that asks for nothing of its own.
-func (r request) empty() bool {
+// Empty reports a Service that asks for nothing of its own.
+func (r Ask) Empty() bool {
 	return len(r.Pools) == 0 && len(r.Addresses) == 0 && len(r.IDs) == 0
 }
 
-// sameAsk reports whether two requests ask for the same reservations,
+// Same reports whether two requests ask for the same reservations,
 // compared as sets: reordering pools or IDs is no change, and neither is
 // pinning or unpinning an address the Service holds now (current, the
 // addresses an earlier admission wrote). The written annotations do not
 // count.
-func (r request) sameAsk(o request, current []netip.Addr) bool {
-	if !sameSet(r.Pools, o.Pools) || !sameSet(r.IDs, o.IDs) {
+func (r Ask) Same(o Ask, current []netip.Addr) bool {
+	if !SameSet(r.Pools, o.Pools) || !SameSet(r.IDs, o.IDs) {
 		return false
 	}
 	for _, a := range symmetricDifference(r.Addresses, o.Addresses) {
@@ -53,8 +53,8 @@ func (r request) sameAsk(o request, current []netip.Addr) bool {
 	return true
 }
 
-// sameSet compares two lists that list parsing keeps free of duplicates.
-func sameSet[T comparable](a, b []T) bool {
+// SameSet compares two lists that list parsing keeps free of duplicates.
+func SameSet[T comparable](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -89,32 +89,32 @@ func canonicalUUID(s string) bool {
 	return err == nil && u.String() == s
 }
 
-// annotationError is a denial about one annotation's value.
-type annotationError struct {
+// AnnotationError is a denial about one annotation's value.
+type AnnotationError struct {
 	Annotation, Value, Problem string
 	// Err is the refusal behind Problem, if any (for its reason).
 	Err error
 }
 
-func (e *annotationError) Unwrap() error { return e.Err }
+func (e *AnnotationError) Unwrap() error { return e.Err }
 
-func (e *annotationError) Error() string {
+func (e *AnnotationError) Error() string {
 	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
 }
 
-// parseRequest reads the annotations strictly: every list item must parse,
+// Parse reads the annotations strictly: every list item must parse,
 // nothing is silently dropped.
-func parseRequest(ann map[string]string) (request, error) {
-	var r request
+func Parse(ann map[string]string) (Ask, error) {
+	var r Ask
 	var err error
 	// First: an UPDATE compares with these even when the old object's
 	// other annotations no longer parse.
-	for _, s := range strings.Split(ann[ccm.AnnotationAddresses], ",") {
+	for _, s := range strings.Split(ann[AnnotationAddresses], ",") {
 		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
 			r.Recorded = append(r.Recorded, a)
 		}
 	}
-	if r.Pools, err = list(ann, ccm.AnnotationPool, func(s string) error {
+	if r.Pools, err = list(ann, AnnotationPool, func(s string) error {
 		if !ipam.IsName(s) {
 			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
 		}
@@ -122,7 +122,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	}); err != nil {
 		return r, err
 	}
-	addrs, err := list(ann, ccm.AnnotationAddress, func(s string) error {
+	addrs, err := list(ann, AnnotationAddress, func(s string) error {
 		if _, perr := netip.ParseAddr(s); perr != nil {
 			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", truncate(s))
 		}
@@ -140,7 +140,7 @@ func parseRequest(ann map[string]string) (request, error) {
 		}
 		return nil
 	}
-	if r.IDs, err = list(ann, ccm.AnnotationIPAMIDs, isID); err != nil {
+	if r.IDs, err = list(ann, AnnotationIPAMIDs, isID); err != nil {
 		return r, err
 	}
 	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, isID); err != nil {
@@ -148,7 +148,7 @@ func parseRequest(ann map[string]string) (request, error) {
 	}
 	for _, item := range strings.Split(ann[ccm.AnnotationPNIDs], ",") {
 		if t := strings.TrimSpace(item); t != item && t != "" {
-			return r, &annotationError{ccm.AnnotationPNIDs, ann[ccm.AnnotationPNIDs], fmt.Sprintf("item %q has spaces around it: the CCM splits this annotation on commas only and attaches each item as it is, so the Private Network would fail to attach; write the IDs comma-separated without spaces", truncate(item)), nil}
+			return r, &AnnotationError{ccm.AnnotationPNIDs, ann[ccm.AnnotationPNIDs], fmt.Sprintf("item %q has spaces around it: the CCM splits this annotation on commas only and attaches each item as it is, so the Private Network would fail to attach; write the IDs comma-separated without spaces", truncate(item)), nil}
 		}
 	}
 	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, func(s string) error {
@@ -163,15 +163,15 @@ func parseRequest(ann map[string]string) (request, error) {
 		return r, err
 	}
 	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
-	switch v := ann[ccm.AnnotationAllowIPChange]; v {
+	switch v := ann[AnnotationAllowIPChange]; v {
 	case "", "false":
 	case "true":
 		r.AllowIPChange = true
 	default:
-		return r, &annotationError{ccm.AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
+		return r, &AnnotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
 	}
 	if len(r.IDs) > 0 && (len(r.Pools) > 0 || len(r.Addresses) > 0) {
-		return r, &annotationError{ccm.AnnotationIPAMIDs, ann[ccm.AnnotationIPAMIDs], "cannot be combined with " + ccm.AnnotationPool + " or " + ccm.AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
+		return r, &AnnotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
 	}
 	return r, nil
 }
@@ -184,23 +184,23 @@ func list(ann map[string]string, key string, check func(string) error) ([]string
 		return nil, nil
 	}
 	if strings.TrimSpace(v) == "" {
-		return nil, &annotationError{key, v, "is empty; remove the annotation or give a value", nil}
+		return nil, &AnnotationError{key, v, "is empty; remove the annotation or give a value", nil}
 	}
 	parts := strings.Split(v, ",")
 	if len(parts) > maxListItems {
-		return nil, &annotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems), nil}
+		return nil, &AnnotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems), nil}
 	}
 	out := make([]string, 0, len(parts))
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return nil, &annotationError{key, v, "has an empty item; separate items with single commas", nil}
+			return nil, &AnnotationError{key, v, "has an empty item; separate items with single commas", nil}
 		}
 		if err := check(p); err != nil {
-			return nil, &annotationError{key, v, err.Error(), nil}
+			return nil, &AnnotationError{key, v, err.Error(), nil}
 		}
 		if slices.Contains(out, p) {
-			return nil, &annotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p)), nil}
+			return nil, &AnnotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p)), nil}
 		}
 		out = append(out, p)
 	}

@@ -1,4 +1,4 @@
-package webhook
+package request
 
 import (
 	"errors"
@@ -11,36 +11,36 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
-// plan is what an admission will reserve: one allocator request per pool,
+// Plan is what an admission will reserve: one allocator request per pool,
 // or bring-your-own IDs to validate.
-type plan struct {
-	reserve []ipam.Request
-	ids     []string
-	// idsFrom names the annotation the IDs came from, for denials.
-	idsFrom string
+type Plan struct {
+	Reserve []ipam.Request
+	IDs     []string
+	// IDsFrom names the annotation the IDs came from, for denials.
+	IDsFrom string
 	// recorded[i] is the pool of the address an earlier admission wrote
-	// for ids[i] (nil when unknown): where a restored manifest whose
+	// for IDs[i] (nil when unknown): where a restored manifest whose
 	// reservation is gone gets a fresh one.
 	recorded []*ipam.Pool
 }
 
-// describe names what the plan asks for, for warnings and Events.
-func (p *plan) describe() string {
-	if len(p.ids) > 0 {
-		return "IPAM IDs " + strings.Join(p.ids, ",")
+// Describe names what the plan asks for, for warnings and Events.
+func (p *Plan) Describe() string {
+	if len(p.IDs) > 0 {
+		return "IPAM IDs " + strings.Join(p.IDs, ",")
 	}
-	if len(p.reserve) == 1 {
-		return "pool " + p.reserve[0].Pool.Name
+	if len(p.Reserve) == 1 {
+		return "pool " + p.Reserve[0].Pool.Name
 	}
-	return "pools " + poolList(p.reserve)
+	return "pools " + PoolList(p.Reserve)
 }
 
-// fallback is the pool to reserve a fresh address in when validating
-// ids[i] failed because the reservation a restored manifest names is gone
+// Fallback is the pool to reserve a fresh address in when validating
+// IDs[i] failed because the reservation a restored manifest names is gone
 // or being released; nil when the failure stands. Only for private-ip-ids:
 // scw-lb-ipam.io/ipam-ids are brought-your-own, never replaced.
-func (p *plan) fallback(i int, err error) *ipam.Pool {
-	if err == nil || p.idsFrom != ccm.AnnotationPrivateIPIDs {
+func (p *Plan) Fallback(i int, err error) *ipam.Pool {
+	if err == nil || p.IDsFrom != ccm.AnnotationPrivateIPIDs {
 		return nil
 	}
 	var ie *ipam.Error
@@ -58,10 +58,10 @@ func (p *plan) fallback(i int, err error) *ipam.Pool {
 	return nil
 }
 
-// makePlan resolves a request against the pool file for a namespace. It
+// NewPlan resolves a request against the pool file for a namespace. It
 // answers (nil, nil) for a Service that asks for nothing when there is no
 // default pool for it: such Services are left alone.
-func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
+func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	allowed := cfg.AllowedPools(namespace)
 	if r.ExternallyManaged {
 		// The CCM applies private-ip-ids to the shared Load Balancer: two
@@ -69,19 +69,19 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 		// never applies; a private-ip-ids the user wrote is theirs and the
 		// CCM's business.
 		for _, a := range []struct{ key, value string }{
-			{ccm.AnnotationPool, strings.Join(r.Pools, ",")}, {ccm.AnnotationAddress, joinAddrs(r.Addresses)}, {ccm.AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
+			{AnnotationPool, strings.Join(r.Pools, ",")}, {AnnotationAddress, JoinAddrs(r.Addresses)}, {AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
 		} {
 			if a.value != "" {
-				return nil, &annotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", ccm.AnnotationExternallyManaged, a.key), nil}
+				return nil, &AnnotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", ccm.AnnotationExternallyManaged, a.key), nil}
 			}
 		}
 		return nil, nil
 	}
 	switch {
 	case len(r.IDs) > 0:
-		return &plan{ids: r.IDs, idsFrom: ccm.AnnotationIPAMIDs}, nil
-	case r.empty() && len(r.RawIDs) > 0:
-		p := &plan{ids: r.RawIDs, idsFrom: ccm.AnnotationPrivateIPIDs}
+		return &Plan{IDs: r.IDs, IDsFrom: AnnotationIPAMIDs}, nil
+	case r.Empty() && len(r.RawIDs) > 0:
+		p := &Plan{IDs: r.RawIDs, IDsFrom: ccm.AnnotationPrivateIPIDs}
 		for _, a := range r.Recorded {
 			var match *ipam.Pool
 			for _, c := range allowed {
@@ -93,29 +93,29 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 			p.recorded = append(p.recorded, match)
 		}
 		return p, nil
-	case r.empty():
+	case r.Empty():
 		def := cfg.DefaultPool()
 		if def == nil || !def.Allows(namespace) {
 			return nil, nil
 		}
-		return &plan{reserve: []ipam.Request{{Pool: def}}}, nil
+		return &Plan{Reserve: []ipam.Request{{Pool: def}}}, nil
 	}
 
 	var pools []*ipam.Pool
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
 		if !ok {
-			return nil, &annotationError{ccm.AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
 		}
 		if !p.Allows(namespace) {
-			return nil, &annotationError{ccm.AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
 		}
 		pools = append(pools, p)
 	}
 
 	// Each address goes to a named pool that contains it, or, when no pool
 	// is named, to the allowed pool that contains it.
-	p := &plan{}
+	p := &Plan{}
 	used := map[*ipam.Pool]bool{}
 	for _, a := range r.Addresses {
 		candidates := pools
@@ -130,14 +130,14 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 			}
 		}
 		if match == nil {
-			return nil, &annotationError{ccm.AnnotationAddress, joinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
+			return nil, &AnnotationError{AnnotationAddress, JoinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
 		}
 		used[match] = true
-		p.reserve = append(p.reserve, ipam.Request{Pool: match, Address: a})
+		p.Reserve = append(p.Reserve, ipam.Request{Pool: match, Address: a})
 	}
 	for _, pool := range pools {
 		if !used[pool] {
-			p.reserve = append(p.reserve, ipam.Request{Pool: pool})
+			p.Reserve = append(p.Reserve, ipam.Request{Pool: pool})
 		}
 	}
 	return p, p.check()
@@ -145,18 +145,18 @@ func makePlan(cfg *ipam.Config, namespace string, r request) (*plan, error) {
 
 // check holds the CCM's contract: one IP per Private Network, and at least
 // one IPv4 address (the CCM reports IPv4 status only).
-func (p *plan) check() error {
+func (p *Plan) check() error {
 	pns := map[string]string{}
 	v4 := false
-	for _, r := range p.reserve {
+	for _, r := range p.Reserve {
 		if other, dup := pns[r.Pool.PrivateNetworkID]; dup {
-			return &annotationError{ccm.AnnotationPool, poolList(p.reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
+			return &AnnotationError{AnnotationPool, PoolList(p.Reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
 		}
 		pns[r.Pool.PrivateNetworkID] = r.Pool.Name
 		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
 	}
 	if !v4 {
-		return &annotationError{ccm.AnnotationPool, poolList(p.reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
+		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func names(pools []*ipam.Pool) string {
 	return strings.Join(s, ", ")
 }
 
-func poolList(rs []ipam.Request) string {
+func PoolList(rs []ipam.Request) string {
 	s := make([]string, len(rs))
 	for i, r := range rs {
 		s[i] = r.Pool.Name
@@ -199,7 +199,7 @@ func poolList(rs []ipam.Request) string {
 	return strings.Join(s, ",")
 }
 
-func joinAddrs(as []netip.Addr) string {
+func JoinAddrs(as []netip.Addr) string {
 	s := make([]string, len(as))
 	for i, a := range as {
 		s[i] = a.String()
@@ -207,16 +207,16 @@ func joinAddrs(as []netip.Addr) string {
 	return strings.Join(s, ",")
 }
 
-// unionPNs is the pn-ids annotation: what the user set, or the cluster's
+// UnionPNs is the pn-ids annotation: what the user set, or the cluster's
 // Private Network, then every reservation's network, without duplicates.
 // The CCM detaches the LB from networks it is not told about.
-func unionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
-	return strings.Join(pnList(user, clusterPN, reservationPNs(rs)), ",")
+func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
+	return strings.Join(PNList(user, clusterPN, ReservationPNs(rs)), ",")
 }
 
-// pnList is unionPNs over network IDs: user's items (or clusterPN), then
+// PNList is UnionPNs over network IDs: user's items (or clusterPN), then
 // each of added that no item names yet.
-func pnList(user []string, clusterPN string, added []string) []string {
+func PNList(user []string, clusterPN string, added []string) []string {
 	out := slices.Clone(user)
 	if len(out) == 0 {
 		out = []string{clusterPN}
@@ -229,7 +229,7 @@ func pnList(user []string, clusterPN string, added []string) []string {
 	return out
 }
 
-func reservationPNs(rs []*ipam.Reservation) []string {
+func ReservationPNs(rs []*ipam.Reservation) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.PrivateNetworkID
@@ -237,10 +237,10 @@ func reservationPNs(rs []*ipam.Reservation) []string {
 	return out
 }
 
-// poolPNs are the Private Networks of the pools the plan reserves in.
-func (p *plan) poolPNs() []string {
-	out := make([]string, len(p.reserve))
-	for i, r := range p.reserve {
+// PoolPNs are the Private Networks of the pools the plan reserves in.
+func (p *Plan) PoolPNs() []string {
+	out := make([]string, len(p.Reserve))
+	for i, r := range p.Reserve {
 		out[i] = r.Pool.PrivateNetworkID
 	}
 	return out
