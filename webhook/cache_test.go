@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,8 +64,8 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, what, err := h.mutator.Unreserved(context.Background(), tt.svc)
-			gotWant, gotWhat, gotErr := h.mutator.Unreserved(context.Background(), out.(*corev1.Service))
+			want, what, err := h.unreserved(tt.svc)
+			gotWant, gotWhat, gotErr := h.unreserved(out.(*corev1.Service))
 			if want != gotWant || what != gotWhat || (err == nil) != (gotErr == nil) {
 				t.Fatalf("Unreserved: %v %q %v, trimmed %v %q %v", want, what, err, gotWant, gotWhat, gotErr)
 			}

@@ -314,3 +314,9 @@ func (r *recordedEvents) take() []string {
 	r.list = nil
 	return out
 }
+
+// unreserved asks the sweeper's question about svc (request.Unreserved)
+// with the mutator's namespaces, exclusions and pool file.
+func (h *harness) unreserved(svc *corev1.Service) (bool, string, error) {
+	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, svc)
+}

@@ -303,7 +303,7 @@ func TestLoadBalancerClassIsOutOfScope(t *testing.T) {
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	h.check("class", r, expect{allowed: true})
-	if want, what, err := h.mutator.Unreserved(context.Background(), svc); want || err != nil {
+	if want, what, err := h.unreserved(svc); want || err != nil {
 		t.Fatalf("Unreserved = %v (%s) %v: such a Service is never reported", want, what, err)
 	}
 }

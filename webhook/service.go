@@ -264,10 +264,3 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, e
 	return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
 		Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
 }
-
-// Unreserved reports whether a live LoadBalancer Service that carries no
-// private-ip-ids should have had a reservation (see request.Unreserved).
-// The sweeper's leader uses it.
-func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (bool, string, error) {
-	return request.Unreserved(ctx, m.Allocator.Config(), m.Namespaces, m.Excluded, svc)
-}

@@ -90,12 +90,11 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Built != nil {
 		o.Built(alloc)
 	}
-	mutator, err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
-		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler})
-	if err != nil {
+	if err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
+		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler}); err != nil {
 		return err
 	}
-	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, mutator, leases, reg, log), o.election(reg, log)); err != nil {
+	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, leases, reg, log), o.election(reg, log)); err != nil {
 		return err
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: data,
@@ -208,7 +207,7 @@ func (o Options) certsOptions(log logr.Logger) certs.Options {
 
 // sweeperOptions configure the sweeper from the flags and the components
 // it shares with the webhook.
-func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mutator *webhook.ServiceMutator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
+func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
 	return sweeper.Options{
 		Cloud:               cloud,
 		Config:              alloc.Config,
@@ -218,7 +217,7 @@ func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mut
 		ReportOnly:          o.Sweep.ReportOnly,
 		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
 		ConvergenceGrace:    o.Sweep.ConvergenceGrace,
-		Unreserved:          mutator.Unreserved,
+		Excluded:            o.Excluded,
 		Claims:              leases,
 		Metrics:             sweeper.NewMetrics(reg),
 		Log:                 log.WithName("sweeper"),

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,7 +22,6 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // servedList serves a fixed list of Services, deep-copied, as the cache
@@ -133,10 +131,8 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		rec := &refEvents{scheme: scheme}
-		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
-		m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 		s := w.sweeper(func(o *Options) {
-			o.Services, o.Recorder, o.Unreserved = servedList(svcs), rec, m.Unreserved
+			o.Services, o.Recorder, o.Namespaces = servedList(svcs), rec, w.kube
 		})
 		rep, err := s.Sweep(context.Background())
 		if err != nil {

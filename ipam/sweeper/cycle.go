@@ -141,7 +141,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 	// Without a deep copy: the cycle holds every Service of the cluster at
 	// once, and copying them all each cycle would double what the cache
 	// holds. The items share their maps and slices with the cache, so
-	// nothing here writes to them (the cycle, Unreserved and the Events
+	// nothing here writes to them (the cycle, request.Unreserved and the Events
 	// only read).
 	var list corev1.ServiceList
 	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -167,7 +167,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 		if len(ids) > 0 {
 			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
 		}
-		if len(ids) == 0 && s.o.Unreserved != nil {
+		if len(ids) == 0 && s.o.Namespaces != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
 		}
 	}
@@ -182,7 +182,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 // reportUnreserved counts a live Service that should hold a reservation and
 // does not, with one Event per Service.
 func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, seen map[types.UID]bool, rep *Report) {
-	want, what, err := s.o.Unreserved(ctx, svc)
+	want, what, err := request.Unreserved(ctx, s.o.Config(), s.o.Namespaces, s.o.Excluded, svc)
 	if err != nil {
 		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", client.ObjectKeyFromObject(svc), "error", err.Error())
 		return
