@@ -146,20 +146,10 @@ func Parse(ann map[string]string) (Ask, error) {
 	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, isID); err != nil {
 		return r, err
 	}
-	for _, item := range strings.Split(ann[ccm.AnnotationPNIDs], ",") {
-		if t := strings.TrimSpace(item); t != item && t != "" {
-			return r, &AnnotationError{ccm.AnnotationPNIDs, ann[ccm.AnnotationPNIDs], fmt.Sprintf("item %q has spaces around it: the CCM splits this annotation on commas only and attaches each item as it is, so the Private Network would fail to attach; write the IDs comma-separated without spaces", truncate(item)), nil}
-		}
+	if err := pnIDsSpacing(ann); err != nil {
+		return r, err
 	}
-	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, func(s string) error {
-		if canonicalUUID(s) {
-			return nil
-		}
-		if _, id, zonal := strings.Cut(s, "/"); zonal && canonicalUUID(id) {
-			return fmt.Errorf("%q names a zone: the CCM splits %s on commas and attaches each item as a Private Network ID, so a zonal item fails to attach; write the plain ID %s", truncate(s), ccm.AnnotationPNIDs, id)
-		}
-		return fmt.Errorf("%q is not a Private Network ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f)", truncate(s))
-	}); err != nil {
+	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, pnItem); err != nil {
 		return r, err
 	}
 	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -64,18 +63,7 @@ func (p *Plan) Fallback(i int, err error) *ipam.Pool {
 func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	allowed := cfg.AllowedPools(namespace)
 	if r.ExternallyManaged {
-		// The CCM applies private-ip-ids to the shared Load Balancer: two
-		// Services with different IDs would make it flap. A default pool
-		// never applies; a private-ip-ids the user wrote is theirs and the
-		// CCM's business.
-		for _, a := range []struct{ key, value string }{
-			{AnnotationPool, strings.Join(r.Pools, ",")}, {AnnotationAddress, JoinAddrs(r.Addresses)}, {AnnotationIPAMIDs, strings.Join(r.IDs, ",")},
-		} {
-			if a.value != "" {
-				return nil, &AnnotationError{a.key, a.value, fmt.Sprintf("the Service uses an externally managed Load Balancer (%s: \"true\"), which several Services may share: its Private Network attachment is not this Service's to change; reserve the IP for that Load Balancer outside Kubernetes and remove %s", ccm.AnnotationExternallyManaged, a.key), nil}
-			}
-		}
-		return nil, nil
+		return nil, externallyManaged(r)
 	}
 	switch {
 	case len(r.IDs) > 0:
@@ -143,24 +131,6 @@ func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	return p, p.check()
 }
 
-// check holds the CCM's contract: one IP per Private Network, and at least
-// one IPv4 address (the CCM reports IPv4 status only).
-func (p *Plan) check() error {
-	pns := map[string]string{}
-	v4 := false
-	for _, r := range p.Reserve {
-		if other, dup := pns[r.Pool.PrivateNetworkID]; dup {
-			return &AnnotationError{AnnotationPool, PoolList(p.Reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", other, r.Pool.Name, r.Pool.PrivateNetworkID), nil}
-		}
-		pns[r.Pool.PrivateNetworkID] = r.Pool.Name
-		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
-	}
-	if !v4 {
-		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
-	}
-	return nil
-}
-
 // addressProblem names the rule that keeps a out: excluded, outside the
 // ranges, reserved by IPAM, or in no pool at all.
 func addressProblem(a netip.Addr, named, allowed []*ipam.Pool, namespace string) string {
@@ -205,36 +175,6 @@ func JoinAddrs(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
-}
-
-// UnionPNs is the pn-ids annotation: what the user set, or the cluster's
-// Private Network, then every reservation's network, without duplicates.
-// The CCM detaches the LB from networks it is not told about.
-func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
-	return strings.Join(PNList(user, clusterPN, ReservationPNs(rs)), ",")
-}
-
-// PNList is UnionPNs over network IDs: user's items (or clusterPN), then
-// each of added that no item names yet.
-func PNList(user []string, clusterPN string, added []string) []string {
-	out := slices.Clone(user)
-	if len(out) == 0 {
-		out = []string{clusterPN}
-	}
-	for _, id := range added {
-		if !slices.ContainsFunc(out, func(s string) bool { return ccm.PrivateNetworkID(s) == id }) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-func ReservationPNs(rs []*ipam.Reservation) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.PrivateNetworkID
-	}
-	return out
 }
 
 // PoolPNs are the Private Networks of the pools the plan reserves in.

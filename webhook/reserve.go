@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -42,13 +41,6 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 			return fail(wrapReserveError(req, err))
 		}
 		out = append(out, r)
-	}
-	pns := map[string]string{}
-	for _, r := range out {
-		if other, dup := pns[r.PrivateNetworkID]; dup {
-			return fail(fmt.Errorf("IPAM IDs %s and %s are both on Private Network %s, and a Load Balancer takes one IP per Private Network; keep one", other, r.ID, r.PrivateNetworkID))
-		}
-		pns[r.PrivateNetworkID] = r.ID
 	}
 	return out, nil
 }

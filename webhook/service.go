@@ -184,22 +184,14 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
-	// Before any booking: the pools' networks are known from the plan.
-	from := pnOrigin(ask.PNIDs)
-	if len(p.Reserve) > 0 {
-		from += ", then those of pools " + request.PoolList(p.Reserve)
-	}
-	if err := checkNetworkLimit(request.PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from); err != nil {
-		return m.deny(svc, err), resultDenied
-	}
-	if err := m.checkCCMContract(ctx, cfg, svc, ask); err != nil {
+	if err := request.CheckBeforeBooking(ctx, cfg, svc, ask, p, m.Allocator.PrivateNetworkExists); err != nil {
 		return m.deny(svc, err), resultDenied
 	}
 
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
 	if err == nil {
 		// Brought-your-own IDs name their networks only once validated.
-		if err = checkNetworkLimit(request.PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, request.ReservationPNs(reservations)), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+		if err = request.CheckReserved(cfg, ask, p, reservations); err != nil {
 			m.releaseBooked(ctx, key, reservations)
 		}
 	}
@@ -216,7 +208,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 	written := reservedAnnotations(cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
 	resp := patchAnnotations(req.Object.Raw, written)
 	warnings := make([]string, 0, len(reservations)+3)
-	dhcp := dhcpNote(cfg.ClusterPrivateNetworkID, written)
+	dhcp := request.DHCPNote(cfg.ClusterPrivateNetworkID, written)
 	for _, r := range reservations {
 		warnings = append(warnings, reservedWarning(r))
 		reason, verb := EventIPReserved, "reserved"
@@ -225,10 +217,7 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 		}
 		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
 	}
-	warnings = append(warnings, ccmWarnings(cfg, svc, ask)...)
-	if w := proxyProtocolWarning(svc); w != "" {
-		warnings = append(warnings, w)
-	}
+	warnings = append(warnings, request.Warnings(cfg, svc, ask)...)
 	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
 	return resp.WithWarnings(warnings...), resultPatched
 }

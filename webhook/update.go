@@ -55,7 +55,7 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 		// leave the Load Balancer as it is.
 		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask, prev.Recorded)
 		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
-			if err := checkNetworkLimit(splitList(v), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+			if err := request.CheckNetworkLimit(splitList(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
 				return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, err)}
 			}
 		}
