@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -14,32 +15,67 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
-// updateDecision is what update decided.
-type updateDecision struct {
-	resp   admission.Response
-	result string
-	// done: resp is the answer. Otherwise the UPDATE allocates like a
-	// CREATE, for next, unless keepDHCP.
-	done bool
-	next request.Ask
-	// keepDHCP: the Load Balancer exists with a DHCP address and no
-	// reserved IP, and allow-ip-change is not set: it keeps its address.
-	keepDHCP bool
+// update judges an UPDATE of a Service that already was a LoadBalancer,
+// by updateRules; one the rules let allocate is reserved for like a CREATE.
+func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ask request.Ask) decision {
+	r := updateRules(m.Allocator.Config(), old, svc, ask)
+	switch r.verdict {
+	case verdictDeny:
+		return refusal(r.err)
+	case verdictKeep:
+		if len(r.kept) == 0 {
+			return decision{result: resultAllowed}
+		}
+		return decision{result: resultRestored, set: r.kept}
+	}
+	return m.allocate(ctx, req, svc, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
 
-// update decides UPDATEs of a Service that already was a LoadBalancer.
-func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request.Ask) updateDecision {
+// verdict is what the UPDATE rules say of a change.
+type verdict int
+
+const (
+	// verdictAllocate: reserve for the ruling's ask, like a CREATE.
+	verdictAllocate verdict = iota
+	// verdictKeepDHCP: the Load Balancer exists with a DHCP address and
+	// no reserved IP, and allow-ip-change is not set: it keeps its address.
+	verdictKeepDHCP
+	// verdictKeep: the reservations stay; the ruling's kept annotations
+	// (none, or what a re-apply dropped) are put back.
+	verdictKeep
+	// verdictDeny: the change is refused with the ruling's err.
+	verdictDeny
+)
+
+// ruling is the UPDATE rules' answer.
+type ruling struct {
+	verdict verdict
+	// ask is what to allocate for (verdictAllocate, verdictKeepDHCP), its
+	// pn-ids without the networks an earlier admission added.
+	ask  request.Ask
+	kept map[string]string
+	err  error
+}
+
+// updateRules decide an UPDATE of a Service that already was a
+// LoadBalancer, from the old and new objects and the new request alone (a
+// pure function; cfg is the pool file): no call, no cache.
+func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ruling {
 	prev, _ := request.Parse(old.Annotations)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
+	allocate := func(v verdict, next request.Ask) ruling {
+		next.PNIDs = userPNs(cfg, old, next.PNIDs)
+		return ruling{verdict: v, ask: next}
+	}
 
 	if oldIDs == "" && ccm.HasLoadBalancer(old) && !ask.AllowIPChange {
 		// The live-LB guard: the CCM would re-attach the Private Network
 		// with the new IP, so the Load Balancer's address would change.
 		if hasIDs && newIDs != "" {
-			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
+			return ruling{verdict: verdictDeny, err: fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)}
 		}
-		return updateDecision{next: ask, keepDHCP: true}
+		return allocate(verdictKeepDHCP, ask)
 	}
 	sameIDs := !hasIDs || request.SameSet(ask.RawIDs, prev.RawIDs)
 	if ask.Same(prev, prev.Recorded) && sameIDs {
@@ -47,33 +83,30 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 			// Nothing was reserved before (say the pool file had no default
 			// then) and no Load Balancer exists yet: allocate if the request
 			// now calls for it.
-			return updateDecision{next: ask}
+			return allocate(verdictAllocate, ask)
 		}
 		// A re-apply (kubectl, Helm 4, Argo CD, Flux) resets the fields its
 		// manifest declares: pn-ids back to the user's networks, our
 		// annotations dropped or rewritten. Put back what the CCM needs to
 		// leave the Load Balancer as it is.
-		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask, prev.Recorded)
+		kept := keptAnnotations(cfg, old, svc, ask, prev.Recorded)
 		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
 			if err := request.CheckNetworkLimit(splitList(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
-				return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, err)}
+				return ruling{verdict: verdictDeny, err: err}
 			}
 		}
-		if len(kept) == 0 {
-			return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
-		}
-		return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
+		return ruling{verdict: verdictKeep, kept: kept}
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
-		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, request.AnnotationAllowIPChange))}
+		return ruling{verdict: verdictDeny, err: fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, request.AnnotationAllowIPChange)}
 	}
 	if !ask.Same(prev, prev.Recorded) || !hasIDs {
-		return updateDecision{next: ask}
+		return allocate(verdictAllocate, ask)
 	}
 	// The request is the same but the IDs were edited by hand, with
 	// allow-ip-change: the new IDs are brought-your-own, to validate.
-	return updateDecision{next: request.Ask{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
+	return allocate(verdictAllocate, request.Ask{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs})
 }
 
 // userPNs separates the networks a user asked for from those an earlier
