@@ -134,22 +134,7 @@ func Parse(ann map[string]string) (Ask, error) {
 	for _, a := range addrs {
 		r.Addresses = append(r.Addresses, netip.MustParseAddr(a))
 	}
-	isID := func(s string) error {
-		if !canonicalUUID(s) {
-			return fmt.Errorf("%q is not an IPAM IP ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f): the CCM passes each item to the Scaleway API as it is; write the ID as scw ipam ip list prints it", truncate(s))
-		}
-		return nil
-	}
-	if r.IDs, err = list(ann, AnnotationIPAMIDs, isID); err != nil {
-		return r, err
-	}
-	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, isID); err != nil {
-		return r, err
-	}
-	if err := pnIDsSpacing(ann); err != nil {
-		return r, err
-	}
-	if r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, pnItem); err != nil {
+	if err := r.parseIDs(ann); err != nil {
 		return r, err
 	}
 	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
@@ -164,6 +149,30 @@ func Parse(ann map[string]string) (Ask, error) {
 		return r, &AnnotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
 	}
 	return r, nil
+}
+
+// parseIDs reads the ID lists: IPAM IDs, private-ip-ids and pn-ids.
+func (r *Ask) parseIDs(ann map[string]string) error {
+	var err error
+	if r.IDs, err = list(ann, AnnotationIPAMIDs, ipamID); err != nil {
+		return err
+	}
+	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, ipamID); err != nil {
+		return err
+	}
+	if err := pnIDsSpacing(ann); err != nil {
+		return err
+	}
+	r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, pnItem)
+	return err
+}
+
+// ipamID checks one IPAM IP ID, as the CCM passes it to the Scaleway API.
+func ipamID(s string) error {
+	if !canonicalUUID(s) {
+		return fmt.Errorf("%q is not an IPAM IP ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f): the CCM passes each item to the Scaleway API as it is; write the ID as scw ipam ip list prints it", truncate(s))
+	}
+	return nil
 }
 
 // list splits a comma list, trimming spaces, refusing empty items,

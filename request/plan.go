@@ -69,18 +69,7 @@ func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	case len(r.IDs) > 0:
 		return &Plan{IDs: r.IDs, IDsFrom: AnnotationIPAMIDs}, nil
 	case r.Empty() && len(r.RawIDs) > 0:
-		p := &Plan{IDs: r.RawIDs, IDsFrom: ccm.AnnotationPrivateIPIDs}
-		for _, a := range r.Recorded {
-			var match *ipam.Pool
-			for _, c := range allowed {
-				if c.Contains(a) && !c.Disabled {
-					match = c
-					break
-				}
-			}
-			p.recorded = append(p.recorded, match)
-		}
-		return p, nil
+		return restored(r, allowed), nil
 	case r.Empty():
 		def := cfg.DefaultPool()
 		if def == nil || !def.Allows(namespace) {
@@ -88,7 +77,30 @@ func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 		}
 		return &Plan{Reserve: []ipam.Request{{Pool: def}}}, nil
 	}
+	return pooled(cfg, namespace, r, allowed)
+}
 
+// restored plans a manifest that carries private-ip-ids and asks for
+// nothing else (a restored backup, a re-created Service): the IDs, each
+// with the allowed pool of the address recorded beside it, where it gets a
+// fresh address if the reservation is gone.
+func restored(r Ask, allowed []*ipam.Pool) *Plan {
+	p := &Plan{IDs: r.RawIDs, IDsFrom: ccm.AnnotationPrivateIPIDs}
+	for _, a := range r.Recorded {
+		var match *ipam.Pool
+		for _, c := range allowed {
+			if c.Contains(a) && !c.Disabled {
+				match = c
+				break
+			}
+		}
+		p.recorded = append(p.recorded, match)
+	}
+	return p
+}
+
+// pooled plans named pools and addresses: one allocator request per pool.
+func pooled(cfg *ipam.Config, namespace string, r Ask, allowed []*ipam.Pool) (*Plan, error) {
 	var pools []*ipam.Pool
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
