@@ -1,15 +1,38 @@
 package request
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// The label and annotations of scw-lb-ipam on Services and namespaces: this
+// project's own, which the CCM never reads. The CCM's are in package ccm.
+const (
+	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
+	LabelEnabled = "scw-lb-ipam.io/enabled"
+
+	// AnnotationPool names the pool, or pools on distinct Private Networks.
+	AnnotationPool = "scw-lb-ipam.io/pool"
+	// AnnotationAddress asks for specific addresses, one per Private Network.
+	AnnotationAddress = "scw-lb-ipam.io/address"
+	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
+	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
+	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs:
+	// the CCM then re-attaches the Load Balancer (a brief outage).
+	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
+	// AnnotationAddresses is written back: the reserved addresses, readable
+	// before the Load Balancer exists.
+	AnnotationAddresses = "scw-lb-ipam.io/addresses"
 )
 
 // maxListItems bounds comma lists: the CCM takes one IP per Private Network,
@@ -212,4 +235,50 @@ func truncate(s string) string {
 		return s[:200] + "…"
 	}
 	return s
+}
+
+// InScope: a LoadBalancer Service the CCM serves. One with
+// spec.loadBalancerClass belongs to another load-balancer controller
+// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
+func InScope(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+}
+
+// OptedIn reads a namespace's opt-in label (LabelEnabled) through r; a nil
+// r opts every namespace in. A namespace that cannot be read is an error,
+// never a "no": the caller decides whether to ask again elsewhere.
+func OptedIn(ctx context.Context, r client.Reader, namespace string) (bool, error) {
+	if r == nil {
+		return true, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return false, err
+	}
+	return ns.Labels[LabelEnabled] == "true", nil
+}
+
+// Unreserved reports whether a live LoadBalancer Service that carries no
+// private-ip-ids should have had a reservation: it is in scope, in a
+// namespace neither excluded nor left out (namespaces reads the opt-in
+// label), and asks for one or falls under a default pool. what names the
+// request for the report. The rules are the webhook's own: a Service it
+// would have reserved for is one the sweeper reports.
+func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *corev1.Service) (bool, string, error) {
+	if !InScope(svc) || slices.Contains(excluded, svc.Namespace) {
+		return false, "", nil
+	}
+	opted, err := OptedIn(ctx, namespaces, svc.Namespace)
+	if err != nil || !opted {
+		return false, "", err
+	}
+	ask, err := Parse(svc.Annotations)
+	if err != nil {
+		return false, "", nil
+	}
+	p, err := NewPlan(cfg, svc.Namespace, ask)
+	if err != nil || p == nil {
+		return false, "", nil
+	}
+	return true, p.Describe(), nil
 }
