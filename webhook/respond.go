@@ -101,6 +101,12 @@ func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d d
 	return resp.WithWarnings(warnings...)
 }
 
+func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
+	if m.Recorder != nil {
+		m.Recorder.Eventf(svc, nil, eventtype, reason, action, note, args...)
+	}
+}
+
 // deny refuses the admission. A refusal that goes away by itself (the
 // previous Load Balancer still holds the IP, a cache that cannot answer)
 // is a 429 with Retry-After: kubectl, Helm and every client-go client retry

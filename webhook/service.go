@@ -155,12 +155,6 @@ func (m *ServiceMutator) filter(ctx context.Context, req admission.Request) (svc
 	return svc, old, decision{}, true
 }
 
-func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
-	if m.Recorder != nil {
-		m.Recorder.Eventf(svc, nil, eventtype, reason, action, note, args...)
-	}
-}
-
 // optedIn reads the namespace's opt-in label from the cache. The
 // apiserver's namespaceSelector already matched, so a namespace that cannot
 // be read (an error, or not in the cache yet) is a retryable refusal, never
