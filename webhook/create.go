@@ -57,7 +57,7 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, sv
 		}
 	}
 	if err != nil {
-		return decision{result: resultDenied, denied: err, failed: true, dryRun: dryRun}
+		return decision{result: resultDenied, err: err, failed: true, dryRun: dryRun}
 	}
 	d := decision{result: resultPatched, reserved: reservations, key: key, ask: ask, cfg: cfg, dryRun: dryRun}
 	if dryRun {

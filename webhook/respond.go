@@ -24,11 +24,10 @@ import (
 type decision struct {
 	// result is the metric label.
 	result string
-	// errored: the request itself cannot be judged (a 400).
-	errored error
-	// denied refuses the admission; failed also records it on the Service
+	// err is why the request cannot be judged (errored, a 400) or is
+	// refused (denied); failed also records a refusal on the Service
 	// (IPReservationFailed): reserving was tried.
-	denied error
+	err    error
 	failed bool
 	// keptDHCP is the warning of a Service that keeps the DHCP address of
 	// its Load Balancer (also its IPNotReserved Event).
@@ -46,9 +45,9 @@ type decision struct {
 	dryRun   bool
 }
 
-func errored(err error) decision { return decision{result: resultErrored, errored: err} }
+func errored(err error) decision { return decision{result: resultErrored, err: err} }
 
-func refusal(err error) decision { return decision{result: resultDenied, denied: err} }
+func refusal(err error) decision { return decision{result: resultDenied, err: err} }
 
 // respond renders a decision: the patch and its pn-ids union, the warnings,
 // the Events, the log line and the metric.
@@ -56,12 +55,12 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 	resp := admission.Allowed("")
 	switch d.result {
 	case resultErrored:
-		resp = admission.Errored(http.StatusBadRequest, d.errored)
+		resp = admission.Errored(http.StatusBadRequest, d.err)
 	case resultDenied:
 		if d.failed && !d.dryRun {
-			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", d.denied.Error())
+			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", d.err.Error())
 		}
-		resp = m.deny(svc, d.denied)
+		resp = m.deny(svc, d.err)
 	case resultKept:
 		if !d.dryRun {
 			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(d.keptDHCP, "scw-lb-ipam: "))
