@@ -17,6 +17,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // DefaultConvergenceGrace is how long a Service may take to show its
@@ -90,12 +91,12 @@ type Target struct {
 // TargetOf reads a Service's Target.
 func TargetOf(svc *corev1.Service) Target {
 	t := Target{LoadBalancerID: ccm.LoadBalancerID(svc), StatusListsPrivateIPs: statusListsPrivateIPs(svc)}
-	if v := svc.Annotations[ccm.AnnotationAddresses]; v != "" {
+	if v := svc.Annotations[request.AnnotationAddresses]; v != "" {
 		for _, a := range strings.Split(v, ",") {
 			t.Addresses = append(t.Addresses, strings.TrimSpace(a))
 		}
 	}
-	for _, id := range strings.Split(svc.Annotations[ccm.AnnotationIPAMIDs], ",") {
+	for _, id := range strings.Split(svc.Annotations[request.AnnotationIPAMIDs], ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			t.BringYourOwn = append(t.BringYourOwn, id)
 		}
@@ -385,9 +386,9 @@ func note(t Target, fs []finding, late time.Duration) string {
 		case ReasonNotAttached:
 			fmt.Fprintf(&fix, "Load Balancer %s exists: likely the CCM ignored %s (older than v0.36.0; the LB has a DHCP address): upgrade it (Kapsule: the cluster). A newer CCM failing to attach (e.g. over 8 Private Networks) looks the same: look for SyncLoadBalancerFailed in `kubectl describe service`.", lb, ccm.AnnotationPrivateIPIDs)
 		case ReasonAttachedElsewhere:
-			fmt.Fprintf(&fix, "not on this Service's Load Balancer %s: likely its previous one, still being deleted (`scw lb lb get <id>`): wait. Stuck in to_delete over ~1h: open a Scaleway support ticket, or move to a new address with %s. Another resource: detach the IP from it.", lb, ccm.AnnotationAllowIPChange)
+			fmt.Fprintf(&fix, "not on this Service's Load Balancer %s: likely its previous one, still being deleted (`scw lb lb get <id>`): wait. Stuck in to_delete over ~1h: open a Scaleway support ticket, or move to a new address with %s. Another resource: detach the IP from it.", lb, request.AnnotationAllowIPChange)
 		case ReasonGone:
-			fmt.Fprintf(&fix, "released or deleted out of band. Re-create the Service with %s set to the old address (booked anew if still free), or set %s: \"true\" and ask for another address. Removing the ID from %s does not help: it is put back.", ccm.AnnotationAddress, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)
+			fmt.Fprintf(&fix, "released or deleted out of band. Re-create the Service with %s set to the old address (booked anew if still free), or set %s: \"true\" and ask for another address. Removing the ID from %s does not help: it is put back.", request.AnnotationAddress, request.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)
 		case ReasonNotInStatus:
 			fix.WriteString("on the Load Balancer, not yet in status.loadBalancer.ingress: the CCM has not finished syncing; see `kubectl describe service`.")
 		}

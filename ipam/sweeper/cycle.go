@@ -15,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Report is what one cycle saw and did.
@@ -140,7 +141,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 	// Without a deep copy: the cycle holds every Service of the cluster at
 	// once, and copying them all each cycle would double what the cache
 	// holds. The items share their maps and slices with the cache, so
-	// nothing here writes to them (the cycle, Unreserved and the Events
+	// nothing here writes to them (the cycle, request.Unreserved and the Events
 	// only read).
 	var list corev1.ServiceList
 	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -166,7 +167,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 		if len(ids) > 0 {
 			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
 		}
-		if len(ids) == 0 && s.o.Unreserved != nil {
+		if len(ids) == 0 && s.o.Namespaces != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
 		}
 	}
@@ -181,7 +182,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 // reportUnreserved counts a live Service that should hold a reservation and
 // does not, with one Event per Service.
 func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, seen map[types.UID]bool, rep *Report) {
-	want, what, err := s.o.Unreserved(ctx, svc)
+	want, what, err := request.Unreserved(ctx, s.o.Config(), s.o.Namespaces, s.o.Excluded, svc)
 	if err != nil {
 		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", client.ObjectKeyFromObject(svc), "error", err.Error())
 		return
@@ -197,7 +198,7 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 	s.reported[svc.UID] = true
 	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
 		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
-		what, ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange)
+		what, ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange)
 }
 
 // collectClaims deletes bring-your-own claims whose Service no longer uses

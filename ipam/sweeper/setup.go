@@ -13,10 +13,14 @@ import (
 // manager's cache (and never acts before that cache has synced), records
 // its Events with the manager's recorder, is triggered by the Service
 // informer, and runs on the replica that holds the Lease when e is enabled.
-// The Services, Synced, Events and Recorder of o are filled in from mgr when unset.
+// The Services, Namespaces, Synced, Events and Recorder of o are filled in
+// from mgr when unset.
 func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options, e Election) (*Sweeper, error) {
 	if o.Services == nil {
 		o.Services = mgr.GetCache()
+	}
+	if o.Namespaces == nil {
+		o.Namespaces = mgr.GetCache()
 	}
 	if o.Synced == nil {
 		o.Synced = func() bool {

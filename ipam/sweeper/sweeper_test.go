@@ -27,6 +27,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const (
@@ -75,7 +76,7 @@ func newWorld(t testing.TB) *world {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{ccm.LabelEnabled: "true"}}}).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{request.LabelEnabled: "true"}}}).
 		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).Build()
 	return w
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // sweepChildEnv, when set, makes the test binary the sweeper's child (see
@@ -116,7 +117,7 @@ func sweepService(i int) corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Namespace: sweepNS, Name: name, UID: types.UID("uid-" + name),
 			ResourceVersion: strconv.Itoa(1000 + i), CreationTimestamp: metav1.Now(),
 			Labels:      map[string]string{"app.kubernetes.io/name": name},
-			Annotations: map[string]string{ccm.AnnotationPool: "general", ccm.AnnotationPrivateIPIDs: sweepIPID(i)},
+			Annotations: map[string]string{request.AnnotationPool: "general", ccm.AnnotationPrivateIPIDs: sweepIPID(i)},
 			Finalizers:  []string{ccm.FinalizerLoadBalancerCleanup}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app.kubernetes.io/name": name},
 			Ports:     []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 30000 + int32(i%2000)}},
