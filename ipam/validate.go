@@ -38,7 +38,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	ip, err := a.cloud.GetIP(ctx, id)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindNotFound {
-			a.forget(id, netip.Addr{})
+			a.inv.forget(id, netip.Addr{})
 			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
 		}
 		return nil, apiError("reading IPAM IP "+id, err)
@@ -66,7 +66,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 			return nil, usedBy(ip, other)
 		}
 	}
-	a.learn(svc, ip, readAt)
+	a.inv.learn(svc, ip, readAt)
 	e, ours := ParseEntry(ip.Tags)
 	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
