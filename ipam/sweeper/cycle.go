@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -86,49 +87,92 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	claimed := s.collectClaims(ctx, refs, deleting, &rep)
-	ips, err := s.o.Cloud.ListIPs(ctx, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
+	// The live view is taken before the listing: an IP booked in between
+	// is at worst tagged orphaned for a cycle, never released, since any
+	// retention is longer than a cycle.
+	c := cycle{cfg: cfg, start: start, refs: refs, scope: poolSubnets(cfg), orphansByPool: map[string]int{}, listed: map[string]listedIP{}}
+	// Page by page: the cycle never holds the whole listing. Releases wait
+	// for its end, as they would shift the pages still to come.
+	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
+		for _, ip := range page {
+			s.judgeListed(ctx, &c, ip, &rep)
+		}
+		return nil
+	})
 	if err != nil {
 		rep.Errors++
 		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
 	}
-	// The live view is taken before the listing: an IP booked in between
-	// is at worst tagged orphaned for a cycle, never released, since any
-	// retention is longer than a cycle.
-	orphansByPool := map[string]int{}
-	// Every listed ID exists, in scope or not: the monitor reads them all.
-	listed := make(map[string]*scaleway.IP, len(ips))
-	scope := poolSubnets(cfg)
-	for _, ip := range ips {
-		listed[ip.ID] = ip
-		entry, ok := ipam.ParseEntry(ip.Tags)
-		if !ok || !entry.Owns(cfg.ClusterName) {
-			continue // the tag filter is OR: foreign IPs may come back too
-		}
-		if !s.inScope(scope, ip) {
-			// The tag is a name, not a proof: a cluster of the same name on
-			// other networks is not ours to tag or release. A removed
-			// pool's network is released only when the operator says so.
-			rep.OutOfScope++
-			continue
-		}
-		rep.Scanned++
-		if r := refs[ip.ID]; len(r) > 0 {
-			rep.Referenced++
-			s.referenced(ctx, ip, entry, r, &rep)
-			continue
-		}
-		rep.Orphaned++
-		orphansByPool[entry.Pool]++
-		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
+	for _, r := range c.releases {
+		s.release(ctx, r, &rep)
 	}
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
-	s.monitor(ctx, watch, listed, claimed, s.o.Clock.Now(), &rep)
+	s.monitor(ctx, watch, c.listed, claimed, s.o.Clock.Now(), &rep)
 	if s.o.Metrics != nil {
-		s.o.Metrics.setCycle(orphansByPool, rep)
+		s.o.Metrics.setCycle(c.orphansByPool, rep)
 	}
 	return rep, nil
+}
+
+// cycle is what one Sweep keeps while it pages through the listing.
+type cycle struct {
+	cfg           *ipam.Config
+	start         time.Time
+	refs          map[string][]liveRef
+	scope         map[string]bool
+	orphansByPool map[string]int
+	// listed holds, of every listed ID a live Service references, what the
+	// monitor reads: it judges nothing else.
+	listed map[string]listedIP
+	// releases are due once the listing has ended.
+	releases []pendingRelease
+}
+
+// listedIP is what the monitor reads of a listed IP.
+type listedIP struct {
+	address  netip.Addr
+	resource *scaleway.Resource
+}
+
+// pendingRelease is an IP whose retention is over, to re-read and release.
+type pendingRelease struct {
+	ip        *scaleway.IP
+	entry     ipam.Entry
+	retention time.Duration
+}
+
+// judgeListed keeps the ledger of one listed IP current, and notes what the
+// monitor and the releases need of it.
+func (s *Sweeper) judgeListed(ctx context.Context, c *cycle, ip *scaleway.IP, rep *Report) {
+	r := c.refs[ip.ID]
+	if len(r) > 0 {
+		// Every listed ID exists, in scope or not: the monitor reads them.
+		c.listed[ip.ID] = listedIP{address: ip.Address, resource: ip.Resource}
+	}
+	entry, ok := ipam.ParseEntry(ip.Tags)
+	if !ok || !entry.Owns(c.cfg.ClusterName) {
+		return // the tag filter is OR: foreign IPs may come back too
+	}
+	if !s.inScope(c.scope, ip) {
+		// The tag is a name, not a proof: a cluster of the same name on
+		// other networks is not ours to tag or release. A removed pool's
+		// network is released only when the operator says so.
+		rep.OutOfScope++
+		return
+	}
+	rep.Scanned++
+	if len(r) > 0 {
+		rep.Referenced++
+		s.referenced(ctx, ip, entry, r, rep)
+		return
+	}
+	rep.Orphaned++
+	c.orphansByPool[entry.Pool]++
+	if due, retention := s.unreferenced(ctx, c, ip, entry, rep); due {
+		c.releases = append(c.releases, pendingRelease{ip: ip, entry: entry, retention: retention})
+	}
 }
 
 // liveReferences maps IPAM IDs to the live LoadBalancer Services using them,
@@ -279,9 +323,9 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	}
 }
 
-// unreferenced starts the retention clock, or releases once it has run out.
-// start is when the cycle began (see Sweep).
-func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scaleway.IP, e ipam.Entry, start time.Time, rep *Report) {
+// unreferenced starts the retention clock, and reports whether the
+// retention has run out and the IP is to be released (see release).
+func (s *Sweeper) unreferenced(ctx context.Context, c *cycle, ip *scaleway.IP, e ipam.Entry, rep *Report) (due bool, retention time.Duration) {
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if e.OrphanedSince.IsZero() {
 		// The clock right before the write: an admission that saw the IP
@@ -292,33 +336,51 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scalew
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
-			return
+			return false, 0
 		}
 		rep.Tagged++
 		log.V(1).Info("no live Service references this IP; retention starts")
-		return
+		return false, 0
 	}
-	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
-	retention := s.policy.Of(pool, e)
-	if !s.policy.Expired(pool, e, start) {
-		return
+	pool, known := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	retention = s.policy.Of(pool, e)
+	// Decided with the clock read when the cycle started (see Sweep).
+	if !s.policy.Expired(pool, e, c.start) {
+		return false, 0
 	}
 	if ip.Resource != nil {
 		// The CCM detaches before it deletes the LB; until then, wait.
 		log.V(1).Info("retention is over but the IP is still attached", "resource", ip.Resource.String())
-		return
+		return false, 0
 	}
 	if !known && !s.o.ReleaseRemovedPools {
 		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
+		return false, 0
+	}
+	if s.o.ReportOnly {
+		s.wouldRelease(ip, e, rep)
+		return false, 0
+	}
+	return true, retention
+}
+
+// wouldRelease reports an IP due for release that is kept: report-only, or
+// over the cap.
+func (s *Sweeper) wouldRelease(ip *scaleway.IP, e ipam.Entry, rep *Report) {
+	rep.WouldRelease = append(rep.WouldRelease, ip.ID)
+	s.o.Log.Info("would release", "ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String(), "reportOnly", s.o.ReportOnly, "capReached", !s.o.ReportOnly)
+}
+
+// release re-reads an IP whose retention is over right before releasing
+// it: an admission that took the IP back has cleared orphaned-since, and
+// the CCM may have attached it.
+func (s *Sweeper) release(ctx context.Context, r pendingRelease, rep *Report) {
+	ip, e := r.ip, r.entry
+	if len(rep.Released) >= s.o.MaxReleasesPerCycle {
+		s.wouldRelease(ip, e, rep)
 		return
 	}
-	if s.o.ReportOnly || len(rep.Released) >= s.o.MaxReleasesPerCycle {
-		rep.WouldRelease = append(rep.WouldRelease, ip.ID)
-		log.Info("would release", "reportOnly", s.o.ReportOnly, "capReached", !s.o.ReportOnly)
-		return
-	}
-	// Re-read right before releasing: an admission that took the IP back
-	// has cleared orphaned-since, and the CCM may have attached it.
+	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
 	if err != nil {
 		if scaleway.Classify(err) != scaleway.KindNotFound {
@@ -339,7 +401,7 @@ func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scalew
 		return
 	}
 	rep.Released = append(rep.Released, ip.ID)
-	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
+	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String())
 }
 
 func keys(refs []liveRef) string {
