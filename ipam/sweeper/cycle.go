@@ -181,19 +181,16 @@ func (s *Sweeper) judgeListed(ctx context.Context, c *cycle, ip *scaleway.IP, re
 // CCM's finalizer holds them while it tears their Load Balancer down).
 // watch are the live Services that reference IDs, for the monitor.
 func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, watch []watched, err error) {
-	// Without a deep copy: the cycle holds every Service of the cluster at
-	// once, and copying them all each cycle would double what the cache
-	// holds. The items share their maps and slices with the cache, so
-	// nothing here writes to them (the cycle, Unreserved and the Events
-	// only read).
-	var list corev1.ServiceList
-	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing Services from the cache: %w", err)
+	services, err := s.services(ctx)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	refs, deleting = map[string][]liveRef{}, map[string][]types.NamespacedName{}
+	// Sized once: grown by appends, the views of 100,000 Services would
+	// leave about four times their size behind as garbage.
+	refs, deleting = make(map[string][]liveRef, len(services)), map[string][]types.NamespacedName{}
+	watch = make([]watched, 0, len(services))
 	seen := map[types.UID]bool{}
-	for i := range list.Items {
-		svc := &list.Items[i]
+	for _, svc := range services {
 		if !ccm.Live(svc) {
 			if svc.DeletionTimestamp != nil {
 				for _, id := range ccm.ReferencedIDs(svc) {
@@ -220,6 +217,33 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 		}
 	}
 	return refs, deleting, watch, nil
+}
+
+// services are the Services of the cache, in place: the cycle reads every
+// Service of the cluster at once, and copying them all each cycle would
+// double what the cache holds. The objects are the cache's (or share their
+// maps and slices with it), so nothing here writes to them (the cycle,
+// Unreserved and the Events only read).
+func (s *Sweeper) services(ctx context.Context) ([]*corev1.Service, error) {
+	if s.o.ServiceStore != nil {
+		objs := s.o.ServiceStore.List()
+		out := make([]*corev1.Service, 0, len(objs))
+		for _, obj := range objs {
+			if svc, ok := obj.(*corev1.Service); ok {
+				out = append(out, svc)
+			}
+		}
+		return out, nil
+	}
+	var list corev1.ServiceList
+	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Services from the cache: %w", err)
+	}
+	out := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 // reportUnreserved counts a live Service that should hold a reservation and
