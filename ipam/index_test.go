@@ -41,6 +41,16 @@ func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *Pool) (*Allocat
 	return other, theirs
 }
 
+// invalidate asks the next pick in the subnet to list it again, as
+// conflicts do; a nil view (no listing yet) needs none.
+func (o *occupancy) invalidate() {
+	if o != nil {
+		o.mu.Lock()
+		o.relist = true
+		o.mu.Unlock()
+	}
+}
+
 // A Service the index holds nothing for costs its booking alone, for every
 // kind of pool request.
 func TestIndexedCreateBooksDirectly(t *testing.T) {
@@ -461,6 +471,52 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	close(cloud.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A relist that conflicts asked for does not hold admissions up either:
+// while the background refresh's listing of the subnet is slow, a CREATE
+// picks from the current view (its TTL has not run out) instead of
+// waiting on that listing.
+func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	hold := &atomic.Bool{}
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	if err := a.inv.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pool(t, a, "ranged")
+	a.inv.existing(p).invalidate() // conflicts asked for a relist
+	hold.Store(true)
+	done := make(chan error)
+	go func() { done <- a.inv.Refresh(ctx) }()
+	<-cloud.read // the refresh's listing of the pool's subnet is in flight
+	booked := make(chan error)
+	go func() {
+		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+		booked <- err
+	}()
+	select {
+	case err := <-booked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the admission waited for the background listing")
+	}
+	hold.Store(false)
+	close(cloud.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	o := a.inv.existing(p)
+	o.mu.Lock()
+	pending := o.relist
+	o.mu.Unlock()
+	if pending {
+		t.Fatal("the relist is still pending after the listing")
 	}
 }
 

@@ -68,8 +68,9 @@ func (o *occupancy) free(addr netip.Addr) {
 // (or always, with relist). One listing per subnet runs at a time: callers
 // that find one in flight wait for its result instead of listing the
 // subnet again, so a burst of admissions after a conflict, or during the
-// background refresh, costs one listing, not one each. A relist keeps the
-// current view in use while it lists: admissions are not held up by it.
+// background refresh, costs one listing, not one each. A relist (the
+// refresh's, or one conflicts asked for) keeps the current view in use while
+// it lists: only a missing view or one past its TTL makes an admission wait.
 func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy, error) {
 	v.mu.Lock()
 	o, ok := v.occ[p.SubnetID()]
@@ -80,8 +81,8 @@ func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy,
 	v.mu.Unlock()
 
 	o.mu.Lock()
-	fresh := !o.loaded.IsZero() && v.clock.Since(o.loaded) < v.ttl && !o.relist
-	if fresh && !relist {
+	fresh := !o.loaded.IsZero() && v.clock.Since(o.loaded) < v.ttl
+	if fresh && !o.relist && !relist {
 		o.mu.Unlock()
 		return o, nil
 	}
@@ -110,6 +111,13 @@ func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy,
 		}()
 	}
 	o.mu.Unlock()
+	if fresh && !relist {
+		// A relist that conflicts asked for runs in the background: the
+		// view within its TTL serves admissions meanwhile (the admission
+		// that met the conflicts picks elsewhere in the pool), and no
+		// admission waits on a listing, its own or the refresh's.
+		return o, nil
+	}
 	if joining && v.joined != nil {
 		v.joined()
 	}
@@ -212,17 +220,6 @@ func (v *Inventory) existing(p *Pool) *occupancy {
 	return v.occ[p.SubnetID()]
 }
 
-// invalidate asks the next pick in the subnet to list it again; the index
-// and the gauges keep using the current listing meanwhile. A nil view (no
-// listing yet) needs none.
-func (o *occupancy) invalidate() {
-	if o != nil {
-		o.mu.Lock()
-		o.relist = true
-		o.mu.Unlock()
-	}
-}
-
 // record notes a booking or take-back of ours in the subnet's view and
 // index, if there is one.
 func (v *Inventory) record(p *Pool, ip *scaleway.IP) {
@@ -254,8 +251,8 @@ func (v *Inventory) holder(ctx context.Context, p *Pool, addr netip.Addr, look b
 	if h, ok := known(); ok || !look {
 		return h, ok
 	}
-	v.existing(p).invalidate()
-	if _, err := v.view(ctx, p, false); err == nil {
+	// A denial that names the holder is worth waiting for a listing.
+	if _, err := v.view(ctx, p, true); err == nil {
 		return known()
 	}
 	return Holder{}, false
