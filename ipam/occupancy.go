@@ -94,21 +94,7 @@ func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy,
 		// start it, which may end first.
 		done := make(chan struct{})
 		o.listing, wait = done, done
-		go func() {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
-			defer cancel()
-			since := v.clock.Now()
-			ips, err := listSubnet(lctx, v.cloud, p)
-			// The view's lock only once the listing has answered.
-			o.mu.Lock()
-			if err == nil {
-				o.load(ips, v.Config().ClusterName, since)
-				o.loaded, o.relist = v.clock.Now(), false
-			}
-			o.listing, o.listErr = nil, err
-			o.mu.Unlock()
-			close(done)
-		}()
+		go o.fill(context.WithoutCancel(ctx), v, p, done)
 	}
 	o.mu.Unlock()
 	if fresh && !relist {
@@ -134,6 +120,24 @@ func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy,
 		return nil, apiError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
 	}
 	return o, nil
+}
+
+// fill lists the subnet into the view, then ends the listing in flight
+// (done) with its result. It runs on its own deadline.
+func (o *occupancy) fill(ctx context.Context, v *Inventory, p *Pool, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	since := v.clock.Now()
+	ips, err := listSubnet(ctx, v.cloud, p)
+	// The view's lock only once the listing has answered.
+	o.mu.Lock()
+	if err == nil {
+		o.load(ips, v.Config().ClusterName, since)
+		o.loaded, o.relist = v.clock.Now(), false
+	}
+	o.listing, o.listErr = nil, err
+	o.mu.Unlock()
+	close(done)
 }
 
 // listTimeout bounds one listing of a subnet: ⌈addresses/100⌉ pages.
