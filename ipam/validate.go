@@ -46,14 +46,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	if ip.Region != "" && ip.Region != cfg.Region {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s is in region %s, not %s where this cluster's Load Balancers live", id, ip.Region, cfg.Region)
 	}
-	var pool *Pool
-	var allowed []string
-	for _, p := range cfg.AllowedPools(svc.Namespace) {
-		allowed = append(allowed, p.Name)
-		if p.SubnetID() == ip.SubnetID && (pool == nil || p.Holds(ip.SubnetID, ip.Address) && !pool.Holds(ip.SubnetID, ip.Address)) {
-			pool = p // the pool whose address space holds it, else the first on its subnet
-		}
-	}
+	pool, allowed := poolOfID(cfg, svc.Namespace, ip)
 	if pool == nil {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is not on the Private Network of a pool namespace %s may use (%s); reserve it on one of those Private Networks", id, ip.Address, svc.Namespace, listOrNone(allowed))
 	}
@@ -95,6 +88,18 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 		}
 	}
 	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}, nil
+}
+
+// poolOfID is the pool of namespace whose address space holds ip, else the
+// first on its subnet, else nil; allowed names the pools namespace may use.
+func poolOfID(cfg *Config, namespace string, ip *scaleway.IP) (pool *Pool, allowed []string) {
+	for _, p := range cfg.AllowedPools(namespace) {
+		allowed = append(allowed, p.Name)
+		if p.SubnetID() == ip.SubnetID && (pool == nil || p.Holds(ip.SubnetID, ip.Address) && !pool.Holds(ip.SubnetID, ip.Address)) {
+			pool = p
+		}
+	}
+	return pool, allowed
 }
 
 // validateOurs takes one of this Service's own reservations back, under the
