@@ -435,3 +435,20 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 		t.Fatal("the reuse did not clear orphaned-since")
 	}
 }
+
+// The cycle reads the listing page by page and releases only once the
+// listing has ended: a release while paging would shift the pages still to
+// come, and the cycle would miss reservations (here 250 over three pages,
+// all past their retention).
+func TestCycleReleasesAfterTheListing(t *testing.T) {
+	w := newWorld(t)
+	w.retained(250)
+	w.clock.Step(2 * time.Hour)
+	rep := w.sweep(w.sweeper(func(o *Options) { o.MaxReleasesPerCycle = 1000 }))
+	if rep.Scanned != 250 || len(rep.Released) != 250 || rep.Errors != 0 {
+		t.Fatalf("scanned %d, released %d, errors %d; want 250, 250, 0", rep.Scanned, len(rep.Released), rep.Errors)
+	}
+	if n := len(w.srv.IPs()); n != 0 {
+		t.Fatalf("%d reservations left", n)
+	}
+}
