@@ -26,7 +26,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		if err := h.cloud.ReleaseIP(context.Background(), dead); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.alloc.Refresh(context.Background()); err != nil {
+		if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return h, live, dead

@@ -120,7 +120,7 @@ func newHarness(t testing.TB) *harness {
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.
-	if err := h.alloc.Refresh(context.Background()); err != nil {
+	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()

@@ -220,7 +220,7 @@ func (h *harness) seedRetained(pn, addr, pool string, svc types.NamespacedName, 
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.alloc.Refresh(context.Background()); err != nil {
+	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
 	h.srv.ResetCounts()

@@ -265,7 +265,7 @@ func TestCreate(t *testing.T) {
 						h.t.Fatal(err)
 					}
 				}
-				if err := h.alloc.Refresh(h.t.Context()); err != nil {
+				if err := h.alloc.Inventory().Refresh(h.t.Context()); err != nil {
 					h.t.Fatal(err)
 				}
 			},
@@ -295,7 +295,7 @@ func TestCreate(t *testing.T) {
 				tt.svc.Annotations[k] = v
 			}
 			// Steady state: the pools' occupancy is listed in the background.
-			if err := h.alloc.Refresh(t.Context()); err != nil {
+			if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if tt.setup != nil {

@@ -97,7 +97,7 @@ func TestUpdate(t *testing.T) {
 		old := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		old.Spec.Type = corev1.ServiceTypeClusterIP
 		next := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
-		if err := h.alloc.Refresh(t.Context()); err != nil {
+		if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		h.srv.ResetCounts()
@@ -177,7 +177,7 @@ func TestRetriedCreateBooksOnce(t *testing.T) {
 
 func TestMultiplePools(t *testing.T) {
 	h := newHarness(t)
-	if err := h.alloc.Refresh(t.Context()); err != nil {
+	if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()

@@ -80,8 +80,14 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	leases := &claims.Leases{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
 		Fresh: o.margin(), Clock: clock.RealClock{}}
+	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg, Retention: o.retention(),
+		OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh, Log: log.WithName("inventory")})
+	if err := mgr.Add(inv); err != nil {
+		return err
+	}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
-		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh,
+		Inventory:  inv,
+		Cloud:      cloud,
 		References: ccm.References{Reader: mgr.GetCache()},
 		Claims:     leases,
 		Retention:  o.retention(),
@@ -101,11 +107,11 @@ func Serve(ctx context.Context, o Options) error {
 		cloud: cloud, alloc: alloc, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
 		return err
 	}
-	if err := setupMetricsWithManager(mgr, reg, alloc); err != nil {
+	if err := setupMetricsWithManager(reg, inv); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("pools-listed", func(*http.Request) error {
-		if !alloc.Listed() {
+		if !inv.Listed() {
 			return errors.New("the pools' subnets have not been listed yet")
 		}
 		return nil

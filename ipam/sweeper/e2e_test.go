@@ -167,7 +167,7 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
 	}
 	a, b := replica(), replica()
-	if err := b.Refresh(ctx); err != nil {
+	if err := b.Inventory().Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}

@@ -48,6 +48,10 @@ type Options struct {
 	Config func() *ipam.Config
 	// Services reads Services from the informer cache.
 	Services client.Reader
+	// ServiceStore is that cache's store of Services, read in place by each
+	// cycle (the objects are the cache's: nothing writes to them); nil
+	// lists Services through Services, which copies each Service.
+	ServiceStore toolscache.Store
 	// Synced reports whether that cache has synced; the sweeper does
 	// nothing while it has not, since every reservation would look unused.
 	Synced func() bool

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -224,7 +225,15 @@ func sweepChild() error {
 		}
 		live.Items = append(live.Items, *trimmed.(*corev1.Service))
 	}
-	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live},
+	// The informer's store holds the same objects: the leader's cycle reads
+	// them there in place (sweeper.SetupWithManager).
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for i := range live.Items {
+		if err := store.Add(&live.Items[i]); err != nil {
+			return err
+		}
+	}
+	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live}, ServiceStore: store,
 		MaxReleasesPerCycle: p.Orphans, Log: logr.Discard()})
 
 	var res sweepResult

@@ -142,7 +142,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("%s: pool gauges total %v used %v", r.Name, total, used)
 		}
 		var holder string
-		for _, p := range r.Allocator().Report() {
+		for _, p := range r.Allocator().Inventory().Report() {
 			for _, a := range p.Addresses {
 				if a.IPID == id {
 					holder = a.Holder
