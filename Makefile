@@ -102,7 +102,7 @@ e2e-packages:
 FUZZTIME ?= 10m
 fuzz: ## Each fuzz target for FUZZTIME (make test runs their seed corpora).
 	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZTIME) ./ipam
-	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./webhook
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./request
 	$(GO) test -run='^$$' -fuzz='^FuzzAdmissionReview$$' -fuzztime=$(FUZZTIME) ./webhook
 
 # The image's RSS under load is measured first, on a control plane of its

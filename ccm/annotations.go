@@ -1,24 +1,5 @@
 package ccm
 
-// The label and annotations of scw-lb-ipam on Services and namespaces.
-const (
-	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
-	LabelEnabled = "scw-lb-ipam.io/enabled"
-
-	// AnnotationPool names the pool, or pools on distinct Private Networks.
-	AnnotationPool = "scw-lb-ipam.io/pool"
-	// AnnotationAddress asks for specific addresses, one per Private Network.
-	AnnotationAddress = "scw-lb-ipam.io/address"
-	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
-	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
-	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs:
-	// the CCM then re-attaches the Load Balancer (a brief outage).
-	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
-	// AnnotationAddresses is written back: the reserved addresses, readable
-	// before the Load Balancer exists.
-	AnnotationAddresses = "scw-lb-ipam.io/addresses"
-)
-
 // The CCM's annotations that scw-lb-ipam reads or writes.
 const (
 	// AnnotationPrivateIPIDs is the CCM's: IPAM IDs of the LB's private IPs.

@@ -32,7 +32,7 @@ const (
 //   - the webhook's informer handler that hands the allocator every
 //     referenced ID (Remember): the key and private-ip-ids;
 //   - the sweeper's trigger, its cycle and the cycle's report of unreserved
-//     Services (the mutator's Unreserved): spec.type, the deletion
+//     Services (request.Unreserved): spec.type, the deletion
 //     timestamp, the key, the UID, and the annotations of scw-lb-ipam and the
 //     CCM that make a request (pool, address, IPAM IDs, private-ip-ids,
 //     pn-ids, addresses, allow-ip-change, externally-managed);

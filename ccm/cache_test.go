@@ -32,12 +32,12 @@ func servedService() *corev1.Service {
 			CreationTimestamp: metav1.Now(),
 			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
 			Annotations: map[string]string{
-				AnnotationPool:           "dc-link",
-				AnnotationAddresses:      "172.16.35.200",
-				AnnotationPrivateIPIDs:   "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
-				AnnotationPNIDs:          "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
-				AnnotationPrivate:        "true",
-				AnnotationLoadBalancerID: "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
+				"scw-lb-ipam.io/pool":      "dc-link",
+				"scw-lb-ipam.io/addresses": "172.16.35.200",
+				AnnotationPrivateIPIDs:     "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
+				AnnotationPNIDs:            "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
+				AnnotationPrivate:          "true",
+				AnnotationLoadBalancerID:   "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
 				"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2": "443",
 				"kubectl.kubernetes.io/last-applied-configuration":              strings.Repeat(`{"apiVersion":"v1","kind":"Service"}`, 40),
 				"meta.helm.sh/release-name":                                     "api",
@@ -72,18 +72,20 @@ func cachedServices() map[string]*corev1.Service {
 	}
 	now := metav1.Now()
 	return map[string]*corev1.Service{
-		"served":                edit(func(*corev1.Service) {}),
-		"terminating":           edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
-		"ClusterIP":             edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
-		"NodePort":              edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
-		"no annotations":        edit(func(s *corev1.Service) { s.Annotations = nil }),
-		"foreign annotations":   edit(func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/x": "y"} }),
-		"IDs with blanks":       edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = " a, ,b " }),
-		"no IDs, a pool":        edit(func(s *corev1.Service) { delete(s.Annotations, AnnotationPrivateIPIDs) }),
-		"empty IDs":             edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = "" }),
-		"an address":            edit(func(s *corev1.Service) { s.Annotations[AnnotationAddress] = "172.16.35.210" }),
-		"IPAM IDs":              edit(func(s *corev1.Service) { s.Annotations[AnnotationIPAMIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f" }),
-		"allow-ip-change":       edit(func(s *corev1.Service) { s.Annotations[AnnotationAllowIPChange] = "true" }),
+		"served":              edit(func(*corev1.Service) {}),
+		"terminating":         edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
+		"ClusterIP":           edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+		"NodePort":            edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
+		"no annotations":      edit(func(s *corev1.Service) { s.Annotations = nil }),
+		"foreign annotations": edit(func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/x": "y"} }),
+		"IDs with blanks":     edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = " a, ,b " }),
+		"no IDs, a pool":      edit(func(s *corev1.Service) { delete(s.Annotations, AnnotationPrivateIPIDs) }),
+		"empty IDs":           edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = "" }),
+		"an address":          edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/address"] = "172.16.35.210" }),
+		"IPAM IDs": edit(func(s *corev1.Service) {
+			s.Annotations["scw-lb-ipam.io/ipam-ids"] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+		}),
+		"allow-ip-change":       edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/allow-ip-change"] = "true" }),
 		"externally managed":    edit(func(s *corev1.Service) { s.Annotations[AnnotationExternallyManaged] = "true" }),
 		"an unknown annotation": edit(func(s *corev1.Service) { s.Annotations[annotationPrefix+"later"] = "x" }),
 		"no status, no marks": edit(func(s *corev1.Service) {
@@ -151,7 +153,7 @@ func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
 			if a, b := ours(full.Annotations), trimmed.Annotations; !maps.Equal(a, b) {
 				t.Errorf("annotations: %v, trimmed %v", a, b)
 			}
-			for _, key := range []string{AnnotationPool, AnnotationAddress, AnnotationIPAMIDs, AnnotationAllowIPChange, AnnotationAddresses,
+			for _, key := range []string{"scw-lb-ipam.io/pool", "scw-lb-ipam.io/address", "scw-lb-ipam.io/ipam-ids", "scw-lb-ipam.io/allow-ip-change", "scw-lb-ipam.io/addresses",
 				AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationPrivate, AnnotationExternallyManaged, AnnotationLoadBalancerID} {
 				a, okA := full.Annotations[key]
 				b, okB := trimmed.Annotations[key]
@@ -193,7 +195,7 @@ func TestTrimServiceDrops(t *testing.T) {
 			t.Errorf("annotation %s kept", k)
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{LabelEnabled: "true"}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{"scw-lb-ipam.io/enabled": "true"}}}
 	if got, _ := TrimService(ns); got != ns {
 		t.Errorf("a Namespace was changed: %+v", got)
 	}

@@ -66,7 +66,7 @@ func TestHasLoadBalancer(t *testing.T) {
 }
 
 func TestOnlyCCMChanges(t *testing.T) {
-	old := lb(map[string]string{AnnotationPool: "dc-link"})
+	old := lb(map[string]string{"scw-lb-ipam.io/pool": "dc-link"})
 	old.ResourceVersion = "1"
 	edit := func(f func(*corev1.Service)) *corev1.Service {
 		s := old.DeepCopy()
@@ -84,10 +84,10 @@ func TestOnlyCCMChanges(t *testing.T) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
 		}), true},
 		"resourceVersion only": {edit(func(*corev1.Service) {}), false},
-		"a user's annotation":  {edit(func(s *corev1.Service) { s.Annotations[AnnotationPool] = "general" }), false},
+		"a user's annotation":  {edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/pool"] = "general" }), false},
 		"LB ID and the pool": {edit(func(s *corev1.Service) {
 			s.Annotations[AnnotationLoadBalancerID] = "fr-par-1/x"
-			s.Annotations[AnnotationPool] = "general"
+			s.Annotations["scw-lb-ipam.io/pool"] = "general"
 		}), false},
 	} {
 		if got := OnlyCCMChanges(old, tt.svc); got != tt.want {

@@ -2,9 +2,6 @@ package ipam
 
 import (
 	"context"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,69 +55,48 @@ func (NoClaims) Holder(context.Context, string) (types.NamespacedName, bool, err
 
 // AllocatorOptions configures NewAllocator.
 type AllocatorOptions struct {
+	// Inventory is what the replica knows of the pools, shared with the
+	// manager that runs its background refresh (Inventory.Start). When
+	// nil, the Allocator builds its own from Cloud, Config, Retention,
+	// Clock, OccupancyTTL, RefreshInterval, Rand and Log (a single
+	// process: the status command, tests).
+	Inventory  *Inventory
 	Cloud      scaleway.Cloud
-	Config     *Config // validated and resolved
 	References References
 	Claims     Claims
 	// Retention is the release protocol shared with the sweeper: which
 	// retained reservations an admission may still take back.
 	Retention Retention
-	// Clock reads the time and paces the background refresh (Start).
+	// Clock reads the time the decisions are made at (and paces the
+	// refresh of the Inventory built when Inventory is nil).
 	Clock clock.WithTicker
-	// OccupancyTTL is how long a listing of a subnet's booked addresses is
-	// trusted: past it, a pick lists the subnet again and the sticky lookup
-	// lists the Service's reservations instead of reading the index.
-	// Conflicts refresh sooner.
-	OccupancyTTL time.Duration
-	// Rand returns a number in [0, n): where picking goes on in a pool
-	// after a conflict. Default math/rand/v2.
-	Rand func(n uint64) uint64
-	// RefreshInterval paces the background listing (Start) that keeps the
-	// occupancy views and reservation indexes fresh; default a fifth of
-	// the TTL.
+	Log   logr.Logger
+
+	// For the Inventory built when Inventory is nil; see InventoryOptions.
+	Config          *Config
+	OccupancyTTL    time.Duration
 	RefreshInterval time.Duration
-	Log             logr.Logger
+	Rand            func(n uint64) uint64
 }
 
-// Allocator turns requests into IPAM reservations. It is safe for
-// concurrent use; concurrent picks in one pool never choose the same address.
+// Allocator decides which IP a request gets: it takes back a Service's
+// retained reservation, books a fresh one or validates a brought one, from
+// what its Inventory knows and what Scaleway answers. It holds no state of
+// its own beyond its Inventory, and no lock: it is safe for concurrent
+// use, and concurrent picks in one pool never choose the same address.
 type Allocator struct {
-	cloud   scaleway.Cloud
-	refs    References
-	claims  Claims
-	policy  Retention
-	clock   clock.WithTicker
-	rand    func(n uint64) uint64
-	ttl     time.Duration
-	refresh time.Duration
-	log     logr.Logger
-	cfg     atomic.Pointer[Config]
-
-	mu  sync.Mutex
-	occ map[string]*occupancy // by subnet ID
-	// hints are IDs the Service cache showed on a Service (Remember), kept
-	// until a listing of every pool has seen them.
-	hints map[types.NamespacedName]map[string]time.Time
-	// shown are the IDs the Service cache showed on each Service, and when
-	// last: unlike hints they outlive re-reads and listings, until a listing
-	// shows the uid back-filled or the IP gone. When no uid tells a
-	// re-created Service's reservations apart (the sweeper's leader died
-	// before back-filling it), the one its previous incarnation showed wins
-	// over a pending booking.
-	shown map[types.NamespacedName]map[string]time.Time
-	// firstListing is closed once Start's first listing of the pools ended.
-	firstListing chan struct{}
-	firstOnce    sync.Once
-	// joined, in tests, is called when a caller waits on a listing in
-	// flight instead of starting one.
-	joined func()
+	inv    *Inventory
+	cloud  scaleway.Cloud
+	refs   References
+	claims Claims
+	policy Retention
+	clock  clock.Clock
+	log    logr.Logger
 }
 
-// NewAllocator returns an Allocator over a resolved Config.
+// NewAllocator returns an Allocator over its Inventory.
 func NewAllocator(o AllocatorOptions) *Allocator {
-	a := &Allocator{cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, ttl: o.OccupancyTTL, refresh: o.RefreshInterval,
-		occ: map[string]*occupancy{}, hints: map[types.NamespacedName]map[string]time.Time{},
-		shown: map[types.NamespacedName]map[string]time.Time{}, firstListing: make(chan struct{}), log: o.Log}
+	a := &Allocator{inv: o.Inventory, cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, log: o.Log}
 	if a.refs == nil {
 		a.refs = NoReferences{}
 	}
@@ -133,30 +109,23 @@ func NewAllocator(o AllocatorOptions) *Allocator {
 	if a.clock == nil {
 		a.clock = clock.RealClock{}
 	}
-	if a.ttl == 0 {
-		a.ttl = 5 * time.Minute
+	if a.inv == nil {
+		a.inv = NewInventory(InventoryOptions{Cloud: o.Cloud, Config: o.Config, Retention: o.Retention, Clock: o.Clock,
+			OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.RefreshInterval, Rand: o.Rand, Log: o.Log})
 	}
-	if a.refresh == 0 {
-		a.refresh = a.ttl / 5
-	}
-	if a.rand = o.Rand; a.rand == nil {
-		a.rand = rand.Uint64N
-	}
-	a.cfg.Store(o.Config)
 	return a
 }
 
-// Config is the configuration in use.
-func (a *Allocator) Config() *Config { return a.cfg.Load() }
+// Inventory is what the Allocator decides from.
+func (a *Allocator) Inventory() *Inventory { return a.inv }
 
-// SetConfig swaps in a new validated and resolved configuration. Pick state
-// is rebuilt from the next listing, as ranges may have changed.
-func (a *Allocator) SetConfig(c *Config) {
-	a.cfg.Store(c)
-	a.mu.Lock()
-	a.occ = map[string]*occupancy{}
-	a.mu.Unlock()
-}
+// Config is the configuration in use.
+func (a *Allocator) Config() *Config { return a.inv.Config() }
+
+// Remember records the IDs the Service cache shows on a Service (see
+// Inventory.Remember): the webhook's informer reaches the Inventory
+// through the Allocator it admits with.
+func (a *Allocator) Remember(svc types.NamespacedName, ids []string) { a.inv.Remember(svc, ids) }
 
 // Release gives back an IP this call booked, when the admission that wanted
 // it failed further on. Errors are returned for logging: the sweeper
@@ -168,6 +137,6 @@ func (a *Allocator) Release(ctx context.Context, r *Reservation) error {
 	if err := a.cloud.ReleaseIP(ctx, r.ID); err != nil && scaleway.Classify(err) != scaleway.KindNotFound {
 		return err
 	}
-	a.forget(r.ID, r.Address)
+	a.inv.forget(r.ID, r.Address)
 	return nil
 }

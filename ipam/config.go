@@ -167,13 +167,8 @@ func (c *Config) Validate() error {
 		}
 		if p.Default {
 			defaults = append(defaults, p.Name)
-			switch {
-			case p.IPFamily == IPv6:
-				add(where+".default", "an IPv6 pool cannot be the default: a Service that asks for nothing would get only an IPv6 address, and the CCM reports IPv4 status only")
-			case p.Disabled:
-				add(where+".default", "a disabled pool cannot be the default: every Service that asks for nothing would be denied; move default to another pool")
-			case !p.autoAssign():
-				add(where+".default", "a pool with autoAssign: false cannot be the default: it only serves explicit address requests")
+			if why := p.cannotBeDefault(); why != "" {
+				add(where+".default", "%s", why)
 			}
 		}
 	}
@@ -185,6 +180,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
 	}
 	return nil
+}
+
+// cannotBeDefault says why the pool cannot serve Services that ask for
+// nothing, "" when it can.
+func (p *Pool) cannotBeDefault() string {
+	switch {
+	case p.IPFamily == IPv6:
+		return "an IPv6 pool cannot be the default: a Service that asks for nothing would get only an IPv6 address, and the CCM reports IPv4 status only"
+	case p.Disabled:
+		return "a disabled pool cannot be the default: every Service that asks for nothing would be denied; move default to another pool"
+	case !p.autoAssign():
+		return "a pool with autoAssign: false cannot be the default: it only serves explicit address requests"
+	}
+	return ""
 }
 
 // joinIndented joins errors one per line, for the log and the reload event.

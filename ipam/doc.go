@@ -5,10 +5,12 @@
 // the pool model the allocator reads; resolve.go: the check against the
 // live Private Networks), the tag ledger that marks every reservation with
 // its cluster, pool and Service, the release protocol shared with the
-// sweeper (Retention), and the Allocator that reuses (sticky.go), books
-// (reserve.go) or validates (validate.go) IPs from its view of each
-// subnet's occupancy (occupancy.go, stats.go) and its reservation index of
-// this cluster's IPs (index.go), which only choose what to re-read or pick.
+// sweeper (Retention), the Inventory — what one replica knows without a
+// call: each subnet's occupancy view (occupancy.go, stats.go), the index of
+// this cluster's reservations (index.go) and the IDs the Service cache
+// showed, with all the locking — and the Allocator, which decides: it
+// reuses (sticky.go), books (reserve.go) or validates (validate.go) IPs
+// from what the Inventory knows, which only chooses what to re-read or pick.
 // IPAM is the only source of truth: nothing here persists state of its
 // own.
 //

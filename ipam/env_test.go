@@ -32,7 +32,7 @@ type env struct {
 }
 
 // newEnv starts an emulator with the named Private Networks ("name=cidr").
-func newEnv(t *testing.T, pns ...string) *env {
+func newEnv(t testing.TB, pns ...string) *env {
 	t.Helper()
 	srv := ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
 	nets, err := srv.AddPrivateNetworks(append([]string{"nodes=172.16.0.0/22"}, pns...)...)
@@ -44,7 +44,7 @@ func newEnv(t *testing.T, pns ...string) *env {
 	return e
 }
 
-func (e *env) newCloud(t *testing.T) scaleway.Cloud {
+func (e *env) newCloud(t testing.TB) scaleway.Cloud {
 	t.Helper()
 	c, err := scaleway.New(context.Background(), scaleway.Options{
 		Region: "fr-par",
@@ -64,7 +64,7 @@ func (e *env) newCloud(t *testing.T) scaleway.Cloud {
 }
 
 // config parses and resolves a pool file whose PN IDs are written as {{name}}.
-func (e *env) config(t *testing.T, file string) *Config {
+func (e *env) config(t testing.TB, file string) *Config {
 	t.Helper()
 	for name, pn := range e.pns {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)

@@ -107,10 +107,10 @@ func (x index) rebuilt(listed []*indexed, since time.Time) index {
 // index's reservations of the Service in the pool, then the IDs the
 // Service references (an UPDATE), then IDs the Service cache showed on a
 // Service of that name that no listing has seen yet. known are all the
-// IDs of the Service the allocator knows of; fresh is false when the
+// IDs of the Service the inventory knows of; fresh is false when the
 // pool's index is missing or older than the TTL.
-func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool, fresh bool) {
-	o := a.existing(req.Pool)
+func (v *Inventory) candidates(req Request) (ids []string, known map[string]bool, fresh bool) {
+	o := v.existing(req.Pool)
 	if o == nil {
 		return nil, nil, false
 	}
@@ -121,17 +121,18 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 			ids = append(ids, id)
 		}
 	}
-	a.mu.Lock()
-	hints := maps.Clone(a.hints[req.Service])
-	a.mu.Unlock()
-	cfg, now := a.Config(), a.clock.Now()
+	v.mu.Lock()
+	hints := maps.Clone(v.hints[req.Service])
+	views := maps.Clone(v.occ)
+	v.mu.Unlock()
+	cfg, now := v.Config(), v.clock.Now()
 	o.mu.Lock()
-	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < a.ttl
+	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < v.ttl
 	for _, r := range o.mine.of(req.Service) {
 		// A Service that showed the ID after the index learned its tags
 		// may have taken it back since: its orphaned-since is stale.
 		hintedLater := hints[r.id].After(r.learned)
-		if req.Pool.Covers(r.address) && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || a.mayBeReusable(cfg, req.Pool.SubnetID(), r, now)) {
+		if req.Pool.Covers(r.address) && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
 			add(r.id)
 		} else {
 			known[r.id] = true
@@ -142,13 +143,13 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 		return nil, nil, false
 	}
 	for _, id := range req.Own {
-		if !a.indexedElsewhere(id, req.Pool) {
+		if !indexedElsewhere(views, id, req.Pool) {
 			add(id)
 		}
 	}
 	hinted := slices.Sorted(maps.Keys(hints))
 	for _, id := range hinted {
-		if !known[id] && !a.indexedElsewhere(id, req.Pool) {
+		if !known[id] && !indexedElsewhere(views, id, req.Pool) {
 			add(id)
 		}
 	}
@@ -160,24 +161,19 @@ func (a *Allocator) candidates(req Request) (ids []string, known map[string]bool
 // orphaned-since can only have been cleared since by a live Service, which
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
-func (a *Allocator) mayBeReusable(cfg *Config, subnetID string, r *indexed, now time.Time) bool {
+func mayBeReusable(policy Retention, cfg *Config, subnetID string, r *indexed, now time.Time) bool {
 	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned}
 	if r.used {
 		e.UID = "used"
 	}
 	p, _ := cfg.PoolOf(e, subnetID, r.address)
-	return a.policy.Reusable(p, e, now)
+	return policy.Reusable(p, e, now)
 }
 
-// indexedElsewhere reports whether an index knows id as a reservation
-// outside p's address space: not a candidate, no need to re-read it.
-func (a *Allocator) indexedElsewhere(id string, p *Pool) bool {
-	a.mu.Lock()
-	views := make(map[string]*occupancy, len(a.occ))
-	for subnet, o := range a.occ {
-		views[subnet] = o
-	}
-	a.mu.Unlock()
+// indexedElsewhere reports whether one of the views' indexes knows id as a
+// reservation outside p's address space: not a candidate, no need to
+// re-read it.
+func indexedElsewhere(views map[string]*occupancy, id string, p *Pool) bool {
 	for subnet, o := range views {
 		o.mu.Lock()
 		r, ok := o.mine.byID[id]
@@ -195,55 +191,49 @@ func (a *Allocator) indexedElsewhere(id string, p *Pool) bool {
 // Service re-reads them, so it gets its address back even when another
 // replica booked it since this one last listed. No call is made; the IDs
 // are dropped once a listing of every pool has run after them.
-func (a *Allocator) Remember(svc types.NamespacedName, ids []string) {
+func (v *Inventory) Remember(svc types.NamespacedName, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	now := a.clock.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, byService := range []map[types.NamespacedName]map[string]time.Time{a.hints, a.shown} {
-		m := byService[svc]
-		if m == nil {
-			m = map[string]time.Time{}
-			byService[svc] = m
-		}
-		for _, id := range ids {
-			m[id] = now
-		}
-	}
+	now := v.clock.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.add(svc, ids, now)
+	v.shown.add(svc, ids, now)
 }
 
 // Hinted returns the IDs the Service cache showed on svc that are still
 // hints (no listing, re-read or release has accounted for them since):
 // what a re-create of svc re-reads besides the index. For status and
 // tests; admissions read the hints under their own lock.
-func (a *Allocator) Hinted(svc types.NamespacedName) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Sorted(maps.Keys(a.hints[svc]))
+func (v *Inventory) Hinted(svc types.NamespacedName) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Sorted(maps.Keys(v.hints[svc]))
+}
+
+// shownOn returns when the Service cache last showed each ID on svc.
+func (v *Inventory) shownOn(svc types.NamespacedName) map[string]time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps.Clone(v.shown[svc])
 }
 
 // learn records what a re-read sent at readAt showed: the index entry of
 // one of this cluster's reservations, and the hint answered. It is dated
 // from the read, not its answer: a listing that started in between saw
 // newer tags.
-func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
-	a.mu.Lock()
-	if m := a.hints[svc]; m != nil {
-		delete(m, ip.ID)
-		if len(m) == 0 {
-			delete(a.hints, svc)
-		}
-	}
-	view := a.occ[ip.SubnetID]
-	a.mu.Unlock()
+func (v *Inventory) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
+	v.mu.Lock()
+	v.hints.drop(&svc, ip.ID)
+	view := v.occ[ip.SubnetID]
+	v.mu.Unlock()
 	if view == nil {
 		return
 	}
 	view.mu.Lock()
 	defer view.mu.Unlock()
-	if r, ok := indexEntry(ip, a.Config().ClusterName, readAt); ok {
+	if r, ok := indexEntry(ip, v.Config().ClusterName, readAt); ok {
 		view.mine.put(r)
 	} else {
 		view.mine.drop(ip.ID)
@@ -252,18 +242,12 @@ func (a *Allocator) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 
 // forget drops an IP that is gone (released here or found missing) from
 // every view, index and hint.
-func (a *Allocator) forget(id string, addr netip.Addr) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, byService := range []map[types.NamespacedName]map[string]time.Time{a.hints, a.shown} {
-		for svc, m := range byService {
-			delete(m, id)
-			if len(m) == 0 {
-				delete(byService, svc)
-			}
-		}
-	}
-	for _, o := range a.occ {
+func (v *Inventory) forget(id string, addr netip.Addr) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.drop(nil, id)
+	v.shown.drop(nil, id)
+	for _, o := range v.occ {
 		o.mu.Lock()
 		if r, ok := o.mine.byID[id]; ok {
 			addr = r.address
@@ -280,40 +264,21 @@ func (a *Allocator) forget(id string, addr netip.Addr) {
 
 // dropHints forgets the hints recorded before since: a listing of every
 // pool that started after them has put what they named in the indexes.
-func (a *Allocator) dropHints(since time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for svc, m := range a.hints {
-		for id, at := range m {
-			if at.Before(since) {
-				delete(m, id)
+// Of the IDs shown, it forgets what those listings have settled: a uid
+// back-filled (the ledger tells from now on), or no reservation any more.
+func (v *Inventory) dropHints(since time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.dropBefore(since, func(string) bool { return true })
+	v.shown.dropBefore(since, func(id string) bool {
+		indexed, used := false, false
+		for _, o := range v.occ {
+			o.mu.Lock()
+			if r, ok := o.mine.byID[id]; ok {
+				indexed, used = true, r.used
 			}
+			o.mu.Unlock()
 		}
-		if len(m) == 0 {
-			delete(a.hints, svc)
-		}
-	}
-	// What the listings have settled: a uid back-filled (the ledger tells
-	// from now on), or no reservation any more.
-	for svc, m := range a.shown {
-		for id, at := range m {
-			if !at.Before(since) {
-				continue
-			}
-			indexed, used := false, false
-			for _, o := range a.occ {
-				o.mu.Lock()
-				if r, ok := o.mine.byID[id]; ok {
-					indexed, used = true, r.used
-				}
-				o.mu.Unlock()
-			}
-			if !indexed || used {
-				delete(m, id)
-			}
-		}
-		if len(m) == 0 {
-			delete(a.shown, svc)
-		}
-	}
+		return !indexed || used
+	})
 }

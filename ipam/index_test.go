@@ -21,7 +21,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 	e, base := allocEnv(t, r)
 	clk := clocktesting.NewFakeClock(time.Now())
 	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), References: r, Clock: clk})
-	if err := a.Refresh(context.Background()); err != nil {
+	if err := a.inv.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
@@ -39,6 +39,16 @@ func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *Pool) (*Allocat
 		t.Fatal(err)
 	}
 	return other, theirs
+}
+
+// invalidate asks the next pick in the subnet to list it again, as
+// conflicts do; a nil view (no listing yet) needs none.
+func (o *occupancy) invalidate() {
+	if o != nil {
+		o.mu.Lock()
+		o.relist = true
+		o.mu.Unlock()
+	}
 }
 
 // A Service the index holds nothing for costs its booking alone, for every
@@ -168,12 +178,12 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	}
 
 	// A listing of every pool started after the hint makes it redundant.
-	if err := mine.Refresh(ctx); err != nil {
+	if err := mine.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mine.mu.Lock()
-	left := len(mine.hints)
-	mine.mu.Unlock()
+	mine.inv.mu.Lock()
+	left := len(mine.inv.hints)
+	mine.inv.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d hints left after a full listing", left)
 	}
@@ -204,7 +214,7 @@ func TestStaleIndexListsTheService(t *testing.T) {
 	e, a, clk := indexedAlloc(t, nil)
 	ctx := context.Background()
 	_, theirs := otherReplicaBooks(t, e, a, pool(t, a, "small"))
-	clk.Step(a.ttl + time.Second)
+	clk.Step(a.inv.ttl + time.Second)
 	e.srv.ResetCounts()
 	back, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || back.ID != theirs.ID {
@@ -226,7 +236,7 @@ func TestIndexFollowsOwnWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := a.existing(p)
+	o := a.inv.existing(p)
 	listed := o.mine.byID[r.ID]
 	if listed == nil || listed.service != svc("web", "api") || listed.pool != "small" {
 		t.Fatalf("booking not indexed: %+v", listed)
@@ -277,13 +287,13 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := pool(t, a, "small")
 	hold.Store(true)
 	done := make(chan error)
-	go func() { done <- a.Refresh(ctx) }()
+	go func() { done <- a.inv.Refresh(ctx) }()
 	<-cloud.read // the listing has read the subnet
 	hold.Store(false)
 	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
@@ -321,7 +331,7 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				_ = a.Refresh(ctx)
+				_ = a.inv.Refresh(ctx)
 			}
 		}
 	})
@@ -341,11 +351,11 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	bg.Wait()
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	o := a.existing(p)
+	o := a.inv.existing(p)
 	for i, id := range ids {
 		if id == "" || seen[id] {
 			t.Fatalf("reservation %d: %q (duplicate or missing)", i, id)
@@ -379,7 +389,7 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Clock: clk})
-	if err := a.Refresh(ctx); err != nil { // indexed: past its retention
+	if err := a.inv.Refresh(ctx); err != nil { // indexed: past its retention
 		t.Fatal(err)
 	}
 	entry.OrphanedSince = time.Time{} // taken back elsewhere
@@ -437,12 +447,12 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	hold.Store(true)
 	done := make(chan error)
-	go func() { done <- a.Refresh(ctx) }()
+	go func() { done <- a.inv.Refresh(ctx) }()
 	<-cloud.read // the refresh's listing of the pool's subnet is in flight
 	booked := make(chan error)
 	go func() {
@@ -464,6 +474,52 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	}
 }
 
+// A relist that conflicts asked for does not hold admissions up either:
+// while the background refresh's listing of the subnet is slow, a CREATE
+// picks from the current view (its TTL has not run out) instead of
+// waiting on that listing.
+func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
+	e, base := allocEnv(t, nil)
+	ctx := context.Background()
+	hold := &atomic.Bool{}
+	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	if err := a.inv.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pool(t, a, "ranged")
+	a.inv.existing(p).invalidate() // conflicts asked for a relist
+	hold.Store(true)
+	done := make(chan error)
+	go func() { done <- a.inv.Refresh(ctx) }()
+	<-cloud.read // the refresh's listing of the pool's subnet is in flight
+	booked := make(chan error)
+	go func() {
+		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+		booked <- err
+	}()
+	select {
+	case err := <-booked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the admission waited for the background listing")
+	}
+	hold.Store(false)
+	close(cloud.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	o := a.inv.existing(p)
+	o.mu.Lock()
+	pending := o.relist
+	o.mu.Unlock()
+	if pending {
+		t.Fatal("the relist is still pending after the listing")
+	}
+}
+
 // A replica reports itself listed (and so ready) only once Start's first
 // listing of the pools has ended.
 func TestListedAfterTheFirstListing(t *testing.T) {
@@ -474,15 +530,15 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = a.Start(ctx) }()
+	go func() { _ = a.inv.Start(ctx) }()
 	<-cloud.read
-	if a.Listed() {
+	if a.inv.Listed() {
 		t.Fatal("listed while the first listing is in flight")
 	}
 	hold.Store(false)
 	close(cloud.release)
 	deadline := time.Now().Add(5 * time.Second)
-	for !a.Listed() {
+	for !a.inv.Listed() {
 		if time.Now().After(deadline) {
 			t.Fatal("not listed after the first listing ended")
 		}
@@ -512,7 +568,7 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 			two := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
 			ctx := context.Background()
 			for _, a := range []*Allocator{one, two} {
-				if err := a.Refresh(ctx); err != nil {
+				if err := a.inv.Refresh(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -637,7 +693,7 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	ctx := context.Background()
 	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
 	p := pool(t, a, "ranged")
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	theirs, err := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.35.200"), nil, nil)
@@ -650,14 +706,14 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	if err := e.cloud.ReleaseIP(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	o := a.existing(p)
+	o := a.inv.existing(p)
 	if _, marked := o.holders[mustAddr("172.16.35.200")]; marked {
 		t.Fatal("the conflict's mark outlived a listing that shows the address free")
 	}
-	if st := a.Stats(); st[1].Pool != "ranged" || st[1].UsedByCluster+st[1].UsedByOthers != 1 {
+	if st := a.inv.Stats(); st[1].Pool != "ranged" || st[1].UsedByCluster+st[1].UsedByOthers != 1 {
 		t.Fatalf("stats %+v", st[1])
 	}
 }
@@ -667,11 +723,11 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 func TestRelistKeepsTheIndexInUse(t *testing.T) {
 	_, a, _ := indexedAlloc(t, nil)
 	p := pool(t, a, "ranged")
-	a.invalidate(p)
-	if _, _, fresh := a.candidates(Request{Pool: p, Service: svc("web", "api")}); !fresh {
+	a.inv.existing(p).invalidate()
+	if _, _, fresh := a.inv.candidates(Request{Pool: p, Service: svc("web", "api")}); !fresh {
 		t.Fatal("the index went stale with the relist")
 	}
-	if !a.Stats()[1].Known {
+	if !a.inv.Stats()[1].Known {
 		t.Fatal("the pool's gauges went away with the relist")
 	}
 }
@@ -685,13 +741,13 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
 	}
 	e.srv.FailNext(ipamtest.OpListIPs, 1000, ipamtest.Fault{Status: 403})
-	clk.Step(a.ttl + time.Second)
-	if err := a.Refresh(ctx); err == nil {
+	clk.Step(a.inv.ttl + time.Second)
+	if err := a.inv.Refresh(ctx); err == nil {
 		t.Fatal("the listings did not fail")
 	}
-	a.mu.Lock()
-	left := len(a.hints)
-	a.mu.Unlock()
+	a.inv.mu.Lock()
+	left := len(a.inv.hints)
+	a.inv.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d hints kept past the TTL while listings fail", left)
 	}
@@ -707,18 +763,18 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config(), Clock: clk})
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	joined := make(chan struct{}, 1)
-	a.joined = func() {
+	a.inv.joined = func() {
 		select {
 		case joined <- struct{}{}:
 		default:
 		}
 	}
 	p := pool(t, a, "ranged")
-	a.invalidate(p) // conflicts asked for a relist
+	a.inv.existing(p).invalidate() // conflicts asked for a relist
 	hold.Store(true)
 	admitted := make(chan error)
 	go func() {
@@ -730,7 +786,7 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	a.Remember(svc("web", "api"), []string{"booked-meanwhile"})
 	clk.Step(time.Second)
 	refreshed := make(chan error)
-	go func() { refreshed <- a.Refresh(ctx) }()
+	go func() { refreshed <- a.inv.Refresh(ctx) }()
 	select { // the Refresh waits on the listing in flight
 	case <-joined:
 	case <-time.After(10 * time.Second):
@@ -744,9 +800,9 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	if err := <-refreshed; err != nil {
 		t.Fatal(err)
 	}
-	a.mu.Lock()
-	_, kept := a.hints[svc("web", "api")]["booked-meanwhile"]
-	a.mu.Unlock()
+	a.inv.mu.Lock()
+	_, kept := a.inv.hints[svc("web", "api")]["booked-meanwhile"]
+	a.inv.mu.Unlock()
 	if !kept {
 		t.Fatal("a hint newer than the listing the Refresh joined was dropped")
 	}
@@ -764,7 +820,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	ctx := context.Background()
 	p := pool(t, mine, "small")
 	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
-	if err := other.Refresh(ctx); err != nil { // listed before the pending booking
+	if err := other.inv.Refresh(ctx); err != nil { // listed before the pending booking
 		t.Fatal(err)
 	}
 	pending, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
@@ -780,7 +836,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Own: []string{shown.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := mine.Hinted(svc("web", "api")); len(got) != 0 {
+	if got := mine.inv.Hinted(svc("web", "api")); len(got) != 0 {
 		t.Fatalf("hints %v still there: the test does not cover a consumed hint", got)
 	}
 	// Deleted, the sweeper tagged both orphaned (no uid: no leader got to
@@ -793,7 +849,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := mine.Refresh(ctx); err != nil {
+	if err := mine.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	back, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
@@ -823,7 +879,7 @@ func TestRecreateOfAMovedServiceGetsItsLatestAddress(t *testing.T) {
 	}
 	seed("10.10.0.2", 3*time.Minute)    // A: booked first, given up at the move
 	b := seed("10.10.0.3", time.Minute) // B: given up when the Service was deleted
-	if err := a.Refresh(ctx); err != nil {
+	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})

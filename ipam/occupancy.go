@@ -64,30 +64,25 @@ func (o *occupancy) free(addr netip.Addr) {
 	}
 }
 
-// occupancy returns the pool's subnet view, listing the subnet when the view
-// is missing or older than the TTL.
-func (a *Allocator) occupancy(ctx context.Context, p *Pool) (*occupancy, error) {
-	return a.listed(ctx, p, false)
-}
-
-// listed returns the pool's subnet view after a listing when it is stale
+// view returns the pool's subnet view after a listing when it is stale
 // (or always, with relist). One listing per subnet runs at a time: callers
 // that find one in flight wait for its result instead of listing the
 // subnet again, so a burst of admissions after a conflict, or during the
-// background refresh, costs one listing, not one each. A relist keeps the
-// current view in use while it lists: admissions are not held up by it.
-func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupancy, error) {
-	a.mu.Lock()
-	o, ok := a.occ[p.SubnetID()]
+// background refresh, costs one listing, not one each. A relist (the
+// refresh's, or one conflicts asked for) keeps the current view in use while
+// it lists: only a missing view or one past its TTL makes an admission wait.
+func (v *Inventory) view(ctx context.Context, p *Pool, relist bool) (*occupancy, error) {
+	v.mu.Lock()
+	o, ok := v.occ[p.SubnetID()]
 	if !ok {
 		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
-		a.occ[p.SubnetID()] = o
+		v.occ[p.SubnetID()] = o
 	}
-	a.mu.Unlock()
+	v.mu.Unlock()
 
 	o.mu.Lock()
-	fresh := !o.loaded.IsZero() && a.clock.Since(o.loaded) < a.ttl && !o.relist
-	if fresh && !relist {
+	fresh := !o.loaded.IsZero() && v.clock.Since(o.loaded) < v.ttl
+	if fresh && !o.relist && !relist {
 		o.mu.Unlock()
 		return o, nil
 	}
@@ -99,19 +94,18 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 		// start it, which may end first.
 		done := make(chan struct{})
 		o.listing, wait = done, done
-		go func() {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
-			defer cancel()
-			err := a.list(lctx, p, o)
-			o.mu.Lock()
-			o.listing, o.listErr = nil, err
-			o.mu.Unlock()
-			close(done)
-		}()
+		go o.fill(context.WithoutCancel(ctx), v, p, done)
 	}
 	o.mu.Unlock()
-	if joining && a.joined != nil {
-		a.joined()
+	if fresh && !relist {
+		// A relist that conflicts asked for runs in the background: the
+		// view within its TTL serves admissions meanwhile (the admission
+		// that met the conflicts picks elsewhere in the pool), and no
+		// admission waits on a listing, its own or the refresh's.
+		return o, nil
+	}
+	if joining && v.joined != nil {
+		v.joined()
 	}
 	var err error
 	select {
@@ -128,29 +122,44 @@ func (a *Allocator) listed(ctx context.Context, p *Pool, relist bool) (*occupanc
 	return o, nil
 }
 
+// fill lists the subnet into the view, then ends the listing in flight
+// (done) with its result. It runs on its own deadline.
+func (o *occupancy) fill(ctx context.Context, v *Inventory, p *Pool, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	since := v.clock.Now()
+	ips, err := listSubnet(ctx, v.cloud, p)
+	// The view's lock only once the listing has answered.
+	o.mu.Lock()
+	if err == nil {
+		o.load(ips, v.Config().ClusterName, since)
+		o.loaded, o.relist = v.clock.Now(), false
+	}
+	o.listing, o.listErr = nil, err
+	o.mu.Unlock()
+	close(done)
+}
+
 // listTimeout bounds one listing of a subnet: ⌈addresses/100⌉ pages.
 const listTimeout = 2 * time.Minute
 
-// list lists the pool's subnet and swaps the result into its view and
-// index.
-func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
+// listSubnet lists every IP of the pool's subnet's family on its network.
+func listSubnet(ctx context.Context, cloud scaleway.Cloud, p *Pool) ([]*scaleway.IP, error) {
 	v6 := p.IPFamily == IPv6
-	since := a.clock.Now()
-	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
-	if err != nil {
-		return err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	return cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
+}
+
+// load swaps a listing of the subnet that started at since into the view
+// and the index.
+func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
 	// Keep addresses marked by bookings in flight: they may not be listed yet.
 	o.holders = make(map[netip.Addr]Holder, len(ips)+len(o.inflight))
 	for addr := range o.inflight {
 		o.holders[addr] = Holder{}
 	}
-	cluster := a.Config().ClusterName
 	var mine []*indexed
 	for _, ip := range ips {
-		if ip.SubnetID == p.SubnetID() {
+		if ip.SubnetID == o.subnet {
 			o.holders[ip.Address] = holderOf(ip)
 			if r, ok := indexEntry(ip, cluster, since); ok {
 				mine = append(mine, r)
@@ -171,8 +180,6 @@ func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
 			s.Mark(addr)
 		}
 	}
-	o.loaded, o.relist = a.clock.Now(), false
-	return nil
 }
 
 // Start keeps the occupancy views and reservation indexes of the pools
@@ -181,14 +188,14 @@ func (a *Allocator) list(ctx context.Context, p *Pool, o *occupancy) error {
 // refresh interval until ctx ends; a failed listing waits for the next
 // tick (past the TTL, admissions list by themselves). It implements
 // controller-runtime's manager.Runnable.
-func (a *Allocator) Start(ctx context.Context) error {
-	tick := a.clock.NewTicker(a.refresh)
+func (v *Inventory) Start(ctx context.Context) error {
+	tick := v.clock.NewTicker(v.refresh)
 	defer tick.Stop()
 	for {
-		if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error(err, "refreshing the pools' occupancy")
+		if err := v.Refresh(ctx); err != nil && ctx.Err() == nil {
+			v.log.Error(err, "refreshing the pools' occupancy")
 		}
-		a.firstOnce.Do(func() { close(a.firstListing) })
+		v.firstOnce.Do(func() { close(v.firstListing) })
 		select {
 		case <-ctx.Done():
 			return nil
@@ -201,9 +208,9 @@ func (a *Allocator) Start(ctx context.Context) error {
 // (failed ones included: admissions then list by themselves). A replica is
 // ready only then, so that its first admissions book in one call instead of
 // each listing what the index would have told.
-func (a *Allocator) Listed() bool {
+func (v *Inventory) Listed() bool {
 	select {
-	case <-a.firstListing:
+	case <-v.firstListing:
 		return true
 	default:
 		return false
@@ -211,64 +218,100 @@ func (a *Allocator) Listed() bool {
 }
 
 // existing returns the subnet view of pool p, nil before its first listing.
-func (a *Allocator) existing(p *Pool) *occupancy {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.occ[p.SubnetID()]
+func (v *Inventory) existing(p *Pool) *occupancy {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.occ[p.SubnetID()]
 }
 
-// invalidate asks the next pick in a subnet to list it again; the index
-// and the gauges keep using the current listing meanwhile.
-func (a *Allocator) invalidate(p *Pool) {
-	if o := a.existing(p); o != nil {
-		o.mu.Lock()
-		o.relist = true
-		o.mu.Unlock()
-	}
-}
-
-// markUsed records a booking or take-back of ours in the subnet's view and
+// record notes a booking or take-back of ours in the subnet's view and
 // index, if there is one.
-func (a *Allocator) markUsed(p *Pool, ip *scaleway.IP) {
-	o := a.existing(p)
+func (v *Inventory) record(p *Pool, ip *scaleway.IP) {
+	o := v.existing(p)
 	if o == nil {
 		return
 	}
 	o.mu.Lock()
 	o.take(ip.Address, holderOf(ip))
-	if r, ok := indexEntry(ip, a.Config().ClusterName, a.clock.Now()); ok {
+	if r, ok := indexEntry(ip, v.Config().ClusterName, v.clock.Now()); ok {
 		o.mine.put(r)
 	}
 	o.mu.Unlock()
 }
 
-// knownHolder looks an address up in the subnet's view without any call.
-func (a *Allocator) knownHolder(p *Pool, addr netip.Addr) (Holder, bool) {
-	o := a.existing(p)
-	if o == nil || !addr.IsValid() {
-		return Holder{}, false
+// holder looks up who holds addr in the subnet's view; with look, after a
+// conflict, it lists the subnet when the view does not know.
+func (v *Inventory) holder(ctx context.Context, p *Pool, addr netip.Addr, look bool) (Holder, bool) {
+	known := func() (Holder, bool) {
+		o := v.existing(p)
+		if o == nil || !addr.IsValid() {
+			return Holder{}, false
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		h, ok := o.holders[addr]
+		return h, ok && h.IPID != ""
+	}
+	if h, ok := known(); ok || !look {
+		return h, ok
+	}
+	// A denial that names the holder is worth waiting for a listing.
+	if _, err := v.view(ctx, p, true); err == nil {
+		return known()
+	}
+	return Holder{}, false
+}
+
+// pickOutcome is how the booking of a picked address went.
+type pickOutcome int
+
+const (
+	pickBooked pickOutcome = iota
+	// pickTaken: someone the view did not know of holds it.
+	pickTaken
+	// pickFailed: the booking failed for another reason.
+	pickFailed
+)
+
+// pick chooses a free address in p's ranges. Unless it only predicts (a
+// dry run, settle is nil), the address is marked used before the booking,
+// so concurrent admissions pick different ones, and the caller reports how
+// the booking went with settle: a failed booking frees the address; a
+// taken one keeps it marked until the next listing and moves picking
+// elsewhere in the pool (another replica picking in the same order would
+// otherwise go on colliding address after address), and relist asks the
+// next pick for a listing.
+func (v *Inventory) pick(ctx context.Context, p *Pool, predict bool) (addr netip.Addr, settle func(how pickOutcome, relist bool), err error) {
+	o, err := v.view(ctx, p, false)
+	if err != nil {
+		return netip.Addr{}, nil, err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	h, ok := o.holders[addr]
-	return h, ok && h.IPID != ""
-}
-
-// findHolder names who holds addr after a conflict, listing the subnet when
-// the view does not know.
-func (a *Allocator) findHolder(ctx context.Context, p *Pool, addr netip.Addr) Holder {
-	if h, ok := a.knownHolder(p, addr); ok {
-		return h
+	s, err := o.space(p)
+	if err != nil {
+		return netip.Addr{}, nil, err
 	}
-	a.invalidate(p)
-	if _, err := a.occupancy(ctx, p); err == nil {
-		if h, ok := a.knownHolder(p, addr); ok {
-			return h
+	if addr, err = s.Pick(); err != nil {
+		return netip.Addr{}, nil, exhausted(p, s.Used(), s.Size())
+	}
+	if predict {
+		return addr, nil, nil
+	}
+	o.take(addr, Holder{})
+	o.inflight[addr]++
+	return addr, func(how pickOutcome, relist bool) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.inflight[addr]--; o.inflight[addr] <= 0 {
+			delete(o.inflight, addr)
 		}
-	}
-	return Holder{}
+		switch how {
+		case pickFailed:
+			o.free(addr)
+		case pickTaken:
+			s.Seek(v.rand(s.Size()))
+			o.relist = o.relist || relist
+		}
+	}, nil
 }
-
-// NeedLeaderElection is false: every webhook replica picks addresses and
-// needs its own fresh view.
-func (a *Allocator) NeedLeaderElection() bool { return false }

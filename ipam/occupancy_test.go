@@ -21,7 +21,7 @@ func TestStartRefreshesOnItsClock(t *testing.T) {
 	e.srv.ResetCounts()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- a.Start(ctx) }()
+	go func() { done <- a.inv.Start(ctx) }()
 	defer func() {
 		cancel()
 		<-done
@@ -41,7 +41,7 @@ func TestStartRefreshesOnItsClock(t *testing.T) {
 	}
 	clk.Step(30 * time.Minute)
 	wait("the listing half a TTL later", func() bool { return e.srv.Count(ipamtest.OpListIPs) == 2 })
-	if st := a.Stats(); len(st) != 1 || !st[0].Known || st[0].Total != 4 {
+	if st := a.inv.Stats(); len(st) != 1 || !st[0].Known || st[0].Total != 4 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -61,24 +61,14 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 func (a *Allocator) predict(ctx context.Context, req Request) (*Reservation, error) {
 	res := &Reservation{Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID, Address: req.Address}
 	if req.Address.IsValid() || !req.Pool.PicksAddresses() {
-		if h, ok := a.knownHolder(req.Pool, req.Address); ok {
+		if h, ok := a.inv.holder(ctx, req.Pool, req.Address, false); ok {
 			return nil, taken(req, h)
 		}
 		return res, nil
 	}
-	o, err := a.occupancy(ctx, req.Pool)
+	addr, _, err := a.inv.pick(ctx, req.Pool, true)
 	if err != nil {
 		return nil, err
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s, err := o.space(req.Pool)
-	if err != nil {
-		return nil, err
-	}
-	addr, err := s.Pick()
-	if err != nil {
-		return nil, exhausted(req.Pool, s.Used(), s.Size())
 	}
 	res.Address = addr
 	return res, nil
@@ -88,67 +78,38 @@ func (a *Allocator) predict(ctx context.Context, req Request) (*Reservation, err
 func (a *Allocator) bookAddress(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
 	ip, adopted, err := a.book(ctx, req, req.Address, known)
 	if err == nil {
-		a.markUsed(req.Pool, ip)
-		return a.booked(req, ip, adopted), nil
+		a.inv.record(req.Pool, ip)
+		return booked(req, ip, adopted), nil
 	}
 	if scaleway.Classify(err) == scaleway.KindAddressTaken {
-		return nil, taken(req, a.findHolder(ctx, req.Pool, req.Address))
+		h, _ := a.inv.holder(ctx, req.Pool, req.Address, true)
+		return nil, taken(req, h)
 	}
-	return nil, a.bookError(req, err)
+	return nil, bookError(req, err)
 }
 
 // bookPicked picks free addresses from the pool's ranges until a booking
-// succeeds. An address is marked used before the call, so concurrent
-// admissions pick different ones; a conflict means the view was stale, and
-// every few conflicts the subnet is listed again.
+// succeeds. A conflict means the inventory's view was stale: picking goes
+// on elsewhere in the pool, and every few conflicts the subnet is listed
+// again.
 func (a *Allocator) bookPicked(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
 	for attempt := 1; attempt <= MaxPickAttempts; attempt++ {
-		o, err := a.occupancy(ctx, req.Pool)
+		addr, settle, err := a.inv.pick(ctx, req.Pool, false)
 		if err != nil {
 			return nil, err
 		}
-		o.mu.Lock()
-		s, err := o.space(req.Pool)
-		if err != nil {
-			o.mu.Unlock()
-			return nil, err
-		}
-		addr, perr := s.Pick()
-		used, size := s.Used(), s.Size()
-		if perr == nil {
-			o.take(addr, Holder{})
-			o.inflight[addr]++
-		}
-		o.mu.Unlock()
-		if perr != nil {
-			return nil, exhausted(req.Pool, used, size)
-		}
-
 		ip, adopted, err := a.book(ctx, req, addr, known)
-		o.mu.Lock()
-		if o.inflight[addr]--; o.inflight[addr] <= 0 {
-			delete(o.inflight, addr)
+		switch {
+		case err == nil:
+			settle(pickBooked, false)
+			a.inv.record(req.Pool, ip)
+			return booked(req, ip, adopted), nil
+		case scaleway.Classify(err) != scaleway.KindAddressTaken:
+			settle(pickFailed, false)
+			return nil, bookError(req, err)
 		}
-		o.mu.Unlock()
-		if err == nil {
-			a.markUsed(req.Pool, ip)
-			return a.booked(req, ip, adopted), nil
-		}
-		if scaleway.Classify(err) != scaleway.KindAddressTaken {
-			o.mu.Lock()
-			o.free(addr)
-			o.mu.Unlock()
-			return nil, a.bookError(req, err)
-		}
-		// Taken by someone picking in the same order (another replica):
-		// pick from elsewhere in the pool from now on, or both would go on
-		// colliding address after address.
-		o.mu.Lock()
-		s.Seek(a.rand(s.Size()))
-		o.mu.Unlock()
-		if attempt%3 == 0 {
-			a.invalidate(req.Pool)
-		}
+		// Taken by someone picking in the same order (another replica).
+		settle(pickTaken, attempt%3 == 0)
 	}
 	return nil, refuse(ReasonUnavailable, "pool %q: %d picked addresses were taken by others in a row; the pool is under heavy contention, apply again", req.Pool.Name, MaxPickAttempts)
 }
@@ -161,10 +122,10 @@ func (a *Allocator) bookAny(ctx context.Context, req Request, known map[string]b
 			total := req.Pool.Total()
 			return nil, exhausted(req.Pool, total, total)
 		}
-		return nil, a.bookError(req, err)
+		return nil, bookError(req, err)
 	}
-	a.markUsed(req.Pool, ip)
-	return a.booked(req, ip, adopted), nil
+	a.inv.record(req.Pool, ip)
+	return booked(req, ip, adopted), nil
 }
 
 // book sends one BookIP with the ledger tags. When the answer is lost (a
@@ -184,7 +145,7 @@ func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, know
 	if err == nil || scaleway.Classify(err) != scaleway.KindUnavailable || ctx.Err() != nil {
 		return ip, false, err
 	}
-	ips, lerr := a.serviceIPs(ctx, req)
+	ips, lerr := serviceIPs(ctx, a.cloud, req)
 	if lerr != nil {
 		return nil, false, err
 	}
@@ -198,7 +159,7 @@ func (a *Allocator) book(ctx context.Context, req Request, addr netip.Addr, know
 	return ip, false, err
 }
 
-func (a *Allocator) bookError(req Request, err error) error {
+func bookError(req Request, err error) error {
 	if scaleway.Classify(err) == scaleway.KindExhausted {
 		total := req.Pool.Total()
 		return exhausted(req.Pool, total, total)
@@ -206,14 +167,14 @@ func (a *Allocator) bookError(req Request, err error) error {
 	return apiError(fmt.Sprintf("booking an address in pool %q for Service %s", req.Pool.Name, req.Service), err)
 }
 
-func (a *Allocator) reservation(req Request, ip *scaleway.IP) *Reservation {
+func reservation(req Request, ip *scaleway.IP) *Reservation {
 	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
 }
 
 // booked is the reservation of a booking of this admission; an adopted one
 // (see book) is not Booked: the admission does not release it on failure.
-func (a *Allocator) booked(req Request, ip *scaleway.IP, adopted bool) *Reservation {
-	r := a.reservation(req, ip)
+func booked(req Request, ip *scaleway.IP, adopted bool) *Reservation {
+	r := reservation(req, ip)
 	r.Booked = !adopted
 	return r
 }

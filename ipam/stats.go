@@ -33,13 +33,13 @@ type PoolStats struct {
 }
 
 // Stats reports every pool's occupancy without calling the API.
-func (a *Allocator) Stats() []PoolStats {
-	cfg := a.Config()
+func (v *Inventory) Stats() []PoolStats {
+	cfg := v.Config()
 	out := make([]PoolStats, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
 		st := PoolStats{Pool: p.Name, Total: p.Total()}
 		var holders map[netip.Addr]Holder
-		holders, st.Listed = a.holdersIn(p)
+		holders, st.Listed = v.existing(p).holdersIn(p)
 		st.Known = !st.Listed.IsZero()
 		for _, h := range holders {
 			if h.Cluster == cfg.ClusterName {
@@ -61,10 +61,9 @@ func (a *Allocator) Stats() []PoolStats {
 
 // holdersIn copies the booked addresses of pool p from its subnet's view;
 // bookings still in flight are left out until they answer. listed is when
-// the subnet was last listed, zero before its first listing.
-func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed time.Time) {
+// the subnet was last listed, zero before its first listing (a nil view).
+func (o *occupancy) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed time.Time) {
 	holders = map[netip.Addr]Holder{}
-	o := a.existing(p)
 	if o == nil {
 		return holders, time.Time{}
 	}
@@ -80,7 +79,7 @@ func (a *Allocator) holdersIn(p *Pool) (holders map[netip.Addr]Holder, listed ti
 
 // Refresh lists the subnet of every pool, each subnet once: pools that pick
 // addresses need it to pick, and Stats reports from it.
-func (a *Allocator) Refresh(ctx context.Context) error {
+func (v *Inventory) Refresh(ctx context.Context) error {
 	var errs []error
 	// Hints older than every subnet's listing are redundant: each index has
 	// what they named. A listing joined in flight may have started before
@@ -94,16 +93,16 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		}
 	}
 	seen := map[string]bool{}
-	for _, p := range a.Config().Pools {
+	for _, p := range v.Config().Pools {
 		if seen[p.SubnetID()] {
 			continue
 		}
 		seen[p.SubnetID()] = true
-		o, err := a.listed(ctx, p, true)
+		o, err := v.view(ctx, p, true)
 		if err != nil {
 			errs = append(errs, err)
-			since := a.clock.Now().Add(-a.ttl)
-			if o = a.existing(p); o != nil {
+			since := v.clock.Now().Add(-v.ttl)
+			if o = v.existing(p); o != nil {
 				o.mu.Lock()
 				if o.since.After(since) {
 					since = o.since
@@ -118,7 +117,7 @@ func (a *Allocator) Refresh(ctx context.Context) error {
 		o.mu.Unlock()
 	}
 	if !oldest.IsZero() {
-		a.dropHints(oldest)
+		v.dropHints(oldest)
 	}
 	return errors.Join(errs...)
 }
@@ -151,13 +150,13 @@ type AddressReport struct {
 }
 
 // Report is Stats with the addresses, sorted, for the status command.
-func (a *Allocator) Report() []PoolReport {
-	cfg := a.Config()
-	stats := a.Stats()
+func (v *Inventory) Report() []PoolReport {
+	cfg := v.Config()
+	stats := v.Stats()
 	out := make([]PoolReport, 0, len(stats))
 	for i, p := range cfg.Pools {
 		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
-		holders, _ := a.holdersIn(p)
+		holders, _ := v.existing(p).holdersIn(p)
 		for addr, h := range holders {
 			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
 			if ar.Mine {

@@ -3,7 +3,6 @@ package ipam
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -33,12 +32,12 @@ import (
 // It also returns the IDs of every reservation of the Service it knows of,
 // so that a booking whose answer was lost can be told apart from them.
 func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
-	ids, known, fresh := a.candidates(req)
+	ids, known, fresh := a.inv.candidates(req)
 	var ips []*scaleway.IP
 	if fresh {
 		ips, err = a.reread(ctx, req.Service, ids)
 	} else {
-		ips, known, err = a.listService(ctx, req)
+		ips, known, err = listService(ctx, a.cloud, req)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -55,13 +54,13 @@ func (a *Allocator) reread(ctx context.Context, svc types.NamespacedName, ids []
 		readAt := a.clock.Now()
 		ip, err := a.cloud.GetIP(ctx, id)
 		if scaleway.Classify(err) == scaleway.KindNotFound {
-			a.forget(id, netip.Addr{})
+			a.inv.forget(id, netip.Addr{})
 			continue
 		}
 		if err != nil {
 			return nil, apiError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, svc), err)
 		}
-		a.learn(svc, ip, readAt)
+		a.inv.learn(svc, ip, readAt)
 		ips = append(ips, ip)
 	}
 	return ips, nil
@@ -69,8 +68,8 @@ func (a *Allocator) reread(ctx context.Context, svc types.NamespacedName, ids []
 
 // listService is the lookup without an index: one listing of the Service's
 // reservations, all of them known.
-func (a *Allocator) listService(ctx context.Context, req Request) ([]*scaleway.IP, map[string]bool, error) {
-	ips, err := a.serviceIPs(ctx, req)
+func listService(ctx context.Context, cloud scaleway.Cloud, req Request) ([]*scaleway.IP, map[string]bool, error) {
+	ips, err := serviceIPs(ctx, cloud, req)
 	if err != nil {
 		return nil, nil, apiError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
 	}
@@ -87,9 +86,7 @@ func (a *Allocator) listService(ctx context.Context, req Request) ([]*scaleway.I
 // still attached to the previous Load Balancer.
 func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP) (*scaleway.IP, error) {
 	cfg := a.Config()
-	a.mu.Lock()
-	shown := maps.Clone(a.shown[req.Service])
-	a.mu.Unlock()
+	shown := a.inv.shownOn(req.Service)
 	// Used (uid back-filled) first; then one a Service of that name showed
 	// (the previous incarnation's, though no leader back-filled its uid
 	// yet); then pending bookings. Within a rank the latest shown, among
@@ -148,9 +145,9 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
 // network and family (any cluster, any pool: the caller filters), oldest
 // booking first.
-func (a *Allocator) serviceIPs(ctx context.Context, req Request) ([]*scaleway.IP, error) {
+func serviceIPs(ctx context.Context, cloud scaleway.Cloud, req Request) ([]*scaleway.IP, error) {
 	v6 := req.Pool.IPFamily == IPv6
-	ips, err := a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
+	ips, err := cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
 	// The order is asked for, and kept here too: stickiness must not depend
 	// on an API default.
 	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int { return x.CreatedAt.Compare(y.CreatedAt) })
@@ -239,7 +236,7 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 			ip = updated
 		}
 	}
-	a.markUsed(pool, ip)
+	a.inv.record(pool, ip)
 	return res, nil
 }
 

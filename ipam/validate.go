@@ -38,7 +38,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	ip, err := a.cloud.GetIP(ctx, id)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindNotFound {
-			a.forget(id, netip.Addr{})
+			a.inv.forget(id, netip.Addr{})
 			return nil, refuse(ReasonIDNotFound, "IPAM IP %s does not exist in region %s; check the ID (scw ipam ip get %s)", id, cfg.Region, id)
 		}
 		return nil, apiError("reading IPAM IP "+id, err)
@@ -46,14 +46,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 	if ip.Region != "" && ip.Region != cfg.Region {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s is in region %s, not %s where this cluster's Load Balancers live", id, ip.Region, cfg.Region)
 	}
-	var pool *Pool
-	var allowed []string
-	for _, p := range cfg.AllowedPools(svc.Namespace) {
-		allowed = append(allowed, p.Name)
-		if p.SubnetID() == ip.SubnetID && (pool == nil || p.Holds(ip.SubnetID, ip.Address) && !pool.Holds(ip.SubnetID, ip.Address)) {
-			pool = p // the pool whose address space holds it, else the first on its subnet
-		}
-	}
+	pool, allowed := poolOfID(cfg, svc.Namespace, ip)
 	if pool == nil {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is not on the Private Network of a pool namespace %s may use (%s); reserve it on one of those Private Networks", id, ip.Address, svc.Namespace, listOrNone(allowed))
 	}
@@ -66,7 +59,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 			return nil, usedBy(ip, other)
 		}
 	}
-	a.learn(svc, ip, readAt)
+	a.inv.learn(svc, ip, readAt)
 	e, ours := ParseEntry(ip.Tags)
 	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName)) {
 		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
@@ -95,6 +88,18 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 		}
 	}
 	return &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}, nil
+}
+
+// poolOfID is the pool of namespace whose address space holds ip, else the
+// first on its subnet, else nil; allowed names the pools namespace may use.
+func poolOfID(cfg *Config, namespace string, ip *scaleway.IP) (pool *Pool, allowed []string) {
+	for _, p := range cfg.AllowedPools(namespace) {
+		allowed = append(allowed, p.Name)
+		if p.SubnetID() == ip.SubnetID && (pool == nil || p.Holds(ip.SubnetID, ip.Address) && !pool.Holds(ip.SubnetID, ip.Address)) {
+			pool = p
+		}
+	}
+	return pool, allowed
 }
 
 // validateOurs takes one of this Service's own reservations back, under the

@@ -1,13 +1,13 @@
 package webhook
 
 import (
-	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestUnreservedOnTrimmedServices: the sweeper asks Unreserved about Services
@@ -33,18 +33,18 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 		want bool
 	}{
 		"default pool":                   {served("web", nil), true},
-		"a pool":                         {served("payments", ann(ccm.AnnotationPool, "dc-link")), true},
-		"two pools":                      {served("payments", ann(ccm.AnnotationPool, "dc-link,general")), true},
-		"an address":                     {served("payments", ann(ccm.AnnotationAddress, "172.16.35.201")), true},
-		"IPAM IDs":                       {served("web", ann(ccm.AnnotationIPAMIDs, id)), true},
+		"a pool":                         {served("payments", ann(request.AnnotationPool, "dc-link")), true},
+		"two pools":                      {served("payments", ann(request.AnnotationPool, "dc-link,general")), true},
+		"an address":                     {served("payments", ann(request.AnnotationAddress, "172.16.35.201")), true},
+		"IPAM IDs":                       {served("web", ann(request.AnnotationIPAMIDs, id)), true},
 		"hand-written private-ip-ids":    {served("web", ann(ccm.AnnotationPrivateIPIDs, id)), true},
-		"recorded addresses":             {served("payments", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationAddresses, "172.16.35.200")), true},
+		"recorded addresses":             {served("payments", ann(ccm.AnnotationPrivateIPIDs, id, request.AnnotationAddresses, "172.16.35.200")), true},
 		"pn-ids of the user":             {served("web", ann(ccm.AnnotationPNIDs, "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d")), true},
-		"allow-ip-change":                {served("web", ann(ccm.AnnotationAllowIPChange, "true")), true},
+		"allow-ip-change":                {served("web", ann(request.AnnotationAllowIPChange, "true")), true},
 		"externally managed":             {served("web", ann(ccm.AnnotationExternallyManaged, "true")), false},
-		"externally managed with a pool": {served("web", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationPool, "general")), false},
-		"a pool not allowed here":        {served("web", ann(ccm.AnnotationPool, "dc-link")), false},
-		"a bad annotation":               {served("web", ann(ccm.AnnotationAllowIPChange, "yes")), false},
+		"externally managed with a pool": {served("web", ann(ccm.AnnotationExternallyManaged, "true", request.AnnotationPool, "general")), false},
+		"a pool not allowed here":        {served("web", ann(request.AnnotationPool, "dc-link")), false},
+		"a bad annotation":               {served("web", ann(request.AnnotationAllowIPChange, "yes")), false},
 		"not opted in":                   {served("plain", nil), false},
 		"excluded namespace":             {served("kube-system", nil), false},
 		"another controller's (loadBalancerClass)": {func() *corev1.Service {
@@ -64,8 +64,8 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, what, err := h.mutator.Unreserved(context.Background(), tt.svc)
-			gotWant, gotWhat, gotErr := h.mutator.Unreserved(context.Background(), out.(*corev1.Service))
+			want, what, err := h.unreserved(tt.svc)
+			gotWant, gotWhat, gotErr := h.unreserved(out.(*corev1.Service))
 			if want != gotWant || what != gotWhat || (err == nil) != (gotErr == nil) {
 				t.Fatalf("Unreserved: %v %q %v, trimmed %v %q %v", want, what, err, gotWant, gotWhat, gotErr)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestCCMWritesPassUntouched: the UPDATEs the CCM and the cloud-provider
@@ -37,7 +38,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		make func(h *harness) *corev1.Service
 	}{
 		{"reserved Service", func(h *harness) *corev1.Service {
-			return h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+			return h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		}},
 		// A default pool applies, but no IDs yet (admitted while the webhook
 		// was down): allocating on the CCM's finalizer would race the CCM
@@ -45,7 +46,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		{"unreserved Service", func(*harness) *corev1.Service { return service("web", "api", nil) }},
 		// Annotations that would be denied: the CCM must not be stuck.
 		{"Service with a bad annotation", func(*harness) *corev1.Service {
-			return service("web", "api", ann(ccm.AnnotationPool, "NOT A POOL"))
+			return service("web", "api", ann(request.AnnotationPool, "NOT A POOL"))
 		}},
 	} {
 		t.Run(start.name, func(t *testing.T) {
@@ -67,10 +68,10 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 	}
 	t.Run("a user's change next to the CCM's is judged", func(t *testing.T) {
 		h := newHarness(t)
-		cur := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		cur := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := cur.DeepCopy()
 		next.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
-		next.Annotations[ccm.AnnotationPool] = "general"
+		next.Annotations[request.AnnotationPool] = "general"
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, cur, false))
 		h.check("pool change", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`))
@@ -85,7 +86,7 @@ func TestExternallyManaged(t *testing.T) {
 	ext := ann(ccm.AnnotationExternallyManaged, "true")
 	r, _ := h.send(review(admissionv1.Create, service("web", "shared", ext), nil, false))
 	h.check("default pool", r, expect{allowed: true})
-	for _, tt := range []struct{ key, value string }{{ccm.AnnotationPool, "general"}, {ccm.AnnotationAddress, "10.10.0.9"}} {
+	for _, tt := range []struct{ key, value string }{{request.AnnotationPool, "general"}, {request.AnnotationAddress, "10.10.0.9"}} {
 		a := ann(ccm.AnnotationExternallyManaged, "true", tt.key, tt.value)
 		r, _ := h.send(review(admissionv1.Create, service("web", "shared", a), nil, false))
 		h.check(tt.key, r, denied("annotation "+tt.key+`: value "`+tt.value+`": the Service uses an externally managed Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-externally-managed: "true"), which several Services may share: its Private Network attachment is not this Service's to change`))

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestRecoverFromAnIDGoneFromIPAM proves the recoveries the sweeper's
@@ -20,12 +21,12 @@ import (
 func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 	setup := func(t *testing.T) (*harness, *corev1.Service, string) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		dead := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		if err := h.cloud.ReleaseIP(context.Background(), dead); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.alloc.Refresh(context.Background()); err != nil {
+		if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return h, live, dead
@@ -41,7 +42,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 				out.Annotations[ccm.AnnotationPrivateIPIDs] = op.Value.(string)
 			}
 			if op.Path == "/metadata/annotations/scw-lb-ipam.io~1addresses" {
-				out.Annotations[ccm.AnnotationAddresses] = op.Value.(string)
+				out.Annotations[request.AnnotationAddresses] = op.Value.(string)
 			}
 		}
 		id := out.Annotations[ccm.AnnotationPrivateIPIDs]
@@ -51,7 +52,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		if ip, ok := h.srv.IP(id); !ok || ip.Address.IP.String() != addr {
 			t.Fatalf("IP %s: %+v (exists %v), want it booked at %s", id, ip.Address, ok, addr)
 		}
-		if got := out.Annotations[ccm.AnnotationAddresses]; got != addr {
+		if got := out.Annotations[request.AnnotationAddresses]; got != addr {
 			t.Fatalf("addresses %q, want %s", got, addr)
 		}
 		return id
@@ -62,8 +63,8 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		// re-apply and keeps the dead ID, so the Event must not advise it.
 		h, live, dead := setup(t)
 		next := live.DeepCopy()
-		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
-		next.Annotations[ccm.AnnotationAddress] = "172.16.35.200"
+		next.Annotations[request.AnnotationAllowIPChange] = "true"
+		next.Annotations[request.AnnotationAddress] = "172.16.35.200"
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		if !r.Allowed || len(r.Patch) != 0 || next.Annotations[ccm.AnnotationPrivateIPIDs] != dead {
 			t.Fatalf("allowed %v, patch %s: want the update let through unchanged, keeping %s", r.Allowed, r.Patch, dead)
@@ -73,8 +74,8 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 	t.Run("another address under allow-ip-change books anew", func(t *testing.T) {
 		h, live, dead := setup(t)
 		next := live.DeepCopy()
-		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
-		next.Annotations[ccm.AnnotationAddress] = "172.16.35.202"
+		next.Annotations[request.AnnotationAllowIPChange] = "true"
+		next.Annotations[request.AnnotationAddress] = "172.16.35.202"
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		newID(t, h, next, r, dead, "172.16.35.202")
 	})
@@ -84,7 +85,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		if err := h.kube.Delete(context.Background(), live); err != nil {
 			t.Fatal(err)
 		}
-		svc := service("payments", "api", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationAddress: "172.16.35.200"})
+		svc := service("payments", "api", map[string]string{request.AnnotationPool: "dc-link", request.AnnotationAddress: "172.16.35.200"})
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		newID(t, h, svc, r, dead, "172.16.35.200")
 	})
@@ -92,7 +93,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 	t.Run("removing the dead ID is restored, not a recovery", func(t *testing.T) {
 		h, live, dead := setup(t)
 		next := live.DeepCopy()
-		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
+		next.Annotations[request.AnnotationAllowIPChange] = "true"
 		delete(next.Annotations, ccm.AnnotationPrivateIPIDs)
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		if !r.Allowed {

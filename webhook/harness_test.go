@@ -32,6 +32,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const (
@@ -105,7 +106,7 @@ func newHarness(t testing.TB) *harness {
 	ns := func(name string, labelled bool) *corev1.Namespace {
 		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if labelled {
-			n.Labels = map[string]string{ccm.LabelEnabled: "true"}
+			n.Labels = map[string]string{request.LabelEnabled: "true"}
 		}
 		return n
 	}
@@ -119,7 +120,7 @@ func newHarness(t testing.TB) *harness {
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.
-	if err := h.alloc.Refresh(context.Background()); err != nil {
+	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
@@ -312,4 +313,10 @@ func (r *recordedEvents) take() []string {
 	out := r.list
 	r.list = nil
 	return out
+}
+
+// unreserved asks the sweeper's question about svc (request.Unreserved)
+// with the mutator's namespaces, exclusions and pool file.
+func (h *harness) unreserved(svc *corev1.Service) (bool, string, error) {
+	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, svc)
 }

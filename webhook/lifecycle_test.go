@@ -16,6 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // The rows below are the lifecycles of real clusters that the admission
@@ -65,7 +66,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	t.Run("helm upgrade adds a pool annotation", func(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "ingress")
-		next := service("web", "api", ann(ccm.AnnotationPool, "general"))
+		next := service("web", "api", ann(request.AnnotationPool, "general"))
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("full update", r, kept("general"))
 	})
@@ -90,7 +91,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		h := newHarness(t)
 		old := withLB(service("web", "api", nil), "ingress")
 		next := old.DeepCopy()
-		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
+		next.Annotations[request.AnnotationAllowIPChange] = "true"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("allowed", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
@@ -160,7 +161,7 @@ func reused(pool, addr, calls string, pns ...string) expect {
 func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+	live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 	x := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	h.retain(x, "uid-of-the-first-api", 0) // the sweeper back-filled its uid...
 	ip, _ := h.cloud.GetIP(ctx, x)
@@ -181,7 +182,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	// Still live in the cache (not Terminating): the apiserver would refuse
 	// the CREATE; say so instead of asking to retry.
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("exists", r, expect{allowed: false, code: 409, calls: "GetIP=1",
 		message: []string{"Service payments/api already exists and holds address 172.16.35.200"}})
 
@@ -197,7 +198,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("terminating", r, retry("GetIP=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
 	if n := len(h.srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs: a retryable refusal booked something", n)
@@ -221,7 +222,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	if !h.orphanedSince(x).IsZero() {
 		t.Fatal("orphaned-since not cleared: the sweeper could release X under the new Service")
@@ -239,7 +240,7 @@ func TestRestoredManifest(t *testing.T) {
 			h.t.Fatal(err)
 		}
 		return service("web", "api", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationPNIDs, live.Annotations[ccm.AnnotationPNIDs],
-			ccm.AnnotationAddresses, live.Annotations[ccm.AnnotationAddresses])), id
+			request.AnnotationAddresses, live.Annotations[request.AnnotationAddresses])), id
 	}
 	t.Run("retained: taken back", func(t *testing.T) {
 		h := newHarness(t)
@@ -328,7 +329,7 @@ func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
 	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &ipamtest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationIPAMIDs, attached)), nil, true))
+	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {
 		e := denied("IPAM IP " + attached + " (10.10.0.78) is attached to lb_server legacy-lb")
 		e.calls = "GetIP=1"
@@ -343,14 +344,14 @@ func TestDryRunRecordsNothing(t *testing.T) {
 // fresh address, its old reservation is left to the sweeper.
 func TestRetentionZeroIsNotSticky(t *testing.T) {
 	h := newHarness(t)
-	live := h.created(service("edge-eu", "api", ann(ccm.AnnotationPool, "ephemeral")))
+	live := h.created(service("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")))
 	id := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	if err := h.kube.Delete(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
 	h.retain(id, "uid-1", time.Second)
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(ccm.AnnotationPool, "ephemeral")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")), nil, false))
 	// The sweeper's orphaned-since is not in this replica's index yet: one
 	// re-read rules the old reservation out.
 	want := reserved("ephemeral", "10.50.0.3", "nodes", "tmp")

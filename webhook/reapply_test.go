@@ -17,6 +17,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // replaceOp is the patch that sets one annotation the object already has.
@@ -42,7 +43,7 @@ func reapplied(live *corev1.Service, manifest map[string]string) *corev1.Service
 func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	t.Run("pn-ids reset to the manifest's", func(t *testing.T) {
 		h := newHarness(t)
-		manifest := ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
+		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
 		live := h.created(service("payments", "api", manifest))
 		if got, want := live.Annotations[ccm.AnnotationPNIDs], h.pnList("nodes", "dc"); got != want {
 			t.Fatalf("created with pn-ids %q, want %q", got, want)
@@ -55,7 +56,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a network the user adds is kept, the pool's added back", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
@@ -64,7 +65,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a Service that already lost the pool's network gets it back", func(t *testing.T) {
 		h := newHarness(t)
-		manifest := ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
+		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
 		live := h.created(service("payments", "api", manifest))
 		live.Annotations[ccm.AnnotationPNIDs] = h.pns["nodes"].ID // stored by an earlier version
 		h.srv.ResetCounts()
@@ -75,7 +76,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("adding the pool's network back would pass a Load Balancer's 8: denied", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
 		h.srv.ResetCounts()
 		// The manifest now lists eight networks of its own, not the pool's:
 		// with it added back, the Load Balancer would need nine.
@@ -86,7 +87,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a network the user removes stays removed", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID)), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
@@ -115,23 +116,23 @@ func TestReapplyComparesRequestsAsSets(t *testing.T) {
 	})
 	t.Run("pinning the current address", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationAddress, "172.16.35.200")), live, false))
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.200")), live, false))
 		h.check("pinned", r, expect{allowed: true})
 	})
 	t.Run("pinning another address is a change", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationAddress, "172.16.35.201")), live, false))
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.201")), live, false))
 		h.check("moved", r, denied(`changing annotation scw-lb-ipam.io/address from "" to "172.16.35.201"`, "allow-ip-change"))
 	})
 	t.Run("reordering pools", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link,general")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link,general")))
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPool, "general,dc-link")), live, false))
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationPool, "general,dc-link")), live, false))
 		h.check("reordered", r, expect{allowed: true})
 	})
 }
@@ -144,21 +145,21 @@ func TestNonCanonicalIDsAreDenied(t *testing.T) {
 		annotations func(nodes, lab string) map[string]string
 		want        func(lab string) []string
 	}{
-		"upper-case ID": {func(_, _ string) map[string]string { return ann(ccm.AnnotationIPAMIDs, strings.ToUpper(id)) }, canonical},
-		"braced ID":     {func(_, _ string) map[string]string { return ann(ccm.AnnotationIPAMIDs, "{"+id+"}") }, canonical},
+		"upper-case ID": {func(_, _ string) map[string]string { return ann(request.AnnotationIPAMIDs, strings.ToUpper(id)) }, canonical},
+		"braced ID":     {func(_, _ string) map[string]string { return ann(request.AnnotationIPAMIDs, "{"+id+"}") }, canonical},
 		"urn ID":        {func(_, _ string) map[string]string { return ann(ccm.AnnotationPrivateIPIDs, "urn:uuid:"+id) }, canonical},
 		"dashless ID": {func(_, _ string) map[string]string {
-			return ann(ccm.AnnotationIPAMIDs, strings.ReplaceAll(id, "-", ""))
+			return ann(request.AnnotationIPAMIDs, strings.ReplaceAll(id, "-", ""))
 		}, canonical},
 		"zonal pn-ids": {
 			func(_, lab string) map[string]string {
-				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, "fr-par-1/"+lab)
+				return ann(request.AnnotationPool, "general", ccm.AnnotationPNIDs, "fr-par-1/"+lab)
 			},
 			func(lab string) []string { return []string{"names a zone", "write the plain ID " + lab} },
 		},
 		"padded pn-ids": {
 			func(nodes, lab string) map[string]string {
-				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, nodes+", "+lab)
+				return ann(request.AnnotationPool, "general", ccm.AnnotationPNIDs, nodes+", "+lab)
 			},
 			func(string) []string {
 				return []string{"has spaces around it", "splits this annotation on commas only"}
@@ -166,7 +167,7 @@ func TestNonCanonicalIDsAreDenied(t *testing.T) {
 		},
 		"upper-case pn-ids": {
 			func(_, lab string) map[string]string {
-				return ann(ccm.AnnotationPool, "general", ccm.AnnotationPNIDs, strings.ToUpper(lab))
+				return ann(request.AnnotationPool, "general", ccm.AnnotationPNIDs, strings.ToUpper(lab))
 			},
 			func(string) []string { return []string{"not a Private Network ID in canonical form"} },
 		},
@@ -219,7 +220,7 @@ func (h *harness) seedRetained(pn, addr, pool string, svc types.NamespacedName, 
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.alloc.Refresh(context.Background()); err != nil {
+	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
 	h.srv.ResetCounts()
@@ -244,16 +245,16 @@ func TestStickyBeforePolicy(t *testing.T) {
 	t.Run("a drained pool gives its Service's reservation back", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("old", "10.40.0.9", "drained", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "drained")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("re-created", r, reused("drained", "10.40.0.9", "GetIP=1 UpdateIP=1", "nodes", "old"))
 		h.srv.ResetCounts()
-		r, _ = h.send(review(admissionv1.Create, service("payments", "new", ann(ccm.AnnotationPool, "drained")), nil, false))
+		r, _ = h.send(review(admissionv1.Create, service("payments", "new", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("new Service", r, denied(`pool "drained" is disabled (draining)`))
 	})
 	t.Run("a renamed pool keeps its Service's address", func(t *testing.T) {
 		h := newHarness(t)
 		id := h.seedRetained("dc", "172.16.35.201", "dc-old", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 		h.check("re-created", r, reused("dc-link", "172.16.35.201", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 		if got := h.poolTag(id); got != "dc-link" {
 			t.Fatalf("pool tag %q after the take-back, want dc-link", got)
@@ -262,13 +263,13 @@ func TestStickyBeforePolicy(t *testing.T) {
 	t.Run("a renamed pool, the address pinned", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("dc", "172.16.35.201", "dc-old", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationAddress, "172.16.35.201")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.201")), nil, false))
 		h.check("re-created", r, reused("dc-link", "172.16.35.201", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	})
 	t.Run("an address the operator took out of the pool since is still refused", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("dc", "172.16.35.210", "dc-link", api, nil) // the ranges were wider then
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationAddress, "172.16.35.210")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.210")), nil, false))
 		h.check("refused", r, denied("172.16.35.210 is outside pool dc-link's ranges"))
 	})
 }
@@ -281,13 +282,13 @@ func TestRecreateWhileThePreviousLoadBalancerIsBeingDeleted(t *testing.T) {
 	h := newHarness(t)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-of-the-previous"})
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 
 	// Any other resource holding it is not the previous Load Balancer.
 	h = newHarness(t)
 	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	want := reserved("dc-link", "172.16.35.201", "nodes", "dc")
 	want.calls = "BookIP=1 GetIP=1" // the candidate is read, then passed over
 	h.check("held by a server", r, want)
@@ -296,13 +297,13 @@ func TestRecreateWhileThePreviousLoadBalancerIsBeingDeleted(t *testing.T) {
 // Finding 8: a Service of another load-balancer controller is not ours.
 func TestLoadBalancerClassIsOutOfScope(t *testing.T) {
 	h := newHarness(t)
-	svc := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
+	svc := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	class := "metallb.io/metallb"
 	svc.Spec.LoadBalancerClass = &class
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	h.check("class", r, expect{allowed: true})
-	if want, what, err := h.mutator.Unreserved(context.Background(), svc); want || err != nil {
+	if want, what, err := h.unreserved(svc); want || err != nil {
 		t.Fatalf("Unreserved = %v (%s) %v: such a Service is never reported", want, what, err)
 	}
 }

@@ -8,12 +8,13 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // everyAnnotation is a request using every annotation the webhook reads.
 func everyAnnotation(ids string) map[string]string {
-	return ann(ccm.AnnotationPool, "dc-link,general", ccm.AnnotationAddress, "172.16.35.200", ccm.AnnotationIPAMIDs, ids,
-		ccm.AnnotationPrivateIPIDs, ids, ccm.AnnotationAllowIPChange, "true", ccm.AnnotationPNIDs, "not-even-an-id")
+	return ann(request.AnnotationPool, "dc-link,general", request.AnnotationAddress, "172.16.35.200", request.AnnotationIPAMIDs, ids,
+		ccm.AnnotationPrivateIPIDs, ids, request.AnnotationAllowIPChange, "true", ccm.AnnotationPNIDs, "not-even-an-id")
 }
 
 // TestSecurityScope: namespaces without the label, kube-system and the
@@ -54,10 +55,10 @@ func TestSecurityScope(t *testing.T) {
 // and nothing is booked or re-tagged on the way.
 func TestSecurityTheft(t *testing.T) {
 	h := newHarness(t)
-	victim := h.created(service("payments", "victim", ann(ccm.AnnotationPool, "dc-link")))
-	victimID, victimAddr := victim.Annotations[ccm.AnnotationPrivateIPIDs], victim.Annotations[ccm.AnnotationAddresses]
+	victim := h.created(service("payments", "victim", ann(request.AnnotationPool, "dc-link")))
+	victimID, victimAddr := victim.Annotations[ccm.AnnotationPrivateIPIDs], victim.Annotations[request.AnnotationAddresses]
 	// A retained reservation of another Service (deleted, not yet released).
-	h.send(review(admissionv1.Create, service("payments", "gone", ann(ccm.AnnotationPool, "dc-link")), nil, false))
+	h.send(review(admissionv1.Create, service("payments", "gone", ann(request.AnnotationPool, "dc-link")), nil, false))
 	goneID, _ := h.ipByAddress("172.16.35.201")
 	foreign, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &ipamtest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
 	nodesIP, _ := h.srv.AddIP(h.pns["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
@@ -69,15 +70,15 @@ func TestSecurityTheft(t *testing.T) {
 		ann  map[string]string
 		want string
 	}{
-		{"another Service's IPAM ID", "payments", ann(ccm.AnnotationIPAMIDs, victimID), "already used by Service payments/victim"},
+		{"another Service's IPAM ID", "payments", ann(request.AnnotationIPAMIDs, victimID), "already used by Service payments/victim"},
 		{"another Service's IPAM ID, raw", "payments", ann(ccm.AnnotationPrivateIPIDs, victimID), "already used by Service payments/victim"},
-		{"another Service's address", "payments", ann(ccm.AnnotationAddress, victimAddr), "is held by Service payments/victim"},
-		{"another Service's retained reservation", "payments", ann(ccm.AnnotationIPAMIDs, goneID), "reserved for Service payments/gone"},
-		{"an IP attached to a database", "payments", ann(ccm.AnnotationIPAMIDs, foreign), "attached to rdb_instance orders"},
-		{"another cluster's reservation, same Service name", "payments", ann(ccm.AnnotationIPAMIDs, otherCluster), "of cluster staging"},
-		{"an address of a pool not allowed for the namespace", "web", ann(ccm.AnnotationAddress, "172.16.35.210"), "in none of the pools namespace web may use"},
-		{"a pool not allowed for the namespace", "web", ann(ccm.AnnotationPool, "dc-link"), `pool "dc-link" is not allowed for namespace web`},
-		{"an IP outside every pool the namespace may use", "web", ann(ccm.AnnotationIPAMIDs, nodesIP), "not on the Private Network of a pool namespace web may use"},
+		{"another Service's address", "payments", ann(request.AnnotationAddress, victimAddr), "is held by Service payments/victim"},
+		{"another Service's retained reservation", "payments", ann(request.AnnotationIPAMIDs, goneID), "reserved for Service payments/gone"},
+		{"an IP attached to a database", "payments", ann(request.AnnotationIPAMIDs, foreign), "attached to rdb_instance orders"},
+		{"another cluster's reservation, same Service name", "payments", ann(request.AnnotationIPAMIDs, otherCluster), "of cluster staging"},
+		{"an address of a pool not allowed for the namespace", "web", ann(request.AnnotationAddress, "172.16.35.210"), "in none of the pools namespace web may use"},
+		{"a pool not allowed for the namespace", "web", ann(request.AnnotationPool, "dc-link"), `pool "dc-link" is not allowed for namespace web`},
+		{"an IP outside every pool the namespace may use", "web", ann(request.AnnotationIPAMIDs, nodesIP), "not on the Private Network of a pool namespace web may use"},
 	} {
 		before := len(h.srv.IPs())
 		h.srv.ResetCounts()

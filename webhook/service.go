@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Event reasons recorded on Services.
@@ -75,14 +74,23 @@ type ServiceMutator struct {
 
 var _ admission.Handler = (*ServiceMutator)(nil)
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler: it decodes and filters the request,
+// judges a CREATE (create) or an UPDATE (update), and renders the one
+// decision they return (respond).
 func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	resp, result := m.handle(ctx, req)
-	if m.Metrics != nil {
-		m.Metrics.observeAdmission(string(req.Operation), result, time.Since(start))
+	svc, old, d, judge := m.filter(ctx, req)
+	if judge {
+		switch ask, err := request.Parse(svc.Annotations); {
+		case err != nil:
+			d = refusal(err)
+		case old == nil:
+			d = m.create(ctx, req, svc, ask)
+		default:
+			d = m.update(ctx, req, old, svc, ask)
+		}
 	}
-	return resp
+	return m.respond(req, svc, d, start)
 }
 
 // Admission results for metrics.
@@ -98,29 +106,31 @@ const (
 	resultCCM      = "ccm_write"
 )
 
-func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+// filter decodes the request and answers at once what is not ours to
+// judge: judge is true for a CREATE, or an UPDATE of a Service that was a
+// LoadBalancer (old, nil for a CREATE), in scope, in an opted-in namespace.
+func (m *ServiceMutator) filter(ctx context.Context, req admission.Request) (svc, old *corev1.Service, d decision, judge bool) {
 	if req.Kind.Kind != "Service" || req.Kind.Group != "" {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("this webhook admits core/v1 Services, not %s", req.Kind.String())), resultErrored
+		return nil, nil, errored(fmt.Errorf("this webhook admits core/v1 Services, not %s", req.Kind.String())), false
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed(""), resultSkipped
+		return nil, nil, decision{result: resultSkipped}, false
 	}
-	svc := &corev1.Service{}
+	svc = &corev1.Service{}
 	// Case-sensitive, as the apiserver decodes: "metAdAtA" is not metadata.
 	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, svc); err != nil || svc.Kind != "Service" {
 		if err == nil {
 			err = errors.New("the object is not a Service")
 		}
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the Service: %w", err)), resultErrored
+		return nil, nil, errored(fmt.Errorf("decoding the Service: %w", err)), false
 	}
-	if !inScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
-		return admission.Allowed(""), resultSkipped
+	if !request.InScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
+		return svc, nil, decision{result: resultSkipped}, false
 	}
-	var old *corev1.Service
 	if req.Operation == admissionv1.Update {
 		old = &corev1.Service{}
 		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old Service: %w", err)), resultErrored
+			return svc, nil, errored(fmt.Errorf("decoding the old Service: %w", err)), false
 		}
 		if old.Spec.Type != corev1.ServiceTypeLoadBalancer && !ccm.HasLoadBalancer(old) {
 			// A ClusterIP Service turning LoadBalancer: like a CREATE. One
@@ -134,130 +144,33 @@ func (m *ServiceMutator) handle(ctx context.Context, req admission.Request) (adm
 			// allocating for a Service admitted unreserved when the CCM adds
 			// its finalizer) would race the CCM creating the Load Balancer,
 			// or leave it stuck.
-			return admission.Allowed(""), resultCCM
+			return svc, nil, decision{result: resultCCM}, false
 		}
 	}
-	if opted, err := m.optedIn(ctx, req.Namespace, true); err != nil {
-		return m.deny(svc, err), resultDenied
+	if opted, err := m.optedIn(ctx, req.Namespace); err != nil {
+		return svc, nil, refusal(err), false
 	} else if !opted {
-		return admission.Allowed(""), resultSkipped
+		return svc, nil, decision{result: resultSkipped}, false
 	}
-	ask, err := parseRequest(svc.Annotations)
-	if err != nil {
-		return m.deny(svc, err), resultDenied
-	}
-	dryRun := req.DryRun != nil && *req.DryRun
-
-	var own []string
-	keepDHCP := false
-	if old != nil {
-		d := m.update(req, old, svc, ask)
-		if d.done {
-			return d.resp, d.result
-		}
-		ask, keepDHCP = d.next, d.keepDHCP
-		ask.PNIDs = userPNs(m.Allocator.Config(), old, ask.PNIDs)
-		own = ccm.ReferencedIDs(old)
-	}
-
-	cfg := m.Allocator.Config()
-	p, err := makePlan(cfg, req.Namespace, ask)
-	if err != nil {
-		return m.deny(svc, err), resultDenied
-	}
-	if p == nil {
-		return admission.Allowed(""), resultSkipped
-	}
-	if keepDHCP {
-		w := fmt.Sprintf("scw-lb-ipam: Service %s/%s already has a Load Balancer with a DHCP address and no reserved IP; it keeps that address and nothing was reserved. To move it to a reserved IP (%s), set annotation %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)", req.Namespace, svc.Name, p.describe(), ccm.AnnotationAllowIPChange)
-		if !dryRun {
-			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(w, "scw-lb-ipam: "))
-		}
-		return admission.Allowed("").WithWarnings(w), resultKept
-	}
-	name := req.Name
-	if name == "" {
-		name = svc.Name
-	}
-	if name == "" {
-		return m.deny(svc, errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one")), resultDenied
-	}
-	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
-	// Before any booking: the pools' networks are known from the plan.
-	from := pnOrigin(ask.PNIDs)
-	if len(p.reserve) > 0 {
-		from += ", then those of pools " + poolList(p.reserve)
-	}
-	if err := checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.poolPNs()), from); err != nil {
-		return m.deny(svc, err), resultDenied
-	}
-	if err := m.checkCCMContract(ctx, cfg, svc, ask); err != nil {
-		return m.deny(svc, err), resultDenied
-	}
-
-	reservations, err := m.reserve(ctx, key, p, own, dryRun)
-	if err == nil {
-		// Brought-your-own IDs name their networks only once validated.
-		if err = checkNetworkLimit(pnList(ask.PNIDs, cfg.ClusterPrivateNetworkID, reservationPNs(reservations)), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
-			m.releaseBooked(ctx, key, reservations)
-		}
-	}
-	if err != nil {
-		if !dryRun {
-			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", err.Error())
-		}
-		return m.deny(svc, err), resultDenied
-	}
-	if dryRun {
-		return admission.Allowed("").WithWarnings(dryRunWarnings(reservations)...), resultDryRun
-	}
-
-	written := reservedAnnotations(cfg.ClusterPrivateNetworkID, ask.PNIDs, reservations)
-	resp := patchAnnotations(req.Object.Raw, written)
-	warnings := make([]string, 0, len(reservations)+3)
-	dhcp := dhcpNote(cfg.ClusterPrivateNetworkID, written)
-	for _, r := range reservations {
-		warnings = append(warnings, reservedWarning(r))
-		reason, verb := EventIPReserved, "reserved"
-		if r.Reused {
-			reason, verb = EventIPReused, "reused"
-		}
-		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
-	}
-	warnings = append(warnings, ccmWarnings(cfg, svc, ask)...)
-	if w := proxyProtocolWarning(svc); w != "" {
-		warnings = append(warnings, w)
-	}
-	m.Log.Info(logVerb(reservations), "service", key, "addresses", written[ccm.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
-	return resp.WithWarnings(warnings...), resultPatched
-}
-
-func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
-	if m.Recorder != nil {
-		m.Recorder.Eventf(svc, nil, eventtype, reason, action, note, args...)
-	}
+	return svc, old, decision{}, true
 }
 
 // optedIn reads the namespace's opt-in label from the cache. The
 // apiserver's namespaceSelector already matched, so a namespace that cannot
 // be read (an error, or not in the cache yet) is a retryable refusal, never
 // an admission without a reservation; and one the cache shows without the
-// label is read once more from the apiserver (see NamespacesLive) when live
-// is set: for admissions, which the namespaceSelector already matched, not
-// for the sweeper's report, which asks about every namespace each cycle.
-func (m *ServiceMutator) optedIn(ctx context.Context, namespace string, live bool) (bool, error) {
-	if m.Namespaces == nil {
+// label is read once more from the apiserver (see NamespacesLive).
+func (m *ServiceMutator) optedIn(ctx context.Context, namespace string) (bool, error) {
+	opted, err := request.OptedIn(ctx, m.Namespaces, namespace)
+	if err == nil && opted {
 		return true, nil
 	}
-	ns := &corev1.Namespace{}
-	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	if err == nil && ns.Labels[ccm.LabelEnabled] == "true" {
-		return true, nil
-	}
-	if live && m.NamespacesLive != nil {
-		if lerr := m.NamespacesLive.Get(ctx, client.ObjectKey{Name: namespace}, ns); lerr == nil {
-			return ns.Labels[ccm.LabelEnabled] == "true", nil
-		} else if err == nil {
+	if m.NamespacesLive != nil {
+		lopted, lerr := request.OptedIn(ctx, m.NamespacesLive, namespace)
+		if lerr == nil {
+			return lopted, nil
+		}
+		if err == nil {
 			err = lerr
 		}
 	} else if err == nil {
@@ -266,34 +179,4 @@ func (m *ServiceMutator) optedIn(ctx context.Context, namespace string, live boo
 	m.Log.Error(err, "reading the namespace's opt-in label", "namespace", namespace)
 	return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
 		Message: fmt.Sprintf("namespace %s cannot be read from the cache of scw-lb-ipam right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", namespace)}
-}
-
-// Unreserved reports whether a live LoadBalancer Service that carries no
-// private-ip-ids should have had a reservation: it is in an opted-in
-// namespace and asks for one, or falls under a default pool. what names the
-// request for the report. The sweeper's leader uses it.
-func (m *ServiceMutator) Unreserved(ctx context.Context, svc *corev1.Service) (bool, string, error) {
-	if !inScope(svc) || slices.Contains(m.Excluded, svc.Namespace) {
-		return false, "", nil
-	}
-	opted, err := m.optedIn(ctx, svc.Namespace, false)
-	if err != nil || !opted {
-		return false, "", err
-	}
-	ask, err := parseRequest(svc.Annotations)
-	if err != nil {
-		return false, "", nil
-	}
-	p, err := makePlan(m.Allocator.Config(), svc.Namespace, ask)
-	if err != nil || p == nil {
-		return false, "", nil
-	}
-	return true, p.describe(), nil
-}
-
-// inScope: a LoadBalancer Service the CCM serves. One with
-// spec.loadBalancerClass belongs to another load-balancer controller
-// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
-func inScope(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }

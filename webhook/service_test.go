@@ -14,6 +14,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // counted are the emulator operations whose counts the tests pin.
@@ -144,13 +145,13 @@ func TestCreate(t *testing.T) {
 		setup  func(h *harness)
 		want   expect
 	}{
-		{name: "pool from ranges", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link")),
+		{name: "pool from ranges", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			want: reserved("dc-link", "172.16.35.200", "nodes", "dc")},
 		{name: "default pool when nothing is asked", svc: service("web", "front", ann("team", "web")),
 			want: reserved("general", "10.10.0.2", "nodes", "edge")},
-		{name: "specific address infers its pool", svc: service("payments", "api", ann(ccm.AnnotationAddress, "172.16.35.202")),
+		{name: "specific address infers its pool", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.202")),
 			want: reserved("dc-link", "172.16.35.202", "nodes", "dc")},
-		{name: "autoAssign false pool with address", svc: service("web", "lab", ann(ccm.AnnotationPool, "manual", ccm.AnnotationAddress, "10.30.0.50")),
+		{name: "autoAssign false pool with address", svc: service("web", "lab", ann(request.AnnotationPool, "manual", request.AnnotationAddress, "10.30.0.50")),
 			want: reserved("manual", "10.30.0.50", "nodes", "lab")},
 		{name: "user pn-ids kept and extended", svc: service("web", "front", ann("service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "{{nodes}}")),
 			want: func() expect {
@@ -165,7 +166,7 @@ func TestCreate(t *testing.T) {
 			}()},
 		// A Load Balancer attaches at most 8 Private Networks: refused
 		// before any Scaleway call, naming the networks.
-		{name: "pool's network over a Load Balancer's 8", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, "{{nodes}},"+sevenPNs)),
+		{name: "pool's network over a Load Balancer's 8", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, "{{nodes}},"+sevenPNs)),
 			want: denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of pools dc-link: ",
 				sevenPNs+",", "a Scaleway Load Balancer attaches at most 8", "list fewer networks in "+ccm.AnnotationPNIDs+", or ask for fewer pools")},
 		// Brought-your-own IDs name their network once validated: refused
@@ -184,7 +185,7 @@ func TestCreate(t *testing.T) {
 				if err != nil {
 					h.t.Fatal(err)
 				}
-				byoOver8.Annotations = ann(ccm.AnnotationIPAMIDs, id, ccm.AnnotationPNIDs, strings.Join(ids, ","))
+				byoOver8.Annotations = ann(request.AnnotationIPAMIDs, id, ccm.AnnotationPNIDs, strings.Join(ids, ","))
 			},
 			want: func() expect {
 				e := denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of the reserved IPs: ", "a Scaleway Load Balancer attaches at most 8")
@@ -192,50 +193,50 @@ func TestCreate(t *testing.T) {
 				return e
 			}()},
 		{name: "not a LoadBalancer", svc: func() *corev1.Service {
-			s := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
+			s := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 			s.Spec.Type = corev1.ServiceTypeClusterIP
 			return s
 		}(), want: untouched},
-		{name: "namespace not opted in", svc: service("plain", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")), want: untouched},
-		{name: "kube-system excluded", svc: service("kube-system", "api", ann(ccm.AnnotationPool, "general")), want: untouched},
-		{name: "release namespace excluded", svc: service("scw-lb-ipam", "api", ann(ccm.AnnotationPool, "general")), want: untouched},
-		{name: "dry run books nothing", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link")), dryRun: true,
+		{name: "namespace not opted in", svc: service("plain", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")), want: untouched},
+		{name: "kube-system excluded", svc: service("kube-system", "api", ann(request.AnnotationPool, "general")), want: untouched},
+		{name: "release namespace excluded", svc: service("scw-lb-ipam", "api", ann(request.AnnotationPool, "general")), want: untouched},
+		{name: "dry run books nothing", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")), dryRun: true,
 			want: expect{allowed: true, calls: "",
 				warnings: func(*harness) []string {
 					return []string{"scw-lb-ipam: dry run: would reserve 172.16.35.200 from pool dc-link; nothing was booked"}
 				}}},
-		{name: "unknown pool", svc: service("payments", "api", ann(ccm.AnnotationPool, "nope")),
+		{name: "unknown pool", svc: service("payments", "api", ann(request.AnnotationPool, "nope")),
 			want: denied(`annotation scw-lb-ipam.io/pool: value "nope": there is no pool "nope"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)},
-		{name: "pool not allowed", svc: service("web", "api", ann(ccm.AnnotationPool, "dc-link")),
+		{name: "pool not allowed", svc: service("web", "api", ann(request.AnnotationPool, "dc-link")),
 			want: denied(`pool "dc-link" is not allowed for namespace web; pools it may use: general, manual, drained, v6, dc-other`)},
-		{name: "address outside pools", svc: service("payments", "api", ann(ccm.AnnotationAddress, "192.168.1.1")),
+		{name: "address outside pools", svc: service("payments", "api", ann(request.AnnotationAddress, "192.168.1.1")),
 			want: denied("annotation scw-lb-ipam.io/address", "192.168.1.1 is in none of the pools namespace payments may use")},
-		{name: "address outside the named pool", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationAddress, "172.16.35.250")),
+		{name: "address outside the named pool", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.250")),
 			want: denied("172.16.35.250 is outside pool dc-link's ranges 172.16.35.200-172.16.35.203")},
-		{name: "address IPAM keeps", svc: service("web", "api", ann(ccm.AnnotationAddress, "10.10.0.1")),
+		{name: "address IPAM keeps", svc: service("web", "api", ann(request.AnnotationAddress, "10.10.0.1")),
 			want: denied("10.10.0.1 is reserved by Scaleway IPAM (the first two and last two addresses of 10.10.0.0/24)")},
-		{name: "disabled pool", svc: service("web", "api", ann(ccm.AnnotationPool, "drained")),
+		{name: "disabled pool", svc: service("web", "api", ann(request.AnnotationPool, "drained")),
 			want: denied(`annotation scw-lb-ipam.io/pool: value "drained"`, "is disabled (draining)")},
-		{name: "autoAssign false without address", svc: service("web", "api", ann(ccm.AnnotationPool, "manual")),
+		{name: "autoAssign false without address", svc: service("web", "api", ann(request.AnnotationPool, "manual")),
 			want: denied("autoAssign: false", "set scw-lb-ipam.io/address")},
-		{name: "two pools on one network", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link,dc-other")),
+		{name: "two pools on one network", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link,dc-other")),
 			want: denied("same Private Network", "one IP per Private Network")},
-		{name: "IPv6 only", svc: service("web", "api", ann(ccm.AnnotationPool, "v6")),
+		{name: "IPv6 only", svc: service("web", "api", ann(request.AnnotationPool, "v6")),
 			want: denied("only IPv6 pools", "IPv4 status only")},
 		{name: "generateName", svc: func() *corev1.Service {
-			s := service("payments", "", ann(ccm.AnnotationPool, "dc-link"))
+			s := service("payments", "", ann(request.AnnotationPool, "dc-link"))
 			s.GenerateName = "api-"
 			return s
 		}(), want: denied("only generateName", "set one")},
-		{name: "bad address syntax", svc: service("payments", "api", ann(ccm.AnnotationAddress, "172.16.35.x")),
+		{name: "bad address syntax", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.x")),
 			want: denied(`annotation scw-lb-ipam.io/address: value "172.16.35.x"`, "not an IP address")},
-		{name: "bad allow-ip-change", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationAllowIPChange, "yes")),
+		{name: "bad allow-ip-change", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAllowIPChange, "yes")),
 			want: denied(`must be "true" or "false"`)},
-		{name: "ids and pool together", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link", ccm.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")),
+		{name: "ids and pool together", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")),
 			want: denied("cannot be combined")},
-		{name: "address held by another Service", svc: service("payments", "api", ann(ccm.AnnotationAddress, "172.16.35.201")),
+		{name: "address held by another Service", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
-				r, _ := h.send(review(admissionv1.Create, service("payments", "other", ann(ccm.AnnotationAddress, "172.16.35.201")), nil, false))
+				r, _ := h.send(review(admissionv1.Create, service("payments", "other", ann(request.AnnotationAddress, "172.16.35.201")), nil, false))
 				if !r.Allowed {
 					h.t.Fatal(r.Result.Message)
 				}
@@ -245,7 +246,7 @@ func TestCreate(t *testing.T) {
 				e.calls = "BookIP=1"
 				return e
 			}()},
-		{name: "address held by a resource", svc: service("payments", "api", ann(ccm.AnnotationAddress, "172.16.35.201")),
+		{name: "address held by a resource", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
 				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &ipamtest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
 					h.t.Fatal(err)
@@ -257,14 +258,14 @@ func TestCreate(t *testing.T) {
 				e.calls = "ListIPs=1 BookIP=1"
 				return e
 			}()},
-		{name: "pool exhausted", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link")),
+		{name: "pool exhausted", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			setup: func(h *harness) {
 				for i := 200; i <= 203; i++ {
 					if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr(fmt.Sprint("172.16.35.", i)), nil, nil); err != nil {
 						h.t.Fatal(err)
 					}
 				}
-				if err := h.alloc.Refresh(h.t.Context()); err != nil {
+				if err := h.alloc.Inventory().Refresh(h.t.Context()); err != nil {
 					h.t.Fatal(err)
 				}
 			},
@@ -274,7 +275,7 @@ func TestCreate(t *testing.T) {
 				e.calls = ""
 				return e
 			}()},
-		{name: "Scaleway unavailable", svc: service("payments", "api", ann(ccm.AnnotationPool, "dc-link")),
+		{name: "Scaleway unavailable", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			setup: func(h *harness) { h.srv.FailNext(ipamtest.OpBookIP, 100, ipamtest.Fault{Status: 503}) },
 			want: func() expect {
 				// A booking is not retried blindly (it may have happened):
@@ -294,7 +295,7 @@ func TestCreate(t *testing.T) {
 				tt.svc.Annotations[k] = v
 			}
 			// Steady state: the pools' occupancy is listed in the background.
-			if err := h.alloc.Refresh(t.Context()); err != nil {
+			if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if tt.setup != nil {

@@ -41,11 +41,10 @@ type Options struct {
 // Service and Namespace informers, and makes the pod ready only once the
 // webhook server serves and those caches have synced: the Service endpoint
 // then routes the apiserver's calls to this pod, and no admission is
-// decided on an empty cache. The mutator is returned for the sweeper's
-// report of unreserved Services.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*ServiceMutator, error) {
+// decided on an empty cache.
+func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) error {
 	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("indexing Services: %w", err)
+		return fmt.Errorf("indexing Services: %w", err)
 	}
 	mutator := &ServiceMutator{
 		Allocator:      o.Allocator,
@@ -66,14 +65,14 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 	// read.
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("watching %T: %w", obj, err)
+			return fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
 	if err := rememberReferences(ctx, mgr, o.Allocator); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
@@ -83,9 +82,9 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	return mutator, nil
+	return nil
 }
 
 // rememberReferences hands the allocator the IDs every Service in the

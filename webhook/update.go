@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,68 +12,101 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
-// updateDecision is what update decided.
-type updateDecision struct {
-	resp   admission.Response
-	result string
-	// done: resp is the answer. Otherwise the UPDATE allocates like a
-	// CREATE, for next, unless keepDHCP.
-	done bool
-	next request
-	// keepDHCP: the Load Balancer exists with a DHCP address and no
-	// reserved IP, and allow-ip-change is not set: it keeps its address.
-	keepDHCP bool
+// update judges an UPDATE of a Service that already was a LoadBalancer,
+// by updateRules; one the rules let allocate is reserved for like a CREATE.
+func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ask request.Ask) decision {
+	r := updateRules(m.Allocator.Config(), old, svc, ask)
+	switch r.verdict {
+	case verdictDeny:
+		return refusal(r.err)
+	case verdictKeep:
+		if len(r.kept) == 0 {
+			return decision{result: resultAllowed}
+		}
+		return decision{result: resultRestored, set: r.kept}
+	}
+	return m.allocate(ctx, req, svc, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
 
-// update decides UPDATEs of a Service that already was a LoadBalancer.
-func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service, ask request) updateDecision {
-	prev, _ := parseRequest(old.Annotations)
+// verdict is what the UPDATE rules say of a change.
+type verdict int
+
+const (
+	// verdictAllocate: reserve for the ruling's ask, like a CREATE.
+	verdictAllocate verdict = iota
+	// verdictKeepDHCP: the Load Balancer exists with a DHCP address and
+	// no reserved IP, and allow-ip-change is not set: it keeps its address.
+	verdictKeepDHCP
+	// verdictKeep: the reservations stay; the ruling's kept annotations
+	// (none, or what a re-apply dropped) are put back.
+	verdictKeep
+	// verdictDeny: the change is refused with the ruling's err.
+	verdictDeny
+)
+
+// ruling is the UPDATE rules' answer.
+type ruling struct {
+	verdict verdict
+	// ask is what to allocate for (verdictAllocate, verdictKeepDHCP), its
+	// pn-ids without the networks an earlier admission added.
+	ask  request.Ask
+	kept map[string]string
+	err  error
+}
+
+// updateRules decide an UPDATE of a Service that already was a
+// LoadBalancer, from the old and new objects and the new request alone (a
+// pure function; cfg is the pool file): no call, no cache.
+func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ruling {
+	prev, _ := request.Parse(old.Annotations)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
+	allocate := func(v verdict, next request.Ask) ruling {
+		next.PNIDs = userPNs(cfg, old, next.PNIDs)
+		return ruling{verdict: v, ask: next}
+	}
 
 	if oldIDs == "" && ccm.HasLoadBalancer(old) && !ask.AllowIPChange {
 		// The live-LB guard: the CCM would re-attach the Private Network
 		// with the new IP, so the Load Balancer's address would change.
 		if hasIDs && newIDs != "" {
-			return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs))}
+			return ruling{verdict: verdictDeny, err: fmt.Errorf("adding annotation %s to a Service whose Load Balancer already exists would re-attach it with a new address (a brief outage); set annotation %s: \"true\" to allow it, or remove %s", ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange, ccm.AnnotationPrivateIPIDs)}
 		}
-		return updateDecision{next: ask, keepDHCP: true}
+		return allocate(verdictKeepDHCP, ask)
 	}
-	sameIDs := !hasIDs || sameSet(ask.RawIDs, prev.RawIDs)
-	if ask.sameAsk(prev, prev.Recorded) && sameIDs {
+	sameIDs := !hasIDs || request.SameSet(ask.RawIDs, prev.RawIDs)
+	if ask.Same(prev, prev.Recorded) && sameIDs {
 		if oldIDs == "" {
 			// Nothing was reserved before (say the pool file had no default
 			// then) and no Load Balancer exists yet: allocate if the request
 			// now calls for it.
-			return updateDecision{next: ask}
+			return allocate(verdictAllocate, ask)
 		}
 		// A re-apply (kubectl, Helm 4, Argo CD, Flux) resets the fields its
 		// manifest declares: pn-ids back to the user's networks, our
 		// annotations dropped or rewritten. Put back what the CCM needs to
 		// leave the Load Balancer as it is.
-		kept := keptAnnotations(m.Allocator.Config(), old, svc, ask, prev.Recorded)
+		kept := keptAnnotations(cfg, old, svc, ask, prev.Recorded)
 		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
-			if err := checkNetworkLimit(splitList(v), pnOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
-				return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, err)}
+			if err := request.CheckNetworkLimit(splitList(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+				return ruling{verdict: verdictDeny, err: err}
 			}
 		}
-		if len(kept) == 0 {
-			return updateDecision{done: true, result: resultAllowed, resp: admission.Allowed("")}
-		}
-		return updateDecision{done: true, result: resultRestored, resp: patchAnnotations(req.Object.Raw, kept)}
+		return ruling{verdict: verdictKeep, kept: kept}
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
-		return updateDecision{done: true, result: resultDenied, resp: m.deny(svc, fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, ccm.AnnotationAllowIPChange))}
+		return ruling{verdict: verdictDeny, err: fmt.Errorf("%s would move the Service to another IP, and the Load Balancer would be re-attached (a brief outage); set annotation %s: \"true\" to allow it, or revert the change", what, request.AnnotationAllowIPChange)}
 	}
-	if !ask.sameAsk(prev, prev.Recorded) || !hasIDs {
-		return updateDecision{next: ask}
+	if !ask.Same(prev, prev.Recorded) || !hasIDs {
+		return allocate(verdictAllocate, ask)
 	}
 	// The request is the same but the IDs were edited by hand, with
 	// allow-ip-change: the new IDs are brought-your-own, to validate.
-	return updateDecision{next: request{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs}}
+	return allocate(verdictAllocate, request.Ask{RawIDs: ask.RawIDs, PNIDs: ask.PNIDs})
 }
 
 // userPNs separates the networks a user asked for from those an earlier
@@ -80,7 +114,7 @@ func (m *ServiceMutator) update(req admission.Request, old, svc *corev1.Service,
 // networks come off it, so that a Service moving to another pool is not left
 // attached to the old pool's network.
 func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
-	if old.Annotations[ccm.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
+	if old.Annotations[request.AnnotationAddresses] == "" || strings.Join(pnIDs, ",") != old.Annotations[ccm.AnnotationPNIDs] {
 		return pnIDs
 	}
 	var out []string
@@ -96,14 +130,14 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 	return out
 }
 
-func describeChange(prev, ask request, oldIDs, newIDs string) string {
+func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 	switch {
-	case !sameSet(prev.Pools, ask.Pools):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
-	case !sameSet(prev.Addresses, ask.Addresses):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationAddress, joinAddrs(prev.Addresses), joinAddrs(ask.Addresses))
-	case !sameSet(prev.IDs, ask.IDs):
-		return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
+	case !request.SameSet(prev.Pools, ask.Pools):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
+	case !request.SameSet(prev.Addresses, ask.Addresses):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationAddress, request.JoinAddrs(prev.Addresses), request.JoinAddrs(ask.Addresses))
+	case !request.SameSet(prev.IDs, ask.IDs):
+		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
 	}
 	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
 }
@@ -114,9 +148,9 @@ func describeChange(prev, ask request, oldIDs, newIDs string) string {
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
 // with the pool's network the reserved IP). Empty when nothing differs.
-func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request, recorded []netip.Addr) map[string]string {
+func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) map[string]string {
 	kept := map[string]string{}
-	for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationAddresses} {
+	for _, k := range []string{ccm.AnnotationPrivateIPIDs, request.AnnotationAddresses} {
 		if v, ok := old.Annotations[k]; ok && svc.Annotations[k] != v {
 			kept[k] = v
 		}

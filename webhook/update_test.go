@@ -13,6 +13,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // created admits a CREATE and stores the result as the live Service.
@@ -28,7 +29,7 @@ func (h *harness) created(svc *corev1.Service) *corev1.Service {
 func TestUpdate(t *testing.T) {
 	t.Run("unchanged is idempotent and calls nothing", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Spec.Ports = append(next.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 		h.srv.ResetCounts()
@@ -38,20 +39,20 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("annotations dropped by an apply are restored", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
-		next := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		next := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("restored", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
-			return addOps(live.Annotations[ccm.AnnotationPrivateIPIDs], live.Annotations[ccm.AnnotationPNIDs], live.Annotations[ccm.AnnotationAddresses])
+			return addOps(live.Annotations[ccm.AnnotationPrivateIPIDs], live.Annotations[ccm.AnnotationPNIDs], live.Annotations[request.AnnotationAddresses])
 		}})
 	})
 
 	t.Run("pool change denied without allow-ip-change", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
-		next.Annotations[ccm.AnnotationPool] = "general"
+		next.Annotations[request.AnnotationPool] = "general"
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("denied", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`, `set annotation scw-lb-ipam.io/allow-ip-change: "true"`))
@@ -59,11 +60,11 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("pool change with allow-ip-change reserves anew", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		oldID := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		next := live.DeepCopy()
-		next.Annotations[ccm.AnnotationPool] = "general"
-		next.Annotations[ccm.AnnotationAllowIPChange] = "true"
+		next.Annotations[request.AnnotationPool] = "general"
+		next.Annotations[request.AnnotationAllowIPChange] = "true"
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		want := reserved("general", "10.10.0.2", "nodes", "edge")
@@ -83,7 +84,7 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("hand-edited private-ip-ids denied", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Annotations[ccm.AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 		h.srv.ResetCounts()
@@ -93,10 +94,10 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("ClusterIP to LoadBalancer allocates", func(t *testing.T) {
 		h := newHarness(t)
-		old := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
+		old := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		old.Spec.Type = corev1.ServiceTypeClusterIP
-		next := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
-		if err := h.alloc.Refresh(t.Context()); err != nil {
+		next := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+		if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		h.srv.ResetCounts()
@@ -113,16 +114,16 @@ func TestBringYourOwn(t *testing.T) {
 	raw, _ := h.srv.AddIP(edge, mustAddr("10.10.0.79"), nil, nil)
 
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("web", "byo", ann(ccm.AnnotationIPAMIDs, free)), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("web", "byo", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("valid ipam-ids", r, expect{allowed: true, calls: "GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation { return addOps(free, h.pnList("nodes", "edge"), "10.10.0.77") },
 		warnings: func(*harness) []string {
 			return []string{"scw-lb-ipam: using 10.10.0.77 (IPAM ID " + free + ", pool general), validated; it was reserved outside scw-lb-ipam and will never be released by it"}
 		}})
-	h.store(service("web", "byo", ann(ccm.AnnotationIPAMIDs, free)), r)
+	h.store(service("web", "byo", ann(request.AnnotationIPAMIDs, free)), r)
 
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("web", "thief", ann(ccm.AnnotationIPAMIDs, free)), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("web", "thief", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("another Service's ID", r, func() expect {
 		e := denied("annotation scw-lb-ipam.io/ipam-ids", "already used by Service web/byo")
 		e.calls = "GetIP=1"
@@ -130,7 +131,7 @@ func TestBringYourOwn(t *testing.T) {
 	}())
 
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("web", "x", ann(ccm.AnnotationIPAMIDs, attached)), nil, false))
+	r, _ = h.send(review(admissionv1.Create, service("web", "x", ann(request.AnnotationIPAMIDs, attached)), nil, false))
 	h.check("attached", r, func() expect { e := denied("attached to lb_server legacy-lb"); e.calls = "GetIP=1"; return e }())
 
 	h.srv.ResetCounts()
@@ -145,7 +146,7 @@ func TestBringYourOwn(t *testing.T) {
 		}})
 
 	// Stealing another Service's booked reservation by its ID.
-	live := h.created(service("payments", "api", ann(ccm.AnnotationPool, "dc-link")))
+	live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
 	h.srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, service("payments", "copycat", ann(ccm.AnnotationPrivateIPIDs, live.Annotations[ccm.AnnotationPrivateIPIDs])), nil, false))
 	h.check("tagged reservation", r, func() expect {
@@ -157,7 +158,7 @@ func TestBringYourOwn(t *testing.T) {
 
 func TestRetriedCreateBooksOnce(t *testing.T) {
 	h := newHarness(t)
-	svc := service("payments", "api", ann(ccm.AnnotationPool, "dc-link"))
+	svc := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	first, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	second, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	if !first.Allowed || !second.Allowed {
@@ -176,11 +177,11 @@ func TestRetriedCreateBooksOnce(t *testing.T) {
 
 func TestMultiplePools(t *testing.T) {
 	h := newHarness(t)
-	if err := h.alloc.Refresh(t.Context()); err != nil {
+	if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "dc-link,general")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link,general")), nil, false))
 	if !r.Allowed {
 		t.Fatal(r.Result.Message)
 	}
@@ -205,7 +206,7 @@ func TestSecondPoolFailureReleasesTheFirst(t *testing.T) {
 	for i := 200; i <= 203; i++ {
 		_, _ = h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35."+itoa(i)), nil, nil)
 	}
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(ccm.AnnotationPool, "general,dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "general,dc-link")), nil, false))
 	if r.Allowed || !strings.Contains(r.Result.Message, "exhausted") {
 		t.Fatalf("response %+v", r.Result)
 	}
@@ -246,7 +247,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"wrong kind", pod, http.StatusBadRequest},
 		{"empty object", empty, http.StatusBadRequest},
-		{"huge annotation", review(admissionv1.Create, service("web", "big", ann(ccm.AnnotationPool, huge)), nil, false), http.StatusForbidden},
+		{"huge annotation", review(admissionv1.Create, service("web", "big", ann(request.AnnotationPool, huge)), nil, false), http.StatusForbidden},
 	} {
 		r, _ := h.send(tt.body)
 		if r.Allowed || r.Result == nil || r.Result.Code != tt.code {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
@@ -38,16 +37,13 @@ func (m *callMetrics) observe(op string, status int, d time.Duration) {
 	m.latency.WithLabelValues(op).Observe(d.Seconds())
 }
 
-// setupMetricsWithManager adds what the pool gauges report from: the
-// allocator's background listing of the pools' subnets, which admissions
-// read too (they rarely pay for a listing), and the collector that reads it
-// at scrape time. The endpoint itself is the manager's (metricsServerOptions);
-// each component registers its own metrics.
-func setupMetricsWithManager(mgr manager.Manager, reg prometheus.Registerer, alloc *ipam.Allocator) error {
-	if err := mgr.Add(alloc); err != nil {
-		return err
-	}
-	return reg.Register(newPoolCollector(alloc.Stats, time.Now))
+// setupMetricsWithManager registers the pool gauges' collector, which
+// reads the Inventory's background listing of the pools' subnets at scrape
+// time (admissions read that listing too, and rarely pay for one). The
+// endpoint itself is the manager's (metricsServerOptions); each component
+// registers its own metrics.
+func setupMetricsWithManager(reg prometheus.Registerer, inv *ipam.Inventory) error {
+	return reg.Register(newPoolCollector(inv.Stats, time.Now))
 }
 
 // poolStates are the values of the pool gauge's state label, in the order

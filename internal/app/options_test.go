@@ -25,7 +25,7 @@ func TestConvergenceGraceFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Config: &ipam.Config{}})
-	if got := o.sweeperOptions(nil, alloc, nil, nil, prometheus.NewRegistry(), logr.Discard()).ConvergenceGrace; got != 90*time.Second {
+	if got := o.sweeperOptions(nil, alloc, nil, prometheus.NewRegistry(), logr.Discard()).ConvergenceGrace; got != 90*time.Second {
 		t.Fatalf("the sweeper got a grace of %s, want 90s", got)
 	}
 	for _, bad := range []string{"0s", "-1m"} {

@@ -30,6 +30,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // PreflightCanaryName is the Service name in the ledger tags of the canary
@@ -77,7 +78,7 @@ func ParsePreflightFlags(args []string) (PreflightOptions, error) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (empty: in-cluster, or $KUBECONFIG)")
 	fs.StringVar(&o.Output, "o", "table", "output: table or json")
 	fs.BoolVar(&o.Write, "write", false, "also book and release at once a canary address in each pool")
-	fs.StringVar(&o.Namespace, "namespace", "", "opted-in namespace for the webhook's dry run (default: the first namespace labelled "+ccm.LabelEnabled+"=true that is not excluded)")
+	fs.StringVar(&o.Namespace, "namespace", "", "opted-in namespace for the webhook's dry run (default: the first namespace labelled "+request.LabelEnabled+"=true that is not excluded)")
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", DefaultWebhookConfiguration, "name of the MutatingWebhookConfiguration (the chart's fullname)")
 	fs.StringVar(&o.ReleaseNamespace, "release-namespace", os.Getenv("POD_NAMESPACE"), "namespace scw-lb-ipam runs in (default $POD_NAMESPACE)")
 	fs.StringVar(&excluded, "excluded-namespaces", "kube-system", "comma-separated namespaces the webhook never touches, besides the release namespace")
@@ -647,7 +648,7 @@ func (p *preflight) namespace(ctx context.Context) *ipam.Pool {
 		}
 		return nil
 	}
-	const label = ccm.LabelEnabled + "=true"
+	const label = request.LabelEnabled + "=true"
 	if ns := p.o.Namespace; ns != "" {
 		var obj corev1.Namespace
 		if err := kube.Get(ctx, client.ObjectKey{Name: ns}, &obj); err != nil {
@@ -655,7 +656,7 @@ func (p *preflight) namespace(ctx context.Context) *ipam.Pool {
 			return nil
 		}
 		switch {
-		case obj.Labels[ccm.LabelEnabled] != "true":
+		case obj.Labels[request.LabelEnabled] != "true":
 			p.fail(checkNamespace, fmt.Sprintf("namespace %s is not opted in (no label %s)", ns, label), "kubectl label namespace "+ns+" "+label)
 		case slices.Contains(excluded, ns):
 			p.fail(checkNamespace, fmt.Sprintf("namespace %s is excluded (%s): the webhook never sees it", ns, strings.Join(excluded, ", ")), "name an opted-in namespace of your workloads")
@@ -669,7 +670,7 @@ func (p *preflight) namespace(ctx context.Context) *ipam.Pool {
 		return nil
 	}
 	var list corev1.NamespaceList
-	if err := kube.List(ctx, &list, client.MatchingLabels{ccm.LabelEnabled: "true"}); err != nil {
+	if err := kube.List(ctx, &list, client.MatchingLabels{request.LabelEnabled: "true"}); err != nil {
 		p.fail(checkNamespace, fmt.Sprintf("listing the namespaces labelled %s: %v", label, err), "allow list on namespaces to the account preflight runs as (the chart's ClusterRole does), or pass --namespace")
 		return nil
 	}
@@ -713,8 +714,8 @@ func (p *preflight) dryRun(ctx context.Context, pool *ipam.Pool) {
 	name := PreflightCanaryName + "-" + hex.EncodeToString(suffix)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.o.Namespace, Name: name, Annotations: map[string]string{
-			ccm.AnnotationPool:    pool.Name,
-			ccm.AnnotationPrivate: "true",
+			request.AnnotationPool: pool.Name,
+			ccm.AnnotationPrivate:  "true",
 		}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "probe", Port: 80}}},
 	}
@@ -767,7 +768,7 @@ func (p *preflight) dryRunFailure(err error) (problem, fix string) {
 				fmt.Sprintf("that webhook fails LoadBalancer Services in namespace %s too: check it (kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations), or pass --namespace (helm: tests.preflight.namespace) of a namespace it does not select", p.o.Namespace)
 		default:
 			return fmt.Sprintf("webhook %s, not scw-lb-ipam's, denied it: %s", m[2], msg),
-				fmt.Sprintf("that webhook's policy refuses a LoadBalancer Service with annotations %s and %s in namespace %s: ask its owner, or pass --namespace (helm: tests.preflight.namespace) of a namespace it allows", ccm.AnnotationPool, ccm.AnnotationPrivate, p.o.Namespace)
+				fmt.Sprintf("that webhook's policy refuses a LoadBalancer Service with annotations %s and %s in namespace %s: ask its owner, or pass --namespace (helm: tests.preflight.namespace) of a namespace it allows", request.AnnotationPool, ccm.AnnotationPrivate, p.o.Namespace)
 		}
 	}
 	if m := quotaExceeded.FindStringSubmatch(msg); m != nil {

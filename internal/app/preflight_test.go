@@ -35,11 +35,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // preflightOtherProject is a Project the test credentials do not book in.
@@ -86,9 +86,9 @@ func newPreflightWorld(t *testing.T) *preflightWorld {
 	}
 	w := &preflightWorld{srv: srv, pns: pns}
 	w.namespaces = []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{ccm.LabelEnabled: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{request.LabelEnabled: "true"}}},
 		// Labelled, but excluded: never the dry run's namespace.
-		{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{ccm.LabelEnabled: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{request.LabelEnabled: "true"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "web"}},
 	}
 	w.mwc = &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -158,7 +158,7 @@ func (w *preflightWorld) run(t *testing.T) (string, error) {
 				return errors.New(`Internal error occurred: failed calling webhook "services.scw-lb-ipam.io": failed to call webhook: Post "https://scw-lb-ipam.scw-lb-ipam.svc:443/mutate-v1-service?timeout=10s": no endpoints available for service "scw-lb-ipam"`)
 			case webhookAnswers:
 				mu.Lock()
-				warnings = append(warnings, "scw-lb-ipam: dry run: would reserve 172.16.35.10 from pool "+svc.Annotations[ccm.AnnotationPool]+"; nothing was booked")
+				warnings = append(warnings, "scw-lb-ipam: dry run: would reserve 172.16.35.10 from pool "+svc.Annotations[request.AnnotationPool]+"; nothing was booked")
 				mu.Unlock()
 			}
 			return nil
@@ -224,7 +224,7 @@ func TestPreflightAllOK(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if len(w.dryRuns) != 1 || w.dryRuns[0].Namespace != "payments" || w.dryRuns[0].Spec.Type != corev1.ServiceTypeLoadBalancer || w.dryRuns[0].Annotations[ccm.AnnotationPool] != "dc-link" {
+	if len(w.dryRuns) != 1 || w.dryRuns[0].Namespace != "payments" || w.dryRuns[0].Spec.Type != corev1.ServiceTypeLoadBalancer || w.dryRuns[0].Annotations[request.AnnotationPool] != "dc-link" {
 		t.Errorf("dry runs: %+v", w.dryRuns)
 	}
 	for _, op := range []ipamtest.Op{ipamtest.OpBookIP, ipamtest.OpUpdateIP, ipamtest.OpReleaseIP} {
@@ -437,7 +437,7 @@ pools:
 		},
 		{
 			name:   "no opted-in namespace",
-			change: func(t *testing.T, w *preflightWorld) { delete(w.namespaces[0].Labels, ccm.LabelEnabled) },
+			change: func(t *testing.T, w *preflightWorld) { delete(w.namespaces[0].Labels, request.LabelEnabled) },
 			want: []string{
 				"FAIL opted-in namespace: no namespace is opted in: the webhook ignores every Service. Label the namespaces of your LoadBalancer Services: kubectl label namespace <namespace> scw-lb-ipam.io/enabled=true",
 				"skip webhook dry run: skipped: opted-in namespace failed",

@@ -121,10 +121,10 @@ func (r *configReloader) check(ctx context.Context) {
 		r.last = data // report once, not at every tick
 		return
 	}
-	r.alloc.SetConfig(cfg)
+	r.alloc.Inventory().SetConfig(cfg)
 	// The new pools' views and indexes now, not at the next background
 	// listing: until then every pool CREATE would list by itself.
-	if err := r.alloc.Refresh(ctx); err != nil {
+	if err := r.alloc.Inventory().Refresh(ctx); err != nil {
 		r.log.Error(err, "listing the pools after the reload; the background listing tries again")
 	}
 	r.last = data

@@ -59,7 +59,7 @@ func TestConfigReload(t *testing.T) {
 	}
 	// Listed at once: admissions do not list by themselves until the next
 	// background listing.
-	for _, st := range alloc.Stats() {
+	for _, st := range alloc.Inventory().Stats() {
 		if !st.Known {
 			t.Fatalf("pool %s not listed after the reload", st.Pool)
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
@@ -77,35 +78,40 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	claims := &webhook.LeaseClaims{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
+	leases := &claims.Leases{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
 		Fresh: o.margin(), Clock: clock.RealClock{}}
+	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg, Retention: o.retention(),
+		OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh, Log: log.WithName("inventory")})
+	if err := mgr.Add(inv); err != nil {
+		return err
+	}
 	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
-		Cloud: cloud, Config: cfg, OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh,
+		Inventory:  inv,
+		Cloud:      cloud,
 		References: ccm.References{Reader: mgr.GetCache()},
-		Claims:     claims,
+		Claims:     leases,
 		Retention:  o.retention(),
 		Log:        log.WithName("allocator"),
 	})
 	if o.Built != nil {
 		o.Built(alloc)
 	}
-	mutator, err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
-		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler})
-	if err != nil {
+	if err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
+		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler}); err != nil {
 		return err
 	}
-	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, mutator, claims, reg, log), o.election(reg, log)); err != nil {
+	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, leases, reg, log), o.election(reg, log)); err != nil {
 		return err
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: data,
 		cloud: cloud, alloc: alloc, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
 		return err
 	}
-	if err := setupMetricsWithManager(mgr, reg, alloc); err != nil {
+	if err := setupMetricsWithManager(reg, inv); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("pools-listed", func(*http.Request) error {
-		if !alloc.Listed() {
+		if !inv.Listed() {
 			return errors.New("the pools' subnets have not been listed yet")
 		}
 		return nil
@@ -207,7 +213,7 @@ func (o Options) certsOptions(log logr.Logger) certs.Options {
 
 // sweeperOptions configure the sweeper from the flags and the components
 // it shares with the webhook.
-func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mutator *webhook.ServiceMutator, claims *webhook.LeaseClaims, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
+func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
 	return sweeper.Options{
 		Cloud:               cloud,
 		Config:              alloc.Config,
@@ -217,8 +223,8 @@ func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, mut
 		ReportOnly:          o.Sweep.ReportOnly,
 		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
 		ConvergenceGrace:    o.Sweep.ConvergenceGrace,
-		Unreserved:          mutator.Unreserved,
-		Claims:              claims,
+		Excluded:            o.Excluded,
+		Claims:              leases,
 		Metrics:             sweeper.NewMetrics(reg),
 		Log:                 log.WithName("sweeper"),
 	}

@@ -65,11 +65,11 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err := cfg.Resolve(ctx, cloud); err != nil {
 		return err
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
-	if err := alloc.Refresh(ctx); err != nil {
+	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg})
+	if err := inv.Refresh(ctx); err != nil {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}
-	report := alloc.Report()
+	report := inv.Report()
 	var unlisted []unlistedID
 	byo := false
 	if o.Services == nil && o.Kubeconfig != "" {

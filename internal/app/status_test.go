@@ -25,6 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const statusSecret = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
@@ -201,7 +202,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 	const deadID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	lbSvc := func(ns, name, lb string, ingress []string, ids ...string) *corev1.Service {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), ccm.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true"}},
+			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 		if lb != "" {
 			svc.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/" + lb
@@ -279,7 +280,7 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 	const foreignID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	svc := func(name, id string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: id, ccm.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
+			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	}
 	scheme := runtime.NewScheme()

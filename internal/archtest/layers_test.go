@@ -29,6 +29,7 @@ var layers = []layer{
 	{"test environment", []string{"internal/testenv"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "ipam/sweeper", "certs"}},
+	{"requests, claims", []string{"request", "ipam/claims"}},
 	{"CCM contract, allocator", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
 	{"beside", []string{"ipam/ipamtest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}},

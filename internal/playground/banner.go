@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 func waitListening(ctx context.Context, addr string, served chan error) error {
@@ -69,6 +69,6 @@ Try it (from the repository):
   SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
 
 Ctrl-C stops everything and removes %s.
-`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, ccm.LabelEnabled,
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, request.LabelEnabled,
 		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
 }

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // The playground's fake Scaleway credentials: the emulator checks them like
@@ -162,7 +162,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	for _, ns := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
-		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{ccm.LabelEnabled: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{request.LabelEnabled: "true"}}},
 	} {
 		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err

@@ -55,11 +55,11 @@ func (r *Replica) Incarnation() string {
 func (r *Replica) Allocator() *ipam.Allocator { return r.alloc.Load() }
 
 // Remembers reports whether the replica's Service cache has shown it id on
-// svc and it is still a hint (see ipam.Allocator.Hinted): a re-create of
+// svc and it is still a hint (see ipam.Inventory.Hinted): a re-create of
 // svc through this replica re-reads it.
 func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
 	alloc := r.alloc.Load()
-	return alloc != nil && slices.Contains(alloc.Hinted(svc), id)
+	return alloc != nil && slices.Contains(alloc.Inventory().Hinted(svc), id)
 }
 
 // route points the webhook Service at the replicas that serve.

@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Credentials of the emulator.
@@ -198,7 +198,7 @@ func Start(o Options) (_ *Env, err error) {
 		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if optedIn {
-			ns.Labels = map[string]string{ccm.LabelEnabled: "true"}
+			ns.Labels = map[string]string{request.LabelEnabled: "true"}
 		}
 		if err := e.Kube.Create(ctx, ns); err != nil {
 			return nil, err

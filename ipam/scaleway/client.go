@@ -60,7 +60,10 @@ type scwCloud struct {
 	pageSize uint32
 }
 
-var _ Cloud = (*scwCloud)(nil)
+var (
+	_ Cloud = (*scwCloud)(nil)
+	_ Pager = (*scwCloud)(nil)
+)
 
 // New builds a Cloud from the SDK environment (scw.WithEnv, and a config
 // profile when one is there) plus opts. It calls the API once, so that bad
@@ -149,13 +152,27 @@ func (c *scwCloud) GetIP(ctx context.Context, id string) (*IP, error) {
 	return fromSDK(ip), nil
 }
 
-// ListIPs reads every page, Options.PageSize IPs at a time, until it
-// holds total_count IPs or a page comes back empty. A short page is not the
-// end: the API may answer fewer than asked (a lower cap than page_size), and
-// stopping there would hide the rest. IPs booked or released while paging
-// shift the pages under us: one seen twice is kept once.
+// ListIPs reads every page, Options.PageSize IPs at a time (see
+// ListIPPages), and returns them all.
 func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 	var out []*IP
+	err := c.ListIPPages(ctx, f, func(page []*IP) error {
+		out = append(out, page...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListIPPages hands fn every page, Options.PageSize IPs at a time, until
+// total_count IPs were seen or a page comes back empty. A short page is not
+// the end: the API may answer fewer than asked (a lower cap than
+// page_size), and stopping there would hide the rest. IPs booked or
+// released while paging shift the pages under us: one seen twice is handed
+// over once. An error of fn ends the listing with it.
+func (c *scwCloud) ListIPPages(ctx context.Context, f ListFilter, fn func([]*IP) error) error {
 	seen := map[string]bool{}
 	for page := int32(1); ; page++ {
 		req := &ipamapi.ListIPsRequest{
@@ -180,16 +197,20 @@ func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
+		out := make([]*IP, 0, len(resp.IPs))
 		for _, ip := range resp.IPs {
 			if !seen[ip.ID] {
 				seen[ip.ID] = true
 				out = append(out, fromSDK(ip))
 			}
 		}
-		if len(resp.IPs) == 0 || uint64(len(out)) >= resp.TotalCount {
-			return out, nil
+		if err := fn(out); err != nil {
+			return err
+		}
+		if len(resp.IPs) == 0 || uint64(len(seen)) >= resp.TotalCount {
+			return nil
 		}
 	}
 }

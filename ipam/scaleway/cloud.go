@@ -68,6 +68,25 @@ type BookRequest struct {
 	Tags    []string
 }
 
+// Pager is a Cloud that can hand a listing over page by page, so that a
+// caller that reads each IP once never holds the whole listing.
+type Pager interface {
+	ListIPPages(ctx context.Context, f ListFilter, fn func(page []*IP) error) error
+}
+
+// EachPage hands fn the IPs matching f page by page when c is a Pager, else
+// the whole listing as one page.
+func EachPage(ctx context.Context, c Cloud, f ListFilter, fn func(page []*IP) error) error {
+	if p, ok := c.(Pager); ok {
+		return p.ListIPPages(ctx, f, fn)
+	}
+	ips, err := c.ListIPs(ctx, f)
+	if err != nil {
+		return err
+	}
+	return fn(ips)
+}
+
 // ListFilter narrows ListIPs. Tags match an IP carrying any one of them, as
 // IPAM does: callers check the full tag set themselves.
 type ListFilter struct {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,7 +21,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // servedList serves a fixed list of Services, deep-copied, as the cache
@@ -90,10 +89,10 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 	)
 	now := metav1.Now()
 	services := []corev1.Service{
-		servedLB("a", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idA)}),
+		servedLB("a", map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idA)}),
 		servedLB("s1", map[string]string{ccm.AnnotationPrivateIPIDs: id(idShared)}),
 		servedLB("s2", map[string]string{ccm.AnnotationPrivateIPIDs: " " + id(idShared) + " ,"}),
-		servedLB("back", map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idBack)}),
+		servedLB("back", map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivateIPIDs: id(idBack)}),
 		func() corev1.Service {
 			s := servedLB("terminating", map[string]string{ccm.AnnotationPrivateIPIDs: id(idTerminating)})
 			s.DeletionTimestamp = &now
@@ -106,7 +105,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		}(),
 		// Live with no IDs: reported unreserved (a pool, the default pool),
 		// or not (externally managed).
-		servedLB("unreserved", map[string]string{ccm.AnnotationPool: "dc-link"}),
+		servedLB("unreserved", map[string]string{request.AnnotationPool: "dc-link"}),
 		servedLB("default", nil),
 		servedLB("shared-lb", map[string]string{ccm.AnnotationExternallyManaged: "true"}),
 	}
@@ -132,10 +131,8 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		rec := &refEvents{scheme: scheme}
-		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
-		m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 		s := w.sweeper(func(o *Options) {
-			o.Services, o.Recorder, o.Unreserved = servedList(svcs), rec, m.Unreserved
+			o.Services, o.Recorder, o.Namespaces = servedList(svcs), rec, w.kube
 		})
 		rep, err := s.Sweep(context.Background())
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const testGrace = 5 * time.Minute
@@ -49,7 +50,7 @@ func (w *world) admitted(name string, rs ...*ipam.Reservation) *corev1.Service {
 	}
 	svc := w.live("payments", name, ids...)
 	w.edit(svc, func(s *corev1.Service) {
-		s.Annotations[ccm.AnnotationAddresses] = strings.Join(addrs, ",")
+		s.Annotations[request.AnnotationAddresses] = strings.Join(addrs, ",")
 		s.Annotations[ccm.AnnotationPrivate] = "true"
 	})
 	return svc
@@ -174,12 +175,12 @@ func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
 			if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", ccm.AnnotationAllowIPChange}},
+		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", request.AnnotationAllowIPChange}},
 		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Reservation) {
 			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
 				t.Fatal(err)
 			}
-		}, []string{"gone from IPAM", "Re-create the Service with " + ccm.AnnotationAddress, ccm.AnnotationAllowIPChange, "does not help"}},
+		}, []string{"gone from IPAM", "Re-create the Service with " + request.AnnotationAddress, request.AnnotationAllowIPChange, "does not help"}},
 		{ReasonNotInStatus, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
 			w.serve(svc, "lb-1", true)
 			w.edit(svc, func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil })
@@ -315,13 +316,13 @@ func TestOnlyOurReservationsReadAsGone(t *testing.T) {
 	withIDs := func(name, id, addr string, extra map[string]string) {
 		svc := w.live("payments", name, id)
 		w.edit(svc, func(s *corev1.Service) {
-			s.Annotations[ccm.AnnotationAddresses] = addr
+			s.Annotations[request.AnnotationAddresses] = addr
 			for k, v := range extra {
 				s.Annotations[k] = v
 			}
 		})
 	}
-	withIDs("byo", byAnnotation, "10.10.9.1", map[string]string{ccm.AnnotationIPAMIDs: byAnnotation})
+	withIDs("byo", byAnnotation, "10.10.9.1", map[string]string{request.AnnotationIPAMIDs: byAnnotation})
 	withIDs("claimed", byClaim, "10.10.9.2", nil)
 	withIDs("legacy", outOfScope, "172.16.0.50", nil)
 	rep := w.cycles(s, 20)
@@ -455,7 +456,7 @@ func TestClassify(t *testing.T) {
 		return &scaleway.IP{ID: "ip", Address: addr, Resource: &scaleway.Resource{Type: typ, ID: id}}
 	}
 	svc := func(ann map[string]string, ingress ...string) *corev1.Service {
-		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ccm.AnnotationAddresses: addr.String()}}}
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{request.AnnotationAddresses: addr.String()}}}
 		for k, v := range ann {
 			s.Annotations[k] = v
 		}

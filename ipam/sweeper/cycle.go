@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Report is what one cycle saw and did.
@@ -86,47 +86,31 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	claimed := s.collectClaims(ctx, refs, deleting, &rep)
-	ips, err := s.o.Cloud.ListIPs(ctx, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}})
+	// The live view is taken before the listing: an IP booked in between
+	// is at worst tagged orphaned for a cycle, never released, since any
+	// retention is longer than a cycle.
+	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, refs: refs, scope: poolSubnets(cfg), orphansByPool: map[string]int{}, listed: map[string]listedIP{}}
+	// Page by page: the cycle never holds the whole listing. Releases wait
+	// for its end, as they would shift the pages still to come.
+	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
+		for _, ip := range page {
+			c.judge(ctx, ip)
+		}
+		return nil
+	})
 	if err != nil {
 		rep.Errors++
 		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
 	}
-	// The live view is taken before the listing: an IP booked in between
-	// is at worst tagged orphaned for a cycle, never released, since any
-	// retention is longer than a cycle.
-	orphansByPool := map[string]int{}
-	// Every listed ID exists, in scope or not: the monitor reads them all.
-	listed := make(map[string]*scaleway.IP, len(ips))
-	scope := poolSubnets(cfg)
-	for _, ip := range ips {
-		listed[ip.ID] = ip
-		entry, ok := ipam.ParseEntry(ip.Tags)
-		if !ok || !entry.Owns(cfg.ClusterName) {
-			continue // the tag filter is OR: foreign IPs may come back too
-		}
-		if !s.inScope(scope, ip) {
-			// The tag is a name, not a proof: a cluster of the same name on
-			// other networks is not ours to tag or release. A removed
-			// pool's network is released only when the operator says so.
-			rep.OutOfScope++
-			continue
-		}
-		rep.Scanned++
-		if r := refs[ip.ID]; len(r) > 0 {
-			rep.Referenced++
-			s.referenced(ctx, ip, entry, r, &rep)
-			continue
-		}
-		rep.Orphaned++
-		orphansByPool[entry.Pool]++
-		s.unreferenced(ctx, cfg, ip, entry, start, &rep)
+	for _, r := range c.releases {
+		c.release(ctx, r)
 	}
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
-	s.monitor(ctx, watch, listed, claimed, s.o.Clock.Now(), &rep)
+	s.monitor(ctx, watch, c.listed, claimed, s.o.Clock.Now(), &rep)
 	if s.o.Metrics != nil {
-		s.o.Metrics.setCycle(orphansByPool, rep)
+		s.o.Metrics.setCycle(c.orphansByPool, rep)
 	}
 	return rep, nil
 }
@@ -137,19 +121,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // CCM's finalizer holds them while it tears their Load Balancer down).
 // watch are the live Services that reference IDs, for the monitor.
 func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, watch []watched, err error) {
-	// Without a deep copy: the cycle holds every Service of the cluster at
-	// once, and copying them all each cycle would double what the cache
-	// holds. The items share their maps and slices with the cache, so
-	// nothing here writes to them (the cycle, Unreserved and the Events
-	// only read).
-	var list corev1.ServiceList
-	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing Services from the cache: %w", err)
+	services, err := s.services(ctx)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	refs, deleting = map[string][]liveRef{}, map[string][]types.NamespacedName{}
+	// Sized once: grown by appends, the views of 100,000 Services would
+	// leave about four times their size behind as garbage.
+	refs, deleting = make(map[string][]liveRef, len(services)), map[string][]types.NamespacedName{}
+	watch = make([]watched, 0, len(services))
 	seen := map[types.UID]bool{}
-	for i := range list.Items {
-		svc := &list.Items[i]
+	for _, svc := range services {
 		if !ccm.Live(svc) {
 			if svc.DeletionTimestamp != nil {
 				for _, id := range ccm.ReferencedIDs(svc) {
@@ -166,7 +147,7 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 		if len(ids) > 0 {
 			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
 		}
-		if len(ids) == 0 && s.o.Unreserved != nil {
+		if len(ids) == 0 && s.o.Namespaces != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
 		}
 	}
@@ -178,10 +159,37 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 	return refs, deleting, watch, nil
 }
 
+// services are the Services of the cache, in place: the cycle reads every
+// Service of the cluster at once, and copying them all each cycle would
+// double what the cache holds. The objects are the cache's (or share their
+// maps and slices with it), so nothing here writes to them (the cycle,
+// Unreserved and the Events only read).
+func (s *Sweeper) services(ctx context.Context) ([]*corev1.Service, error) {
+	if s.o.ServiceStore != nil {
+		objs := s.o.ServiceStore.List()
+		out := make([]*corev1.Service, 0, len(objs))
+		for _, obj := range objs {
+			if svc, ok := obj.(*corev1.Service); ok {
+				out = append(out, svc)
+			}
+		}
+		return out, nil
+	}
+	var list corev1.ServiceList
+	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Services from the cache: %w", err)
+	}
+	out := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
 // reportUnreserved counts a live Service that should hold a reservation and
 // does not, with one Event per Service.
 func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, seen map[types.UID]bool, rep *Report) {
-	want, what, err := s.o.Unreserved(ctx, svc)
+	want, what, err := request.Unreserved(ctx, s.o.Config(), s.o.Namespaces, s.o.Excluded, svc)
 	if err != nil {
 		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", client.ObjectKeyFromObject(svc), "error", err.Error())
 		return
@@ -197,7 +205,7 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 	s.reported[svc.UID] = true
 	s.event(svc, corev1.EventTypeWarning, EventReasonIPNotReserved,
 		"this Service asks for %s but carries no %s: it was admitted without scw-lb-ipam (failurePolicy Ignore while the webhook was unavailable, or created before its namespace opted in), so its Load Balancer keeps a DHCP address. To move it to a reserved IP, set %s: \"true\" (the CCM re-attaches the Load Balancer: a brief outage)",
-		what, ccm.AnnotationPrivateIPIDs, ccm.AnnotationAllowIPChange)
+		what, ccm.AnnotationPrivateIPIDs, request.AnnotationAllowIPChange)
 }
 
 // collectClaims deletes bring-your-own claims whose Service no longer uses
@@ -242,113 +250,4 @@ func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, 
 		claimed[id] = true
 	}
 	return claimed
-}
-
-// referenced clears orphaned-since, back-fills the uid, and reports an IP
-// shared by several Services.
-func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report) {
-	if len(refs) > 1 {
-		rep.Shared++
-		for _, r := range refs {
-			s.event(r.object(), corev1.EventTypeWarning, EventReasonIPSharedByServices,
-				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
-		}
-	}
-	next := e
-	next.OrphanedSince = time.Time{}
-	// The uid follows the Service of the tag: a re-created Service that took
-	// its IP back has a new one.
-	for _, r := range refs {
-		if r.key == e.Service && r.uid != "" {
-			next.UID = string(r.uid)
-		}
-	}
-	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
-		return
-	}
-	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
-		rep.Errors++
-		s.o.Log.Error(err, "updating the ledger of a referenced IP", "ipamID", ip.ID)
-		return
-	}
-	if !e.OrphanedSince.IsZero() {
-		rep.Untagged++
-	}
-	if next.UID != e.UID {
-		rep.Backfilled++
-	}
-}
-
-// unreferenced starts the retention clock, or releases once it has run out.
-// start is when the cycle began (see Sweep).
-func (s *Sweeper) unreferenced(ctx context.Context, cfg *ipam.Config, ip *scaleway.IP, e ipam.Entry, start time.Time, rep *Report) {
-	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
-	if e.OrphanedSince.IsZero() {
-		// The clock right before the write: an admission that saw the IP
-		// unorphaned read it before now, so its Service exists before the
-		// release is due (retention > margin ≥ twice the admission deadline;
-		// the tag rounds this up, never down).
-		e.OrphanedSince = s.o.Clock.Now()
-		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
-			rep.Errors++
-			log.Error(err, "tagging an unreferenced IP orphaned")
-			return
-		}
-		rep.Tagged++
-		log.V(1).Info("no live Service references this IP; retention starts")
-		return
-	}
-	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
-	retention := s.policy.Of(pool, e)
-	if !s.policy.Expired(pool, e, start) {
-		return
-	}
-	if ip.Resource != nil {
-		// The CCM detaches before it deletes the LB; until then, wait.
-		log.V(1).Info("retention is over but the IP is still attached", "resource", ip.Resource.String())
-		return
-	}
-	if !known && !s.o.ReleaseRemovedPools {
-		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
-		return
-	}
-	if s.o.ReportOnly || len(rep.Released) >= s.o.MaxReleasesPerCycle {
-		rep.WouldRelease = append(rep.WouldRelease, ip.ID)
-		log.Info("would release", "reportOnly", s.o.ReportOnly, "capReached", !s.o.ReportOnly)
-		return
-	}
-	// Re-read right before releasing: an admission that took the IP back
-	// has cleared orphaned-since, and the CCM may have attached it.
-	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
-	if err != nil {
-		if scaleway.Classify(err) != scaleway.KindNotFound {
-			rep.Errors++
-			log.Error(err, "re-reading an IP before releasing it")
-		}
-		return
-	}
-	if !ipam.SameTags(fresh.Tags, ip.Tags) || fresh.Resource != nil {
-		log.Info("changed since the cycle began; not released")
-		return
-	}
-	if err := s.o.Cloud.ReleaseIP(ctx, ip.ID); err != nil {
-		if scaleway.Classify(err) != scaleway.KindNotFound {
-			rep.Errors++
-			log.Error(err, "releasing an IP")
-		}
-		return
-	}
-	rep.Released = append(rep.Released, ip.ID)
-	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
-}
-
-func keys(refs []liveRef) string {
-	out := ""
-	for i, r := range refs {
-		if i > 0 {
-			out += ", "
-		}
-		out += r.key.String()
-	}
-	return out
 }

@@ -8,8 +8,10 @@
 //
 // It owns the release half of the ledger and its own leader election (a
 // lost lease costs some cycles, never the webhook), and is set up in a
-// manager by SetupWithManager. It reads the Service side of the contract
-// from ccm and the ledger, the release protocol and the Scaleway view from
-// ipam and ipam/scaleway; it must not import the webhook (the two share
-// only what lies below them) or anything under internal/.
+// manager by SetupWithManager. It reads what a Service asks for from
+// request (by the webhook's own rules, for its report of Services that hold
+// no reservation), the Service side of the CCM's contract from ccm, and the
+// ledger, the release protocol and the Scaleway view from ipam and
+// ipam/scaleway; it must not import the webhook (the two share only what
+// lies below them) or anything under internal/.
 package sweeper

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -82,7 +83,7 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper()
 
-	first, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	first, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	id := first.Annotations[ccm.AnnotationPrivateIPIDs]
 	if id == "" {
 		t.Fatalf("no IP: %v", first.Annotations)
@@ -95,7 +96,7 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	}
 	w.clock.Step(12 * time.Hour) // within the 24h retention
 
-	again, resp := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	again, resp := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
 		t.Fatalf("re-created Service got %s, want %s back", got, id)
 	}
@@ -166,7 +167,7 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
 	}
 	a, b := replica(), replica()
-	if err := b.Refresh(ctx); err != nil {
+	if err := b.Inventory().Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
@@ -210,7 +211,7 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
 
-	first, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	first, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	id := first.Annotations[ccm.AnnotationPrivateIPIDs]
 	w.remove(first)
 	w.sweep(s)
@@ -218,7 +219,7 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 		t.Fatalf("want a pending reservation marked orphaned, got %+v", e)
 	}
 	w.clock.Step(500 * time.Millisecond)
-	again, _ := w.admit(m, "payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+	again, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
 		t.Fatalf("re-created at once got %s, want %s back", got, id)
 	}

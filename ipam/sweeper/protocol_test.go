@@ -184,7 +184,7 @@ func releaseProtocol(t *testing.T, read string) {
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and
 					// holds the retained IP.
-					if err := alloc.Refresh(context.Background()); err != nil {
+					if err := alloc.Inventory().Refresh(context.Background()); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -13,10 +14,15 @@ import (
 // manager's cache (and never acts before that cache has synced), records
 // its Events with the manager's recorder, is triggered by the Service
 // informer, and runs on the replica that holds the Lease when e is enabled.
-// The Services, Synced, Events and Recorder of o are filled in from mgr when unset.
+// The Services, Namespaces, Synced, Events and Recorder of o are filled in
+// from mgr when unset, and ServiceStore with the informer's store when
+// Services is the manager's cache.
 func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options, e Election) (*Sweeper, error) {
 	if o.Services == nil {
 		o.Services = mgr.GetCache()
+	}
+	if o.Namespaces == nil {
+		o.Namespaces = mgr.GetCache()
 	}
 	if o.Synced == nil {
 		o.Synced = func() bool {
@@ -32,11 +38,14 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options, e Ele
 	if o.Recorder == nil {
 		o.Recorder = mgr.GetEventRecorder("scw-lb-ipam-sweeper")
 	}
-	sw := New(o)
 	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
 	if err != nil {
 		return nil, fmt.Errorf("watching Services: %w", err)
 	}
+	if st, ok := informer.(interface{ GetStore() toolscache.Store }); ok && o.ServiceStore == nil && o.Services == mgr.GetCache() {
+		o.ServiceStore = st.GetStore()
+	}
+	sw := New(o)
 	if _, err := informer.AddEventHandler(sw.Handler()); err != nil {
 		return nil, fmt.Errorf("watching Services: %w", err)
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	Config func() *ipam.Config
 	// Services reads Services from the informer cache.
 	Services client.Reader
+	// ServiceStore is that cache's store of Services, read in place by each
+	// cycle (the objects are the cache's: nothing writes to them); nil
+	// lists Services through Services, which copies each Service.
+	ServiceStore toolscache.Store
 	// Synced reports whether that cache has synced; the sweeper does
 	// nothing while it has not, since every reservation would look unused.
 	Synced func() bool
@@ -67,10 +71,14 @@ type Options struct {
 	// ReleaseRemovedPools allows releasing reservations of pools no longer in
 	// the pool file; without it they are kept for an operator to decide.
 	ReleaseRemovedPools bool
-	// Unreserved reports whether a live LoadBalancer Service without
-	// private-ip-ids should have had a reservation (opted-in namespace, a
-	// request or a default pool); nil reports nothing.
-	Unreserved func(ctx context.Context, svc *corev1.Service) (bool, string, error)
+	// Namespaces reads the namespaces' opt-in label for the report of live
+	// LoadBalancer Services without private-ip-ids that should have had a
+	// reservation, by the webhook's rules (request.Unreserved); nil reports
+	// nothing. SetupWithManager fills it from the manager's cache.
+	Namespaces client.Reader
+	// Excluded namespaces are never reported: the webhook never touches
+	// them (kube-system, the release's own).
+	Excluded []string
 	// ConvergenceGrace is how long a live Service's reserved IPs may take to
 	// be applied on its Load Balancer before it is reported (Event and
 	// gauge).

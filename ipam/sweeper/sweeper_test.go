@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -27,6 +28,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const (
@@ -75,7 +77,7 @@ func newWorld(t testing.TB) *world {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).
-		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{ccm.LabelEnabled: "true"}}}).
+		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{request.LabelEnabled: "true"}}}).
 		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).Build()
 	return w
 }
@@ -433,5 +435,49 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 	}
 	if !w.entry(r.ID).OrphanedSince.IsZero() {
 		t.Fatal("the reuse did not clear orphaned-since")
+	}
+}
+
+// The cycle reads the listing page by page and releases only once the
+// listing has ended: a release while paging would shift the pages still to
+// come, and the cycle would miss reservations (here 250 over three pages,
+// all past their retention).
+func TestCycleReleasesAfterTheListing(t *testing.T) {
+	w := newWorld(t)
+	w.retained(250)
+	w.clock.Step(2 * time.Hour)
+	rep := w.sweep(w.sweeper(func(o *Options) { o.MaxReleasesPerCycle = 1000 }))
+	if rep.Scanned != 250 || len(rep.Released) != 250 || rep.Errors != 0 {
+		t.Fatalf("scanned %d, released %d, errors %d; want 250, 250, 0", rep.Scanned, len(rep.Released), rep.Errors)
+	}
+	if n := len(w.srv.IPs()); n != 0 {
+		t.Fatalf("%d reservations left", n)
+	}
+}
+
+// noList fails every List: a cycle given the informer's store must not
+// list (and copy) the Services.
+type noList struct{ client.Reader }
+
+func (noList) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("listed the Services instead of reading the store")
+}
+
+// With the informer's store, the cycle reads the Services there in place:
+// the same live view as through a List.
+func TestCycleReadsTheServiceStore(t *testing.T) {
+	w := newWorld(t)
+	kept, gone := w.book("general", "payments", "api"), w.book("general", "payments", "old")
+	svc := w.live("payments", "api", kept.ID)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	if err := store.Add(svc); err != nil {
+		t.Fatal(err)
+	}
+	rep := w.sweep(w.sweeper(func(o *Options) { o.Services, o.ServiceStore = noList{w.kube}, store }))
+	if rep.Scanned != 2 || rep.Referenced != 1 || rep.Tagged != 1 || rep.Backfilled != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	if !w.entry(gone.ID).OrphanedSince.Equal(w.clock.Now()) || w.entry(kept.ID).UID != string(svc.UID) {
+		t.Fatalf("ledger: kept %+v, gone %+v", w.entry(kept.ID), w.entry(gone.ID))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // callCount is the Scaleway calls the emulator received since its counts
@@ -59,7 +60,7 @@ func (r *report) callsPerAdmission() {
 		}
 		byo = append(byo, id)
 	}
-	pool := func(p string) map[string]string { return map[string]string{ccm.AnnotationPool: p} }
+	pool := func(p string) map[string]string { return map[string]string{request.AnnotationPool: p} }
 	rows := []struct {
 		name string
 		goal int // -1: none
@@ -74,13 +75,13 @@ func (r *report) callsPerAdmission() {
 			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-ipam-", i), pool("general")))
 		}},
 		{"specific address", 1, nil, func(i int) error {
-			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-address-", i), map[string]string{ccm.AnnotationAddress: fmt.Sprint("172.16.46.", 10+i)}))
+			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-address-", i), map[string]string{request.AnnotationAddress: fmt.Sprint("172.16.46.", 10+i)}))
 		}},
 		{"two pools (one IP each)", 2, nil, func(i int) error {
 			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-two-", i), pool("dc-link,general")))
 		}},
 		{"bring-your-own IPAM ID", -1, nil, func(i int) error {
-			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-byo-", i), map[string]string{ccm.AnnotationIPAMIDs: byo[i]}))
+			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-byo-", i), map[string]string{request.AnnotationIPAMIDs: byo[i]}))
 		}},
 		{"dry run", -1, nil, func(i int) error {
 			return r.kube.Create(ctx, svc("opted", fmt.Sprint("calls-dry-", i), pool("dc-link")), client.DryRunAll)
@@ -180,7 +181,7 @@ func (r *report) latency() {
 	seq := 0
 	create := func(ns string) time.Duration {
 		seq++
-		s := svc(ns, fmt.Sprint("lat-", seq), map[string]string{ccm.AnnotationPool: "dc-link"})
+		s := svc(ns, fmt.Sprint("lat-", seq), map[string]string{request.AnnotationPool: "dc-link"})
 		start := time.Now()
 		if err := r.kube.Create(ctx, s); err != nil {
 			r.b.Fatal(err)
@@ -529,7 +530,7 @@ func (r *report) burstRun(ns, prefix, pool string, n int) burstResult {
 	for i := range n {
 		wg.Go(func() {
 			<-gate
-			s := svc(ns, fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: pool})
+			s := svc(ns, fmt.Sprint(prefix, i), map[string]string{request.AnnotationPool: pool})
 			err := r.kube.Create(ctx, s)
 			mu.Lock()
 			defer mu.Unlock()
@@ -553,7 +554,7 @@ func (r *report) burstRun(ns, prefix, pool string, n int) burstResult {
 func (r *report) warm(prefix, pool string) []*corev1.Service {
 	var out []*corev1.Service
 	for i := range 5 {
-		s := svc("opted", fmt.Sprint(prefix, i), map[string]string{ccm.AnnotationPool: pool})
+		s := svc("opted", fmt.Sprint(prefix, i), map[string]string{request.AnnotationPool: pool})
 		if err := r.kube.Create(context.Background(), s); err != nil {
 			r.b.Fatal(err)
 		}
@@ -606,7 +607,7 @@ func duplicates(b interface{ Fatal(...any) }, kube client.Client) (ids, addrs in
 			}
 			seenID.Insert(id)
 		}
-		for _, a := range strings.Split(list.Items[i].Annotations[ccm.AnnotationAddresses], ",") {
+		for _, a := range strings.Split(list.Items[i].Annotations[request.AnnotationAddresses], ",") {
 			if a = strings.TrimSpace(a); a == "" {
 				continue
 			}

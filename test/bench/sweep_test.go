@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -33,6 +34,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // sweepChildEnv, when set, makes the test binary the sweeper's child (see
@@ -116,7 +118,7 @@ func sweepService(i int) corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Namespace: sweepNS, Name: name, UID: types.UID("uid-" + name),
 			ResourceVersion: strconv.Itoa(1000 + i), CreationTimestamp: metav1.Now(),
 			Labels:      map[string]string{"app.kubernetes.io/name": name},
-			Annotations: map[string]string{ccm.AnnotationPool: "general", ccm.AnnotationPrivateIPIDs: sweepIPID(i)},
+			Annotations: map[string]string{request.AnnotationPool: "general", ccm.AnnotationPrivateIPIDs: sweepIPID(i)},
 			Finalizers:  []string{ccm.FinalizerLoadBalancerCleanup}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app.kubernetes.io/name": name},
 			Ports:     []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 30000 + int32(i%2000)}},
@@ -223,7 +225,15 @@ func sweepChild() error {
 		}
 		live.Items = append(live.Items, *trimmed.(*corev1.Service))
 	}
-	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live},
+	// The informer's store holds the same objects: the leader's cycle reads
+	// them there in place (sweeper.SetupWithManager).
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for i := range live.Items {
+		if err := store.Add(&live.Items[i]); err != nil {
+			return err
+		}
+	}
+	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live}, ServiceStore: store,
 		MaxReleasesPerCycle: p.Orphans, Log: logr.Discard()})
 
 	var res sweepResult

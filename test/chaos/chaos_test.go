@@ -29,6 +29,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const (
@@ -316,12 +317,12 @@ func (r *run) client(seed uint64, c, n int) {
 		case x < 80:
 			r.changePool(ctx, ns, name, rng.IntN(2) == 0)
 		case x < 88:
-			r.create(ctx, ns, name, map[string]string{ccm.AnnotationIPAMIDs: r.byo[rng.IntN(len(r.byo))]})
+			r.create(ctx, ns, name, map[string]string{request.AnnotationIPAMIDs: r.byo[rng.IntN(len(r.byo))]})
 		default:
 			// Opted-out and excluded namespaces, every annotation set.
 			target := []string{"plain", "kube-system"}[rng.IntN(2)]
-			r.create(ctx, target, name, map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationAddress: "172.16.35.7",
-				ccm.AnnotationIPAMIDs: r.byo[0], ccm.AnnotationAllowIPChange: "true"})
+			r.create(ctx, target, name, map[string]string{request.AnnotationPool: "dc-link", request.AnnotationAddress: "172.16.35.7",
+				request.AnnotationIPAMIDs: r.byo[0], request.AnnotationAllowIPChange: "true"})
 			r.delete(ctx, target, name)
 		}
 	}
@@ -330,19 +331,19 @@ func (r *run) client(seed uint64, c, n int) {
 func (r *run) request(rng *rand.Rand) map[string]string {
 	switch rng.IntN(6) {
 	case 0:
-		return map[string]string{ccm.AnnotationPool: "dc-link"}
+		return map[string]string{request.AnnotationPool: "dc-link"}
 	case 5:
 		// The CCM's own pn-ids in the manifest: the webhook adds the pool's
 		// network, and every re-apply resets it to the nodes' alone.
-		return map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPNIDs: r.env.PNs["nodes"].ID}
+		return map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPNIDs: r.env.PNs["nodes"].ID}
 	case 1:
-		return map[string]string{ccm.AnnotationPool: "dc-link,general"}
+		return map[string]string{request.AnnotationPool: "dc-link,general"}
 	case 2:
-		return map[string]string{ccm.AnnotationAddress: fmt.Sprintf("172.16.35.%d", 1+rng.IntN(250))}
+		return map[string]string{request.AnnotationAddress: fmt.Sprintf("172.16.35.%d", 1+rng.IntN(250))}
 	case 3:
 		return nil // the default pool
 	}
-	return map[string]string{ccm.AnnotationPool: "general"}
+	return map[string]string{request.AnnotationPool: "general"}
 }
 
 func svcObject(ns, name string, ann map[string]string) *corev1.Service {
@@ -368,7 +369,7 @@ func (r *run) create(ctx context.Context, ns, name string, ann map[string]string
 	r.mu.Unlock()
 	r.recordCreate(ns, name, start, svc.Annotations)
 	r.checkReturned(svc)
-	if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" {
+	if svc.Annotations[request.AnnotationAllowIPChange] == "true" {
 		r.allow(svc, start, nil)
 	}
 }
@@ -402,17 +403,17 @@ func (r *run) changePool(ctx context.Context, ns, name string, allow bool) {
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
 	}
-	delete(svc.Annotations, ccm.AnnotationIPAMIDs)
-	delete(svc.Annotations, ccm.AnnotationAddress)
-	if svc.Annotations[ccm.AnnotationPool] == "general" {
-		svc.Annotations[ccm.AnnotationPool] = "dc-link"
+	delete(svc.Annotations, request.AnnotationIPAMIDs)
+	delete(svc.Annotations, request.AnnotationAddress)
+	if svc.Annotations[request.AnnotationPool] == "general" {
+		svc.Annotations[request.AnnotationPool] = "dc-link"
 	} else {
-		svc.Annotations[ccm.AnnotationPool] = "general"
+		svc.Annotations[request.AnnotationPool] = "general"
 	}
 	if allow {
-		svc.Annotations[ccm.AnnotationAllowIPChange] = "true"
+		svc.Annotations[request.AnnotationAllowIPChange] = "true"
 	} else {
-		delete(svc.Annotations, ccm.AnnotationAllowIPChange)
+		delete(svc.Annotations, request.AnnotationAllowIPChange)
 	}
 	start := time.Now()
 	if err := r.kube.Update(ctx, svc); err != nil {
@@ -467,7 +468,7 @@ func (r *run) reapply(ctx context.Context, ns, name string, replace bool) {
 	start := time.Now()
 	if err := r.kube.Update(ctx, svc); err != nil {
 		r.note(ns+"/"+name, key, start, svc, r.denied(err))
-		if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" && !isAPIStatus(err) {
+		if svc.Annotations[request.AnnotationAllowIPChange] == "true" && !isAPIStatus(err) {
 			r.allow(svc, start, err)
 		}
 		return
@@ -476,7 +477,7 @@ func (r *run) reapply(ctx context.Context, ns, name string, replace bool) {
 	r.checkReturned(svc)
 	// A pool changed with allow-ip-change keeps it: applying the manifest
 	// then moves the Service back, as asked.
-	if svc.Annotations[ccm.AnnotationAllowIPChange] == "true" {
+	if svc.Annotations[request.AnnotationAllowIPChange] == "true" {
 		r.allow(svc, start, nil)
 	}
 }
@@ -490,7 +491,7 @@ func isAPIStatus(err error) bool {
 // checks opted-out namespaces were left alone (invariant 5).
 func (r *run) checkReturned(svc *corev1.Service) {
 	if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, request.AnnotationAddresses} {
 			if _, written := svc.Annotations[k]; written && k != ccm.AnnotationPrivateIPIDs {
 				r.violate(5, "%s/%s got %s", svc.Namespace, svc.Name, k)
 			}
@@ -645,7 +646,7 @@ func holderOf(resource string, services []corev1.Service, lbs []ipamtest.LB) str
 		for i := range services {
 			if string(services[i].UID) == lb.Name {
 				svc := &services[i]
-				return fmt.Sprintf(" to the LB of %s/%s (terminating %v, references %v, pn-ids %q, pool %q, addresses %q)", svc.Namespace, svc.Name, svc.DeletionTimestamp != nil, ccm.ReferencedIDs(svc), svc.Annotations[ccm.AnnotationPNIDs], svc.Annotations[ccm.AnnotationPool], svc.Annotations[ccm.AnnotationAddresses])
+				return fmt.Sprintf(" to the LB of %s/%s (terminating %v, references %v, pn-ids %q, pool %q, addresses %q)", svc.Namespace, svc.Name, svc.DeletionTimestamp != nil, ccm.ReferencedIDs(svc), svc.Annotations[ccm.AnnotationPNIDs], svc.Annotations[request.AnnotationPool], svc.Annotations[request.AnnotationAddresses])
 			}
 		}
 		return " to LB " + lb.ID + " of a Service that is gone (uid " + lb.Name + ")"
@@ -753,7 +754,7 @@ func (r *run) invariants(settled bool, logs string, addrs *liveAddresses, sticky
 	for i := range list.Items {
 		svc := &list.Items[i]
 		if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			for _, k := range []string{ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+			for _, k := range []string{ccm.AnnotationPNIDs, request.AnnotationAddresses} {
 				if _, ok := svc.Annotations[k]; ok {
 					bad5 = append(bad5, fmt.Sprintf("%s/%s has %s", svc.Namespace, svc.Name, k))
 				}

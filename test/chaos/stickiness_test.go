@@ -12,6 +12,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // created is a successful CREATE in an opted-in namespace: when the client
@@ -382,7 +383,7 @@ func (r *run) recordCreate(ns, name string, start time.Time, ann map[string]stri
 		return
 	}
 	r.mu.Lock()
-	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, end: time.Now(), ids: ids, address: ann[ccm.AnnotationAddress]})
+	r.creates = append(r.creates, created{svc: ns + "/" + name, start: start, end: time.Now(), ids: ids, address: ann[request.AnnotationAddress]})
 	r.mu.Unlock()
 }
 

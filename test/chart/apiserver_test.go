@@ -34,6 +34,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 func ensureNamespace(t testing.TB, name string, labels map[string]string) {
@@ -109,7 +110,7 @@ const emulatorSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 func chartValues(t testing.TB, poolRange string, scaleway func(*ipamtest.Server) string) (emu *ipamtest.Server, values string) {
 	t.Helper()
 	ensureNamespace(t, namespace, nil)
-	ensureNamespace(t, "payments", map[string]string{ccm.LabelEnabled: "true"})
+	ensureNamespace(t, "payments", map[string]string{request.LabelEnabled: "true"})
 	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: emulatorSecretKey})
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
@@ -180,7 +181,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	// The apiserver calls the webhook over TLS, through the Service name.
 	createAndCheck := func(name string) {
 		t.Helper()
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{ccm.AnnotationPool: "dc-link"}},
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{request.AnnotationPool: "dc-link"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
 		if err := kube.Create(ctx, svc); err != nil {
 			t.Fatalf("creating a Service through the webhook: %v\nlogs:\n%s", err, first.logs.String())
@@ -189,7 +190,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(got.Annotations[ccm.AnnotationAddresses], "172.16.35.") || got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
+		if !strings.HasPrefix(got.Annotations[request.AnnotationAddresses], "172.16.35.") || got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
 			t.Fatalf("Service %s not mutated: %v", name, got.Annotations)
 		}
 	}

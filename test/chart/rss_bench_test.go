@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // BenchmarkWebhookRSS measures what the chart's resources are sized from:
@@ -55,7 +55,7 @@ func BenchmarkWebhookRSS(b *testing.B) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= creates; i = next.Add(1) {
 				svc := &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: fmt.Sprintf("rss-%d", i), Annotations: map[string]string{ccm.AnnotationPool: "dc-link"}},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: fmt.Sprintf("rss-%d", i), Annotations: map[string]string{request.AnnotationPool: "dc-link"}},
 					Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 				}
 				if err := kube.Create(ctx, svc); err != nil {

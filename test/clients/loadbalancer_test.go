@@ -16,6 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // ccmSettle is how long a re-apply is given to make the CCM stand-in act:
@@ -94,7 +95,7 @@ func (cp *controlPlane) firstAdmission(t *testing.T, svc client.ObjectKey, poolP
 		if cur == nil {
 			return false, "no Service"
 		}
-		st.uid, st.id, st.addr = string(cur.UID), cur.Annotations[ccm.AnnotationPrivateIPIDs], cur.Annotations[ccm.AnnotationAddresses]
+		st.uid, st.id, st.addr = string(cur.UID), cur.Annotations[ccm.AnnotationPrivateIPIDs], cur.Annotations[request.AnnotationAddresses]
 		if st.id == "" || strings.Contains(st.id, ",") {
 			return false, fmt.Sprintf("private-ip-ids %q", st.id)
 		}
@@ -165,7 +166,7 @@ func (cp *controlPlane) reapplied(t *testing.T, step string, st *lbState) {
 // reservation's network (the CCM detaches every network not listed).
 func (cp *controlPlane) sameReservation(t *testing.T, step string, st *lbState, cur *corev1.Service) {
 	t.Helper()
-	if got := cur.Annotations[ccm.AnnotationAddresses]; got != st.addr {
+	if got := cur.Annotations[request.AnnotationAddresses]; got != st.addr {
 		t.Errorf("after %s: addresses %q, want %q as after the first admission", step, got, st.addr)
 	}
 	if got := cur.Annotations[ccm.AnnotationPrivateIPIDs]; got != st.id {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestInstall: helm install --wait brings both pods Ready under the
@@ -55,7 +56,7 @@ func TestInstall(t *testing.T) {
 	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), got); err != nil {
 		t.Fatal(err)
 	}
-	addr, id := got.Annotations[ccm.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
+	addr, id := got.Annotations[request.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
 	ip, booked := in.emu.IP(id)
 	if !booked || !strings.HasPrefix(addr, "172.16.35.") || strings.Split(ip.Address.String(), "/")[0] != addr {
 		t.Fatalf("Service not given its address: annotations %v (booked in the emulator: %v)", got.Annotations, booked)

@@ -22,6 +22,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // The release, as the README installs it.
@@ -60,7 +61,7 @@ func install(t *testing.T, sets ...string) *installation {
 	if in.pns, err = in.emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22"); err != nil {
 		t.Fatal(err)
 	}
-	ensureNamespace(t, optedIn, map[string]string{ccm.LabelEnabled: "true"})
+	ensureNamespace(t, optedIn, map[string]string{request.LabelEnabled: "true"})
 	in.values = filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(in.values, fmt.Appendf(nil, `replicaCount: 2
 image:
@@ -341,7 +342,7 @@ func warningClient(t *testing.T) (client.Client, *testenv.Warnings) {
 // lbService is a private-only LoadBalancer Service that asks for the pool.
 func lbService(name string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: optedIn, Name: name, Annotations: map[string]string{ccm.AnnotationPool: "dc-link", ccm.AnnotationPrivate: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: optedIn, Name: name, Annotations: map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivate: "true"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
 	}
 }

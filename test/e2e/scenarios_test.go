@@ -25,6 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 const metricsPort = "8443"
@@ -208,7 +209,7 @@ func startLoad(t *testing.T, prefix string) (stop func() int) {
 			if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(svc.Annotations[ccm.AnnotationAddresses], "172.16.35.") {
+			if !strings.HasPrefix(svc.Annotations[request.AnnotationAddresses], "172.16.35.") {
 				t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
 			}
 		}
@@ -349,7 +350,7 @@ func TestUninstall(t *testing.T) {
 	if err := cluster.kube.Create(ctx, after); err != nil {
 		t.Fatalf("creating a Service after the uninstall: %v", err)
 	}
-	if a := after.Annotations[ccm.AnnotationAddresses]; a != "" {
+	if a := after.Annotations[request.AnnotationAddresses]; a != "" {
 		t.Fatalf("a Service created after the uninstall was mutated: %v", after.Annotations)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // convergenceGrace is the webhook's --convergence-grace in the suite: a
@@ -132,7 +133,7 @@ func reportedOnce(t *testing.T, svcs map[*corev1.Service]bool) {
 // reserved ID. It is deleted when the test keep ends.
 func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 	t.Helper()
-	if err := s.Kube.Create(context.Background(), lbService("web", name, map[string]string{ccm.AnnotationPool: "dc-link"})); err != nil {
+	if err := s.Kube.Create(context.Background(), lbService("web", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
 		t.Fatal(err)
 	}
 	var svc *corev1.Service

@@ -23,9 +23,10 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestScenario10NamespaceLabelledAfterTheLoadBalancer: a LoadBalancer
@@ -40,7 +41,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if err := s.Kube.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		svc := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
+		svc := lbService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if !strings.HasPrefix(dhcp, "172.16.") {
 			t.Fatalf("ingress %s is not on the nodes' network 172.16.0.0/22", dhcp)
 		}
-		ns.Labels = map[string]string{ccm.LabelEnabled: "true"}
+		ns.Labels = map[string]string{request.LabelEnabled: "true"}
 		if err := s.Kube.Update(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		}
 		// A helm upgrade sends the whole object as the chart renders it.
 		if err := update(c, "late", "legacy", func(cur *corev1.Service) {
-			full := lbService("late", "legacy", map[string]string{ccm.AnnotationPool: "general"})
+			full := lbService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
 			full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 			full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
 			full.ResourceVersion, full.Finalizers, full.Spec.ClusterIP, full.Spec.ClusterIPs = cur.ResourceVersion, cur.Finalizers, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
@@ -99,7 +100,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if len(after.Status.LoadBalancer.Ingress) != 1 || after.Status.LoadBalancer.Ingress[0].IP != dhcp {
 			t.Fatalf("ingress %v, want the DHCP address %s kept", after.Status.LoadBalancer.Ingress, dhcp)
 		}
-		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, request.AnnotationAddresses} {
 			if v, ok := after.Annotations[k]; ok {
 				t.Fatalf("annotation %s written: %q", k, v)
 			}
@@ -174,7 +175,7 @@ func TestScenario11BringYourOwnAcrossReplicas(t *testing.T) {
 
 // replica is an allocator with its own Scaleway client, Service cache and
 // claims, as one webhook replica has.
-func replica(t *testing.T, claims bool) *ipam.Allocator {
+func replica(t *testing.T, withClaims bool) *ipam.Allocator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -208,8 +209,8 @@ func replica(t *testing.T, claims bool) *ipam.Allocator {
 		t.Fatal("cache not synced")
 	}
 	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: services}}
-	if claims {
-		o.Claims = &webhook.LeaseClaims{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
+	if withClaims {
+		o.Claims = &claims.Leases{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}
 	return ipam.NewAllocator(o)
 }
@@ -277,7 +278,7 @@ func TestScenario12APIServerOutage(t *testing.T) {
 		}
 		eventually(t, leaseDuration, "a sweeper leader again within the lease duration", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
 		t.Logf("lease lost %s into the outage; leader again %s after it", lost.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
-		svc := lbService("payments", "after-outage", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "after-outage", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +303,7 @@ func TestScenario12APIServerOutage(t *testing.T) {
 func TestScenario13RecreateWhileTerminating(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "replaced", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "replaced", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		old := get(t, "payments", "replaced")
 		// X is the reservation a live Service used.
 		backfilled(t, old, x)
-		replaceWhileTerminating(t, old, x, map[string]string{ccm.AnnotationPool: "dc-link"})
+		replaceWhileTerminating(t, old, x, map[string]string{request.AnnotationPool: "dc-link"})
 		// Whatever was booked on the way is reclaimed: only X is left.
 		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/replaced", func() bool {
 			for _, ip := range s.Emu.IPs() {
@@ -397,7 +398,7 @@ func TestScenario14BringYourOwnRecreateWhileTerminating(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ann := map[string]string{ccm.AnnotationIPAMIDs: id}
+		ann := map[string]string{request.AnnotationIPAMIDs: id}
 		if err := s.Kube.Create(ctx, lbService("payments", "byo-replaced", ann)); err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +439,7 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			restore := routeTo(t, one)
 			created1, created2 := one.Creates(), two.Creates()
 			booked := time.Now()
-			if err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{ccm.AnnotationPool: "dc-link"})); err != nil {
+			if err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
 				restore()
 				t.Fatal(err)
 			}
@@ -461,7 +462,7 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			s.RouteTo(two)
 			del(t, get(t, "payments", name))
 			from := len(s.Emu.Requests())
-			err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{ccm.AnnotationPool: "dc-link"}))
+			err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{request.AnnotationPool: "dc-link"}))
 			calls := s.WebhookCalls(from)
 			age, ok := two.Gauge("scw_lb_ipam_index_age_seconds", "pool", "dc-link")
 			restore()

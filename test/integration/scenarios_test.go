@@ -21,6 +21,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // scenario runs one numbered scenario and records its Scaleway calls.
@@ -95,7 +96,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		for i, r := range s.Replicas {
 			creates[i] = r.Creates()
 		}
-		svc := lbService("payments", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
@@ -107,8 +108,8 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("annotation %q names no booked IP", id)
 		}
 		addr := strings.Split(ip.Address.String(), "/")[0]
-		if got.Annotations[ccm.AnnotationAddresses] != addr {
-			t.Fatalf("addresses %q, booked %s", got.Annotations[ccm.AnnotationAddresses], addr)
+		if got.Annotations[request.AnnotationAddresses] != addr {
+			t.Fatalf("addresses %q, booked %s", got.Annotations[request.AnnotationAddresses], addr)
 		}
 		if want := s.PNs["nodes"].ID + "," + s.PNs["dc"].ID; got.Annotations[ccm.AnnotationPNIDs] != want {
 			t.Fatalf("pn-ids %q, want %q", got.Annotations[ccm.AnnotationPNIDs], want)
@@ -141,7 +142,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 			t.Fatalf("%s: pool gauges total %v used %v", r.Name, total, used)
 		}
 		var holder string
-		for _, p := range r.Allocator().Report() {
+		for _, p := range r.Allocator().Inventory().Report() {
 			for _, a := range p.Addresses {
 				if a.IPID == id {
 					holder = a.Holder
@@ -157,13 +158,13 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		from, before := len(s.Emu.Requests()), s.Creates()
-		svc := lbService("plain", "api", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("plain", "api", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
 		defer del(t, svc)
 		got := get(t, "plain", "api")
-		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationAddresses} {
+		for _, k := range []string{ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, request.AnnotationAddresses} {
 			if _, ok := got.Annotations[k]; ok {
 				t.Fatalf("annotation %s written in a namespace that did not opt in", k)
 			}
@@ -185,7 +186,7 @@ func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
 		// Counted as bookings, not IPs: the sweeper may release an earlier
 		// scenario's IP meanwhile.
 		audit := len(s.Emu.Audit())
-		svc := lbService("payments", "dry", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "dry", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 			}
 			defer s.Kube.Delete(ctx, o)
 		}
-		svc := lbService("payments", "leaky", map[string]string{ccm.AnnotationPool: "general"})
+		svc := lbService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
 		var leaked string
 		// The policy takes a moment to be loaded by the apiserver.
 		eventually(t, 20*time.Second, "the policy to deny after our mutation", func() bool {
@@ -261,7 +262,7 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
 		create := func() string {
-			svc := lbService("payments", "stable", map[string]string{ccm.AnnotationPool: "dc-link"})
+			svc := lbService("payments", "stable", map[string]string{request.AnnotationPool: "dc-link"})
 			if err := s.Kube.Create(ctx, svc); err != nil {
 				t.Fatal(err)
 			}
@@ -368,7 +369,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{ccm.AnnotationPool: "dc-link"}))
+				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{request.AnnotationPool: "dc-link"}))
 			})
 		}
 		wg.Wait()
@@ -382,7 +383,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		for i := range n {
 			name := fmt.Sprint("burst-", i)
 			svc := get(t, "web", name)
-			id, addr := svc.Annotations[ccm.AnnotationPrivateIPIDs], svc.Annotations[ccm.AnnotationAddresses]
+			id, addr := svc.Annotations[ccm.AnnotationPrivateIPIDs], svc.Annotations[request.AnnotationAddresses]
 			if other, dup := ids[id]; dup {
 				t.Fatalf("%s and %s share IPAM ID %s", other, name, id)
 			}
@@ -411,7 +412,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 func TestScenario7PoolChange(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "mover", map[string]string{ccm.AnnotationPool: "dc-link"})
+		svc := lbService("payments", "mover", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -419,20 +420,20 @@ func TestScenario7PoolChange(t *testing.T) {
 		defer del(t, live)
 		oldID := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		err := update(s.Kube, "payments", "mover", func(svc *corev1.Service) {
-			svc.Annotations[ccm.AnnotationPool] = "general"
+			svc.Annotations[request.AnnotationPool] = "general"
 		})
 		if err == nil || !strings.Contains(err.Error(), "allow-ip-change") {
 			t.Fatalf("pool change without allow-ip-change: %v", err)
 		}
 		if err := update(s.Kube, "payments", "mover", func(svc *corev1.Service) {
-			svc.Annotations[ccm.AnnotationPool] = "general"
-			svc.Annotations[ccm.AnnotationAllowIPChange] = "true"
+			svc.Annotations[request.AnnotationPool] = "general"
+			svc.Annotations[request.AnnotationAllowIPChange] = "true"
 		}); err != nil {
 			t.Fatal(err)
 		}
 		moved := get(t, "payments", "mover")
 		newID := moved.Annotations[ccm.AnnotationPrivateIPIDs]
-		if newID == oldID || !strings.HasPrefix(moved.Annotations[ccm.AnnotationAddresses], "10.10.0.") {
+		if newID == oldID || !strings.HasPrefix(moved.Annotations[request.AnnotationAddresses], "10.10.0.") {
 			t.Fatalf("not moved: %v", moved.Annotations)
 		}
 		if want := s.PNs["nodes"].ID + "," + s.PNs["edge"].ID; moved.Annotations[ccm.AnnotationPNIDs] != want {
@@ -450,7 +451,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		before := s.Creates()
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{ccm.AnnotationPool: "dc-link"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "internal", Annotations: map[string]string{request.AnnotationPool: "dc-link"}},
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
 		}
 		if err := s.Kube.Create(context.Background(), svc); err != nil {
@@ -459,7 +460,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 		defer del(t, svc)
 		// Nor does one of another load-balancer controller (MetalLB, Cilium):
 		// the CCM ignores it, and the chart's matchConditions keep it away.
-		class := lbService("payments", "metallb", map[string]string{ccm.AnnotationPool: "dc-link"})
+		class := lbService("payments", "metallb", map[string]string{request.AnnotationPool: "dc-link"})
 		className := "metallb.io/metallb"
 		class.Spec.LoadBalancerClass = &className
 		if err := s.Kube.Create(context.Background(), class); err != nil {
@@ -489,7 +490,7 @@ func TestScenario8WebhookStopped(t *testing.T) {
 		// down: the CCM's last patch (the finalizer removed) must not need
 		// the webhook, or the Service would stay Terminating for as long
 		// as the webhook is down.
-		doomed := lbService("payments", "doomed", map[string]string{ccm.AnnotationPool: "dc-link"})
+		doomed := lbService("payments", "doomed", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, doomed); err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +502,7 @@ func TestScenario8WebhookStopped(t *testing.T) {
 			}
 		}()
 		del(t, get(t, "payments", "doomed"))
-		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{ccm.AnnotationPool: "dc-link"}))
+		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{request.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("opted-in create with the webhook down: %v", err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
@@ -129,7 +130,7 @@ func TestMakeRun(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 		t.Fatal(err)
 	}
-	addr, id := got.Annotations[ccm.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
+	addr, id := got.Annotations[request.AnnotationAddresses], got.Annotations[ccm.AnnotationPrivateIPIDs]
 	if addr != "172.16.4.200" || id == "" {
 		t.Fatalf("annotations: %v", got.Annotations)
 	}

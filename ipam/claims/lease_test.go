@@ -1,4 +1,4 @@
-package webhook
+package claims
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-	claims := &LeaseClaims{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	claims := &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
 	ctx := context.Background()
 	const id = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 	api := types.NamespacedName{Namespace: "web", Name: "api"}
@@ -68,7 +68,7 @@ func TestCollectReportsFreshClaimsAsClaimed(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-	claims := &LeaseClaims{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	claims := &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
 	ctx := context.Background()
 	const fresh, stale = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	if err := claims.Claim(ctx, stale, types.NamespacedName{Namespace: "web", Name: "old"}); err != nil {

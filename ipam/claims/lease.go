@@ -1,4 +1,4 @@
-package webhook
+package claims
 
 import (
 	"context"
@@ -25,13 +25,13 @@ const LabelClaim = "scw-lb-ipam.io/claim"
 // the name is a valid object name).
 const claimPrefix = "scw-lb-ipam-claim-"
 
-// LeaseClaims makes "one Service per bring-your-own IPAM ID" atomic across
+// Leases makes "one Service per bring-your-own IPAM ID" atomic across
 // replicas with one Lease per ID in the release namespace: the apiserver's
 // create is the arbiter, so of two replicas admitting two Services with the
 // same ID at the same moment exactly one wins, whatever their caches say.
 // A Lease rather than an IPAM tag because a bring-your-own IP is not ours to
 // re-tag. The sweeper collects claims whose Service no longer uses the ID.
-type LeaseClaims struct {
+type Leases struct {
 	// Client creates and updates the Leases; Reader reads Leases and
 	// Services from the apiserver, not a cache (a cache is what lags).
 	Client    client.Client
@@ -44,12 +44,12 @@ type LeaseClaims struct {
 	Clock clock.PassiveClock
 }
 
-var _ ipam.Claims = (*LeaseClaims)(nil)
+var _ ipam.Claims = (*Leases)(nil)
 
 func claimName(id string) string { return claimPrefix + id }
 
 // Claim records svc as the one Service using the IPAM ID.
-func (c *LeaseClaims) Claim(ctx context.Context, id string, svc types.NamespacedName) error {
+func (c *Leases) Claim(ctx context.Context, id string, svc types.NamespacedName) error {
 	now := metav1.NewMicroTime(c.Clock.Now())
 	holder := svc.String()
 	lease := &coordinationv1.Lease{
@@ -107,7 +107,7 @@ func (c *LeaseClaims) Claim(ctx context.Context, id string, svc types.Namespaced
 }
 
 // Holder reads the claim of an IPAM ID from the apiserver.
-func (c *LeaseClaims) Holder(ctx context.Context, id string) (types.NamespacedName, bool, error) {
+func (c *Leases) Holder(ctx context.Context, id string) (types.NamespacedName, bool, error) {
 	lease := &coordinationv1.Lease{}
 	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: claimName(id)}, lease); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -123,7 +123,7 @@ func (c *LeaseClaims) Holder(ctx context.Context, id string) (types.NamespacedNa
 }
 
 // uses reads the holder from the apiserver: does it still reference id?
-func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error) {
+func (c *Leases) uses(ctx context.Context, holder, id string) (bool, error) {
 	ns, name, _ := strings.Cut(holder, "/")
 	svc := &corev1.Service{}
 	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
@@ -147,7 +147,7 @@ func (c *LeaseClaims) uses(ctx context.Context, holder, id string) (bool, error)
 // their ID (inUse answers from the sweeper's live view). A claim is deleted
 // only at the resourceVersion it was read at, so a takeover in between wins.
 // It also returns the IDs of the claims it kept.
-func (c *LeaseClaims) Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, []string, error) {
+func (c *Leases) Collect(ctx context.Context, inUse func(id string, svc types.NamespacedName) bool) (int, []string, error) {
 	var list coordinationv1.LeaseList
 	if err := c.Reader.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{LabelClaim: "ipam-id"}); err != nil {
 		return 0, nil, err

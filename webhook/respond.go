@@ -6,15 +6,105 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
+
+// decision is what one admission decided, for respond to render; create
+// and update each return one.
+type decision struct {
+	// result is the metric label.
+	result string
+	// err is why the request cannot be judged (errored, a 400) or is
+	// refused (denied); failed also records a refusal on the Service
+	// (IPReservationFailed): reserving was tried.
+	err    error
+	failed bool
+	// keptDHCP is the warning of a Service that keeps the DHCP address of
+	// its Load Balancer (also its IPNotReserved Event).
+	keptDHCP string
+	// set are the annotations an UPDATE puts back as an earlier admission
+	// wrote them (restored).
+	set map[string]string
+	// reserved is what the admission reserved (patched), or would (dry
+	// run), for key under cfg; ask is the request it reserved for (its
+	// pn-ids, its warnings).
+	reserved []*ipam.Reservation
+	key      types.NamespacedName
+	ask      request.Ask
+	cfg      *ipam.Config
+	dryRun   bool
+}
+
+func errored(err error) decision { return decision{result: resultErrored, err: err} }
+
+func refusal(err error) decision { return decision{result: resultDenied, err: err} }
+
+// respond renders a decision: the patch and its pn-ids union, the warnings,
+// the Events, the log line and the metric.
+func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d decision, start time.Time) admission.Response {
+	resp := admission.Allowed("")
+	switch d.result {
+	case resultErrored:
+		resp = admission.Errored(http.StatusBadRequest, d.err)
+	case resultDenied:
+		if d.failed && !d.dryRun {
+			m.event(svc, corev1.EventTypeWarning, EventIPReservationFailed, "Reserve", "%s", d.err.Error())
+		}
+		resp = m.deny(svc, d.err)
+	case resultKept:
+		if !d.dryRun {
+			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(d.keptDHCP, "scw-lb-ipam: "))
+		}
+		resp = resp.WithWarnings(d.keptDHCP)
+	case resultDryRun:
+		resp = resp.WithWarnings(dryRunWarnings(d.reserved)...)
+	case resultPatched:
+		resp = m.patched(req, svc, d)
+	case resultRestored:
+		resp = patchAnnotations(req.Object.Raw, d.set)
+	}
+	if m.Metrics != nil {
+		m.Metrics.observeAdmission(string(req.Operation), d.result, time.Since(start))
+	}
+	return resp
+}
+
+// patched answers a reservation: the CCM's annotations and ours, a warning
+// and an Event per reservation, the CCM's warnings, and the log line.
+func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d decision) admission.Response {
+	clusterPN := d.cfg.ClusterPrivateNetworkID
+	written := reservedAnnotations(clusterPN, d.ask.PNIDs, d.reserved)
+	resp := patchAnnotations(req.Object.Raw, written)
+	warnings := make([]string, 0, len(d.reserved)+3)
+	dhcp := request.DHCPNote(clusterPN, written)
+	for _, r := range d.reserved {
+		warnings = append(warnings, reservedWarning(r))
+		reason, verb := EventIPReserved, "reserved"
+		if r.Reused {
+			reason, verb = EventIPReused, "reused"
+		}
+		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
+	}
+	warnings = append(warnings, request.Warnings(d.cfg, svc, d.ask)...)
+	m.Log.Info(logVerb(d.reserved), "service", d.key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
+	return resp.WithWarnings(warnings...)
+}
+
+func (m *ServiceMutator) event(svc *corev1.Service, eventtype, reason, action, note string, args ...any) {
+	if m.Recorder != nil {
+		m.Recorder.Eventf(svc, nil, eventtype, reason, action, note, args...)
+	}
+}
 
 // deny refuses the admission. A refusal that goes away by itself (the
 // previous Load Balancer still holds the IP, a cache that cannot answer)
@@ -51,9 +141,9 @@ func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservat
 		ids[i], addrs[i] = r.ID, r.Address.String()
 	}
 	return map[string]string{
-		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
-		ccm.AnnotationPNIDs:        unionPNs(userPNs, clusterPN, rs),
-		ccm.AnnotationAddresses:    strings.Join(addrs, ","),
+		ccm.AnnotationPrivateIPIDs:  strings.Join(ids, ","),
+		ccm.AnnotationPNIDs:         request.UnionPNs(userPNs, clusterPN, rs),
+		request.AnnotationAddresses: strings.Join(addrs, ","),
 	}
 }
 

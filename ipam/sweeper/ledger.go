@@ -1,0 +1,202 @@
+package sweeper
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// cycle is what one Sweep keeps while it pages through the listing.
+type cycle struct {
+	s             *Sweeper
+	rep           *Report
+	cfg           *ipam.Config
+	start         time.Time
+	refs          map[string][]liveRef
+	scope         map[string]bool
+	orphansByPool map[string]int
+	// listed holds, of every listed ID a live Service references, what the
+	// monitor reads: it judges nothing else.
+	listed map[string]listedIP
+	// releases are due once the listing has ended.
+	releases []pendingRelease
+}
+
+// listedIP is what the monitor reads of a listed IP.
+type listedIP struct {
+	address  netip.Addr
+	resource *scaleway.Resource
+}
+
+// pendingRelease is an IP whose retention is over, to re-read and release.
+type pendingRelease struct {
+	ip        *scaleway.IP
+	entry     ipam.Entry
+	retention time.Duration
+}
+
+// judge keeps the ledger of one listed IP current, and notes what the
+// monitor and the releases need of it.
+func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
+	s, rep := c.s, c.rep
+	r := c.refs[ip.ID]
+	if len(r) > 0 {
+		// Every listed ID exists, in scope or not: the monitor reads them.
+		c.listed[ip.ID] = listedIP{address: ip.Address, resource: ip.Resource}
+	}
+	entry, ok := ipam.ParseEntry(ip.Tags)
+	if !ok || !entry.Owns(c.cfg.ClusterName) {
+		return // the tag filter is OR: foreign IPs may come back too
+	}
+	if !s.inScope(c.scope, ip) {
+		// The tag is a name, not a proof: a cluster of the same name on
+		// other networks is not ours to tag or release. A removed pool's
+		// network is released only when the operator says so.
+		rep.OutOfScope++
+		return
+	}
+	rep.Scanned++
+	if len(r) > 0 {
+		rep.Referenced++
+		s.referenced(ctx, ip, entry, r, rep)
+		return
+	}
+	rep.Orphaned++
+	c.orphansByPool[entry.Pool]++
+	if due, retention := c.unreferenced(ctx, ip, entry); due {
+		c.releases = append(c.releases, pendingRelease{ip: ip, entry: entry, retention: retention})
+	}
+}
+
+// referenced clears orphaned-since, back-fills the uid, and reports an IP
+// shared by several Services.
+func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report) {
+	if len(refs) > 1 {
+		rep.Shared++
+		for _, r := range refs {
+			s.event(r.object(), corev1.EventTypeWarning, EventReasonIPSharedByServices,
+				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
+		}
+	}
+	next := e
+	next.OrphanedSince = time.Time{}
+	// The uid follows the Service of the tag: a re-created Service that took
+	// its IP back has a new one.
+	for _, r := range refs {
+		if r.key == e.Service && r.uid != "" {
+			next.UID = string(r.uid)
+		}
+	}
+	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
+		return
+	}
+	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
+		rep.Errors++
+		s.o.Log.Error(err, "updating the ledger of a referenced IP", "ipamID", ip.ID)
+		return
+	}
+	if !e.OrphanedSince.IsZero() {
+		rep.Untagged++
+	}
+	if next.UID != e.UID {
+		rep.Backfilled++
+	}
+}
+
+// unreferenced starts the retention clock, and reports whether the
+// retention has run out and the IP is to be released (see release).
+func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry) (due bool, retention time.Duration) {
+	s, rep := c.s, c.rep
+	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
+	if e.OrphanedSince.IsZero() {
+		// The clock right before the write: an admission that saw the IP
+		// unorphaned read it before now, so its Service exists before the
+		// release is due (retention > margin ≥ twice the admission deadline;
+		// the tag rounds this up, never down).
+		e.OrphanedSince = s.o.Clock.Now()
+		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
+			rep.Errors++
+			log.Error(err, "tagging an unreferenced IP orphaned")
+			return false, 0
+		}
+		rep.Tagged++
+		log.V(1).Info("no live Service references this IP; retention starts")
+		return false, 0
+	}
+	pool, known := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	retention = s.policy.Of(pool, e)
+	// Decided with the clock read when the cycle started (see Sweep).
+	if !s.policy.Expired(pool, e, c.start) {
+		return false, 0
+	}
+	if ip.Resource != nil {
+		// The CCM detaches before it deletes the LB; until then, wait.
+		log.V(1).Info("retention is over but the IP is still attached", "resource", ip.Resource.String())
+		return false, 0
+	}
+	if !known && !s.o.ReleaseRemovedPools {
+		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
+		return false, 0
+	}
+	if s.o.ReportOnly {
+		c.wouldRelease(ip, e)
+		return false, 0
+	}
+	return true, retention
+}
+
+// wouldRelease reports an IP due for release that is kept: report-only, or
+// over the cap.
+func (c *cycle) wouldRelease(ip *scaleway.IP, e ipam.Entry) {
+	c.rep.WouldRelease = append(c.rep.WouldRelease, ip.ID)
+	c.s.o.Log.Info("would release", "ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String(), "reportOnly", c.s.o.ReportOnly, "capReached", !c.s.o.ReportOnly)
+}
+
+// release re-reads an IP whose retention is over right before releasing
+// it: an admission that took the IP back has cleared orphaned-since, and
+// the CCM may have attached it.
+func (c *cycle) release(ctx context.Context, r pendingRelease) {
+	s, rep, ip, e := c.s, c.rep, r.ip, r.entry
+	if len(rep.Released) >= s.o.MaxReleasesPerCycle {
+		c.wouldRelease(ip, e)
+		return
+	}
+	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
+	fresh, err := s.o.Cloud.GetIP(ctx, ip.ID)
+	if err != nil {
+		if scaleway.Classify(err) != scaleway.KindNotFound {
+			rep.Errors++
+			log.Error(err, "re-reading an IP before releasing it")
+		}
+		return
+	}
+	if !ipam.SameTags(fresh.Tags, ip.Tags) || fresh.Resource != nil {
+		log.Info("changed since the cycle began; not released")
+		return
+	}
+	if err := s.o.Cloud.ReleaseIP(ctx, ip.ID); err != nil {
+		if scaleway.Classify(err) != scaleway.KindNotFound {
+			rep.Errors++
+			log.Error(err, "releasing an IP")
+		}
+		return
+	}
+	rep.Released = append(rep.Released, ip.ID)
+	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String())
+}
+
+func keys(refs []liveRef) string {
+	out := ""
+	for i, r := range refs {
+		if i > 0 {
+			out += ", "
+		}
+		out += r.key.String()
+	}
+	return out
+}

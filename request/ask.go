@@ -1,0 +1,284 @@
+package request
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// The label and annotations of scw-lb-ipam on Services and namespaces: this
+// project's own, which the CCM never reads. The CCM's are in package ccm.
+const (
+	// LabelEnabled opts a namespace in. Namespaces without it are never touched.
+	LabelEnabled = "scw-lb-ipam.io/enabled"
+
+	// AnnotationPool names the pool, or pools on distinct Private Networks.
+	AnnotationPool = "scw-lb-ipam.io/pool"
+	// AnnotationAddress asks for specific addresses, one per Private Network.
+	AnnotationAddress = "scw-lb-ipam.io/address"
+	// AnnotationIPAMIDs passes pre-reserved IPAM IP IDs through, validated.
+	AnnotationIPAMIDs = "scw-lb-ipam.io/ipam-ids"
+	// AnnotationAllowIPChange lets an UPDATE move a live Service to new IPs:
+	// the CCM then re-attaches the Load Balancer (a brief outage).
+	AnnotationAllowIPChange = "scw-lb-ipam.io/allow-ip-change"
+	// AnnotationAddresses is written back: the reserved addresses, readable
+	// before the Load Balancer exists.
+	AnnotationAddresses = "scw-lb-ipam.io/addresses"
+)
+
+// maxListItems bounds comma lists: the CCM takes one IP per Private Network,
+// and no LB is attached to more than a handful.
+const maxListItems = 8
+
+// Ask is what a Service's annotations ask for.
+type Ask struct {
+	Pools     []string
+	Addresses []netip.Addr
+	IDs       []string // scw-lb-ipam.io/ipam-ids
+	RawIDs    []string // private-ip-ids written by hand
+	PNIDs     []string // pn-ids as the user set them
+	// Recorded are the addresses an earlier admission wrote (a restored
+	// manifest carries them), read leniently: they only guide a fallback.
+	Recorded      []netip.Addr
+	AllowIPChange bool
+	// ExternallyManaged: the CCM's externally-managed annotation is "true".
+	ExternallyManaged bool
+}
+
+// Empty reports a Service that asks for nothing of its own.
+func (r Ask) Empty() bool {
+	return len(r.Pools) == 0 && len(r.Addresses) == 0 && len(r.IDs) == 0
+}
+
+// Same reports whether two requests ask for the same reservations,
+// compared as sets: reordering pools or IDs is no change, and neither is
+// pinning or unpinning an address the Service holds now (current, the
+// addresses an earlier admission wrote). The written annotations do not
+// count.
+func (r Ask) Same(o Ask, current []netip.Addr) bool {
+	if !SameSet(r.Pools, o.Pools) || !SameSet(r.IDs, o.IDs) {
+		return false
+	}
+	for _, a := range symmetricDifference(r.Addresses, o.Addresses) {
+		if !slices.Contains(current, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// SameSet compares two lists that list parsing keeps free of duplicates.
+func SameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func symmetricDifference[T comparable](a, b []T) []T {
+	var out []T
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// canonicalUUID reports the form the CCM and the Scaleway API take as it
+// is: 36 lower-case characters with dashes. uuid.Validate alone also takes
+// upper case, braces, urn:uuid: and no dashes.
+func canonicalUUID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
+}
+
+// AnnotationError is a denial about one annotation's value.
+type AnnotationError struct {
+	Annotation, Value, Problem string
+	// Err is the refusal behind Problem, if any (for its reason).
+	Err error
+}
+
+func (e *AnnotationError) Unwrap() error { return e.Err }
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
+}
+
+// Parse reads the annotations strictly: every list item must parse,
+// nothing is silently dropped.
+func Parse(ann map[string]string) (Ask, error) {
+	var r Ask
+	var err error
+	// First: an UPDATE compares with these even when the old object's
+	// other annotations no longer parse.
+	for _, s := range strings.Split(ann[AnnotationAddresses], ",") {
+		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
+			r.Recorded = append(r.Recorded, a)
+		}
+	}
+	if r.Pools, err = list(ann, AnnotationPool, func(s string) error {
+		if !ipam.IsName(s) {
+			return fmt.Errorf("%q is not a pool name (lower-case letters, digits and '-')", truncate(s))
+		}
+		return nil
+	}); err != nil {
+		return r, err
+	}
+	addrs, err := list(ann, AnnotationAddress, func(s string) error {
+		if _, perr := netip.ParseAddr(s); perr != nil {
+			return fmt.Errorf("%q is not an IP address; write addresses such as 172.16.4.210, comma-separated, one per Private Network", truncate(s))
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	for _, a := range addrs {
+		r.Addresses = append(r.Addresses, netip.MustParseAddr(a))
+	}
+	if err := r.parseIDs(ann); err != nil {
+		return r, err
+	}
+	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
+	switch v := ann[AnnotationAllowIPChange]; v {
+	case "", "false":
+	case "true":
+		r.AllowIPChange = true
+	default:
+		return r, &AnnotationError{AnnotationAllowIPChange, v, `must be "true" or "false"`, nil}
+	}
+	if len(r.IDs) > 0 && (len(r.Pools) > 0 || len(r.Addresses) > 0) {
+		return r, &AnnotationError{AnnotationIPAMIDs, ann[AnnotationIPAMIDs], "cannot be combined with " + AnnotationPool + " or " + AnnotationAddress + ": either bring your own IPAM IDs or let a pool reserve them; remove one", nil}
+	}
+	return r, nil
+}
+
+// parseIDs reads the ID lists: IPAM IDs, private-ip-ids and pn-ids.
+func (r *Ask) parseIDs(ann map[string]string) error {
+	var err error
+	if r.IDs, err = list(ann, AnnotationIPAMIDs, ipamID); err != nil {
+		return err
+	}
+	if r.RawIDs, err = list(ann, ccm.AnnotationPrivateIPIDs, ipamID); err != nil {
+		return err
+	}
+	if err := pnIDsSpacing(ann); err != nil {
+		return err
+	}
+	r.PNIDs, err = list(ann, ccm.AnnotationPNIDs, pnItem)
+	return err
+}
+
+// ipamID checks one IPAM IP ID, as the CCM passes it to the Scaleway API.
+func ipamID(s string) error {
+	if !canonicalUUID(s) {
+		return fmt.Errorf("%q is not an IPAM IP ID in canonical form (36 lower-case characters, such as 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f): the CCM passes each item to the Scaleway API as it is; write the ID as scw ipam ip list prints it", truncate(s))
+	}
+	return nil
+}
+
+// list splits a comma list, trimming spaces, refusing empty items,
+// duplicates and overly long lists.
+func list(ann map[string]string, key string, check func(string) error) ([]string, error) {
+	v, ok := ann[key]
+	if !ok {
+		return nil, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return nil, &AnnotationError{key, v, "is empty; remove the annotation or give a value", nil}
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > maxListItems {
+		return nil, &AnnotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(parts), maxListItems), nil}
+	}
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, &AnnotationError{key, v, "has an empty item; separate items with single commas", nil}
+		}
+		if err := check(p); err != nil {
+			return nil, &AnnotationError{key, v, err.Error(), nil}
+		}
+		if slices.Contains(out, p) {
+			return nil, &AnnotationError{key, v, fmt.Sprintf("lists %q twice", truncate(p)), nil}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// truncate keeps denials readable when someone pastes a huge value.
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// InScope: a LoadBalancer Service the CCM serves. One with
+// spec.loadBalancerClass belongs to another load-balancer controller
+// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
+func InScope(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+}
+
+// OptedIn reads a namespace's opt-in label (LabelEnabled) through r; a nil
+// r opts every namespace in. A namespace that cannot be read is an error,
+// never a "no": the caller decides whether to ask again elsewhere.
+func OptedIn(ctx context.Context, r client.Reader, namespace string) (bool, error) {
+	if r == nil {
+		return true, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return false, err
+	}
+	return ns.Labels[LabelEnabled] == "true", nil
+}
+
+// Unreserved reports whether a live LoadBalancer Service that carries no
+// private-ip-ids should have had a reservation: it is in scope, in a
+// namespace neither excluded nor left out (namespaces reads the opt-in
+// label), and asks for one or falls under a default pool. what names the
+// request for the report. The rules are the webhook's own: a Service it
+// would have reserved for is one the sweeper reports.
+func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *corev1.Service) (bool, string, error) {
+	if !InScope(svc) || slices.Contains(excluded, svc.Namespace) {
+		return false, "", nil
+	}
+	opted, err := OptedIn(ctx, namespaces, svc.Namespace)
+	if err != nil || !opted {
+		return false, "", err
+	}
+	ask, err := Parse(svc.Annotations)
+	if err != nil {
+		return false, "", nil
+	}
+	p, err := NewPlan(cfg, svc.Namespace, ask)
+	if err != nil || p == nil {
+		return false, "", nil
+	}
+	return true, p.Describe(), nil
+}

@@ -1,0 +1,51 @@
+package request
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// FuzzParseRequest: any annotation values parse or are refused with the
+// annotation's name; nothing panics, and what parses is what was written.
+func FuzzParseRequest(f *testing.F) {
+	f.Add("dc-link", "172.16.4.210", "", "", "")
+	f.Add("dc-link,general", "", "", "", "true")
+	f.Add("", "", "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "", "")
+	f.Add("", "fd00::1,10.0.0.1", "", "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "false")
+	f.Add(" a , b ", "1.2.3.4,1.2.3.4", "x", "y", "maybe")
+	f.Fuzz(func(t *testing.T, pool, address, ids, raw, allow string) {
+		ann := map[string]string{}
+		for k, v := range map[string]string{AnnotationPool: pool, AnnotationAddress: address, AnnotationIPAMIDs: ids, ccm.AnnotationPrivateIPIDs: raw, AnnotationAllowIPChange: allow} {
+			if v != "" {
+				ann[k] = v
+			}
+		}
+		r, err := Parse(ann)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "annotation ") || len(err.Error()) > 2000 {
+				t.Fatalf("unclear or unbounded error: %.300q", err.Error())
+			}
+			return
+		}
+		for _, p := range r.Pools {
+			if !strings.Contains(pool, p) || !ipam.IsName(p) {
+				t.Fatalf("pool %q not from %q", p, pool)
+			}
+		}
+		for _, a := range r.Addresses {
+			if !strings.Contains(address, a.String()) && !strings.Contains(strings.ToLower(address), a.String()) && a.Zone() == "" {
+				// netip canonicalises (e.g. IPv6 zero compression): it must
+				// at least reparse to itself.
+				if a.String() == "" {
+					t.Fatalf("empty address from %q", address)
+				}
+			}
+		}
+		if r.AllowIPChange != (allow == "true") {
+			t.Fatalf("allow-ip-change %q read as %v", allow, r.AllowIPChange)
+		}
+	})
+}
