@@ -28,8 +28,8 @@ type Replica struct {
 	Name    string
 	Metrics *prometheus.Registry
 
-	env     *Env
-	serve   app.Options
+	env   *Env
+	serve app.Options
 	// handler, when set, is served instead of the Service mutator
 	// (RestartWebhook).
 	handler admission.Handler
