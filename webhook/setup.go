@@ -30,21 +30,18 @@ type Options struct {
 	Timeout    time.Duration
 	Registerer prometheus.Registerer
 	Log        logr.Logger
-	// Handler, when set, is served instead of the Service mutator: the
-	// benchmarks' no-op baseline measures the serving path alone.
-	Handler admission.Handler
 }
 
-// SetupWithManager serves the Service mutator on the manager's webhook
-// server at o.Path. It indexes the Service cache by the IPAM IDs Services
+// SetupWithManager builds the Service mutator for the manager's webhook
+// server, which Register serves at o.Path. It indexes the Service cache by the IPAM IDs Services
 // reference (the allocator's References read that index), starts the
 // Service and Namespace informers, and makes the pod ready only once the
 // webhook server serves and those caches have synced: the Service endpoint
 // then routes the apiserver's calls to this pod, and no admission is
 // decided on an empty cache.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) error {
+func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*ServiceMutator, error) {
 	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
-		return fmt.Errorf("indexing Services: %w", err)
+		return nil, fmt.Errorf("indexing Services: %w", err)
 	}
 	mutator := &ServiceMutator{
 		Allocator:      o.Allocator,
@@ -55,24 +52,18 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) error
 		Metrics:        NewMetrics(o.Registerer),
 		Log:            o.Log,
 	}
-	var handler admission.Handler = mutator
-	if o.Handler != nil {
-		handler = o.Handler
-	}
-	server := mgr.GetWebhookServer()
-	server.Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: handler}, o.Timeout))
 	// The Namespace informer is started here, not on the first admission's
 	// read.
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("watching %T: %w", obj, err)
+			return nil, fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
 	if err := rememberReferences(ctx, mgr, o.Allocator); err != nil {
-		return err
+		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
-		return err
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
@@ -82,9 +73,15 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) error
 		}
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	return mutator, nil
+}
+
+// Register serves h (the Service mutator SetupWithManager built) on the
+// manager's webhook server at o.Path, within o.Timeout.
+func Register(mgr manager.Manager, o Options, h admission.Handler) {
+	mgr.GetWebhookServer().Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: h}, o.Timeout))
 }
 
 // rememberReferences hands the allocator the IDs every Service in the

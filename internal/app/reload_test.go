@@ -152,7 +152,7 @@ func TestParseServeFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.LeaderElectNS != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.TLS.SelfManaged || o.TLS.Namespace != "scw-lb-ipam" {
+	if strings.Join(o.Webhook.Excluded, ",") != "kube-system,infra,scw-lb-ipam" || o.Leader.Namespace != "scw-lb-ipam" || o.ConfigFile != "/p.yaml" || !o.SelfManagedTLS || o.Certs.Namespace != "scw-lb-ipam" {
 		t.Fatalf("options %+v", o)
 	}
 	for _, bad := range [][]string{{"--webhook-port", "0"}, {"--occupancy-ttl", "1ms"}, {"--index-refresh-interval", "5m"}, {"--index-refresh-interval", "0s"}, {"extra"}, {"--nope"}, {"--tls-mode", "magic"}, {"--sweep-interval", "0s"}, {"--webhook-timeout", "10s", "--pending-grace", "15s"}, {"--webhook-timeout", "10s", "--pending-grace", "20s"}, {"--webhook-timeout", "40s"}} {
@@ -164,8 +164,8 @@ func TestParseServeFlags(t *testing.T) {
 	if _, err := ParseFlags(nil); err == nil || !strings.Contains(err.Error(), "POD_NAMESPACE") {
 		t.Errorf("self-managed TLS without POD_NAMESPACE: %v", err)
 	}
-	if o, err := ParseFlags([]string{"--tls-mode", "cert-manager"}); err != nil || o.TLS.SelfManaged {
-		t.Errorf("cert-manager mode: %+v %v", o.TLS, err)
+	if o, err := ParseFlags([]string{"--tls-mode", "cert-manager"}); err != nil || o.SelfManagedTLS {
+		t.Errorf("cert-manager mode: %v %+v %v", o.SelfManagedTLS, o.Certs, err)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
@@ -35,96 +36,130 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
-// Serve runs until ctx ends or a component fails: it loads the pool file,
-// checks it against Scaleway, then sets up each concern in one manager —
-// the certificates, the webhook, the sweeper, the pool-file reload and the
-// metrics — and starts it.
+// Serve runs until ctx ends or a component fails: New, then Start.
 func Serve(ctx context.Context, o Options) error {
-	log := o.Log
-	if log.GetSink() == nil {
-		log = zap.New(zap.UseFlagOptions(&o.Zap))
+	r, err := New(ctx, o)
+	if err != nil {
+		return err
 	}
-	ctrl.SetLogger(log)
+	return r.Start(ctx)
+}
+
+// Replica is what New built for one process: every concern set up in one
+// manager, not started yet. Tests read it (the allocator's views) instead
+// of hooking into Serve.
+type Replica struct {
+	Manager   manager.Manager
+	Config    *ipam.Config
+	Inventory *ipam.Inventory
+	Allocator *ipam.Allocator
+	// Handler is what Start serves at WebhookPath: the Service mutator New
+	// built. The benchmarks' no-op baseline replaces it before Start, to
+	// measure the serving path alone.
+	Handler admission.Handler
+
+	o    Options
+	data []byte // the pool file as loaded
+	log  logr.Logger
+}
+
+// New loads the pool file, checks it against Scaleway, then sets up each
+// concern in one manager: the certificates, the inventory, the webhook, the
+// sweeper, the pool-file reload and the metrics. ctx bounds those checks
+// and the informers the setup asks for; pass Start the same.
+func New(ctx context.Context, o Options) (*Replica, error) {
+	r := &Replica{o: o, log: o.Log}
+	if r.log.GetSink() == nil {
+		r.log = zap.New(zap.UseFlagOptions(&o.Zap))
+	}
+	ctrl.SetLogger(r.log)
 	// client-go's leader election and reflectors log through klog: the same
 	// structured logger, not klog's own format on stderr.
-	klog.SetLogger(log)
+	klog.SetLogger(r.log)
 	reg := o.Metrics
 	if reg == nil {
 		reg = metrics.Registry
 	}
-
-	cfg, data, err := loadConfig(o.ConfigFile)
-	if err != nil {
-		return err
+	var err error
+	if r.Config, r.data, err = loadConfig(o.ConfigFile); err != nil {
+		return nil, err
 	}
-	if err := o.retention().Check(cfg); err != nil {
-		return fmt.Errorf("%s: %w", o.ConfigFile, err)
+	if err := o.retention().Check(r.Config); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.ConfigFile, err)
 	}
 	calls := newCallMetrics(reg)
-	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: r.Config.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
-		return err
+	if err := r.Config.Resolve(ctx, cloud); err != nil {
+		return nil, err
 	}
+	if r.Manager, err = o.newManager(); err != nil {
+		return nil, err
+	}
+	if err := r.setup(ctx, cloud, reg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
-	mgr, err := o.newManager()
-	if err != nil {
-		return err
-	}
-	if o.TLS.SelfManaged {
+// setup adds each concern to the manager, in the order they depend on one
+// another, each from its own Options and what they share.
+func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheus.Registerer) error {
+	o, mgr, log := r.o, r.Manager, r.log
+	if o.SelfManagedTLS {
 		if err := certs.SetupWithManager(ctx, mgr, o.certsOptions(log)); err != nil {
 			return err
 		}
 	}
 	leases := &claims.Leases{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
 		Fresh: o.margin(), Clock: clock.RealClock{}}
-	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg, Retention: o.retention(),
-		OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.IndexRefresh, Log: log.WithName("inventory")})
-	if err := mgr.Add(inv); err != nil {
+	inv := o.Inventory
+	inv.Cloud, inv.Config, inv.Retention, inv.Log = cloud, r.Config, o.retention(), log.WithName("inventory")
+	r.Inventory = ipam.NewInventory(inv)
+	if err := mgr.Add(r.Inventory); err != nil {
 		return err
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{
-		Inventory:  inv,
-		Cloud:      cloud,
-		References: ccm.References{Reader: mgr.GetCache()},
-		Claims:     leases,
-		Retention:  o.retention(),
-		Log:        log.WithName("allocator"),
-	})
-	if o.Built != nil {
-		o.Built(alloc)
-	}
-	if err := webhook.SetupWithManager(ctx, mgr, webhook.Options{Path: WebhookPath, Allocator: alloc, Excluded: o.Excluded,
-		Timeout: o.WebhookTimeout, Registerer: reg, Log: log.WithName("webhook"), Handler: o.Handler}); err != nil {
+	r.Allocator = ipam.NewAllocator(ipam.AllocatorOptions{Inventory: r.Inventory, Cloud: cloud,
+		References: ccm.References{Reader: mgr.GetCache()}, Claims: leases, Retention: o.retention(), Log: log.WithName("allocator")})
+	hook := o.Webhook
+	hook.Allocator, hook.Registerer, hook.Log = r.Allocator, reg, log.WithName("webhook")
+	mutator, err := webhook.SetupWithManager(ctx, mgr, hook)
+	if err != nil {
 		return err
 	}
-	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, alloc, leases, reg, log), o.election(reg, log)); err != nil {
+	r.Handler = mutator
+	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, r.Allocator, leases, reg, log), o.election(reg, log)); err != nil {
 		return err
 	}
-	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: data,
-		cloud: cloud, alloc: alloc, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
+	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: r.data,
+		cloud: cloud, alloc: r.Allocator, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
 		return err
 	}
-	if err := setupMetricsWithManager(reg, inv); err != nil {
+	if err := setupMetricsWithManager(reg, r.Inventory); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("pools-listed", func(*http.Request) error {
-		if !inv.Listed() {
+	return mgr.AddReadyzCheck("pools-listed", func(*http.Request) error {
+		if !r.Inventory.Listed() {
 			return errors.New("the pools' subnets have not been listed yet")
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	mgrCtx, stopMgr, err := drainOnStop(ctx, mgr, o.ShutdownDelay, log)
+	})
+}
+
+// Start serves Handler at WebhookPath and runs the manager until ctx ends
+// (then drains, see drainOnStop) or a component fails.
+func (r *Replica) Start(ctx context.Context) error {
+	webhook.Register(r.Manager, r.o.Webhook, r.Handler)
+	mgrCtx, stopMgr, err := drainOnStop(ctx, r.Manager, r.o.ShutdownDelay, r.log)
 	if err != nil {
 		return err
 	}
 	defer stopMgr()
-	log.Info("starting", "version", version.Version(), "revision", version.Revision(), "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(data), "webhookPort", o.WebhookPort)
-	return mgr.Start(mgrCtx)
+	cfg := r.Config
+	r.log.Info("starting", "version", version.Version(), "revision", version.Revision(), "clusterName", cfg.ClusterName, "region", cfg.Region, "pools", len(cfg.Pools), "sha256", fileHash(r.data), "webhookPort", r.o.Server.Port)
+	return r.Manager.Start(mgrCtx)
 }
 
 // drainOnStop returns the context the manager runs in: when ctx ends (a
@@ -207,33 +242,25 @@ func cacheOptions() cache.Options {
 
 // certsOptions configure the self-managed certificates.
 func (o Options) certsOptions(log logr.Logger) certs.Options {
-	return certs.Options{Namespace: o.TLS.Namespace, SecretName: o.TLS.SecretName, ServiceName: o.TLS.ServiceName,
-		WebhookConfigName: o.TLS.WebhookConfig, CertDir: o.CertDir, Log: log.WithName("certs")}
+	c := o.Certs
+	c.CertDir, c.Log = o.Server.CertDir, log.WithName("certs")
+	return c
 }
 
-// sweeperOptions configure the sweeper from the flags and the components
-// it shares with the webhook.
+// sweeperOptions are the sweeper's flags and the components it shares
+// with the webhook.
 func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
-	return sweeper.Options{
-		Cloud:               cloud,
-		Config:              alloc.Config,
-		Interval:            o.Sweep.Interval,
-		PendingGrace:        o.Sweep.PendingGrace,
-		MaxReleasesPerCycle: o.Sweep.MaxReleases,
-		ReportOnly:          o.Sweep.ReportOnly,
-		ReleaseRemovedPools: o.Sweep.ReleaseRemovedPools,
-		ConvergenceGrace:    o.Sweep.ConvergenceGrace,
-		Excluded:            o.Excluded,
-		Claims:              leases,
-		Metrics:             sweeper.NewMetrics(reg),
-		Log:                 log.WithName("sweeper"),
-	}
+	s := o.Sweep
+	s.Cloud, s.Config, s.Excluded, s.Claims = cloud, alloc.Config, o.Webhook.Excluded, leases
+	s.Metrics, s.Log = sweeper.NewMetrics(reg), log.WithName("sweeper")
+	return s
 }
 
 // election is the sweeper's leader election.
 func (o Options) election(reg prometheus.Registerer, log logr.Logger) sweeper.Election {
-	return sweeper.Election{Enabled: o.LeaderElect, Namespace: o.claimsNamespace(), LeaseDuration: o.Leader.LeaseDuration,
-		RenewDeadline: o.Leader.RenewDeadline, RetryPeriod: o.Leader.RetryPeriod, Registerer: reg, Log: log.WithName("leader")}
+	e := o.Leader
+	e.Namespace, e.Registerer, e.Log = o.claimsNamespace(), reg, log.WithName("leader")
+	return e
 }
 
 // loadConfig reads and validates the pool file.

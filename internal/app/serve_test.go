@@ -88,7 +88,7 @@ func TestHTTP2OffByDefault(t *testing.T) {
 			go func() { _ = metrics.Start(ctx) }()
 
 			for server, url := range map[string]string{
-				"webhook": fmt.Sprintf("https://127.0.0.1:%d%s", o.WebhookPort, WebhookPath),
+				"webhook": fmt.Sprintf("https://127.0.0.1:%d%s", o.Server.Port, WebhookPath),
 				"metrics": "https://" + o.MetricsAddr + "/metrics",
 			} {
 				resp := getH2(t, url)

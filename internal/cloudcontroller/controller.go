@@ -164,28 +164,7 @@ func (c *Controller) Sync(ctx context.Context) {
 		wants := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
 		switch {
 		case wants && c.done[svc.UID] != wanted(svc):
-			// What this pass acts on, read before its own patches: they
-			// update svc in place with the latest object, which may carry a
-			// change made meanwhile that this pass has not acted on.
-			acted := wanted(svc)
-			if r := c.retries[svc.UID]; r != nil && r.version == acted {
-				if now.Before(r.next) {
-					continue
-				}
-			} else {
-				// A new version: its own Delay, no backoff.
-				delete(c.retries, svc.UID)
-				if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
-					continue
-				}
-			}
-			if err := c.ensure(ctx, svc); err != nil {
-				d := c.backoff(svc.UID, acted)
-				c.logf("ensuring the Load Balancer of %s/%s: %v (retrying in %s)", svc.Namespace, svc.Name, err, d)
-				continue
-			}
-			delete(c.retries, svc.UID)
-			c.done[svc.UID] = acted
+			c.syncEnsure(ctx, svc, now)
 		case !wants && slices.Contains(svc.Finalizers, Finalizer):
 			if c.o.Hold != nil && c.o.Hold(client.ObjectKeyFromObject(svc)) {
 				continue
@@ -209,6 +188,33 @@ func (c *Controller) Sync(ctx context.Context) {
 	if gone {
 		c.collect(ctx, list.Items)
 	}
+}
+
+// syncEnsure ensures svc's Load Balancer, once its Delay or its backoff is
+// over. c.mu is held.
+func (c *Controller) syncEnsure(ctx context.Context, svc *corev1.Service, now time.Time) {
+	// What this pass acts on, read before its own patches: they update svc
+	// in place with the latest object, which may carry a change made
+	// meanwhile that this pass has not acted on.
+	acted := wanted(svc)
+	if r := c.retries[svc.UID]; r != nil && r.version == acted {
+		if now.Before(r.next) {
+			return
+		}
+	} else {
+		// A new version: its own Delay, no backoff.
+		delete(c.retries, svc.UID)
+		if !c.ready("ensure/"+string(svc.UID)+"/"+svc.ResourceVersion, now) {
+			return
+		}
+	}
+	if err := c.ensure(ctx, svc); err != nil {
+		d := c.backoff(svc.UID, acted)
+		c.logf("ensuring the Load Balancer of %s/%s: %v (retrying in %s)", svc.Namespace, svc.Name, err, d)
+		return
+	}
+	delete(c.retries, svc.UID)
+	c.done[svc.UID] = acted
 }
 
 // wanted is what a Service asks of its Load Balancer, as the service

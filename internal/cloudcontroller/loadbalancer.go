@@ -93,34 +93,10 @@ func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB,
 // CCM orders it: a pn-ids that lost a pool's network costs the reserved IP
 // before the error shows.
 func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
-	want := map[string][]string{} // PN → the IPAM IDs to attach it with
 	external := svc.Annotations[annotationExternallyManaged] == "true"
-	if !external {
-		for _, pn := range ccmList(svc.Annotations[annotationPNIDs]) {
-			want[pn] = nil
-		}
-	}
-	if len(want) == 0 {
-		want[c.o.ClusterPrivateNetworkID] = nil
-	}
-	region, _ := lb.Zone.Region()
-	var ids []string
-	if !c.o.IgnorePrivateIPIDs {
-		ids = ccmList(svc.Annotations[annotationPrivateIPIDs])
-	}
-	found := map[string]bool{}
-	if len(ids) > 0 {
-		for pn := range want {
-			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
-			if err != nil {
-				return fmt.Errorf("listing the IPAM IPs of private network %s: %w", pn, err)
-			}
-			for _, ip := range resp.IPs {
-				want[pn] = append(want[pn], ip.ID)
-				found[ip.ID] = true
-			}
-			slices.Sort(want[pn])
-		}
+	want, ids, found, err := c.wantedNetworks(ctx, svc, lb, external)
+	if err != nil {
+		return err
 	}
 	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
 	if err != nil {
@@ -162,6 +138,40 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 		c.logf("attached private network %s to %s with IPAM IDs %v", pn, lb.ID, ids)
 	}
 	return nil
+}
+
+// wantedNetworks are the private networks svc asks lb to be attached to,
+// each with the IPAM IDs (of private-ip-ids) found in it, sorted; ids are
+// those private-ip-ids, found the ones some network holds.
+func (c *Controller) wantedNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB, external bool) (want map[string][]string, ids []string, found map[string]bool, err error) {
+	want = map[string][]string{} // PN → the IPAM IDs to attach it with
+	if !external {
+		for _, pn := range ccmList(svc.Annotations[annotationPNIDs]) {
+			want[pn] = nil
+		}
+	}
+	if len(want) == 0 {
+		want[c.o.ClusterPrivateNetworkID] = nil
+	}
+	region, _ := lb.Zone.Region()
+	if !c.o.IgnorePrivateIPIDs {
+		ids = ccmList(svc.Annotations[annotationPrivateIPIDs])
+	}
+	found = map[string]bool{}
+	if len(ids) > 0 {
+		for pn := range want {
+			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("listing the IPAM IPs of private network %s: %w", pn, err)
+			}
+			for _, ip := range resp.IPs {
+				want[pn] = append(want[pn], ip.ID)
+				found[ip.ID] = true
+			}
+			slices.Sort(want[pn])
+		}
+	}
+	return want, ids, found, nil
 }
 
 // deleteLB is the CCM's deleteLoadBalancer: unannotate, then DeleteLB,

@@ -81,25 +81,9 @@ func Assemble(o Options, bins map[string]string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(o.Out, LayoutDir)
-	// A layout is appended to, never overwritten: start from nothing.
-	if err := os.RemoveAll(dir); err != nil {
+	if err := writeLayout(o, ref, idx); err != nil {
 		return "", err
 	}
-	// The layout's index.json points at the image index, as a registry
-	// would, named for tools that take an OCI layout by tag
-	// (oci:bin/image/oci:VERSION, containerd's import).
-	lp, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return "", err
-	}
-	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		labelRefName:               o.Version,
-		"io.containerd.image.name": ref.String(),
-	})); err != nil {
-		return "", err
-	}
-
 	arch := o.TarballArch
 	if arch == "" {
 		arch = "amd64"
@@ -115,6 +99,25 @@ func Assemble(o Options, bins map[string]string) (string, error) {
 		return "", err
 	}
 	return digest.String(), nil
+}
+
+// writeLayout writes idx as the OCI layout under o.Out, from nothing: a
+// layout is appended to, never overwritten. Its index.json points at the
+// image index, as a registry would, named for tools that take an OCI
+// layout by tag (oci:bin/image/oci:VERSION, containerd's import).
+func writeLayout(o Options, ref name.Tag, idx v1.ImageIndex) error {
+	dir := filepath.Join(o.Out, LayoutDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	lp, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		labelRefName:               o.Version,
+		"io.containerd.image.name": ref.String(),
+	}))
 }
 
 // platformImage is the one-layer image of bin for linux/arch.

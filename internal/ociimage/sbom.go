@@ -68,21 +68,9 @@ type spdxRelationship struct {
 // in each binary. The main module carries o.Version; imageDigest makes the
 // document's namespace unique without a random or a clock.
 func WriteSBOM(path string, o Options, imageDigest string, bins map[string]string) error {
-	var main debug.Module
-	goVersion := ""
-	deps := map[string]debug.Module{}
-	for _, arch := range Arches() {
-		bi, err := buildinfo.ReadFile(bins[arch])
-		if err != nil {
-			return fmt.Errorf("linux/%s binary: %w", arch, err)
-		}
-		main, goVersion = bi.Main, bi.GoVersion
-		for _, d := range bi.Deps {
-			if d.Replace != nil {
-				d = d.Replace
-			}
-			deps[d.Path+"@"+d.Version] = *d
-		}
+	main, goVersion, deps, err := linkedModules(bins)
+	if err != nil {
+		return err
 	}
 	ids := spdxIDs{}
 	root := spdxPackage{
@@ -129,25 +117,7 @@ func WriteSBOM(path string, o Options, imageDigest string, bins map[string]strin
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		d := deps[k]
-		p := spdxPackage{
-			Name:                  d.Path,
-			SPDXID:                ids.next("Package-" + d.Path + "-" + d.Version),
-			VersionInfo:           d.Version,
-			DownloadLocation:      "NOASSERTION",
-			PrimaryPackagePurpose: "LIBRARY",
-		}
-		if d.Version != "" { // a replacement by a directory has none
-			p.DownloadLocation = "https://proxy.golang.org/" + escapeModulePath(d.Path) + "/@v/" + escapeModulePath(d.Version) + ".zip"
-			p.ExternalRefs = []spdxExternalRef{purl(d.Path, d.Version)}
-		}
-		// The h1: hash is the base64 SHA-256 of the module's file list
-		// (go.sum's); SPDX wants hex. Scanners (syft) record it the same way.
-		if sum, ok := strings.CutPrefix(d.Sum, "h1:"); ok {
-			if b, err := base64.StdEncoding.DecodeString(sum); err == nil {
-				p.Checksums = []spdxChecksum{{"SHA256", hex.EncodeToString(b)}}
-			}
-		}
+		p := modulePackage(deps[k], ids)
 		doc.Packages = append(doc.Packages, p)
 		doc.Relationships = append(doc.Relationships, spdxRelationship{root.SPDXID, "DEPENDS_ON", p.SPDXID})
 	}
@@ -156,6 +126,49 @@ func WriteSBOM(path string, o Options, imageDigest string, bins map[string]strin
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// linkedModules are the main module, the toolchain and the union of the
+// modules (after replacements) Go recorded in each of bins.
+func linkedModules(bins map[string]string) (main debug.Module, goVersion string, deps map[string]debug.Module, err error) {
+	deps = map[string]debug.Module{}
+	for _, arch := range Arches() {
+		bi, err := buildinfo.ReadFile(bins[arch])
+		if err != nil {
+			return main, "", nil, fmt.Errorf("linux/%s binary: %w", arch, err)
+		}
+		main, goVersion = bi.Main, bi.GoVersion
+		for _, d := range bi.Deps {
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			deps[d.Path+"@"+d.Version] = *d
+		}
+	}
+	return main, goVersion, deps, nil
+}
+
+// modulePackage is the SPDX package of a linked module.
+func modulePackage(d debug.Module, ids spdxIDs) spdxPackage {
+	p := spdxPackage{
+		Name:                  d.Path,
+		SPDXID:                ids.next("Package-" + d.Path + "-" + d.Version),
+		VersionInfo:           d.Version,
+		DownloadLocation:      "NOASSERTION",
+		PrimaryPackagePurpose: "LIBRARY",
+	}
+	if d.Version != "" { // a replacement by a directory has none
+		p.DownloadLocation = "https://proxy.golang.org/" + escapeModulePath(d.Path) + "/@v/" + escapeModulePath(d.Version) + ".zip"
+		p.ExternalRefs = []spdxExternalRef{purl(d.Path, d.Version)}
+	}
+	// The h1: hash is the base64 SHA-256 of the module's file list
+	// (go.sum's); SPDX wants hex. Scanners (syft) record it the same way.
+	if sum, ok := strings.CutPrefix(d.Sum, "h1:"); ok {
+		if b, err := base64.StdEncoding.DecodeString(sum); err == nil {
+			p.Checksums = []spdxChecksum{{"SHA256", hex.EncodeToString(b)}}
+		}
+	}
+	return p
 }
 
 // purl is the package URL of a Go module: pkg:golang/PATH@VERSION, each

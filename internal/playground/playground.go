@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -101,18 +103,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey, LBDeleteDelay: ipamtest.ScalewayLBDeleteDelay})
-	emuURL, err := emu.Start("127.0.0.1:0")
+	emu, emuURL, err := startEmulator(cfg)
 	if err != nil {
 		return err
 	}
 	defer emu.Close()
-	if err := seed(emu, cfg); err != nil {
-		return err
-	}
-	if _, err := emu.AddIPWithID(ExampleBYOID, cfg.Pools[0].PrivateNetworkID, exampleBYOAddress, []string{"reserved-by-terraform"}, nil); err != nil {
-		return fmt.Errorf("booking the bring-your-own example's IP: %w", err)
-	}
 
 	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
 	// to the in-process webhook, as they would to a pod.
@@ -121,65 +116,105 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer proxy.Close()
-	egress := filepath.Join(tmp, "egress.yaml")
-	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
+	cp, err := startControlPlane(bin, tmp, proxy)
+	if err != nil {
 		return err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
-	env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
-	restCfg, err := env.Start()
-	if err != nil {
-		return fmt.Errorf("starting kube-apiserver and etcd: %w", err)
-	}
 	defer func() {
-		if serr := env.Stop(); serr != nil && err == nil {
+		if serr := cp.env.Stop(); serr != nil && err == nil {
 			err = serr
 		}
 	}()
-	user, err := env.AddUser(envtest.User{Name: "playground-admin", Groups: []string{"system:masters"}}, nil)
+	return runOn(ctx, o, playgroundRun{tmp: tmp, logPath: logPath, log: log, cfg: cfg, poolData: poolData, emuURL: emuURL, proxy: proxy, cp: cp})
+}
+
+// playgroundRun is what Run started before the chart: the emulator and
+// the control plane.
+type playgroundRun struct {
+	tmp, logPath string
+	log          logr.Logger
+	cfg          *ipam.Config
+	poolData     []byte
+	emuURL       string
+	proxy        *testenv.ConnectProxy
+	cp           controlPlane
+}
+
+// startEmulator starts the Scaleway emulator with cfg's Private Networks
+// and the bring-your-own example's IP booked.
+func startEmulator(cfg *ipam.Config) (*ipamtest.Server, string, error) {
+	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey, LBDeleteDelay: ipamtest.ScalewayLBDeleteDelay})
+	emuURL, err := emu.Start("127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, "", err
+	}
+	if err := seed(emu, cfg); err != nil {
+		emu.Close()
+		return nil, "", err
+	}
+	if _, err := emu.AddIPWithID(ExampleBYOID, cfg.Pools[0].PrivateNetworkID, exampleBYOAddress, []string{"reserved-by-terraform"}, nil); err != nil {
+		emu.Close()
+		return nil, "", fmt.Errorf("booking the bring-your-own example's IP: %w", err)
+	}
+	return emu, emuURL, nil
+}
+
+// controlPlane is the running kube-apiserver and etcd, an admin's
+// kubeconfig and a client.
+type controlPlane struct {
+	env        *envtest.Environment
+	restCfg    *rest.Config
+	kubeconfig string
+	kube       client.Client
+}
+
+// startControlPlane starts kube-apiserver and etcd, their webhook calls
+// going through proxy, and writes an admin's kubeconfig under tmp.
+func startControlPlane(bin, tmp string, proxy *testenv.ConnectProxy) (cp controlPlane, err error) {
+	egress := filepath.Join(tmp, "egress.yaml")
+	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
+		return cp, err
+	}
+	cp.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
+	cp.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
+	if cp.restCfg, err = cp.env.Start(); err != nil {
+		return cp, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = cp.env.Stop()
+		}
+	}()
+	user, err := cp.env.AddUser(envtest.User{Name: "playground-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return cp, err
 	}
 	kubeconfigData, err := user.KubeConfig()
 	if err != nil {
-		return err
+		return cp, err
 	}
-	kubeconfig := filepath.Join(tmp, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kubeconfigData, 0o600); err != nil {
-		return err
+	cp.kubeconfig = filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(cp.kubeconfig, kubeconfigData, 0o600); err != nil {
+		return cp, err
 	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+	cp.kube, err = client.New(cp.restCfg, client.Options{Scheme: scheme})
+	return cp, err
+}
 
+// runOn installs the chart, serves the webhook and runs the CCM stand-in on
+// what Run started, prints the banner and waits for ctx or the webhook.
+func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	// 3. The chart, rendered with this pool file, minus what needs a kubelet.
-	objs, args, err := renderChart(ctx, o.Root, tmp, poolData)
+	args, err := installChart(ctx, o.Root, r.tmp, r.poolData, r.cp.kube)
 	if err != nil {
 		return err
-	}
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
-		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{request.LabelEnabled: "true"}}},
-	} {
-		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	for _, obj := range objs {
-		if k := obj.GetKind(); k == "Deployment" || k == "PodDisruptionBudget" {
-			continue
-		}
-		if err := kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("playground"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
 	}
 
 	// 4. The webhook and sweeper, with the chart's arguments, in process.
-	pools := filepath.Join(tmp, "pools.yaml")
-	if err := os.WriteFile(pools, poolData, 0o600); err != nil {
+	pools := filepath.Join(r.tmp, "pools.yaml")
+	if err := os.WriteFile(pools, r.poolData, 0o600); err != nil {
 		return err
 	}
 	webhookPort, err := testenv.FreePort()
@@ -196,7 +231,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	// Metrics in plain HTTP on the loopback, so the banner's URL opens with
 	// curl or a browser; the chart serves them over HTTPS to authorized
 	// callers only.
-	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(tmp, "certs"),
+	args = append(args, "--config="+pools, "--cert-dir="+filepath.Join(r.tmp, "certs"),
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--sweep-interval=10s",
@@ -205,9 +240,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	opts.RestConfig = restCfg
-	opts.Log = log
-	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	opts.RestConfig = r.cp.restCfg
+	opts.Log = r.log
+	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	serveCtx, stopServe := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- app.Serve(serveCtx, opts) }()
@@ -216,19 +251,50 @@ func Run(ctx context.Context, o Options) (err error) {
 		<-served
 	}()
 	svc := &corev1.Service{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
+	if err := r.cp.kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
 		return err
 	}
-	proxy.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
+	r.proxy.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
 	if err := waitListening(ctx, "127.0.0.1:"+strconv.Itoa(webhookPort), served); err != nil {
 		return err
 	}
+	return runCCM(ctx, o, r, metricsPort, pools, served)
+}
 
+// installChart applies the chart rendered with poolData, minus what needs
+// a kubelet, and the namespaces, and returns the webhook's arguments.
+func installChart(ctx context.Context, root, tmp string, poolData []byte, kube client.Client) ([]string, error) {
+	objs, args, err := renderChart(ctx, root, tmp, poolData)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		{ObjectMeta: metav1.ObjectMeta{Name: DemoNamespace, Labels: map[string]string{request.LabelEnabled: "true"}}},
+	} {
+		if err := kube.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	for _, obj := range objs {
+		if k := obj.GetKind(); k == "Deployment" || k == "PodDisruptionBudget" {
+			continue
+		}
+		if err := kube.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("playground"), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return args, nil
+}
+
+// runCCM runs the CCM stand-in (step 5), prints the banner, and waits for
+// ctx or the webhook to end.
+func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, pools string, served chan error) error {
 	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
-	scwOpts := []scw.ClientOption{scw.WithAPIURL(emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	scwOpts := []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	ccm, err := cloudcontroller.New(cloudcontroller.Options{
-		Kube: kube, Scaleway: scwOpts, ClusterPrivateNetworkID: cfg.ClusterPrivateNetworkID, Delay: time.Second,
-		Logf: func(format string, args ...any) { log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
+		Kube: r.cp.kube, Scaleway: scwOpts, ClusterPrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Delay: time.Second,
+		Logf: func(format string, args ...any) { r.log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
 		return err
@@ -241,10 +307,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		<-ccmDone
 	}()
 
-	banner(o.Out, o.Root, kubeconfig, emuURL, metricsPort, pools, logPath, tmp)
+	banner(o.Out, o.Root, r.cp.kubeconfig, r.emuURL, metricsPort, pools, r.logPath, r.tmp)
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", tmp)
+		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)
 		return nil
 	case err := <-served:
 		served <- err // for the deferred wait

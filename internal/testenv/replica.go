@@ -28,16 +28,19 @@ type Replica struct {
 	Name    string
 	Metrics *prometheus.Registry
 
-	env     *Env
-	serve   app.Options
+	env   *Env
+	serve app.Options
+	// handler, when set, is served instead of the Service mutator
+	// (RestartWebhook).
+	handler admission.Handler
 	addr    string
 	probe   string // its /readyz
 	proxy   *apiProxy
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	// alloc is the running app.Serve's allocator; not under mu, which
-	// start holds while app.Serve builds it.
+	// alloc is the running process's allocator; not under mu, which
+	// start holds while app.New builds it.
 	alloc atomic.Pointer[ipam.Allocator]
 	// starts counts app.Serve runs: a restarted replica is a new process
 	// (a new pod) with a new lease identity.
@@ -152,7 +155,7 @@ func (e *Env) RestartWebhook(h admission.Handler) error {
 	e.StopWebhook()
 	for _, r := range e.Replicas {
 		r.mu.Lock()
-		r.serve.Handler = h
+		r.handler = h
 		r.mu.Unlock()
 	}
 	return e.StartWebhook()
@@ -183,13 +186,21 @@ func (r *Replica) start() error {
 	r.serve.Metrics = r.Metrics
 	r.alloc.Store(nil)
 	r.starts.Add(1)
-	r.serve.Built = r.alloc.Store
 	ctx, cancel := context.WithCancel(context.Background())
+	built, err := app.New(ctx, r.serve)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("%s: serve returned: %w", r.Name, err)
+	}
+	r.alloc.Store(built.Allocator)
+	if r.handler != nil {
+		built.Handler = r.handler
+	}
 	r.cancel, r.stopped = cancel, make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
 		defer close(r.stopped)
-		errc <- app.Serve(ctx, r.serve)
+		errc <- built.Start(ctx)
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

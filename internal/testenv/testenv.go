@@ -230,14 +230,14 @@ func Start(o Options) (_ *Env, err error) {
 		}
 		// Self-managed TLS, as the chart runs it: a CA and serving
 		// certificate in a Secret the replicas share, the caBundle kept.
-		r.serve.TLS.SelfManaged, r.serve.TLS.Namespace = true, ReleaseNamespace
-		r.serve.TLS.SecretName, r.serve.TLS.ServiceName, r.serve.TLS.WebhookConfig = release+"-tls", release, release
-		r.serve.Excluded = append(r.serve.Excluded, ReleaseNamespace)
-		r.serve.CertDir = filepath.Join(e.tmp, r.Name, "certs")
-		if r.serve.WebhookPort, err = FreePort(); err != nil {
+		r.serve.SelfManagedTLS, r.serve.Certs.Namespace = true, ReleaseNamespace
+		r.serve.Certs.SecretName, r.serve.Certs.ServiceName, r.serve.Certs.WebhookConfigName = release+"-tls", release, release
+		r.serve.Webhook.Excluded = append(r.serve.Webhook.Excluded, ReleaseNamespace)
+		r.serve.Server.CertDir = filepath.Join(e.tmp, r.Name, "certs")
+		if r.serve.Server.Port, err = FreePort(); err != nil {
 			return nil, err
 		}
-		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.WebhookPort))
+		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.Server.Port))
 		// Each replica reaches the apiserver through a proxy of its own,
 		// which a test can cut (CutAPIServer, Kill).
 		if r.proxy, err = newAPIProxy(apiURL.Host); err != nil {

@@ -1,0 +1,144 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The limits on what a reader must hold at once, for code that is
+// not a test: a function fits a screen, a file is read in one sitting, a
+// type is one concern.
+const (
+	maxFuncLines = 60
+	maxFileLines = 400
+	maxMethods   = 20
+)
+
+// oversize are the known exceptions, in the test-only emulator and test
+// environment, which the fixtures work reshapes; each must still break its
+// limit, so that the list only shrinks. Keys: file:func, or dir.Type.
+var oversize = map[string]bool{
+	"internal/testenv/testenv.go:Start":      true,
+	"ipam/ipamtest/ipam.go:bookLocked":       true,
+	"ipam/ipamtest/ipam.go:updateIP":         true,
+	"ipam/ipamtest/vpc_pn.go:createPNLocked": true,
+	"internal/testenv.Env":                   true,
+	"ipam/ipamtest.Server":                   true,
+}
+
+// TestSizeLimits fails on each non-test function over maxFuncLines lines,
+// non-test file over maxFileLines lines and type over maxMethods methods.
+func TestSizeLimits(t *testing.T) {
+	root := moduleRoot(t)
+	excepted := map[string]bool{}
+	over := func(key, problem string) {
+		if oversize[key] {
+			excepted[key] = true
+			return
+		}
+		t.Error(problem)
+	}
+	fset := token.NewFileSet()
+	methods := map[string]int{} // package dir + "." + type name
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if n := fset.File(f.Pos()).LineCount(); n > maxFileLines {
+			t.Errorf("%s: %d lines, more than %d", rel, n, maxFileLines)
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			if fn.Body != nil {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+					over(filepath.ToSlash(rel)+":"+fn.Name.Name, fmt.Sprintf("%s:%d: func %s is %d lines, more than %d", rel, fset.Position(fn.Pos()).Line, fn.Name.Name, n, maxFuncLines))
+				}
+			}
+			if fn.Recv != nil && len(fn.Recv.List) == 1 {
+				methods[filepath.ToSlash(filepath.Dir(rel))+"."+receiverType(fn.Recv.List[0].Type)]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := make([]string, 0, len(methods))
+	for typ := range methods {
+		types = append(types, typ)
+	}
+	sort.Strings(types)
+	for _, typ := range types {
+		if n := methods[typ]; n > maxMethods {
+			over(typ, fmt.Sprintf("type %s has %d methods, more than %d", typ, n, maxMethods))
+		}
+	}
+	for key := range oversize {
+		if !excepted[key] {
+			t.Errorf("%s is within its limit now: remove it from oversize", key)
+		}
+	}
+}
+
+// receiverType names a method's receiver type, without pointer or type
+// parameters.
+func receiverType(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return "?"
+		}
+	}
+}
+
+// moduleRoot is the directory of go.mod, above this package's.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
