@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -47,12 +46,8 @@ func newEnv(t testing.TB, pns ...string) *env {
 func (e *env) newCloud(t testing.TB) scaleway.Cloud {
 	t.Helper()
 	c, err := scaleway.New(context.Background(), scaleway.Options{
-		Region: "fr-par",
-		ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(e.srv.URL()),
-			scw.WithAuth(testAccessKey, testSecretKey),
-			scw.WithDefaultProjectID(testProject),
-		},
+		Region:        "fr-par",
+		ClientOptions: e.srv.ClientOptions(),
 		// Short steps keep retry tests quick; the shape is the production one.
 		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
 		PageSize: 50,

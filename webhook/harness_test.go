@@ -16,7 +16,6 @@ import (
 
 	jsonpatch5 "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,11 +83,9 @@ func newHarness(t testing.TB) *harness {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	cloud, err := scaleway.New(context.Background(), scaleway.Options{
-		Region: "fr-par",
-		ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(h.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject),
-		},
-		Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
+		Region:        "fr-par",
+		ClientOptions: h.srv.ClientOptions(),
+		Backoff:       wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
 	})
 	if err != nil {
 		t.Fatal(err)

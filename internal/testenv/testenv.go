@@ -35,8 +35,8 @@ import (
 
 // Credentials of the emulator.
 const (
-	AccessKey = "SCWABCDEFGHIJKLMNOPQ"
-	SecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+	AccessKey = ipamtest.TestAccessKey
+	SecretKey = ipamtest.TestSecretKey
 )
 
 // Options configures Start.
@@ -387,7 +387,7 @@ func (e *Env) Stop() {
 
 // ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
 func (e *Env) ScalewayOptions() []scw.ClientOption {
-	return []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	return e.Emu.ClientOptions()
 }
 
 // PoolFile is the pool file the webhook runs with.

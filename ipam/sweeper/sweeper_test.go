@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,7 +62,7 @@ func newWorld(t testing.TB) *world {
 		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 	}
 	w.cloud, err = scaleway.New(context.Background(), scaleway.Options{Region: "fr-par",
-		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
+		ClientOptions: w.srv.ClientOptions(),
 		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	if err != nil {
 		t.Fatal(err)
