@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -261,13 +262,13 @@ pools:
 	// A leader killed near the end is replaced only once its lease has
 	// expired: the sweeper's settling (debounce, retention, a cycle)
 	// counts from a replica leading again.
-	led := waitFor(30*time.Second, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
+	led := fixtures.Poll(30*time.Second, 250*time.Millisecond, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
 	if !led {
 		t.Error("no replica leads the sweeper 30s after the operations ended")
 	}
 	// An IP is released once past its retention and detached: a Load
 	// Balancer deleted at the end holds its IP for deleteDelay.
-	ok3 := led && waitFor(30*time.Second+max(deleteDelay, 0), func() bool { return len(r.unreferencedOurs()) == 0 })
+	ok3 := led && fixtures.Poll(30*time.Second+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopKills()
@@ -346,18 +347,11 @@ func (r *run) request(rng *rand.Rand) map[string]string {
 	return map[string]string{request.AnnotationPool: "general"}
 }
 
-func svcObject(ns, name string, ann map[string]string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
-}
-
 func (r *run) create(ctx context.Context, ns, name string, ann map[string]string) {
 	r.count(r.ops, "create")
 	r.done.Add(1)
 	manifest := maps.Clone(ann)
-	svc := svcObject(ns, name, ann)
+	svc := fixtures.Service(ns, name, ann)
 	start := time.Now()
 	if err := r.kube.Create(ctx, svc); err != nil {
 		r.note(ns+"/"+name, "create", start, nil, r.denied(err))
@@ -862,15 +856,4 @@ func sortedCounts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return true
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
@@ -41,7 +42,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		if err := s.Kube.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		svc := lbService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
+		svc := fixtures.PrivateService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		// with a DHCP address, and marks the Service: finalizer, LB ID,
 		// ingress.
 		var dhcp string
-		eventually(t, 15*time.Second, "the CCM's Load Balancer with a DHCP address", func() bool {
+		fixtures.Eventually(t, 15*time.Second, poll, "the CCM's Load Balancer with a DHCP address", func() bool {
 			got := get(t, "late", "legacy")
 			if len(got.Status.LoadBalancer.Ingress) == 0 || got.Annotations[ccm.AnnotationLoadBalancerID] == "" ||
 				!slices.Contains(got.Finalizers, ccm.FinalizerLoadBalancerCleanup) {
@@ -72,7 +73,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		// through each replica warns then (and changes nothing).
 		for _, r := range s.Replicas {
 			restore := routeTo(t, r)
-			eventually(t, 10*time.Second, r.Name+" to see the namespace label", func() bool {
+			fixtures.Eventually(t, 10*time.Second, poll, r.Name+" to see the namespace label", func() bool {
 				dc, dw := clientWithWarnings(t)
 				err := update(client.NewDryRunClient(dc), "late", "legacy", func(svc *corev1.Service) { svc.Labels = map[string]string{"probe": r.Name} })
 				return err == nil && slices.Contains(dw.List(), want)
@@ -87,7 +88,7 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		}
 		// A helm upgrade sends the whole object as the chart renders it.
 		if err := update(c, "late", "legacy", func(cur *corev1.Service) {
-			full := lbService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
+			full := fixtures.PrivateService("late", "legacy", map[string]string{request.AnnotationPool: "general"})
 			full.Spec.Ports = append(full.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 			full.Labels = map[string]string{"team": "edge", "chart": "legacy-2"}
 			full.ResourceVersion, full.Finalizers, full.Spec.ClusterIP, full.Spec.ClusterIPs = cur.ResourceVersion, cur.Finalizers, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
@@ -117,10 +118,10 @@ func TestScenario10NamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 				t.Fatalf("IPAM write %s of %s %s for a Service that keeps its DHCP address", e.Kind, e.IPID, e.Address)
 			}
 		}
-		eventually(t, 15*time.Second, "the unreserved gauge to count it", func() bool {
+		fixtures.Eventually(t, 15*time.Second, poll, "the unreserved gauge to count it", func() bool {
 			return s.Total("scw_lb_ipam_unreserved_services") == 1
 		})
-		eventually(t, 10*time.Second, "the sweeper's IPNotReserved Event", func() bool {
+		fixtures.Eventually(t, 10*time.Second, poll, "the sweeper's IPNotReserved Event", func() bool {
 			var list eventsv1.EventList
 			if err := s.Kube.List(ctx, &list, client.InNamespace("late")); err != nil {
 				return false
@@ -264,11 +265,11 @@ func netipOf(t *testing.T, prefix string, i int) netip.Addr {
 func TestScenario12APIServerOutage(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		eventually(t, 20*time.Second, "a sweeper leader", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
+		fixtures.Eventually(t, 20*time.Second, poll, "a sweeper leader", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
 		restore := s.CutAPIServer()
 		defer restore()
 		cut := time.Now()
-		eventually(t, 15*time.Second, "the lease to be lost", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 0 })
+		fixtures.Eventually(t, 15*time.Second, poll, "the lease to be lost", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 0 })
 		lost := time.Since(cut)
 		time.Sleep(15*time.Second - time.Since(cut))
 		restore()
@@ -276,9 +277,9 @@ func TestScenario12APIServerOutage(t *testing.T) {
 		if !s.Serving() {
 			t.Fatal("the webhook process ended with the lost lease")
 		}
-		eventually(t, leaseDuration, "a sweeper leader again within the lease duration", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
+		fixtures.Eventually(t, leaseDuration, poll, "a sweeper leader again within the lease duration", func() bool { return s.Total("scw_lb_ipam_sweeper_leader") == 1 })
 		t.Logf("lease lost %s into the outage; leader again %s after it", lost.Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
-		svc := lbService("payments", "after-outage", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("payments", "after-outage", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +304,7 @@ func TestScenario12APIServerOutage(t *testing.T) {
 func TestScenario13RecreateWhileTerminating(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "replaced", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("payments", "replaced", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +315,7 @@ func TestScenario13RecreateWhileTerminating(t *testing.T) {
 		backfilled(t, old, x)
 		replaceWhileTerminating(t, old, x, map[string]string{request.AnnotationPool: "dc-link"})
 		// Whatever was booked on the way is reclaimed: only X is left.
-		eventually(t, pendingGrace+15*time.Second, "only X reserved for payments/replaced", func() bool {
+		fixtures.Eventually(t, pendingGrace+15*time.Second, poll, "only X reserved for payments/replaced", func() bool {
 			for _, ip := range s.Emu.IPs() {
 				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns("it") && e.Service.String() == "payments/replaced" && ip.ID != x {
 					return false
@@ -362,8 +363,8 @@ func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann ma
 	}()
 	reasons := map[string]int{}
 	start := time.Now()
-	eventually(t, 30*time.Second, "the re-create to succeed", func() bool {
-		err := s.Kube.Create(ctx, lbService(ns, name, ann))
+	fixtures.Eventually(t, 30*time.Second, poll, "the re-create to succeed", func() bool {
+		err := s.Kube.Create(ctx, fixtures.PrivateService(ns, name, ann))
 		switch {
 		case err == nil:
 			return true
@@ -399,7 +400,7 @@ func TestScenario14BringYourOwnRecreateWhileTerminating(t *testing.T) {
 			t.Fatal(err)
 		}
 		ann := map[string]string{request.AnnotationIPAMIDs: id}
-		if err := s.Kube.Create(ctx, lbService("payments", "byo-replaced", ann)); err != nil {
+		if err := s.Kube.Create(ctx, fixtures.PrivateService("payments", "byo-replaced", ann)); err != nil {
 			t.Fatal(err)
 		}
 		attachedTo(t, "payments", "byo-replaced", id)
@@ -439,7 +440,7 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			restore := routeTo(t, one)
 			created1, created2 := one.Creates(), two.Creates()
 			booked := time.Now()
-			if err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
+			if err := s.Kube.Create(ctx, fixtures.PrivateService("payments", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
 				restore()
 				t.Fatal(err)
 			}
@@ -455,14 +456,14 @@ func TestScenario15RecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			// re-create waits for it (when the re-create comes first, a
 			// fresh IP is the documented answer).
 			key := types.NamespacedName{Namespace: "payments", Name: name}
-			eventually(t, 10*time.Second, "replica 1 to see "+x+" through its Service cache", func() bool {
+			fixtures.Eventually(t, 10*time.Second, poll, "replica 1 to see "+x+" through its Service cache", func() bool {
 				return two.Remembers(key, x) || listedSince(two, booked)
 			})
 			seen := time.Since(booked)
 			s.RouteTo(two)
 			del(t, get(t, "payments", name))
 			from := len(s.Emu.Requests())
-			err := s.Kube.Create(ctx, lbService("payments", name, map[string]string{request.AnnotationPool: "dc-link"}))
+			err := s.Kube.Create(ctx, fixtures.PrivateService("payments", name, map[string]string{request.AnnotationPool: "dc-link"}))
 			calls := s.WebhookCalls(from)
 			age, ok := two.Gauge("scw_lb_ipam_index_age_seconds", "pool", "dc-link")
 			restore()

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -32,21 +33,8 @@ func scenario(t *testing.T, f func(t *testing.T)) {
 	f(t)
 }
 
-// lbService is a private LoadBalancer Service (the CCM's private
-// annotation set, as for the Load Balancers this project serves).
-func lbService(ns, name string, ann map[string]string) *corev1.Service {
-	a := map[string]string{ccm.AnnotationPrivate: "true"}
-	for k, v := range ann {
-		a[k] = v
-	}
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
-		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},
-		},
-	}
-}
+// poll is how often the suite looks again at what it waits for.
+const poll = 100 * time.Millisecond
 
 func clientWithWarnings(t *testing.T) (client.Client, *testenv.Warnings) {
 	w := &testenv.Warnings{}
@@ -73,20 +61,9 @@ func del(t *testing.T, svc *corev1.Service) {
 	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
+	fixtures.Eventually(t, 20*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
 		return apierrors.IsNotFound(s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}))
 	})
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
@@ -96,7 +73,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 		for i, r := range s.Replicas {
 			creates[i] = r.Creates()
 		}
-		svc := lbService("payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +135,7 @@ func TestScenario1PoolAnnotationReservesAnIP(t *testing.T) {
 func TestScenario2NamespaceWithoutLabelUntouched(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		from, before := len(s.Emu.Requests()), s.Creates()
-		svc := lbService("plain", "api", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("plain", "api", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(context.Background(), svc); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +163,7 @@ func TestScenario3ServerSideDryRunBooksNothing(t *testing.T) {
 		// Counted as bookings, not IPs: the sweeper may release an earlier
 		// scenario's IP meanwhile.
 		audit := len(s.Emu.Audit())
-		svc := lbService("payments", "dry", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("payments", "dry", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := c.Create(context.Background(), svc, client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
@@ -231,10 +208,10 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 			}
 			defer s.Kube.Delete(ctx, o)
 		}
-		svc := lbService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
+		svc := fixtures.PrivateService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
 		var leaked string
 		// The policy takes a moment to be loaded by the apiserver.
-		eventually(t, 20*time.Second, "the policy to deny after our mutation", func() bool {
+		fixtures.Eventually(t, 20*time.Second, poll, "the policy to deny after our mutation", func() bool {
 			err := s.Kube.Create(ctx, svc.DeepCopy())
 			if err == nil {
 				del(t, svc)
@@ -251,7 +228,7 @@ func TestScenario4DeniedAfterMutationIsReclaimed(t *testing.T) {
 			return leaked != ""
 		})
 		// Booked, Service absent: the sweeper reclaims it after the pending grace.
-		eventually(t, pendingGrace+15*time.Second, "the sweeper to reclaim the leaked IP", func() bool {
+		fixtures.Eventually(t, pendingGrace+15*time.Second, poll, "the sweeper to reclaim the leaked IP", func() bool {
 			_, ok := s.Emu.IP(leaked)
 			return !ok
 		})
@@ -262,7 +239,7 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
 		create := func() string {
-			svc := lbService("payments", "stable", map[string]string{request.AnnotationPool: "dc-link"})
+			svc := fixtures.PrivateService("payments", "stable", map[string]string{request.AnnotationPool: "dc-link"})
 			if err := s.Kube.Create(ctx, svc); err != nil {
 				t.Fatal(err)
 			}
@@ -285,11 +262,11 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 		// after the Service is: the CCM lets the Service go as soon as
 		// DeleteLB is accepted.
 		del(t, get(t, "payments", "stable"))
-		eventually(t, 15*time.Second, "detached once the Load Balancer is gone", func() bool {
+		fixtures.Eventually(t, 15*time.Second, poll, "detached once the Load Balancer is gone", func() bool {
 			ip, _ := s.Emu.IP(id)
 			return ip.Resource == nil
 		})
-		eventually(t, 10*time.Second, "orphaned-since after the delete", orphaned(id))
+		fixtures.Eventually(t, 10*time.Second, poll, "orphaned-since after the delete", orphaned(id))
 		// Re-created within retention: the same IP comes back.
 		if again := create(); again != id {
 			t.Fatalf("re-created Service got %s, want %s", again, id)
@@ -301,10 +278,10 @@ func TestScenario5RetentionKeepsThenReleases(t *testing.T) {
 		}
 		// Deleted for good: released once the retention has passed.
 		del(t, get(t, "payments", "stable"))
-		eventually(t, 10*time.Second, "orphaned-since after the second delete", orphaned(id))
+		fixtures.Eventually(t, 10*time.Second, poll, "orphaned-since after the second delete", orphaned(id))
 		ip, _ = s.Emu.IP(id)
 		e, _ := ipam.ParseEntry(ip.Tags)
-		eventually(t, retention+15*time.Second, "the release after retention", func() bool {
+		fixtures.Eventually(t, retention+15*time.Second, poll, "the release after retention", func() bool {
 			_, ok := s.Emu.IP(id)
 			return !ok
 		})
@@ -339,7 +316,7 @@ func update(c client.Client, ns, name string, change func(*corev1.Service)) erro
 // the shorter pending grace.
 func backfilled(t *testing.T, svc *corev1.Service, id string) {
 	t.Helper()
-	eventually(t, 15*time.Second, "the uid of "+svc.Namespace+"/"+svc.Name+" back-filled on "+id, func() bool {
+	fixtures.Eventually(t, 15*time.Second, poll, "the uid of "+svc.Namespace+"/"+svc.Name+" back-filled on "+id, func() bool {
 		ip, _ := s.Emu.IP(id)
 		e, _ := ipam.ParseEntry(ip.Tags)
 		return e.UID == string(svc.UID)
@@ -350,7 +327,7 @@ func backfilled(t *testing.T, svc *corev1.Service, id string) {
 // Load Balancer of Service ns/name, through the Load Balancer API.
 func attachedTo(t *testing.T, ns, name, id string) {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("%s attached to the Load Balancer of %s/%s", id, ns, name), func() bool {
+	fixtures.Eventually(t, 15*time.Second, poll, fmt.Sprintf("%s attached to the Load Balancer of %s/%s", id, ns, name), func() bool {
 		svc := &corev1.Service{}
 		if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
 			return false
@@ -369,7 +346,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				errs[i] = s.Kube.Create(ctx, lbService("web", fmt.Sprint("burst-", i), map[string]string{request.AnnotationPool: "dc-link"}))
+				errs[i] = s.Kube.Create(ctx, fixtures.PrivateService("web", fmt.Sprint("burst-", i), map[string]string{request.AnnotationPool: "dc-link"}))
 			})
 		}
 		wg.Wait()
@@ -412,7 +389,7 @@ func TestScenario6ConcurrentCreates(t *testing.T) {
 func TestScenario7PoolChange(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		svc := lbService("payments", "mover", map[string]string{request.AnnotationPool: "dc-link"})
+		svc := fixtures.PrivateService("payments", "mover", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +416,7 @@ func TestScenario7PoolChange(t *testing.T) {
 		if want := s.PNs["nodes"].ID + "," + s.PNs["edge"].ID; moved.Annotations[ccm.AnnotationPNIDs] != want {
 			t.Fatalf("pn-ids %q, want %q (the old pool's network dropped)", moved.Annotations[ccm.AnnotationPNIDs], want)
 		}
-		eventually(t, 10*time.Second, "the old IP orphaned", func() bool {
+		fixtures.Eventually(t, 10*time.Second, poll, "the old IP orphaned", func() bool {
 			ip, ok := s.Emu.IP(oldID)
 			e, _ := ipam.ParseEntry(ip.Tags)
 			return !ok || !e.OrphanedSince.IsZero()
@@ -460,7 +437,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 		defer del(t, svc)
 		// Nor does one of another load-balancer controller (MetalLB, Cilium):
 		// the CCM ignores it, and the chart's matchConditions keep it away.
-		class := lbService("payments", "metallb", map[string]string{request.AnnotationPool: "dc-link"})
+		class := fixtures.PrivateService("payments", "metallb", map[string]string{request.AnnotationPool: "dc-link"})
 		className := "metallb.io/metallb"
 		class.Spec.LoadBalancerClass = &className
 		if err := s.Kube.Create(context.Background(), class); err != nil {
@@ -471,7 +448,7 @@ func TestScenario9NonLoadBalancerNeverReachesTheWebhook(t *testing.T) {
 			t.Fatalf("a Service with spec.loadBalancerClass got private-ip-ids %q", got)
 		}
 		// A LoadBalancer Service right after does reach it: the counter works.
-		lb := lbService("payments", "counted", nil)
+		lb := fixtures.PrivateService("payments", "counted", nil)
 		if err := s.Kube.Create(context.Background(), lb); err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +467,7 @@ func TestScenario8WebhookStopped(t *testing.T) {
 		// down: the CCM's last patch (the finalizer removed) must not need
 		// the webhook, or the Service would stay Terminating for as long
 		// as the webhook is down.
-		doomed := lbService("payments", "doomed", map[string]string{request.AnnotationPool: "dc-link"})
+		doomed := fixtures.PrivateService("payments", "doomed", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, doomed); err != nil {
 			t.Fatal(err)
 		}
@@ -502,11 +479,11 @@ func TestScenario8WebhookStopped(t *testing.T) {
 			}
 		}()
 		del(t, get(t, "payments", "doomed"))
-		err := s.Kube.Create(ctx, lbService("payments", "while-down", map[string]string{request.AnnotationPool: "dc-link"}))
+		err := s.Kube.Create(ctx, fixtures.PrivateService("payments", "while-down", map[string]string{request.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("opted-in create with the webhook down: %v", err)
 		}
-		other := lbService("plain", "while-down", nil)
+		other := fixtures.PrivateService("plain", "while-down", nil)
 		if err := s.Kube.Create(ctx, other); err != nil {
 			t.Fatalf("a namespace that did not opt in is affected: %v", err)
 		}
