@@ -18,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -667,133 +665,6 @@ func (r *run) trail(id string) string {
 		parts = append(parts, p)
 	}
 	return strings.Join(parts, ", ")
-}
-
-type result struct {
-	n      int
-	ok     bool
-	detail string
-}
-
-func (r *run) invariants(settled bool, logs string, addrs *liveAddresses, sticky *stickiness) []result {
-	r.mu.Lock()
-	violations := slices.Clone(r.violations)
-	returned := maps.Clone(r.returned)
-	r.mu.Unlock()
-	byN := func(n int) []string {
-		var out []string
-		for _, v := range violations {
-			if v.n == n {
-				out = append(out, v.msg)
-			}
-		}
-		return out
-	}
-	res := make([]result, 0, 8)
-	add := func(n int, bad []string) {
-		res = append(res, result{n: n, ok: len(bad) == 0, detail: strings.Join(bad, "; ")})
-	}
-
-	// 1 and 2: sampled during the run, and once more at the end.
-	var list corev1.ServiceList
-	_ = r.env.Kube.List(context.Background(), &list)
-	owners := map[string][]string{}
-	for i := range list.Items {
-		svc := &list.Items[i]
-		if !ccm.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			continue
-		}
-		for _, id := range ccm.ReferencedIDs(svc) {
-			owners[id] = append(owners[id], svc.Namespace+"/"+svc.Name)
-			if _, ok := r.env.Emu.IP(id); !ok {
-				violations = append(violations, violation{2, fmt.Sprintf("IP %s of live Service %s/%s is released", id, svc.Namespace, svc.Name)})
-			}
-		}
-	}
-	for id, o := range owners {
-		if len(o) > 1 {
-			violations = append(violations, violation{1, fmt.Sprintf("%s referenced by %v", id, o)})
-		}
-	}
-	add(1, byN(1))
-	add(2, byN(2))
-
-	// 3: after quiescence and retention, nothing of ours is unreferenced.
-	var bad3 []string
-	if !settled {
-		bad3 = r.unreferencedOurs()
-	}
-	add(3, bad3)
-
-	// 4: every ID handed out was booked (audit) or is a brought-your-own one.
-	booked := map[string]bool{}
-	for _, ev := range r.env.Emu.Audit() {
-		if ev.Kind == ipamtest.AuditBook {
-			booked[ev.IPID] = true
-		}
-	}
-	for _, id := range r.byo {
-		booked[id] = true
-	}
-	var bad4 []string
-	for id, svc := range returned {
-		if !booked[id] {
-			bad4 = append(bad4, fmt.Sprintf("%s handed to %s was never booked", id, svc))
-		}
-	}
-	add(4, bad4)
-
-	// 5: opted-out and excluded namespaces never modified.
-	bad5 := byN(5)
-	for i := range list.Items {
-		svc := &list.Items[i]
-		if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			for _, k := range []string{ccm.AnnotationPNIDs, request.AnnotationAddresses} {
-				if _, ok := svc.Annotations[k]; ok {
-					bad5 = append(bad5, fmt.Sprintf("%s/%s has %s", svc.Namespace, svc.Name, k))
-				}
-			}
-		}
-	}
-	add(5, bad5)
-
-	// 6: the secret key in no log, event, warning or metric.
-	var haystacks []string
-	haystacks = append(haystacks, logs)
-	haystacks = append(haystacks, r.warnings.List()...)
-	var events eventsv1.EventList
-	_ = r.env.Kube.List(context.Background(), &events)
-	var coreEvents corev1.EventList
-	_ = r.env.Kube.List(context.Background(), &coreEvents)
-	for _, e := range events.Items {
-		haystacks = append(haystacks, e.Note, e.Reason)
-	}
-	for _, e := range coreEvents.Items {
-		haystacks = append(haystacks, e.Message, e.Reason)
-	}
-	families := r.env.Gather()
-	var metricsText bytes.Buffer
-	for _, f := range families {
-		_, _ = expfmt.MetricFamilyToText(&metricsText, f)
-	}
-	haystacks = append(haystacks, metricsText.String())
-	var bad6 []string
-	for _, h := range haystacks {
-		if strings.Contains(h, testenv.SecretKey) {
-			bad6 = append(bad6, "found in: "+truncate(h, 120))
-		}
-	}
-	if len(logs) == 0 || metricsText.Len() == 0 {
-		bad6 = append(bad6, "nothing was scanned")
-	}
-	add(6, bad6)
-
-	// 7: from the emulator's attach and detach log.
-	add(7, append(byN(7), addrs.violations...))
-
-	// 8: from the creates and the emulator's audit log.
-	add(8, append(byN(8), sticky.violations()...))
-	return res
 }
 
 func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos) {
