@@ -146,7 +146,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 	return svc, svc.Annotations[ccm.AnnotationPrivateIPIDs]
 }
 
-// TestScenarioConvergenceMonitor: the sweeper's leader reports a Service
+// TestConvergenceMonitor: the sweeper's leader reports a Service
 // whose reserved IP is not on its Load Balancer past the grace, with the
 // likely cause, from the listing each cycle already makes. Each case is a
 // Service of its own, kept to the end: a converged one; an IP released out
@@ -154,7 +154,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 // older than v0.36.0 (the stand-in ignoring private-ip-ids). With all four
 // in place the cycle still makes only its listing and the ledger's writes;
 // the old CCM's Service converges once the CCM is upgraded.
-func TestScenarioConvergenceMonitor(t *testing.T) {
+func TestConvergenceMonitor(t *testing.T) {
 	all := t
 	console, err := s.Console()
 	if err != nil {
