@@ -7,16 +7,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -68,13 +67,7 @@ func run(m *testing.M) int {
 		summary()
 	}()
 	// A Ctrl-C or SIGTERM still stops the control plane.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		s.Stop()
-		os.Exit(130)
-	}()
+	fixtures.StopOnInterrupt(s.Stop)
 	return m.Run()
 }
 

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -71,13 +70,7 @@ pools:
 		s.summary()
 	}()
 	// A Ctrl-C or SIGTERM still stops the control plane.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		env.Stop()
-		os.Exit(130)
-	}()
+	fixtures.StopOnInterrupt(env.Stop)
 	return m.Run()
 }
 
