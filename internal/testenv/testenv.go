@@ -29,6 +29,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -46,8 +47,9 @@ type Options struct {
 	// PrivateNetworks are created in the emulator, as "name=cidr[,cidr]";
 	// "nodes" is the cluster's.
 	PrivateNetworks []string
-	// PoolFile renders the pool file from the networks' IDs.
-	PoolFile func(pns map[string]ipamtest.PrivateNetwork) string
+	// PoolFile is the pool file, {{name}} standing for the ID of Private
+	// Network name (fixtures.PoolFile).
+	PoolFile string
 	// Namespaces to create; true means opted in.
 	Namespaces map[string]bool
 	// HelmSets are --set values for rendering the chart's webhook
@@ -208,7 +210,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	pools := filepath.Join(e.tmp, "pools.yaml")
-	if err := os.WriteFile(pools, []byte(o.PoolFile(e.PNs)), 0o600); err != nil {
+	if err := os.WriteFile(pools, []byte(fixtures.PoolFile(o.PoolFile, e.PNs)), 0o600); err != nil {
 		return nil, err
 	}
 	apiURL, err := url.Parse(e.Config.Host)
@@ -391,4 +393,4 @@ func (e *Env) ScalewayOptions() []scw.ClientOption {
 }
 
 // PoolFile is the pool file the webhook runs with.
-func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }
+func (e *Env) PoolFile() string { return fixtures.PoolFile(e.o.PoolFile, e.PNs) }

@@ -200,15 +200,13 @@ func TestChaos(t *testing.T) {
 	logs := &lockedBuffer{}
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/22"},
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: chaos
+		PoolFile: fmt.Sprintf(`clusterName: chaos
 region: fr-par
-clusterPrivateNetworkID: %s
+clusterPrivateNetworkID: {{nodes}}
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
-  - {name: general, privateNetworkID: %s, default: true, retention: %s}
-`, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
-		},
+  - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
+  - {name: general, privateNetworkID: {{edge}}, default: true, retention: %s}
+`, retention, retention),
 		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
 		Args:          []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
