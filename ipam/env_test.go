@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
@@ -34,11 +34,7 @@ type env struct {
 // newEnv starts an emulator with the named Private Networks ("name=cidr").
 func newEnv(t testing.TB, pns ...string) *env {
 	t.Helper()
-	srv := ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
-	nets, err := srv.AddPrivateNetworks(append([]string{"nodes=172.16.0.0/22"}, pns...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, nets := fixtures.Emulator(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey}, append([]string{"nodes=172.16.0.0/22"}, pns...)...)
 	e := &env{srv: srv, pns: nets}
 	e.cloud = e.newCloud(t)
 	return e
@@ -46,30 +42,17 @@ func newEnv(t testing.TB, pns ...string) *env {
 
 func (e *env) newCloud(t testing.TB) scaleway.Cloud {
 	t.Helper()
-	c, err := scaleway.New(context.Background(), scaleway.Options{
-		Region: "fr-par",
-		ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(e.srv.URL()),
-			scw.WithAuth(testAccessKey, testSecretKey),
-			scw.WithDefaultProjectID(testProject),
-		},
+	return fixtures.Cloud(t, e.srv, scaleway.Options{
 		// Short steps keep retry tests quick; the shape is the production one.
 		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
 		PageSize: 50,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // config parses and resolves a pool file whose PN IDs are written as {{name}}.
 func (e *env) config(t testing.TB, file string) *Config {
 	t.Helper()
-	for name, pn := range e.pns {
-		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
-	}
-	c, err := ParseConfig([]byte(file))
+	c, err := ParseConfig([]byte(fixtures.PoolFile(file, e.pns)))
 	if err != nil {
 		t.Fatal(err)
 	}

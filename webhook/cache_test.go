@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -17,7 +18,7 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 	h := newHarness(t)
 	const id = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 	served := func(ns string, a map[string]string) *corev1.Service {
-		svc := service(ns, "api", a)
+		svc := fixtures.PrivateService(ns, "api", a)
 		svc.TypeMeta = metav1.TypeMeta{}
 		svc.UID, svc.ResourceVersion = "uid-api", "4242"
 		svc.Labels = map[string]string{"app.kubernetes.io/name": "api"}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -38,15 +39,15 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		make func(h *harness) *corev1.Service
 	}{
 		{"reserved Service", func(h *harness) *corev1.Service {
-			return h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+			return h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		}},
 		// A default pool applies, but no IDs yet (admitted while the webhook
 		// was down): allocating on the CCM's finalizer would race the CCM
 		// creating the Load Balancer.
-		{"unreserved Service", func(*harness) *corev1.Service { return service("web", "api", nil) }},
+		{"unreserved Service", func(*harness) *corev1.Service { return fixtures.PrivateService("web", "api", nil) }},
 		// Annotations that would be denied: the CCM must not be stuck.
 		{"Service with a bad annotation", func(*harness) *corev1.Service {
-			return service("web", "api", ann(request.AnnotationPool, "NOT A POOL"))
+			return fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "NOT A POOL"))
 		}},
 	} {
 		t.Run(start.name, func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 	}
 	t.Run("a user's change next to the CCM's is judged", func(t *testing.T) {
 		h := newHarness(t)
-		cur := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		cur := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := cur.DeepCopy()
 		next.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
 		next.Annotations[request.AnnotationPool] = "general"
@@ -84,11 +85,11 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 func TestExternallyManaged(t *testing.T) {
 	h := newHarness(t)
 	ext := ann(ccm.AnnotationExternallyManaged, "true")
-	r, _ := h.send(review(admissionv1.Create, service("web", "shared", ext), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "shared", ext), nil, false))
 	h.check("default pool", r, expect{allowed: true})
 	for _, tt := range []struct{ key, value string }{{request.AnnotationPool, "general"}, {request.AnnotationAddress, "10.10.0.9"}} {
 		a := ann(ccm.AnnotationExternallyManaged, "true", tt.key, tt.value)
-		r, _ := h.send(review(admissionv1.Create, service("web", "shared", a), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "shared", a), nil, false))
 		h.check(tt.key, r, denied("annotation "+tt.key+`: value "`+tt.value+`": the Service uses an externally managed Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-externally-managed: "true"), which several Services may share: its Private Network attachment is not this Service's to change`))
 	}
 }
@@ -98,7 +99,7 @@ func TestCCMContract(t *testing.T) {
 	public := "scw-lb-ipam: the Load Balancer also gets a public IP, as service.beta.kubernetes.io/scw-loadbalancer-private is not \"true\"; set it for a private-only Load Balancer"
 	t.Run("public Load Balancer warned", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPrivate, "false")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPrivate, "false")), nil, false))
 		want := reserved("general", "10.10.0.2", "nodes", "edge")
 		inner := want.warnings
 		want.warnings = func(h *harness) []string { return append(inner(h), public) }
@@ -109,14 +110,14 @@ func TestCCMContract(t *testing.T) {
 	})
 	t.Run("pn-ids without the nodes' network warned", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
 		if !r.Allowed || len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[1], "scw-lb-ipam: service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists Private Networks without the nodes' network "+h.pns["nodes"].ID) {
 			t.Fatalf("warnings %q", r.Warnings)
 		}
 	})
 	t.Run("the DHCP address on the nodes' network is told in the Event", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		notes := h.events.takeNotes()
 		if !r.Allowed || len(notes) != 1 || !strings.Contains(notes[0], "the Load Balancer also gets a DHCP address on the nodes' Private Network "+h.pns["nodes"].ID+", to reach the backends: the reserved address is the one in scw-lb-ipam.io/addresses (10.10.0.2)") {
 			t.Fatalf("notes %q", notes)
@@ -126,7 +127,7 @@ func TestCCMContract(t *testing.T) {
 		h := newHarness(t)
 		missing := "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
 		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
 		if n := h.srv.Count(ipamtest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
 			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.srv.IPs()))
@@ -134,7 +135,7 @@ func TestCCMContract(t *testing.T) {
 	})
 	t.Run("spec.loadBalancerIP on a private Load Balancer denied", func(t *testing.T) {
 		h := newHarness(t)
-		svc := service("web", "api", nil)
+		svc := fixtures.PrivateService("web", "api", nil)
 		svc.Spec.LoadBalancerIP = "10.10.0.9"
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		h.check("loadBalancerIP", r, denied(`spec.loadBalancerIP 10.10.0.9: the CCM refuses spec.loadBalancerIP on a private Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-private: "true"); remove it and set annotation scw-lb-ipam.io/address: "10.10.0.9"`))

@@ -7,6 +7,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -14,11 +15,11 @@ import (
 // answers with an AdmissionReview (or a 4xx), patches only annotations, and
 // books nothing for what it does not mutate.
 func FuzzAdmissionReview(f *testing.F) {
-	svc := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+	svc := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	f.Add(review(admissionv1.Create, svc, nil, false))
-	f.Add(review(admissionv1.Create, service("web", "front", nil), nil, true))
+	f.Add(review(admissionv1.Create, fixtures.PrivateService("web", "front", nil), nil, true))
 	f.Add(review(admissionv1.Update, svc, svc, false))
-	f.Add(review(admissionv1.Create, service("plain", "x", ann(request.AnnotationPool, "general")), nil, false))
+	f.Add(review(admissionv1.Create, fixtures.PrivateService("plain", "x", ann(request.AnnotationPool, "general")), nil, false))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Service"},"namespace":"payments","operation":"CREATE","object":{}}}`))
 	f.Add([]byte(`not json`))
 	h := newHarness(f)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 	setup := func(t *testing.T) (*harness, *corev1.Service, string) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		dead := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		if err := h.cloud.ReleaseIP(context.Background(), dead); err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		if err := h.kube.Delete(context.Background(), live); err != nil {
 			t.Fatal(err)
 		}
-		svc := service("payments", "api", map[string]string{request.AnnotationPool: "dc-link", request.AnnotationAddress: "172.16.35.200"})
+		svc := fixtures.PrivateService("payments", "api", map[string]string{request.AnnotationPool: "dc-link", request.AnnotationAddress: "172.16.35.200"})
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		newID(t, h, svc, r, dead, "172.16.35.200")
 	})

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch5 "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,17 +27,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
-const (
-	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
-	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
-	testProject   = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
-)
+// testProject is the credentials' Project, other than the emulator's default.
+const testProject = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
 
 // harness runs the mutator behind a real HTTP server, the way the apiserver
 // calls it, with the allocator talking to the emulator through the SDK.
@@ -72,28 +68,11 @@ pools:
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{t: t, pns: map[string]ipamtest.PrivateNetwork{}, events: &recordedEvents{}}
-	h.srv = ipamtest.NewTestServer(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey})
-	file := harnessPools
-	pns, err := h.srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, pn := range pns {
-		h.pns[name] = pn
-		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
-	}
-	cloud, err := scaleway.New(context.Background(), scaleway.Options{
-		Region: "fr-par",
-		ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(h.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject),
-		},
-		Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ipam.ParseConfig([]byte(file))
+	h := &harness{t: t, events: &recordedEvents{}}
+	h.srv, h.pns = fixtures.Emulator(t, ipamtest.Options{ProjectID: testProject, SecretKey: ipamtest.TestSecretKey},
+		"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
+	cloud := fixtures.Cloud(t, h.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3}})
+	cfg, err := ipam.ParseConfig([]byte(fixtures.PoolFile(harnessPools, h.pns)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,24 +116,6 @@ func newHarness(t testing.TB) *harness {
 	t.Cleanup(web.Close)
 	h.url = web.URL
 	return h
-}
-
-// service builds a private LoadBalancer Service (the CCM's private
-// annotation set, as for the Load Balancers this project serves; a test of
-// public ones sets it to "false").
-func service(ns, name string, annotations map[string]string) *corev1.Service {
-	a := map[string]string{ccm.AnnotationPrivate: "true"}
-	for k, v := range annotations {
-		a[k] = v
-	}
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
-		Spec: corev1.ServiceSpec{
-			Type:  corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443}},
-		},
-	}
 }
 
 // review is an AdmissionReview as the apiserver sends it.
@@ -241,34 +202,13 @@ func addOps(ids, pnIDs, addrs string) []jsonpatch.Operation {
 // persist it, so that later admissions see it as live.
 func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *corev1.Service {
 	h.t.Helper()
-	out := svc.DeepCopy()
-	if len(r.Patch) > 0 {
-		orig, _ := json.Marshal(svc)
-		patched := applyPatch(h.t, orig, r.Patch)
-		out = &corev1.Service{}
-		if err := json.Unmarshal(patched, out); err != nil {
-			h.t.Fatal(err)
-		}
-	}
+	out := fixtures.Patched(h.t, svc, r.Patch)
 	out.ResourceVersion = ""
 	if err := h.kube.Create(context.Background(), out); err != nil {
 		h.t.Fatal(err)
 	}
 	// The apiserver sends objects with their kind; the fake client strips it.
 	out.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
-	return out
-}
-
-func applyPatch(t testing.TB, doc, patch []byte) []byte {
-	t.Helper()
-	p, err := jsonpatch5.DecodePatch(patch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 

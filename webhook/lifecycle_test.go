@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -53,7 +54,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	for _, mark := range []string{"ingress", "lb-id", "finalizer"} {
 		t.Run("label change, LB known by its "+mark, func(t *testing.T) {
 			h := newHarness(t)
-			old := withLB(service("web", "api", nil), mark)
+			old := withLB(fixtures.PrivateService("web", "api", nil), mark)
 			next := old.DeepCopy()
 			next.Labels = map[string]string{"team": "edge"}
 			r, _ := h.send(review(admissionv1.Update, next, old, false))
@@ -65,14 +66,14 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	}
 	t.Run("helm upgrade adds a pool annotation", func(t *testing.T) {
 		h := newHarness(t)
-		old := withLB(service("web", "api", nil), "ingress")
-		next := service("web", "api", ann(request.AnnotationPool, "general"))
+		old := withLB(fixtures.PrivateService("web", "api", nil), "ingress")
+		next := fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "general"))
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("full update", r, kept("general"))
 	})
 	t.Run("dry run warns and records nothing", func(t *testing.T) {
 		h := newHarness(t)
-		old := withLB(service("web", "api", nil), "ingress")
+		old := withLB(fixtures.PrivateService("web", "api", nil), "ingress")
 		r, _ := h.send(review(admissionv1.Update, old.DeepCopy(), old, true))
 		h.check("dry run", r, kept("general"))
 		if ev := h.events.take(); len(ev) != 0 {
@@ -81,7 +82,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	})
 	t.Run("hand-written private-ip-ids denied", func(t *testing.T) {
 		h := newHarness(t)
-		old := withLB(service("web", "api", nil), "lb-id")
+		old := withLB(fixtures.PrivateService("web", "api", nil), "lb-id")
 		next := old.DeepCopy()
 		next.Annotations[ccm.AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
@@ -89,7 +90,7 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	})
 	t.Run("allow-ip-change moves it to a reserved IP", func(t *testing.T) {
 		h := newHarness(t)
-		old := withLB(service("web", "api", nil), "ingress")
+		old := withLB(fixtures.PrivateService("web", "api", nil), "ingress")
 		next := old.DeepCopy()
 		next.Annotations[request.AnnotationAllowIPChange] = "true"
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
@@ -102,16 +103,16 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 	for _, mark := range []string{"lb-id", "finalizer"} {
 		t.Run("back to LoadBalancer while the old one's "+mark+" is there", func(t *testing.T) {
 			h := newHarness(t)
-			old := withLB(service("web", "api", nil), mark)
+			old := withLB(fixtures.PrivateService("web", "api", nil), mark)
 			old.Spec.Type = corev1.ServiceTypeClusterIP
-			next := withLB(service("web", "api", nil), mark)
+			next := withLB(fixtures.PrivateService("web", "api", nil), mark)
 			r, _ := h.send(review(admissionv1.Update, next, old, false))
 			h.check("type flip", r, kept("general"))
 		})
 	}
 	t.Run("no Load Balancer yet: allocates", func(t *testing.T) {
 		h := newHarness(t)
-		old := service("web", "api", ann("team", "edge"))
+		old := fixtures.PrivateService("web", "api", ann("team", "edge"))
 		r, _ := h.send(review(admissionv1.Update, old.DeepCopy(), old, false))
 		h.check("no LB", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
@@ -161,7 +162,7 @@ func reused(pool, addr, calls string, pns ...string) expect {
 func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+	live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 	x := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	h.retain(x, "uid-of-the-first-api", 0) // the sweeper back-filled its uid...
 	ip, _ := h.cloud.GetIP(ctx, x)
@@ -182,7 +183,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	// Still live in the cache (not Terminating): the apiserver would refuse
 	// the CREATE; say so instead of asking to retry.
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("exists", r, expect{allowed: false, code: 409, calls: "GetIP=1",
 		message: []string{"Service payments/api already exists and holds address 172.16.35.200"}})
 
@@ -198,7 +199,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("terminating", r, retry("GetIP=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
 	if n := len(h.srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs: a retryable refusal booked something", n)
@@ -217,12 +218,12 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	if err := h.kube.Update(ctx, live); err != nil { // the CCM lets go: gone
 		t.Fatal(err)
 	}
-	lagging := service("payments", "api", live.Annotations)
+	lagging := fixtures.PrivateService("payments", "api", live.Annotations)
 	if err := h.kube.Create(ctx, lagging); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	if !h.orphanedSince(x).IsZero() {
 		t.Fatal("orphaned-since not cleared: the sweeper could release X under the new Service")
@@ -234,12 +235,12 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 // a fresh address when that reservation is gone or being released.
 func TestRestoredManifest(t *testing.T) {
 	restored := func(h *harness) (*corev1.Service, string) {
-		live := h.created(service("web", "api", nil))
+		live := h.created(fixtures.PrivateService("web", "api", nil))
 		id := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		if err := h.kube.Delete(context.Background(), live); err != nil {
 			h.t.Fatal(err)
 		}
-		return service("web", "api", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationPNIDs, live.Annotations[ccm.AnnotationPNIDs],
+		return fixtures.PrivateService("web", "api", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationPNIDs, live.Annotations[ccm.AnnotationPNIDs],
 			request.AnnotationAddresses, live.Annotations[request.AnnotationAddresses])), id
 	}
 	t.Run("retained: taken back", func(t *testing.T) {
@@ -299,17 +300,17 @@ func TestFailClosed(t *testing.T) {
 	t.Run("namespace unreadable", func(t *testing.T) {
 		h := newHarness(t)
 		h.mutator.Namespaces = failingReader{h.kube}
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("namespace", r, retry("", "namespace web cannot be read from the cache of scw-lb-ipam right now", "nothing was reserved, apply again in a moment"))
 	})
 	t.Run("Service cache unreadable", func(t *testing.T) {
 		h := newHarness(t)
-		h.created(service("web", "api", nil)) // a reservation to look at
+		h.created(fixtures.PrivateService("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
 		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: ccm.References{Reader: failingReader{h.kube}}})
 		h.mutator.Allocator = h.alloc
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("services", r, retry("ListIPs=1", "the Service cache of scw-lb-ipam cannot tell which Services use this IP right now"))
 	})
 }
@@ -329,7 +330,7 @@ func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
 	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &ipamtest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {
 		e := denied("IPAM IP " + attached + " (10.10.0.78) is attached to lb_server legacy-lb")
 		e.calls = "GetIP=1"
@@ -344,14 +345,14 @@ func TestDryRunRecordsNothing(t *testing.T) {
 // fresh address, its old reservation is left to the sweeper.
 func TestRetentionZeroIsNotSticky(t *testing.T) {
 	h := newHarness(t)
-	live := h.created(service("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")))
+	live := h.created(fixtures.PrivateService("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")))
 	id := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	if err := h.kube.Delete(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
 	h.retain(id, "uid-1", time.Second)
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")), nil, false))
 	// The sweeper's orphaned-since is not in this replica's index yet: one
 	// re-read rules the old reservation out.
 	want := reserved("ephemeral", "10.50.0.3", "nodes", "tmp")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -44,7 +45,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	t.Run("pn-ids reset to the manifest's", func(t *testing.T) {
 		h := newHarness(t)
 		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
-		live := h.created(service("payments", "api", manifest))
+		live := h.created(fixtures.PrivateService("payments", "api", manifest))
 		if got, want := live.Annotations[ccm.AnnotationPNIDs], h.pnList("nodes", "dc"); got != want {
 			t.Fatalf("created with pn-ids %q, want %q", got, want)
 		}
@@ -56,7 +57,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a network the user adds is kept, the pool's added back", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
@@ -66,7 +67,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	t.Run("a Service that already lost the pool's network gets it back", func(t *testing.T) {
 		h := newHarness(t)
 		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
-		live := h.created(service("payments", "api", manifest))
+		live := h.created(fixtures.PrivateService("payments", "api", manifest))
 		live.Annotations[ccm.AnnotationPNIDs] = h.pns["nodes"].ID // stored by an earlier version
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, manifest), live, false))
@@ -76,7 +77,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("adding the pool's network back would pass a Load Balancer's 8: denied", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
 		h.srv.ResetCounts()
 		// The manifest now lists eight networks of its own, not the pool's:
 		// with it added back, the Load Balancer would need nine.
@@ -87,7 +88,7 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a network the user removes stays removed", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID)), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
@@ -104,7 +105,7 @@ func TestReapplyComparesRequestsAsSets(t *testing.T) {
 		a, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.77"), nil, nil)
 		b, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.202"), nil, nil)
 		manifest := ann(ccm.AnnotationPrivateIPIDs, a+", "+b)
-		live := h.created(service("payments", "raw", manifest))
+		live := h.created(fixtures.PrivateService("payments", "raw", manifest))
 		if got := live.Annotations[ccm.AnnotationPrivateIPIDs]; got != a+","+b {
 			t.Fatalf("created with private-ip-ids %q, want %q", got, a+","+b)
 		}
@@ -116,21 +117,21 @@ func TestReapplyComparesRequestsAsSets(t *testing.T) {
 	})
 	t.Run("pinning the current address", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.200")), live, false))
 		h.check("pinned", r, expect{allowed: true})
 	})
 	t.Run("pinning another address is a change", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.201")), live, false))
 		h.check("moved", r, denied(`changing annotation scw-lb-ipam.io/address from "" to "172.16.35.201"`, "allow-ip-change"))
 	})
 	t.Run("reordering pools", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link,general")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link,general")))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationPool, "general,dc-link")), live, false))
 		h.check("reordered", r, expect{allowed: true})
@@ -175,7 +176,7 @@ func TestNonCanonicalIDsAreDenied(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			lab := h.pns["lab"].ID
-			r, _ := h.send(review(admissionv1.Create, service("web", "api", tc.annotations(h.pns["nodes"].ID, lab)), nil, false))
+			r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", tc.annotations(h.pns["nodes"].ID, lab)), nil, false))
 			h.check(name, r, denied(tc.want(lab)...))
 		})
 	}
@@ -193,19 +194,19 @@ func TestNamespaceLabelledAMomentAgo(t *testing.T) {
 	t.Run("read live", func(t *testing.T) {
 		h := newHarness(t)
 		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), h.kube
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("labelled", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
 	t.Run("not labelled live either", func(t *testing.T) {
 		h := newHarness(t)
 		h.mutator.NamespacesLive = h.kube
-		r, _ := h.send(review(admissionv1.Create, service("plain", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("plain", "api", nil), nil, false))
 		h.check("plain", r, expect{allowed: true})
 	})
 	t.Run("unreadable live", func(t *testing.T) {
 		h := newHarness(t)
 		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), failingReader{h.kube}
-		r, _ := h.send(review(admissionv1.Create, service("web", "api", nil), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("fail closed", r, retry("", "namespace web cannot be read", "nothing was reserved, apply again in a moment"))
 	})
 }
@@ -245,16 +246,16 @@ func TestStickyBeforePolicy(t *testing.T) {
 	t.Run("a drained pool gives its Service's reservation back", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("old", "10.40.0.9", "drained", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "drained")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("re-created", r, reused("drained", "10.40.0.9", "GetIP=1 UpdateIP=1", "nodes", "old"))
 		h.srv.ResetCounts()
-		r, _ = h.send(review(admissionv1.Create, service("payments", "new", ann(request.AnnotationPool, "drained")), nil, false))
+		r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "new", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("new Service", r, denied(`pool "drained" is disabled (draining)`))
 	})
 	t.Run("a renamed pool keeps its Service's address", func(t *testing.T) {
 		h := newHarness(t)
 		id := h.seedRetained("dc", "172.16.35.201", "dc-old", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 		h.check("re-created", r, reused("dc-link", "172.16.35.201", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 		if got := h.poolTag(id); got != "dc-link" {
 			t.Fatalf("pool tag %q after the take-back, want dc-link", got)
@@ -263,13 +264,13 @@ func TestStickyBeforePolicy(t *testing.T) {
 	t.Run("a renamed pool, the address pinned", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("dc", "172.16.35.201", "dc-old", api, nil)
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.201")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.201")), nil, false))
 		h.check("re-created", r, reused("dc-link", "172.16.35.201", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	})
 	t.Run("an address the operator took out of the pool since is still refused", func(t *testing.T) {
 		h := newHarness(t)
 		h.seedRetained("dc", "172.16.35.210", "dc-link", api, nil) // the ranges were wider then
-		r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.210")), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.210")), nil, false))
 		h.check("refused", r, denied("172.16.35.210 is outside pool dc-link's ranges"))
 	})
 }
@@ -282,13 +283,13 @@ func TestRecreateWhileThePreviousLoadBalancerIsBeingDeleted(t *testing.T) {
 	h := newHarness(t)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-of-the-previous"})
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 
 	// Any other resource holding it is not the previous Load Balancer.
 	h = newHarness(t)
 	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
-	r, _ = h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	want := reserved("dc-link", "172.16.35.201", "nodes", "dc")
 	want.calls = "BookIP=1 GetIP=1" // the candidate is read, then passed over
 	h.check("held by a server", r, want)
@@ -297,7 +298,7 @@ func TestRecreateWhileThePreviousLoadBalancerIsBeingDeleted(t *testing.T) {
 // Finding 8: a Service of another load-balancer controller is not ours.
 func TestLoadBalancerClassIsOutOfScope(t *testing.T) {
 	h := newHarness(t)
-	svc := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+	svc := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	class := "metallb.io/metallb"
 	svc.Spec.LoadBalancerClass = &class
 	h.srv.ResetCounts()

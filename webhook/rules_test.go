@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -24,10 +25,10 @@ func TestUpdateRules(t *testing.T) {
 	reservedSvc := func(kv ...string) *corev1.Service {
 		a := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPrivateIPIDs, id, request.AnnotationAddresses, "172.16.35.200", ccm.AnnotationPNIDs, nodes+","+dc)
 		maps.Copy(a, ann(kv...))
-		return service("payments", "api", a)
+		return fixtures.PrivateService("payments", "api", a)
 	}
 	dhcpSvc := func(kv ...string) *corev1.Service {
-		s := service("payments", "api", ann(kv...))
+		s := fixtures.PrivateService("payments", "api", ann(kv...))
 		s.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa"
 		return s
 	}
@@ -54,7 +55,7 @@ func TestUpdateRules(t *testing.T) {
 		"a DHCP Load Balancer moving with allow-ip-change": {
 			old: dhcpSvc(), svc: dhcpSvc(request.AnnotationPool, "dc-link", request.AnnotationAllowIPChange, "true"), verdict: verdictAllocate, pools: []string{"dc-link"}},
 		"nothing reserved before, no Load Balancer": {
-			old: service("payments", "api", nil), svc: service("payments", "api", ann("team", "a")), verdict: verdictAllocate},
+			old: fixtures.PrivateService("payments", "api", nil), svc: fixtures.PrivateService("payments", "api", ann("team", "a")), verdict: verdictAllocate},
 		"the same object": {
 			old: reservedSvc(), svc: reservedSvc(), verdict: verdictKeep, kept: map[string]string{}},
 		"a re-apply drops what was written": {

@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -28,7 +29,7 @@ func TestSecurityScope(t *testing.T) {
 	for _, ns := range []string{"plain", "kube-system", "scw-lb-ipam", "no-such-namespace"} {
 		h.srv.ResetCounts()
 		for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
-			svc := service(ns, "x", everyAnnotation(id))
+			svc := fixtures.PrivateService(ns, "x", everyAnnotation(id))
 			var old = svc.DeepCopy()
 			if op == admissionv1.Create {
 				old = nil
@@ -55,10 +56,10 @@ func TestSecurityScope(t *testing.T) {
 // and nothing is booked or re-tagged on the way.
 func TestSecurityTheft(t *testing.T) {
 	h := newHarness(t)
-	victim := h.created(service("payments", "victim", ann(request.AnnotationPool, "dc-link")))
+	victim := h.created(fixtures.PrivateService("payments", "victim", ann(request.AnnotationPool, "dc-link")))
 	victimID, victimAddr := victim.Annotations[ccm.AnnotationPrivateIPIDs], victim.Annotations[request.AnnotationAddresses]
 	// A retained reservation of another Service (deleted, not yet released).
-	h.send(review(admissionv1.Create, service("payments", "gone", ann(request.AnnotationPool, "dc-link")), nil, false))
+	h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "gone", ann(request.AnnotationPool, "dc-link")), nil, false))
 	goneID, _ := h.ipByAddress("172.16.35.201")
 	foreign, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &ipamtest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
 	nodesIP, _ := h.srv.AddIP(h.pns["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
@@ -82,7 +83,7 @@ func TestSecurityTheft(t *testing.T) {
 	} {
 		before := len(h.srv.IPs())
 		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Create, service(tt.ns, "thief", tt.ann), nil, false))
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService(tt.ns, "thief", tt.ann), nil, false))
 		if r.Allowed || !strings.Contains(r.Result.Message, tt.want) {
 			t.Errorf("%s: allowed=%v %q, want a denial mentioning %q", tt.name, r.Allowed, r.Result.Message, tt.want)
 		}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -137,7 +138,7 @@ func TestCreate(t *testing.T) {
 	// Seven networks besides the nodes': pn-ids at a Load Balancer's limit.
 	const sevenPNs = "7a000001-0000-4000-8000-000000000001,7a000002-0000-4000-8000-000000000002,7a000003-0000-4000-8000-000000000003," +
 		"7a000004-0000-4000-8000-000000000004,7a000005-0000-4000-8000-000000000005,7a000006-0000-4000-8000-000000000006,7a000007-0000-4000-8000-000000000007"
-	byoOver8 := service("web", "api", nil)
+	byoOver8 := fixtures.PrivateService("web", "api", nil)
 	tests := []struct {
 		name   string
 		svc    *corev1.Service
@@ -145,15 +146,15 @@ func TestCreate(t *testing.T) {
 		setup  func(h *harness)
 		want   expect
 	}{
-		{name: "pool from ranges", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
+		{name: "pool from ranges", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			want: reserved("dc-link", "172.16.35.200", "nodes", "dc")},
-		{name: "default pool when nothing is asked", svc: service("web", "front", ann("team", "web")),
+		{name: "default pool when nothing is asked", svc: fixtures.PrivateService("web", "front", ann("team", "web")),
 			want: reserved("general", "10.10.0.2", "nodes", "edge")},
-		{name: "specific address infers its pool", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.202")),
+		{name: "specific address infers its pool", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.202")),
 			want: reserved("dc-link", "172.16.35.202", "nodes", "dc")},
-		{name: "autoAssign false pool with address", svc: service("web", "lab", ann(request.AnnotationPool, "manual", request.AnnotationAddress, "10.30.0.50")),
+		{name: "autoAssign false pool with address", svc: fixtures.PrivateService("web", "lab", ann(request.AnnotationPool, "manual", request.AnnotationAddress, "10.30.0.50")),
 			want: reserved("manual", "10.30.0.50", "nodes", "lab")},
-		{name: "user pn-ids kept and extended", svc: service("web", "front", ann("service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "{{nodes}}")),
+		{name: "user pn-ids kept and extended", svc: fixtures.PrivateService("web", "front", ann("service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "{{nodes}}")),
 			want: func() expect {
 				e := reserved("general", "10.10.0.2", "nodes", "edge")
 				e.ops = func(h *harness) []jsonpatch.Operation {
@@ -166,7 +167,7 @@ func TestCreate(t *testing.T) {
 			}()},
 		// A Load Balancer attaches at most 8 Private Networks: refused
 		// before any Scaleway call, naming the networks.
-		{name: "pool's network over a Load Balancer's 8", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, "{{nodes}},"+sevenPNs)),
+		{name: "pool's network over a Load Balancer's 8", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, "{{nodes}},"+sevenPNs)),
 			want: denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of pools dc-link: ",
 				sevenPNs+",", "a Scaleway Load Balancer attaches at most 8", "list fewer networks in "+ccm.AnnotationPNIDs+", or ask for fewer pools")},
 		// Brought-your-own IDs name their network once validated: refused
@@ -193,50 +194,50 @@ func TestCreate(t *testing.T) {
 				return e
 			}()},
 		{name: "not a LoadBalancer", svc: func() *corev1.Service {
-			s := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+			s := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 			s.Spec.Type = corev1.ServiceTypeClusterIP
 			return s
 		}(), want: untouched},
-		{name: "namespace not opted in", svc: service("plain", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")), want: untouched},
-		{name: "kube-system excluded", svc: service("kube-system", "api", ann(request.AnnotationPool, "general")), want: untouched},
-		{name: "release namespace excluded", svc: service("scw-lb-ipam", "api", ann(request.AnnotationPool, "general")), want: untouched},
-		{name: "dry run books nothing", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")), dryRun: true,
+		{name: "namespace not opted in", svc: fixtures.PrivateService("plain", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")), want: untouched},
+		{name: "kube-system excluded", svc: fixtures.PrivateService("kube-system", "api", ann(request.AnnotationPool, "general")), want: untouched},
+		{name: "release namespace excluded", svc: fixtures.PrivateService("scw-lb-ipam", "api", ann(request.AnnotationPool, "general")), want: untouched},
+		{name: "dry run books nothing", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), dryRun: true,
 			want: expect{allowed: true, calls: "",
 				warnings: func(*harness) []string {
 					return []string{"scw-lb-ipam: dry run: would reserve 172.16.35.200 from pool dc-link; nothing was booked"}
 				}}},
-		{name: "unknown pool", svc: service("payments", "api", ann(request.AnnotationPool, "nope")),
+		{name: "unknown pool", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "nope")),
 			want: denied(`annotation scw-lb-ipam.io/pool: value "nope": there is no pool "nope"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)},
-		{name: "pool not allowed", svc: service("web", "api", ann(request.AnnotationPool, "dc-link")),
+		{name: "pool not allowed", svc: fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "dc-link")),
 			want: denied(`pool "dc-link" is not allowed for namespace web; pools it may use: general, manual, drained, v6, dc-other`)},
-		{name: "address outside pools", svc: service("payments", "api", ann(request.AnnotationAddress, "192.168.1.1")),
+		{name: "address outside pools", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "192.168.1.1")),
 			want: denied("annotation scw-lb-ipam.io/address", "192.168.1.1 is in none of the pools namespace payments may use")},
-		{name: "address outside the named pool", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.250")),
+		{name: "address outside the named pool", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAddress, "172.16.35.250")),
 			want: denied("172.16.35.250 is outside pool dc-link's ranges 172.16.35.200-172.16.35.203")},
-		{name: "address IPAM keeps", svc: service("web", "api", ann(request.AnnotationAddress, "10.10.0.1")),
+		{name: "address IPAM keeps", svc: fixtures.PrivateService("web", "api", ann(request.AnnotationAddress, "10.10.0.1")),
 			want: denied("10.10.0.1 is reserved by Scaleway IPAM (the first two and last two addresses of 10.10.0.0/24)")},
-		{name: "disabled pool", svc: service("web", "api", ann(request.AnnotationPool, "drained")),
+		{name: "disabled pool", svc: fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "drained")),
 			want: denied(`annotation scw-lb-ipam.io/pool: value "drained"`, "is disabled (draining)")},
-		{name: "autoAssign false without address", svc: service("web", "api", ann(request.AnnotationPool, "manual")),
+		{name: "autoAssign false without address", svc: fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "manual")),
 			want: denied("autoAssign: false", "set scw-lb-ipam.io/address")},
-		{name: "two pools on one network", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link,dc-other")),
+		{name: "two pools on one network", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link,dc-other")),
 			want: denied("same Private Network", "one IP per Private Network")},
-		{name: "IPv6 only", svc: service("web", "api", ann(request.AnnotationPool, "v6")),
+		{name: "IPv6 only", svc: fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "v6")),
 			want: denied("only IPv6 pools", "IPv4 status only")},
 		{name: "generateName", svc: func() *corev1.Service {
-			s := service("payments", "", ann(request.AnnotationPool, "dc-link"))
+			s := fixtures.PrivateService("payments", "", ann(request.AnnotationPool, "dc-link"))
 			s.GenerateName = "api-"
 			return s
 		}(), want: denied("only generateName", "set one")},
-		{name: "bad address syntax", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.x")),
+		{name: "bad address syntax", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.x")),
 			want: denied(`annotation scw-lb-ipam.io/address: value "172.16.35.x"`, "not an IP address")},
-		{name: "bad allow-ip-change", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAllowIPChange, "yes")),
+		{name: "bad allow-ip-change", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationAllowIPChange, "yes")),
 			want: denied(`must be "true" or "false"`)},
-		{name: "ids and pool together", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")),
+		{name: "ids and pool together", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", request.AnnotationIPAMIDs, "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f")),
 			want: denied("cannot be combined")},
-		{name: "address held by another Service", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
+		{name: "address held by another Service", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
-				r, _ := h.send(review(admissionv1.Create, service("payments", "other", ann(request.AnnotationAddress, "172.16.35.201")), nil, false))
+				r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "other", ann(request.AnnotationAddress, "172.16.35.201")), nil, false))
 				if !r.Allowed {
 					h.t.Fatal(r.Result.Message)
 				}
@@ -246,7 +247,7 @@ func TestCreate(t *testing.T) {
 				e.calls = "BookIP=1"
 				return e
 			}()},
-		{name: "address held by a resource", svc: service("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
+		{name: "address held by a resource", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
 				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &ipamtest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
 					h.t.Fatal(err)
@@ -258,7 +259,7 @@ func TestCreate(t *testing.T) {
 				e.calls = "ListIPs=1 BookIP=1"
 				return e
 			}()},
-		{name: "pool exhausted", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
+		{name: "pool exhausted", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			setup: func(h *harness) {
 				for i := 200; i <= 203; i++ {
 					if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr(fmt.Sprint("172.16.35.", i)), nil, nil); err != nil {
@@ -275,7 +276,7 @@ func TestCreate(t *testing.T) {
 				e.calls = ""
 				return e
 			}()},
-		{name: "Scaleway unavailable", svc: service("payments", "api", ann(request.AnnotationPool, "dc-link")),
+		{name: "Scaleway unavailable", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			setup: func(h *harness) { h.srv.FailNext(ipamtest.OpBookIP, 100, ipamtest.Fault{Status: 503}) },
 			want: func() expect {
 				// A booking is not retried blindly (it may have happened):

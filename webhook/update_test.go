@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -29,7 +30,7 @@ func (h *harness) created(svc *corev1.Service) *corev1.Service {
 func TestUpdate(t *testing.T) {
 	t.Run("unchanged is idempotent and calls nothing", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Spec.Ports = append(next.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 		h.srv.ResetCounts()
@@ -39,8 +40,8 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("annotations dropped by an apply are restored", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
-		next := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		next := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("restored", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
@@ -50,7 +51,7 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("pool change denied without allow-ip-change", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Annotations[request.AnnotationPool] = "general"
 		h.srv.ResetCounts()
@@ -60,7 +61,7 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("pool change with allow-ip-change reserves anew", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		oldID := live.Annotations[ccm.AnnotationPrivateIPIDs]
 		next := live.DeepCopy()
 		next.Annotations[request.AnnotationPool] = "general"
@@ -84,7 +85,7 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("hand-edited private-ip-ids denied", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Annotations[ccm.AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 		h.srv.ResetCounts()
@@ -94,9 +95,9 @@ func TestUpdate(t *testing.T) {
 
 	t.Run("ClusterIP to LoadBalancer allocates", func(t *testing.T) {
 		h := newHarness(t)
-		old := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+		old := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		old.Spec.Type = corev1.ServiceTypeClusterIP
-		next := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+		next := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 		if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -114,16 +115,16 @@ func TestBringYourOwn(t *testing.T) {
 	raw, _ := h.srv.AddIP(edge, mustAddr("10.10.0.79"), nil, nil)
 
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("web", "byo", ann(request.AnnotationIPAMIDs, free)), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "byo", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("valid ipam-ids", r, expect{allowed: true, calls: "GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation { return addOps(free, h.pnList("nodes", "edge"), "10.10.0.77") },
 		warnings: func(*harness) []string {
 			return []string{"scw-lb-ipam: using 10.10.0.77 (IPAM ID " + free + ", pool general), validated; it was reserved outside scw-lb-ipam and will never be released by it"}
 		}})
-	h.store(service("web", "byo", ann(request.AnnotationIPAMIDs, free)), r)
+	h.store(fixtures.PrivateService("web", "byo", ann(request.AnnotationIPAMIDs, free)), r)
 
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("web", "thief", ann(request.AnnotationIPAMIDs, free)), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "thief", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("another Service's ID", r, func() expect {
 		e := denied("annotation scw-lb-ipam.io/ipam-ids", "already used by Service web/byo")
 		e.calls = "GetIP=1"
@@ -131,11 +132,11 @@ func TestBringYourOwn(t *testing.T) {
 	}())
 
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("web", "x", ann(request.AnnotationIPAMIDs, attached)), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "x", ann(request.AnnotationIPAMIDs, attached)), nil, false))
 	h.check("attached", r, func() expect { e := denied("attached to lb_server legacy-lb"); e.calls = "GetIP=1"; return e }())
 
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("web", "rawbyo", ann(ccm.AnnotationPrivateIPIDs, raw)), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "rawbyo", ann(ccm.AnnotationPrivateIPIDs, raw)), nil, false))
 	h.check("raw private-ip-ids", r, expect{allowed: true, calls: "GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation {
 			// private-ip-ids stays as the user wrote it.
@@ -146,9 +147,9 @@ func TestBringYourOwn(t *testing.T) {
 		}})
 
 	// Stealing another Service's booked reservation by its ID.
-	live := h.created(service("payments", "api", ann(request.AnnotationPool, "dc-link")))
+	live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 	h.srv.ResetCounts()
-	r, _ = h.send(review(admissionv1.Create, service("payments", "copycat", ann(ccm.AnnotationPrivateIPIDs, live.Annotations[ccm.AnnotationPrivateIPIDs])), nil, false))
+	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "copycat", ann(ccm.AnnotationPrivateIPIDs, live.Annotations[ccm.AnnotationPrivateIPIDs])), nil, false))
 	h.check("tagged reservation", r, func() expect {
 		e := denied("already used by Service payments/api")
 		e.calls = "GetIP=1"
@@ -158,7 +159,7 @@ func TestBringYourOwn(t *testing.T) {
 
 func TestRetriedCreateBooksOnce(t *testing.T) {
 	h := newHarness(t)
-	svc := service("payments", "api", ann(request.AnnotationPool, "dc-link"))
+	svc := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	first, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	second, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	if !first.Allowed || !second.Allowed {
@@ -181,7 +182,7 @@ func TestMultiplePools(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.srv.ResetCounts()
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "dc-link,general")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link,general")), nil, false))
 	if !r.Allowed {
 		t.Fatal(r.Result.Message)
 	}
@@ -206,7 +207,7 @@ func TestSecondPoolFailureReleasesTheFirst(t *testing.T) {
 	for i := 200; i <= 203; i++ {
 		_, _ = h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35."+itoa(i)), nil, nil)
 	}
-	r, _ := h.send(review(admissionv1.Create, service("payments", "api", ann(request.AnnotationPool, "general,dc-link")), nil, false))
+	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "general,dc-link")), nil, false))
 	if r.Allowed || !strings.Contains(r.Result.Message, "exhausted") {
 		t.Fatalf("response %+v", r.Result)
 	}
@@ -222,13 +223,13 @@ func TestSecondPoolFailureReleasesTheFirst(t *testing.T) {
 
 func TestProxyProtocolWarning(t *testing.T) {
 	h := newHarness(t)
-	svc := service("web", "mixed", ann("service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2", "443"))
+	svc := fixtures.PrivateService("web", "mixed", ann("service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2", "443"))
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
 	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	if len(r.Warnings) != 2 || !strings.Contains(r.Warnings[1], "PROXY protocol on ports 443 but not on 80") {
 		t.Fatalf("warnings %q", r.Warnings)
 	}
-	all := service("web", "all", ann("service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2", "*"))
+	all := fixtures.PrivateService("web", "all", ann("service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2", "*"))
 	if r, _ := h.send(review(admissionv1.Create, all, nil, false)); len(r.Warnings) != 1 {
 		t.Fatalf("warnings %q", r.Warnings)
 	}
@@ -247,7 +248,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{"wrong kind", pod, http.StatusBadRequest},
 		{"empty object", empty, http.StatusBadRequest},
-		{"huge annotation", review(admissionv1.Create, service("web", "big", ann(request.AnnotationPool, huge)), nil, false), http.StatusForbidden},
+		{"huge annotation", review(admissionv1.Create, fixtures.PrivateService("web", "big", ann(request.AnnotationPool, huge)), nil, false), http.StatusForbidden},
 	} {
 		r, _ := h.send(tt.body)
 		if r.Allowed || r.Result == nil || r.Result.Code != tt.code {

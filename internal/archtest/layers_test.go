@@ -27,6 +27,7 @@ var layers = []layer{
 	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "internal/archtest"}},
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
+	{"test fixtures", []string{"internal/fixtures"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "ipam/sweeper", "certs"}},
 	{"requests, claims", []string{"request", "ipam/claims"}},
@@ -50,7 +51,7 @@ var (
 )
 
 // testOnly are linked into no binary that ships.
-var testOnly = []string{"ipam/ipamtest", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+var testOnly = []string{"ipam/ipamtest", "internal/fixtures", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
 
 type pkg struct {
 	ImportPath string

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,7 +47,7 @@ func newWorld(t *testing.T, opts ...func(*ipamtest.Options)) *world {
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Service{}).Build()
 	w.ccm, err = New(Options{
 		Kube: w.kube, ClusterPrivateNetworkID: w.nodes.ID,
-		Scaleway: []scw.ClientOption{scw.WithAPIURL(w.emu.URL()), scw.WithAuth("SCWXXXXXXXXXXXXXXXXX", "11111111-1111-4111-8111-111111111111"), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
+		Scaleway: w.emu.ClientOptions(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,6 @@
 // itself through internal/app, in process.
 //
 // It owns the control plane's lifecycle, the webhook replicas and the reads
-// of their metrics. It imports internal/app, the emulator and the CCM
-// stand-in; nothing the binary ships imports it.
+// of their metrics. It imports internal/app, the emulator, the CCM
+// stand-in and the shared fixtures; nothing the binary ships imports it.
 package testenv

@@ -29,14 +29,15 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Credentials of the emulator.
 const (
-	AccessKey = "SCWABCDEFGHIJKLMNOPQ"
-	SecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
+	AccessKey = ipamtest.TestAccessKey
+	SecretKey = ipamtest.TestSecretKey
 )
 
 // Options configures Start.
@@ -46,8 +47,9 @@ type Options struct {
 	// PrivateNetworks are created in the emulator, as "name=cidr[,cidr]";
 	// "nodes" is the cluster's.
 	PrivateNetworks []string
-	// PoolFile renders the pool file from the networks' IDs.
-	PoolFile func(pns map[string]ipamtest.PrivateNetwork) string
+	// PoolFile is the pool file, {{name}} standing for the ID of Private
+	// Network name (fixtures.PoolFile).
+	PoolFile string
 	// Namespaces to create; true means opted in.
 	Namespaces map[string]bool
 	// HelmSets are --set values for rendering the chart's webhook
@@ -208,7 +210,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	pools := filepath.Join(e.tmp, "pools.yaml")
-	if err := os.WriteFile(pools, []byte(o.PoolFile(e.PNs)), 0o600); err != nil {
+	if err := os.WriteFile(pools, []byte(fixtures.PoolFile(o.PoolFile, e.PNs)), 0o600); err != nil {
 		return nil, err
 	}
 	apiURL, err := url.Parse(e.Config.Host)
@@ -387,8 +389,8 @@ func (e *Env) Stop() {
 
 // ScalewayOptions point a Scaleway client at the emulator, as the webhook's.
 func (e *Env) ScalewayOptions() []scw.ClientOption {
-	return []scw.ClientOption{scw.WithAPIURL(e.Emu.URL()), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	return e.Emu.ClientOptions()
 }
 
 // PoolFile is the pool file the webhook runs with.
-func (e *Env) PoolFile() string { return e.o.PoolFile(e.PNs) }
+func (e *Env) PoolFile() string { return fixtures.PoolFile(e.o.PoolFile, e.PNs) }

@@ -145,7 +145,7 @@ func BenchmarkBookIP(b *testing.B) {
 func BenchmarkListIPsPageOver10k(b *testing.B) {
 	srv := NewTestServer(b, Options{})
 	seedMany(b, srv, 10_000)
-	cl, err := scw.NewClient(scw.WithAPIURL(srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultRegion(scw.RegionFrPar))
+	cl, err := scw.NewClient(append(srv.ClientOptions(), scw.WithDefaultRegion(scw.RegionFrPar))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -49,13 +49,8 @@ func setup(t *testing.T, opts ...func(*Options)) (*Server, clients) {
 
 func newClients(t *testing.T, srv *Server, extra ...scw.ClientOption) clients {
 	t.Helper()
-	opts := append([]scw.ClientOption{
-		scw.WithAPIURL(srv.URL()),
-		scw.WithAuth(testAccessKey, testSecretKey),
-		scw.WithDefaultRegion(scw.RegionFrPar),
-		scw.WithDefaultZone(scw.ZoneFrPar1),
-		scw.WithDefaultProjectID(testProject),
-	}, extra...)
+	opts := append(srv.ClientOptions(), scw.WithDefaultRegion(scw.RegionFrPar), scw.WithDefaultZone(scw.ZoneFrPar1))
+	opts = append(opts, extra...)
 	c, err := scw.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)

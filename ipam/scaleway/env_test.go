@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -40,12 +39,8 @@ func newEnv(t *testing.T, pns ...string) *env {
 	}
 	e := &env{srv: srv, pns: nets}
 	c, err := New(context.Background(), Options{
-		Region: "fr-par",
-		ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(srv.URL()),
-			scw.WithAuth(testAccessKey, testSecretKey),
-			scw.WithDefaultProjectID(testProject),
-		},
+		Region:        "fr-par",
+		ClientOptions: srv.ClientOptions(),
 		// Short steps keep retry tests quick; the shape is the production one.
 		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
 		PageSize: 50,

@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,15 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
-)
-
-const (
-	testAccessKey = "SCWABCDEFGHIJKLMNOPQ"
-	testSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 )
 
 // world is an emulator, a pool file, a Service cache and a clock.
@@ -49,25 +44,13 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	w := &world{t: t, pns: map[string]ipamtest.PrivateNetwork{}, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
-	w.srv = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: testSecretKey})
-	file := "clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" +
-		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n" +
-		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"
-	pns, err := w.srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, pn := range pns {
-		w.pns[name] = pn
-		file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
-	}
-	w.cloud, err = scaleway.New(context.Background(), scaleway.Options{Region: "fr-par",
-		ClientOptions: []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)},
-		Backoff:       wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := &world{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
+	w.srv, w.pns = fixtures.Emulator(t, ipamtest.Options{SecretKey: ipamtest.TestSecretKey}, "nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
+	file := fixtures.PoolFile("clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
+		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n"+
+		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n", w.pns)
+	w.cloud = fixtures.Cloud(t, w.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
+	var err error
 	if w.cfg, err = ipam.ParseConfig([]byte(file)); err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +88,8 @@ func (w *world) book(pool, ns, name string) *ipam.Reservation {
 // live creates a LoadBalancer Service referencing ids.
 func (w *world) live(ns, name string, ids ...string) *corev1.Service {
 	w.t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, w.clock.Now().Unix())),
-			Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: strings.Join(ids, ",")}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
+	svc := fixtures.Service(ns, name, map[string]string{ccm.AnnotationPrivateIPIDs: strings.Join(ids, ",")})
+	svc.UID = types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, w.clock.Now().Unix()))
 	if err := w.kube.Create(context.Background(), svc); err != nil {
 		w.t.Fatal(err)
 	}

@@ -119,15 +119,13 @@ func startReport(b *testing.B) *report {
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/20", "edge=10.10.0.0/16"},
 		// dc-link's ranges hold what the measurements book in it (~1,800).
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: bench
+		PoolFile: `clusterName: bench
 region: fr-par
-clusterPrivateNetworkID: %s
+clusterPrivateNetworkID: {{nodes}}
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.33.0-172.16.46.255"]}
-  - {name: general, privateNetworkID: %s}
-`, pns["nodes"].ID, pns["dc"].ID, pns["edge"].ID)
-		},
+  - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.33.0-172.16.46.255"]}
+  - {name: general, privateNetworkID: {{edge}}}
+`,
 		Namespaces: map[string]bool{"opted": true, "plain": false},
 		Args:       []string{"--sweep-interval", "1h"},
 		// The admission path alone: no Load Balancers made meanwhile.

@@ -18,14 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -201,15 +200,13 @@ func TestChaos(t *testing.T) {
 	logs := &lockedBuffer{}
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/22"},
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: chaos
+		PoolFile: fmt.Sprintf(`clusterName: chaos
 region: fr-par
-clusterPrivateNetworkID: %s
+clusterPrivateNetworkID: {{nodes}}
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
-  - {name: general, privateNetworkID: %s, default: true, retention: %s}
-`, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
-		},
+  - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
+  - {name: general, privateNetworkID: {{edge}}, default: true, retention: %s}
+`, retention, retention),
 		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
 		Args:          []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
@@ -261,13 +258,13 @@ pools:
 	// A leader killed near the end is replaced only once its lease has
 	// expired: the sweeper's settling (debounce, retention, a cycle)
 	// counts from a replica leading again.
-	led := waitFor(30*time.Second, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
+	led := fixtures.Poll(30*time.Second, 250*time.Millisecond, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
 	if !led {
 		t.Error("no replica leads the sweeper 30s after the operations ended")
 	}
 	// An IP is released once past its retention and detached: a Load
 	// Balancer deleted at the end holds its IP for deleteDelay.
-	ok3 := led && waitFor(30*time.Second+max(deleteDelay, 0), func() bool { return len(r.unreferencedOurs()) == 0 })
+	ok3 := led && fixtures.Poll(30*time.Second+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopKills()
@@ -346,18 +343,11 @@ func (r *run) request(rng *rand.Rand) map[string]string {
 	return map[string]string{request.AnnotationPool: "general"}
 }
 
-func svcObject(ns, name string, ann map[string]string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
-}
-
 func (r *run) create(ctx context.Context, ns, name string, ann map[string]string) {
 	r.count(r.ops, "create")
 	r.done.Add(1)
 	manifest := maps.Clone(ann)
-	svc := svcObject(ns, name, ann)
+	svc := fixtures.Service(ns, name, ann)
 	start := time.Now()
 	if err := r.kube.Create(ctx, svc); err != nil {
 		r.note(ns+"/"+name, "create", start, nil, r.denied(err))
@@ -675,133 +665,6 @@ func (r *run) trail(id string) string {
 	return strings.Join(parts, ", ")
 }
 
-type result struct {
-	n      int
-	ok     bool
-	detail string
-}
-
-func (r *run) invariants(settled bool, logs string, addrs *liveAddresses, sticky *stickiness) []result {
-	r.mu.Lock()
-	violations := slices.Clone(r.violations)
-	returned := maps.Clone(r.returned)
-	r.mu.Unlock()
-	byN := func(n int) []string {
-		var out []string
-		for _, v := range violations {
-			if v.n == n {
-				out = append(out, v.msg)
-			}
-		}
-		return out
-	}
-	res := make([]result, 0, 8)
-	add := func(n int, bad []string) {
-		res = append(res, result{n: n, ok: len(bad) == 0, detail: strings.Join(bad, "; ")})
-	}
-
-	// 1 and 2: sampled during the run, and once more at the end.
-	var list corev1.ServiceList
-	_ = r.env.Kube.List(context.Background(), &list)
-	owners := map[string][]string{}
-	for i := range list.Items {
-		svc := &list.Items[i]
-		if !ccm.Live(svc) || svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			continue
-		}
-		for _, id := range ccm.ReferencedIDs(svc) {
-			owners[id] = append(owners[id], svc.Namespace+"/"+svc.Name)
-			if _, ok := r.env.Emu.IP(id); !ok {
-				violations = append(violations, violation{2, fmt.Sprintf("IP %s of live Service %s/%s is released", id, svc.Namespace, svc.Name)})
-			}
-		}
-	}
-	for id, o := range owners {
-		if len(o) > 1 {
-			violations = append(violations, violation{1, fmt.Sprintf("%s referenced by %v", id, o)})
-		}
-	}
-	add(1, byN(1))
-	add(2, byN(2))
-
-	// 3: after quiescence and retention, nothing of ours is unreferenced.
-	var bad3 []string
-	if !settled {
-		bad3 = r.unreferencedOurs()
-	}
-	add(3, bad3)
-
-	// 4: every ID handed out was booked (audit) or is a brought-your-own one.
-	booked := map[string]bool{}
-	for _, ev := range r.env.Emu.Audit() {
-		if ev.Kind == ipamtest.AuditBook {
-			booked[ev.IPID] = true
-		}
-	}
-	for _, id := range r.byo {
-		booked[id] = true
-	}
-	var bad4 []string
-	for id, svc := range returned {
-		if !booked[id] {
-			bad4 = append(bad4, fmt.Sprintf("%s handed to %s was never booked", id, svc))
-		}
-	}
-	add(4, bad4)
-
-	// 5: opted-out and excluded namespaces never modified.
-	bad5 := byN(5)
-	for i := range list.Items {
-		svc := &list.Items[i]
-		if svc.Namespace == "plain" || svc.Namespace == "kube-system" {
-			for _, k := range []string{ccm.AnnotationPNIDs, request.AnnotationAddresses} {
-				if _, ok := svc.Annotations[k]; ok {
-					bad5 = append(bad5, fmt.Sprintf("%s/%s has %s", svc.Namespace, svc.Name, k))
-				}
-			}
-		}
-	}
-	add(5, bad5)
-
-	// 6: the secret key in no log, event, warning or metric.
-	var haystacks []string
-	haystacks = append(haystacks, logs)
-	haystacks = append(haystacks, r.warnings.List()...)
-	var events eventsv1.EventList
-	_ = r.env.Kube.List(context.Background(), &events)
-	var coreEvents corev1.EventList
-	_ = r.env.Kube.List(context.Background(), &coreEvents)
-	for _, e := range events.Items {
-		haystacks = append(haystacks, e.Note, e.Reason)
-	}
-	for _, e := range coreEvents.Items {
-		haystacks = append(haystacks, e.Message, e.Reason)
-	}
-	families := r.env.Gather()
-	var metricsText bytes.Buffer
-	for _, f := range families {
-		_, _ = expfmt.MetricFamilyToText(&metricsText, f)
-	}
-	haystacks = append(haystacks, metricsText.String())
-	var bad6 []string
-	for _, h := range haystacks {
-		if strings.Contains(h, testenv.SecretKey) {
-			bad6 = append(bad6, "found in: "+truncate(h, 120))
-		}
-	}
-	if len(logs) == 0 || metricsText.Len() == 0 {
-		bad6 = append(bad6, "nothing was scanned")
-	}
-	add(6, bad6)
-
-	// 7: from the emulator's attach and detach log.
-	add(7, append(byN(7), addrs.violations...))
-
-	// 8: from the creates and the emulator's audit log.
-	add(8, append(byN(8), sticky.violations()...))
-	return res
-}
-
 func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
@@ -862,15 +725,4 @@ func sortedCounts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	return true
 }

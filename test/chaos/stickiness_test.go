@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -378,7 +379,7 @@ func (s *stickiness) summary() string {
 
 // recordCreate keeps a successful create for stickiness.
 func (r *run) recordCreate(ns, name string, start time.Time, ann map[string]string) {
-	ids := ccm.ReferencedIDs(svcObject(ns, name, ann))
+	ids := ccm.ReferencedIDs(fixtures.Service(ns, name, ann))
 	if len(ids) == 0 || ns == "plain" {
 		return
 	}

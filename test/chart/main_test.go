@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ociimage"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 )
@@ -107,13 +106,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "chart: stopping the control plane:", err)
 		}
 	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		_ = env.Stop()
-		os.Exit(130)
-	}()
+	fixtures.StopOnInterrupt(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	if kube, err = client.New(cluster, client.Options{Scheme: scheme}); err != nil {

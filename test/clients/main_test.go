@@ -7,18 +7,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
 // The pool file's cluster and namespaces, and the sweeper's knobs: seconds,
@@ -68,13 +66,7 @@ func run(m *testing.M) int {
 		summary()
 	}()
 	// A Ctrl-C or SIGTERM still stops the control plane.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		s.Stop()
-		os.Exit(130)
-	}()
+	fixtures.StopOnInterrupt(s.Stop)
 	return m.Run()
 }
 
@@ -99,15 +91,13 @@ func start(lbDeleteDelay time.Duration) (*controlPlane, error) {
 	env, err := testenv.Start(testenv.Options{
 		Root:            root,
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24"},
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: %s
+		PoolFile: fmt.Sprintf(`clusterName: %s
 region: fr-par
-clusterPrivateNetworkID: %s
+clusterPrivateNetworkID: {{nodes}}
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.1-172.16.35.120"], retention: %s}
-  - {name: general, privateNetworkID: %s, retention: %s}
-`, clusterName, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
-		},
+  - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.120"], retention: %s}
+  - {name: general, privateNetworkID: {{edge}}, retention: %s}
+`, clusterName, retention, retention),
 		Namespaces: map[string]bool{namespace: true},
 		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
 			"--max-releases-per-cycle", "100"},

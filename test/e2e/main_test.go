@@ -3,14 +3,14 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // cluster is the node the tests run on (node side only).
@@ -39,14 +39,10 @@ func runNode(m *testing.M, dir string) int {
 		fmt.Fprintln(os.Stderr, "e2e: starting the node:", err)
 		return 1
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
+	fixtures.StopOnInterrupt(func() {
 		fmt.Fprintln(os.Stderr, "e2e: interrupted: stopping the node")
 		n.stop()
-		os.Exit(130)
-	}()
+	})
 	cluster = n
 	code := m.Run()
 	if code != 0 {

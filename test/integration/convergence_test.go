@@ -16,6 +16,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -49,7 +50,7 @@ func notConverged(t *testing.T) map[string]float64 {
 func leader(t *testing.T) *testenv.Replica {
 	t.Helper()
 	var r *testenv.Replica
-	eventually(t, leaseDuration+10*time.Second, "a sweeper leader", func() bool {
+	fixtures.Eventually(t, leaseDuration+10*time.Second, poll, "a sweeper leader", func() bool {
 		for _, rep := range s.Replicas {
 			if rep.Leading() {
 				r = rep
@@ -66,7 +67,7 @@ func waitSweeps(t *testing.T, n uint64) *testenv.Replica {
 	t.Helper()
 	r := leader(t)
 	from := r.Sweeps()
-	eventually(t, time.Duration(n)*time.Second+10*time.Second, fmt.Sprintf("%d sweeper cycles", n), func() bool { return r.Sweeps() >= from+n })
+	fixtures.Eventually(t, time.Duration(n)*time.Second+10*time.Second, poll, fmt.Sprintf("%d sweeper cycles", n), func() bool { return r.Sweeps() >= from+n })
 	return r
 }
 
@@ -92,11 +93,11 @@ func ipNotApplied(t *testing.T, svc *corev1.Service) []eventsv1.Event {
 func reported(t *testing.T, svc *corev1.Service, base map[string]float64, reason, id string, want ...string) {
 	t.Helper()
 	// A creation's cycle comes after the sweeper's debounce (5s).
-	eventually(t, convergenceGrace+20*time.Second, fmt.Sprintf("the gauge to count %s/%s as %s", svc.Namespace, svc.Name, reason), func() bool {
+	fixtures.Eventually(t, convergenceGrace+20*time.Second, poll, fmt.Sprintf("the gauge to count %s/%s as %s", svc.Namespace, svc.Name, reason), func() bool {
 		return notConverged(t)[reason] == base[reason]+1
 	})
 	var note string
-	eventually(t, 10*time.Second, "the IPNotApplied Event of "+svc.Namespace+"/"+svc.Name, func() bool {
+	fixtures.Eventually(t, 10*time.Second, poll, "the IPNotApplied Event of "+svc.Namespace+"/"+svc.Name, func() bool {
 		evs := ipNotApplied(t, svc)
 		if len(evs) > 0 {
 			note = evs[0].Note
@@ -133,11 +134,11 @@ func reportedOnce(t *testing.T, svcs map[*corev1.Service]bool) {
 // reserved ID. It is deleted when the test keep ends.
 func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 	t.Helper()
-	if err := s.Kube.Create(context.Background(), lbService("web", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
+	if err := s.Kube.Create(context.Background(), fixtures.PrivateService("web", name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
 		t.Fatal(err)
 	}
 	var svc *corev1.Service
-	eventually(t, 15*time.Second, "the Load Balancer of web/"+name, func() bool {
+	fixtures.Eventually(t, 15*time.Second, poll, "the Load Balancer of web/"+name, func() bool {
 		svc = get(t, "web", name)
 		return svc.Annotations[ccm.AnnotationLoadBalancerID] != ""
 	})
@@ -145,7 +146,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 	return svc, svc.Annotations[ccm.AnnotationPrivateIPIDs]
 }
 
-// TestScenarioConvergenceMonitor: the sweeper's leader reports a Service
+// TestConvergenceMonitor: the sweeper's leader reports a Service
 // whose reserved IP is not on its Load Balancer past the grace, with the
 // likely cause, from the listing each cycle already makes. Each case is a
 // Service of its own, kept to the end: a converged one; an IP released out
@@ -153,7 +154,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 // older than v0.36.0 (the stand-in ignoring private-ip-ids). With all four
 // in place the cycle still makes only its listing and the ledger's writes;
 // the old CCM's Service converges once the CCM is upgraded.
-func TestScenarioConvergenceMonitor(t *testing.T) {
+func TestConvergenceMonitor(t *testing.T) {
 	all := t
 	console, err := s.Console()
 	if err != nil {
@@ -170,7 +171,7 @@ func TestScenarioConvergenceMonitor(t *testing.T) {
 			attachedTo(t, "web", "converged", x)
 			ip, _ := s.Emu.IP(x)
 			addr, _, _ := strings.Cut(ip.Address.String(), "/")
-			eventually(t, 10*time.Second, "the reserved address in the status", func() bool {
+			fixtures.Eventually(t, 10*time.Second, poll, "the reserved address in the status", func() bool {
 				for _, in := range get(t, "web", "converged").Status.LoadBalancer.Ingress {
 					if in.IP == addr {
 						return true
@@ -264,7 +265,7 @@ func TestScenarioConvergenceMonitor(t *testing.T) {
 			old, oldX = poolService(t, all, "old-ccm")
 			// The old CCM attached the pool's network with DHCP and
 			// reports that address: the user sees a status, not X's.
-			eventually(t, 10*time.Second, "the DHCP status", func() bool {
+			fixtures.Eventually(t, 10*time.Second, poll, "the DHCP status", func() bool {
 				return len(get(t, "web", "old-ccm").Status.LoadBalancer.Ingress) > 0
 			})
 			if ip, _ := s.Emu.IP(oldX); ip.Resource != nil {
@@ -303,7 +304,7 @@ func TestScenarioConvergenceMonitor(t *testing.T) {
 				t.Fatal(err)
 			}
 			attachedTo(t, "web", "old-ccm", oldX)
-			eventually(t, convergenceGrace+10*time.Second, "the gauge to forget web/old-ccm", func() bool {
+			fixtures.Eventually(t, convergenceGrace+10*time.Second, poll, "the gauge to forget web/old-ccm", func() bool {
 				return notConverged(t)[sweeper.ReasonNotAttached] == base[sweeper.ReasonNotAttached]
 			})
 			// Converging is not a new cause: no second Event, here or on the
@@ -373,7 +374,7 @@ func cycleCalls(t *testing.T) {
 		// edge of the window.
 		r := waitSweeps(t, 2)
 		start, from := r.Sweeps(), len(s.Emu.Requests())
-		eventually(t, cycles*time.Second+10*time.Second, "the cycles", func() bool { return r.Sweeps() >= start+cycles })
+		fixtures.Eventually(t, cycles*time.Second+10*time.Second, poll, "the cycles", func() bool { return r.Sweeps() >= start+cycles })
 		end, reqs := r.Sweeps(), s.WebhookRequests(from)
 		n := 0
 		for _, ip := range s.Emu.IPs() {

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
@@ -46,15 +45,13 @@ func run(m *testing.M) int {
 	}
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24"},
-		PoolFile: func(pns map[string]ipamtest.PrivateNetwork) string {
-			return fmt.Sprintf(`clusterName: it
+		PoolFile: fmt.Sprintf(`clusterName: it
 region: fr-par
-clusterPrivateNetworkID: %s
+clusterPrivateNetworkID: {{nodes}}
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.1-172.16.35.120"], retention: %s}
-  - {name: general, privateNetworkID: %s, retention: %s}
-`, pns["nodes"].ID, pns["dc"].ID, retention, pns["edge"].ID, retention)
-		},
+  - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.120"], retention: %s}
+  - {name: general, privateNetworkID: {{edge}}, retention: %s}
+`, retention, retention),
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
 		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
 			"--max-releases-per-cycle", "100", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "5s",
@@ -71,13 +68,7 @@ pools:
 		s.summary()
 	}()
 	// A Ctrl-C or SIGTERM still stops the control plane.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		env.Stop()
-		os.Exit(130)
-	}()
+	fixtures.StopOnInterrupt(env.Stop)
 	return m.Run()
 }
 

@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+)
+
+func TestDeniedAfterMutationIsReclaimed(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "deny-leaky"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}},
+					},
+				}}},
+				Validations: []admissionregistrationv1.Validation{{Expression: `object.metadata.name != "leaky"`, Message: "no leaky Services"}},
+			},
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "deny-leaky"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "deny-leaky",
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}
+		for _, o := range []client.Object{policy, binding} {
+			if err := s.Kube.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Kube.Delete(ctx, o)
+		}
+		svc := fixtures.PrivateService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
+		var leaked string
+		// The policy takes a moment to be loaded by the apiserver.
+		fixtures.Eventually(t, 20*time.Second, poll, "the policy to deny after our mutation", func() bool {
+			err := s.Kube.Create(ctx, svc.DeepCopy())
+			if err == nil {
+				del(t, svc)
+				return false
+			}
+			if !strings.Contains(err.Error(), "no leaky Services") {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			for _, ip := range s.Emu.IPs() {
+				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Service.String() == "payments/leaky" {
+					leaked = ip.ID
+				}
+			}
+			return leaked != ""
+		})
+		// Booked, Service absent: the sweeper reclaims it after the pending grace.
+		fixtures.Eventually(t, pendingGrace+15*time.Second, poll, "the sweeper to reclaim the leaked IP", func() bool {
+			_, ok := s.Emu.IP(leaked)
+			return !ok
+		})
+	})
+}
+
+func TestRetentionKeepsThenReleases(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		create := func() string {
+			svc := fixtures.PrivateService("payments", "stable", map[string]string{request.AnnotationPool: "dc-link"})
+			if err := s.Kube.Create(ctx, svc); err != nil {
+				t.Fatal(err)
+			}
+			return get(t, "payments", "stable").Annotations[ccm.AnnotationPrivateIPIDs]
+		}
+		orphaned := func(id string) func() bool {
+			return func() bool {
+				ip, ok := s.Emu.IP(id)
+				e, _ := ipam.ParseEntry(ip.Tags)
+				return ok && !e.OrphanedSince.IsZero()
+			}
+		}
+		id := create()
+		// The sweeper sees the Service live and back-fills its uid: from
+		// then on the reservation is kept for the pool's retention.
+		backfilled(t, get(t, "payments", "stable"), id)
+		// The CCM attaches the IP to the Load Balancer...
+		attachedTo(t, "payments", "stable", id)
+		// ...and Scaleway detaches it once the LB is gone, which happens
+		// after the Service is: the CCM lets the Service go as soon as
+		// DeleteLB is accepted.
+		del(t, get(t, "payments", "stable"))
+		fixtures.Eventually(t, 15*time.Second, poll, "detached once the Load Balancer is gone", func() bool {
+			ip, _ := s.Emu.IP(id)
+			return ip.Resource == nil
+		})
+		fixtures.Eventually(t, 10*time.Second, poll, "orphaned-since after the delete", orphaned(id))
+		// Re-created within retention: the same IP comes back.
+		if again := create(); again != id {
+			t.Fatalf("re-created Service got %s, want %s", again, id)
+		}
+		attachedTo(t, "payments", "stable", id)
+		ip, _ := s.Emu.IP(id)
+		if e, _ := ipam.ParseEntry(ip.Tags); !e.OrphanedSince.IsZero() {
+			t.Fatal("orphaned-since kept after the reuse")
+		}
+		// Deleted for good: released once the retention has passed.
+		del(t, get(t, "payments", "stable"))
+		fixtures.Eventually(t, 10*time.Second, poll, "orphaned-since after the second delete", orphaned(id))
+		ip, _ = s.Emu.IP(id)
+		e, _ := ipam.ParseEntry(ip.Tags)
+		fixtures.Eventually(t, retention+15*time.Second, poll, "the release after retention", func() bool {
+			_, ok := s.Emu.IP(id)
+			return !ok
+		})
+		// Judged on the clocks that decide: the tag's and the release's.
+		i := slices.IndexFunc(s.Emu.Audit(), func(ev ipamtest.AuditEvent) bool { return ev.Kind == ipamtest.AuditRelease && ev.IPID == id })
+		if i < 0 {
+			t.Fatalf("no release of %s in the audit log", id)
+		}
+		if kept := s.Emu.Audit()[i].Time.Sub(e.OrphanedSince); kept < retention {
+			t.Fatalf("released %s after orphaned-since %s, before the %s retention", kept, e.OrphanedSince, retention)
+		}
+	})
+}

@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// scenario runs one test of the suite and records its Scaleway calls.
+// The CCM stand-in's calls are not counted.
+func scenario(t *testing.T, f func(t *testing.T)) {
+	from := len(s.Emu.Requests())
+	defer func() { s.record(t, s.WebhookCalls(from)) }()
+	f(t)
+}
+
+// poll is how often the suite looks again at what it waits for.
+const poll = 100 * time.Millisecond
+
+func clientWithWarnings(t *testing.T) (client.Client, *testenv.Warnings) {
+	w := &testenv.Warnings{}
+	c, err := s.Client(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+func get(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// del deletes a Service and waits until it is gone: the CCM stand-in keeps
+// a LoadBalancer Service Terminating until it deleted its Load Balancer.
+func del(t *testing.T, svc *corev1.Service) {
+	t.Helper()
+	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	fixtures.Eventually(t, 20*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
+		return apierrors.IsNotFound(s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}))
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// update changes a Service as kubectl edit does: read, change, write,
+// again on a conflict (the CCM stand-in patches Services meanwhile).
+func update(c client.Client, ns, name string, change func(*corev1.Service)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return err
+		}
+		change(svc)
+		return c.Update(context.Background(), svc)
+	})
+}
+
+// backfilled waits until the sweeper has written svc's uid on its
+// reservation id: from then on it is kept for its pool's retention, not
+// the shorter pending grace.
+func backfilled(t *testing.T, svc *corev1.Service, id string) {
+	t.Helper()
+	fixtures.Eventually(t, 15*time.Second, poll, "the uid of "+svc.Namespace+"/"+svc.Name+" back-filled on "+id, func() bool {
+		ip, _ := s.Emu.IP(id)
+		e, _ := ipam.ParseEntry(ip.Tags)
+		return e.UID == string(svc.UID)
+	})
+}
+
+// attachedTo waits until the CCM stand-in has attached IPAM ID id to the
+// Load Balancer of Service ns/name, through the Load Balancer API.
+func attachedTo(t *testing.T, ns, name, id string) {
+	t.Helper()
+	fixtures.Eventually(t, 15*time.Second, poll, fmt.Sprintf("%s attached to the Load Balancer of %s/%s", id, ns, name), func() bool {
+		svc := &corev1.Service{}
+		if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+			return false
+		}
+		_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
+		ip, ok := s.Emu.IP(id)
+		return ok && lb != "" && ip.Resource != nil && ip.Resource.ID == lb && string(ip.Resource.Type) == "lb_server"
+	})
+}
+
+// routeTo sends the webhook's connections to rs only until restore, or
+// the end of the test if it fails first: later scenarios see every replica.
+func routeTo(t *testing.T, rs ...*testenv.Replica) (restore func()) {
+	restore = s.RouteTo(rs...)
+	t.Cleanup(restore)
+	return restore
+}
