@@ -450,13 +450,22 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	reserveDuringHeldRefresh(t, a, cloud, hold, pool(t, a, "ranged"))
+}
+
+// reserveDuringHeldRefresh starts a background refresh whose listing of
+// the pool's subnet cloud holds, then a CREATE in pool p, and fails if the
+// CREATE waits for that listing; the listing is then let go.
+func reserveDuringHeldRefresh(t *testing.T, a *Allocator, cloud heldListing, hold *atomic.Bool, p *Pool) {
+	t.Helper()
+	ctx := context.Background()
 	hold.Store(true)
 	done := make(chan error)
 	go func() { done <- a.inv.Refresh(ctx) }()
 	<-cloud.read // the refresh's listing of the pool's subnet is in flight
 	booked := make(chan error)
 	go func() {
-		_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
+		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 		booked <- err
 	}()
 	select {
@@ -489,28 +498,7 @@ func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
 	}
 	p := pool(t, a, "ranged")
 	a.inv.existing(p).invalidate() // conflicts asked for a relist
-	hold.Store(true)
-	done := make(chan error)
-	go func() { done <- a.inv.Refresh(ctx) }()
-	<-cloud.read // the refresh's listing of the pool's subnet is in flight
-	booked := make(chan error)
-	go func() {
-		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-		booked <- err
-	}()
-	select {
-	case err := <-booked:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the admission waited for the background listing")
-	}
-	hold.Store(false)
-	close(cloud.release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	reserveDuringHeldRefresh(t, a, cloud, hold, p)
 	o := a.inv.existing(p)
 	o.mu.Lock()
 	pending := o.relist

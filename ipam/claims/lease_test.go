@@ -21,11 +21,7 @@ import (
 // re-created Service runs without its claim and a second Service could
 // take the ID (invariant 1).
 func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
-	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-	claims := &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	kube, clock, claims := newLeases()
 	ctx := context.Background()
 	const id = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 	api := types.NamespacedName{Namespace: "web", Name: "api"}
@@ -64,11 +60,7 @@ func TestCollectLosesToARenewalBetweenItsReadAndItsDelete(t *testing.T) {
 // and the convergence monitor must not take its ID, which our listing never
 // holds, for one of our reservations gone from IPAM.
 func TestCollectReportsFreshClaimsAsClaimed(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
-	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
-	claims := &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
+	_, clock, claims := newLeases()
 	ctx := context.Background()
 	const fresh, stale = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	if err := claims.Claim(ctx, stale, types.NamespacedName{Namespace: "web", Name: "old"}); err != nil {
@@ -89,4 +81,13 @@ func TestCollectReportsFreshClaimsAsClaimed(t *testing.T) {
 	if len(claimed) != 1 || claimed[0] != fresh {
 		t.Fatalf("claimed %v, want the fresh claim %s only", claimed, fresh)
 	}
+}
+
+// newLeases are claims on a fake apiserver and a fake clock, fresh for 20 s.
+func newLeases() (client.Client, *clocktesting.FakeClock, *Leases) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	return kube, clock, &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
 }
