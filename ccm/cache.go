@@ -45,7 +45,7 @@ const (
 // spec.type, spec.loadBalancerClass, the IPs of status.loadBalancer.ingress
 // and every annotation of scw-lb-ipam or of the CCM (by prefix, so that an
 // annotation read later needs no change here), and drops the rest.
-// HasLoadBalancer, OnlyCCMChanges and ProxyProtocolGap read more (status,
+// HasLoadBalancer, OnlyCCMChanges and request.ProxyProtocolGap read more (status,
 // finalizers, ports), but only on the Services of an admission request,
 // never on cached ones. A new reader of cached Services that needs more
 // must add it here, and to the test that compares every reader's answers on

@@ -2,7 +2,6 @@ package ccm
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,52 +68,6 @@ func withoutCCMFields(s *corev1.Service) *corev1.Service {
 		c.Annotations = nil
 	}
 	return c
-}
-
-// PrivateNetworkID strips the zone the CCM allows in front of an item of
-// pn-ids ("fr-par-1/<id>").
-func PrivateNetworkID(item string) string {
-	if _, id, ok := strings.Cut(item, "/"); ok {
-		return id
-	}
-	return item
-}
-
-// proxyProtocolAnnotations are the CCM's PROXY protocol annotations: "true",
-// "*", or a list of ports.
-var proxyProtocolAnnotations = []string{
-	"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v1",
-	"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2",
-	"service.beta.kubernetes.io/scw-loadbalancer-send-proxy-v2",
-}
-
-// ProxyProtocolGap finds a PROXY protocol annotation that lists some of the
-// Service's ports but not all: it returns the annotation, its value and the
-// ports left out, or ok false when every such annotation covers all ports or
-// none.
-func ProxyProtocolGap(svc *corev1.Service) (annotation, value string, missing []string, ok bool) {
-	for _, key := range proxyProtocolAnnotations {
-		v := strings.TrimSpace(svc.Annotations[key])
-		if v == "" || v == "false" || v == "true" || v == "*" {
-			continue
-		}
-		covered := map[int32]bool{}
-		for _, p := range strings.Split(v, ",") {
-			if n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err == nil {
-				covered[int32(n)] = true
-			}
-		}
-		var out []string
-		for _, port := range svc.Spec.Ports {
-			if !covered[port.Port] {
-				out = append(out, strconv.Itoa(int(port.Port)))
-			}
-		}
-		if len(out) > 0 && len(covered) > 0 {
-			return key, v, out, true
-		}
-	}
-	return "", "", nil, false
 }
 
 // LoadBalancerID is the ID of the Service's Load Balancer from

@@ -96,27 +96,6 @@ func TestOnlyCCMChanges(t *testing.T) {
 	}
 }
 
-func TestPrivateNetworkID(t *testing.T) {
-	for in, want := range map[string]string{"fr-par-1/abc": "abc", "abc": "abc"} {
-		if got := PrivateNetworkID(in); got != want {
-			t.Errorf("PrivateNetworkID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestProxyProtocolGap(t *testing.T) {
-	const v2 = "service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2"
-	key, value, missing, ok := ProxyProtocolGap(lb(map[string]string{v2: "443"}))
-	if !ok || key != v2 || value != "443" || !slices.Equal(missing, []string{"80"}) {
-		t.Fatalf("gap = %q %q %q %v", key, value, missing, ok)
-	}
-	for _, v := range []string{"*", "true", "false", "", "443,80", "nope"} {
-		if _, _, _, ok := ProxyProtocolGap(lb(map[string]string{v2: v})); ok {
-			t.Errorf("%q: reported a gap", v)
-		}
-	}
-}
-
 func TestLoadBalancerIDForms(t *testing.T) {
 	for in, want := range map[string]string{
 		"fr-par-1/8A7FF36C-7E00-441F-BFDA-B6BDCB8ECC5F": "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f",

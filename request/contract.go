@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,15 +111,15 @@ func CheckBeforeBooking(ctx context.Context, cfg *ipam.Config, svc *corev1.Servi
 		known[p.PrivateNetworkID] = true
 	}
 	for _, id := range ask.PNIDs {
-		if known[ccm.PrivateNetworkID(id)] {
+		if known[PrivateNetworkID(id)] {
 			continue
 		}
-		ok, err := exists(ctx, ccm.PrivateNetworkID(id))
+		ok, err := exists(ctx, PrivateNetworkID(id))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return &AnnotationError{ccm.AnnotationPNIDs, strings.Join(ask.PNIDs, ","), fmt.Sprintf("Private Network %s does not exist in region %s, so the CCM could not attach the Load Balancer to it; fix or remove it", ccm.PrivateNetworkID(id), cfg.Region), nil}
+			return &AnnotationError{ccm.AnnotationPNIDs, strings.Join(ask.PNIDs, ","), fmt.Sprintf("Private Network %s does not exist in region %s, so the CCM could not attach the Load Balancer to it; fix or remove it", PrivateNetworkID(id), cfg.Region), nil}
 		}
 	}
 	return nil
@@ -172,7 +173,7 @@ func PNList(user []string, clusterPN string, added []string) []string {
 		out = []string{clusterPN}
 	}
 	for _, id := range added {
-		if !slices.ContainsFunc(out, func(s string) bool { return ccm.PrivateNetworkID(s) == id }) {
+		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
 			out = append(out, id)
 		}
 	}
@@ -193,7 +194,7 @@ func ReservationPNs(rs []*ipam.Reservation) []string {
 // clients on the ports without PROXY protocol.
 func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 	var out []string
-	if len(ask.PNIDs) > 0 && !slices.ContainsFunc(ask.PNIDs, func(id string) bool { return ccm.PrivateNetworkID(id) == cfg.ClusterPrivateNetworkID }) {
+	if len(ask.PNIDs) > 0 && !slices.ContainsFunc(ask.PNIDs, func(id string) bool { return PrivateNetworkID(id) == cfg.ClusterPrivateNetworkID }) {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: %s lists Private Networks without the nodes' network %s: the CCM attaches the Load Balancer to the listed networks only, and the Load Balancer reaches its backends through the nodes' network; add %s", ccm.AnnotationPNIDs, cfg.ClusterPrivateNetworkID, cfg.ClusterPrivateNetworkID))
 	}
 	if svc.Annotations[ccm.AnnotationPrivate] != "true" {
@@ -204,7 +205,7 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 	// the backends, bypassing the LB: on the ports that expect a PROXY
 	// header those connections break, and on the others they lose nothing.
 	// Mixed Services are where that surprises people.
-	if key, v, missing, ok := ccm.ProxyProtocolGap(svc); ok {
+	if key, v, missing, ok := ProxyProtocolGap(svc); ok {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: %s enables PROXY protocol on ports %s but not on %s; in-cluster clients reach the backends directly, bypassing the Load Balancer, so they send no PROXY header on any port: enable it on all ports or on none", key, v, strings.Join(missing, ",")))
 	}
 	return out
@@ -217,8 +218,54 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 func DHCPNote(clusterPN string, written map[string]string) string {
 	pns := strings.Split(written[ccm.AnnotationPNIDs], ",")
 	ids := strings.Split(written[ccm.AnnotationPrivateIPIDs], ",")
-	if !slices.ContainsFunc(pns, func(id string) bool { return ccm.PrivateNetworkID(id) == clusterPN }) || len(pns) <= len(ids) {
+	if !slices.ContainsFunc(pns, func(id string) bool { return PrivateNetworkID(id) == clusterPN }) || len(pns) <= len(ids) {
 		return ""
 	}
 	return fmt.Sprintf("; the Load Balancer also gets a DHCP address on the nodes' Private Network %s, to reach the backends: the reserved address is the one in %s (%s)", clusterPN, AnnotationAddresses, written[AnnotationAddresses])
+}
+
+// PrivateNetworkID strips the zone the CCM allows in front of an item of
+// pn-ids ("fr-par-1/<id>").
+func PrivateNetworkID(item string) string {
+	if _, id, ok := strings.Cut(item, "/"); ok {
+		return id
+	}
+	return item
+}
+
+// proxyProtocolAnnotations are the CCM's PROXY protocol annotations: "true",
+// "*", or a list of ports.
+var proxyProtocolAnnotations = []string{
+	"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v1",
+	"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2",
+	"service.beta.kubernetes.io/scw-loadbalancer-send-proxy-v2",
+}
+
+// ProxyProtocolGap finds a PROXY protocol annotation that lists some of the
+// Service's ports but not all: it returns the annotation, its value and the
+// ports left out, or ok false when every such annotation covers all ports or
+// none.
+func ProxyProtocolGap(svc *corev1.Service) (annotation, value string, missing []string, ok bool) {
+	for _, key := range proxyProtocolAnnotations {
+		v := strings.TrimSpace(svc.Annotations[key])
+		if v == "" || v == "false" || v == "true" || v == "*" {
+			continue
+		}
+		covered := map[int32]bool{}
+		for _, p := range strings.Split(v, ",") {
+			if n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err == nil {
+				covered[int32(n)] = true
+			}
+		}
+		var out []string
+		for _, port := range svc.Spec.Ports {
+			if !covered[port.Port] {
+				out = append(out, strconv.Itoa(int(port.Port)))
+			}
+		}
+		if len(out) > 0 && len(covered) > 0 {
+			return key, v, out, true
+		}
+	}
+	return "", "", nil, false
 }

@@ -121,7 +121,7 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 	for _, id := range pnIDs {
 		pooled := false
 		for _, p := range cfg.Pools {
-			pooled = pooled || (p.PrivateNetworkID == ccm.PrivateNetworkID(id) && id != cfg.ClusterPrivateNetworkID)
+			pooled = pooled || (p.PrivateNetworkID == request.PrivateNetworkID(id) && id != cfg.ClusterPrivateNetworkID)
 		}
 		if !pooled {
 			out = append(out, id)
