@@ -1,11 +1,16 @@
 package ipam
 
 import (
+	"errors"
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Tags of the ledger. Every IP the project books carries TagMarker and the
@@ -100,4 +105,141 @@ func SameTags(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// Reason says why the allocator refused a request; the webhook maps it to
+// its denial and metrics.
+type Reason string
+
+const (
+	ReasonPoolDisabled       Reason = "PoolDisabled"
+	ReasonPoolNotAllowed     Reason = "PoolNotAllowed"
+	ReasonAddressRequired    Reason = "AddressRequired"
+	ReasonAddressOutsidePool Reason = "AddressOutsidePool"
+	ReasonAddressTaken       Reason = "AddressTaken"
+	ReasonPoolExhausted      Reason = "PoolExhausted"
+	ReasonIDNotFound         Reason = "IPNotFound"
+	ReasonIDNotUsable        Reason = "IPNotUsable"
+	ReasonUnavailable        Reason = "ScalewayUnavailable"
+	// ReasonStillHeld: the Service's reservation is still attached to the
+	// Load Balancer of its previous incarnation; retry once it is detached.
+	ReasonStillHeld Reason = "AddressStillHeld"
+	// ReasonServiceExists: a CREATE of a Service whose live namesake holds
+	// the reservation; the apiserver would refuse it anyway.
+	ReasonServiceExists Reason = "ServiceExists"
+	// ReasonReleasing: one of ours, but too close to its release (or past
+	// it) to be taken back; Error.Fallback names the pool to book anew in.
+	ReasonReleasing Reason = "ReservationReleasing"
+	// ReasonCacheUnavailable: a cache or the Kubernetes API could not
+	// answer in time; retry.
+	ReasonCacheUnavailable Reason = "CacheUnavailable"
+	ReasonPermissionDenied Reason = "ScalewayPermissionDenied"
+	ReasonInternal         Reason = "Internal"
+)
+
+// Error is a refusal with a message for the person who applied the Service:
+// what was asked, what is wrong, and how to fix it.
+type Error struct {
+	Reason  Reason
+	Message string
+	Err     error // the API error behind it, if any; never shown to users
+	// Fallback is the pool a fresh reservation may come from instead
+	// (ReasonReleasing).
+	Fallback *Pool
+}
+
+// Retryable reports refusals that go away by themselves: the client should
+// apply again in a moment.
+func (e *Error) Retryable() bool {
+	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable
+}
+
+func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ReasonOf returns the Reason of err, ReasonInternal when it has none.
+func ReasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonInternal
+}
+
+func refuse(r Reason, format string, args ...any) *Error {
+	return &Error{Reason: r, Message: fmt.Sprintf(format, args...)}
+}
+
+// apiError words a failed Scaleway call for users, keeping the cause.
+func apiError(what string, err error) *Error {
+	switch scaleway.Classify(err) {
+	case scaleway.KindPermissionDenied:
+		return &Error{Reason: ReasonPermissionDenied, Err: err,
+			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam; the operator must give its API key IPAM rights", what)}
+	case scaleway.KindUnavailable:
+		return &Error{Reason: ReasonUnavailable, Err: err,
+			Message: fmt.Sprintf("%s: the Scaleway IPAM API is unavailable after retries; nothing was reserved, apply again in a moment", what)}
+	}
+	return &Error{Reason: ReasonInternal, Err: err, Message: fmt.Sprintf("%s: unexpected Scaleway API error: %v", what, err)}
+}
+
+// Request is one reservation to make: an address from one pool for one
+// Service.
+type Request struct {
+	Pool    *Pool
+	Service types.NamespacedName
+	// Address is the specific address asked for; zero lets the pool choose.
+	Address netip.Addr
+	// DryRun validates and predicts without booking or re-tagging anything.
+	DryRun bool
+	// Own are the IDs the Service references now (an UPDATE): they are its
+	// own, attached to its own Load Balancer, and may be kept.
+	Own []string
+}
+
+// Reservation is an IP reserved (or validated) for a Service.
+type Reservation struct {
+	ID               string
+	Address          netip.Addr // zero in a dry run where IPAM would choose
+	Pool             string
+	PrivateNetworkID string
+	// Reused: an earlier reservation of the same Service and pool was
+	// taken back (the sticky path).
+	Reused bool
+	// Booked: this call booked the IP. The caller releases it when the rest
+	// of the admission fails, so nothing leaks until the sweeper's grace.
+	Booked bool
+	// BringYourOwn: the ID was reserved outside this project; never released.
+	BringYourOwn bool
+}
+
+// Holder describes who holds an address, for denials and the status command.
+type Holder struct {
+	IPID     string
+	Cluster  string
+	Service  types.NamespacedName
+	Resource *scaleway.Resource
+	// RetainedSince is when the sweeper found the reservation unreferenced;
+	// zero while a Service uses it.
+	RetainedSince time.Time
+}
+
+func (h Holder) String() string {
+	switch {
+	case h.Resource != nil:
+		return h.Resource.String()
+	case h.Service.Name != "" && h.Cluster != "":
+		return fmt.Sprintf("Service %s (cluster %s)", h.Service, h.Cluster)
+	case h.IPID != "":
+		return "IPAM IP " + h.IPID
+	}
+	return "another reservation"
+}
+
+func holderOf(ip *scaleway.IP) Holder {
+	h := Holder{IPID: ip.ID, Resource: ip.Resource}
+	if e, ok := ParseEntry(ip.Tags); ok {
+		h.Cluster, h.Service, h.RetainedSince = e.Cluster, e.Service, e.OrphanedSince
+	}
+	return h
 }
