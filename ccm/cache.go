@@ -38,16 +38,19 @@ const (
 //     pn-ids, addresses, allow-ip-change, externally-managed);
 //   - the Events the sweeper records on a Service: its reference (key, UID
 //     and resourceVersion; the kind comes from the scheme);
+//   - the webhook's Events held until the Service they describe exists
+//     (webhook.heldEvents): the same reference, the deletion and creation
+//     timestamps;
 //   - the sweeper's convergence monitor (Classify): the CCM's annotations
 //     and the IPs of status.loadBalancer.ingress.
 //
-// So it keeps the namespace, name, UID, resourceVersion, deletion timestamp,
-// spec.type, spec.loadBalancerClass, the IPs of status.loadBalancer.ingress
-// and every annotation of scw-lb-ipam or of the CCM (by prefix, so that an
-// annotation read later needs no change here), and drops the rest.
-// HasLoadBalancer, OnlyCCMChanges and request.ProxyProtocolGap read more (status,
-// finalizers, ports), but only on the Services of an admission request,
-// never on cached ones. A new reader of cached Services that needs more
+// So it keeps the namespace, name, UID, resourceVersion, creation and
+// deletion timestamps, spec.type, spec.loadBalancerClass, the IPs of
+// status.loadBalancer.ingress and every annotation of scw-lb-ipam or of the
+// CCM (by prefix, so that an annotation read later needs no change here),
+// and drops the rest. HasLoadBalancer, OnlyCCMChanges and
+// request.ProxyProtocolGap read more (status, finalizers, ports), but only
+// on the Services of an admission request, never on cached ones. A new reader of cached Services that needs more
 // must add it here, and to the test that compares every reader's answers on
 // a Service and on its trimmed copy.
 //
@@ -66,6 +69,7 @@ func TrimService(obj any) (any, error) {
 			Name:              svc.Name,
 			UID:               svc.UID,
 			ResourceVersion:   svc.ResourceVersion,
+			CreationTimestamp: svc.CreationTimestamp,
 			DeletionTimestamp: svc.DeletionTimestamp,
 			Annotations:       keptAnnotations(svc.Annotations),
 		},

@@ -128,6 +128,10 @@ func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
 			if full.UID != trimmed.UID {
 				t.Errorf("UID: %s, trimmed %s", full.UID, trimmed.UID)
 			}
+			// The webhook's held Events tell a new incarnation by them.
+			if !full.CreationTimestamp.Equal(&trimmed.CreationTimestamp) || !full.DeletionTimestamp.Equal(trimmed.DeletionTimestamp) {
+				t.Errorf("timestamps: %v %v, trimmed %v %v", full.CreationTimestamp, full.DeletionTimestamp, trimmed.CreationTimestamp, trimmed.DeletionTimestamp)
+			}
 			// Informers hand objects without kind: the Event's reference
 			// takes it from the scheme.
 			bare := full.DeepCopy()

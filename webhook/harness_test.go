@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +156,26 @@ func (h *harness) send(body []byte) (*admissionv1.AdmissionResponse, int) {
 	if r == nil {
 		h.t.Fatalf("not an AdmissionReview answer (HTTP %d)", status)
 	}
+	h.persisted(body, r)
 	return r, status
+}
+
+// persisted shows the mutator's Service informer an admitted CREATE's
+// Service as the apiserver persists it (a UID, a creation time): the
+// Events held for it are recorded then (heldEvents).
+func (h *harness) persisted(body []byte, r *admissionv1.AdmissionResponse) {
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &ar); err != nil || ar.Request == nil || ar.Request.Operation != admissionv1.Create ||
+		(ar.Request.DryRun != nil && *ar.Request.DryRun) || !r.Allowed {
+		return
+	}
+	var svc corev1.Service
+	if err := json.Unmarshal(ar.Request.Object.Raw, &svc); err != nil {
+		return
+	}
+	out := fixtures.Patched(h.t, &svc, r.Patch)
+	out.UID, out.CreationTimestamp = types.UID("uid-"+out.Name), metav1.Now()
+	h.mutator.seen(out)
 }
 
 // sendRaw is send for any body: the response is nil when the answer is not
@@ -228,6 +248,7 @@ type recordedEvents struct {
 	mu    sync.Mutex
 	list  []string
 	notes []string
+	uids  []types.UID
 }
 
 func (r *recordedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
@@ -236,6 +257,7 @@ func (r *recordedEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, 
 	svc := regarding.(*corev1.Service)
 	r.list = append(r.list, eventtype+" "+reason+" "+svc.Namespace+"/"+svc.Name)
 	r.notes = append(r.notes, fmt.Sprintf(note, args...))
+	r.uids = append(r.uids, svc.UID)
 }
 
 // takeNotes returns the Events' notes so far.
@@ -251,7 +273,7 @@ func (r *recordedEvents) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.list
-	r.list = nil
+	r.list, r.uids = nil, nil
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,7 +95,12 @@ func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d d
 		if r.Reused {
 			reason, verb = EventIPReused, "reused"
 		}
-		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
+		note := fmt.Sprintf("%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
+		if req.Operation == admissionv1.Create {
+			m.held.hold(d.key, heldEvent{at: time.Now(), eventtype: corev1.EventTypeNormal, reason: reason, action: "Reserve", note: note})
+			continue
+		}
+		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s", note)
 	}
 	warnings = append(warnings, request.Warnings(d.cfg, svc, d.ask)...)
 	m.Log.Info(logVerb(d.reserved), "service", d.key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])

@@ -70,6 +70,9 @@ type ServiceMutator struct {
 	Recorder EventRecorder
 	Metrics  *Metrics
 	Log      logr.Logger
+
+	// held are the Events of admitted CREATEs, until the Service exists.
+	held heldEvents
 }
 
 var _ admission.Handler = (*ServiceMutator)(nil)

@@ -59,7 +59,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
 		}
 	}
-	if err := rememberReferences(ctx, mgr, o.Allocator); err != nil {
+	if err := watchServices(ctx, mgr, mutator); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
@@ -84,24 +84,26 @@ func Register(mgr manager.Manager, o Options, h admission.Handler) {
 	mgr.GetWebhookServer().Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: h}, o.Timeout))
 }
 
-// rememberReferences hands the allocator the IDs every Service in the
-// cache references, as they arrive: another replica's bookings reach this
+// watchServices hands the allocator the IDs every Service in the cache
+// references, as they arrive: another replica's bookings reach this
 // replica through the Service cache within moments, and its reservation
 // index through its next listing only. Deletions add nothing: the IDs
-// were remembered when the Service appeared.
-func rememberReferences(ctx context.Context, mgr manager.Manager, alloc Allocator) error {
+// were remembered when the Service appeared. It also records the Events
+// held for a Service this replica admitted, once it exists (heldEvents).
+func watchServices(ctx context.Context, mgr manager.Manager, m *ServiceMutator) error {
 	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
 	if err != nil {
 		return fmt.Errorf("watching Services: %w", err)
 	}
-	remember := func(obj any) {
+	seen := func(obj any) {
 		if svc, ok := obj.(*corev1.Service); ok {
-			alloc.Remember(client.ObjectKeyFromObject(svc), ccm.ReferencedIDs(svc))
+			m.Allocator.Remember(client.ObjectKeyFromObject(svc), ccm.ReferencedIDs(svc))
+			m.seen(svc)
 		}
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    remember,
-		UpdateFunc: func(_, obj any) { remember(obj) },
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
 	})
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"text/template"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -44,6 +45,21 @@ func (cp *controlPlane) manifest(t *testing.T, svc client.ObjectKey, pool string
 	return path
 }
 
+// described waits until `kubectl describe service` lists an Event of the
+// Service with reason and a note containing note: kubectl selects a
+// Service's Events by its UID.
+func (cp *controlPlane) described(t *testing.T, svc client.ObjectKey, reason, note string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "kubectl describe service "+svc.String()+" listing its "+reason+" Event", func() (bool, string) {
+		out, err := cp.kubectl("describe", "service", "-n", svc.Namespace, svc.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		_, events, _ := strings.Cut(out, "Events:")
+		return strings.Contains(events, reason) && strings.Contains(events, note), "Events:" + events
+	})
+}
+
 // succeed runs a client command and fails the test when it fails, with its
 // output (the apiserver's or the webhook's refusal).
 func succeed(t *testing.T, tool func(...string) (string, error), name string, args ...string) {
@@ -62,6 +78,7 @@ func testKubectlApplyTwice(t *testing.T) {
 		file := s.manifest(t, svc, "dc-link")
 		succeed(t, s.kubectl, "kubectl", "apply", "-f", file)
 		st := s.firstAdmission(t, svc, s.PNs["dc"].ID, true)
+		s.described(t, svc, "IPReserved", "reserved "+st.addr+" (IPAM ID "+st.id+") from pool dc-link")
 		succeed(t, s.kubectl, "kubectl", "apply", "-f", file)
 		s.reapplied(t, "the second kubectl apply", st)
 	})
