@@ -159,13 +159,13 @@ func (r *report) callsPerAdmission() {
 // the most samples.
 func (r *report) latency() {
 	const (
-		latencyBlocks = 24
+		latencyBlocks = 30
 		warmup        = 10
 	)
 	lats := []time.Duration{0, 20 * time.Millisecond}
 	pairsPerBlock := map[time.Duration]int{0: 100, 20 * time.Millisecond: 35}
 	ctx := context.Background()
-	type rows struct{ none, noop, ours []time.Duration }
+	type rows struct{ none, noop, wait, ours []time.Duration }
 	samples := map[time.Duration]*rows{}
 	// What ours spent, by latency: the replicas' histograms and the
 	// emulator's log over the ours blocks.
@@ -189,11 +189,16 @@ func (r *report) latency() {
 		return time.Since(start)
 	}
 	var restarts time.Duration
+	wait := &waiting{}
 	for blk := range latencyBlocks {
-		ours := blk%2 == 1
+		kind := [...]string{"noop", "ours", "wait"}[blk%3]
+		ours := kind == "ours"
 		var h admission.Handler = noop{}
-		if ours {
+		switch kind {
+		case "ours":
 			h = nil
+		case "wait":
+			h = wait
 		}
 		start := time.Now()
 		if err := r.env.RestartWebhook(h); err != nil {
@@ -207,6 +212,7 @@ func (r *report) latency() {
 		}
 		for _, lat := range lats {
 			r.env.Emu.SetLatency("", lat)
+			wait.d.Store(int64(lat))
 			from := len(r.env.Emu.Requests())
 			scw0, calls0 := histogram(r.env, "scw_lb_ipam_scaleway_call_duration_seconds")
 			adm0, n0 := histogram(r.env, "scw_lb_ipam_admission_duration_seconds")
@@ -219,9 +225,12 @@ func (r *report) latency() {
 					none, hooked = create("plain"), create("opted")
 				}
 				rs.none = append(rs.none, none)
-				if ours {
+				switch kind {
+				case "ours":
 					rs.ours = append(rs.ours, hooked)
-				} else {
+				case "wait":
+					rs.wait = append(rs.wait, hooked)
+				default:
 					rs.noop = append(rs.noop, hooked)
 				}
 			}
@@ -242,9 +251,9 @@ func (r *report) latency() {
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d latency blocks, %s restarting the replicas\n", latencyBlocks, restarts.Round(time.Millisecond))
 
-	r.printf("Service create latency through the apiserver: sequential creates, %d alternating blocks of no-op and ours, each hooked\n", latencyBlocks)
-	r.printf("create paired with an un-webhooked one; samples per webhook row: %d at 0 ms, %d at 20 ms (twice that without)\n",
-		latencyBlocks/2*pairsPerBlock[0], latencyBlocks/2*pairsPerBlock[20*time.Millisecond])
+	r.printf("Service create latency through the apiserver: sequential creates, %d blocks taking turns (no-op, ours, waiting no-op), each\n", latencyBlocks)
+	r.printf("hooked create paired with an un-webhooked one; samples per webhook row: %d at 0 ms, %d at 20 ms (three times that without)\n",
+		latencyBlocks/3*pairsPerBlock[0], latencyBlocks/3*pairsPerBlock[20*time.Millisecond])
 	r.printf("  %-10s %-44s %10s %10s %10s\n", "emulator", "webhook", "p50", "p90", "p99")
 	type pcts struct{ p50, p90, p99 time.Duration }
 	stats := map[time.Duration]map[string]pcts{}
@@ -257,6 +266,7 @@ func (r *report) latency() {
 		}{
 			{"none", "none (namespace not opted in: not called)", rs.none},
 			{"noop", "no-op webhook (allows, no patch, no call)", rs.noop},
+			{"wait", "waiting no-op (waits the emulated latency)", rs.wait},
 			{"ours", "ours (pool with ranges)", rs.ours},
 		} {
 			p := pcts{percentile(row.d, .50), percentile(row.d, .90), percentile(row.d, .99)}
@@ -290,6 +300,21 @@ func (r *report) latency() {
 		r.printf("%s\n", line)
 		r.printf("  %-10s %-50s %s … %s / %s … %s\n", "", "  its 90% interval (bootstrap)",
 			ms(lo50-emulated), ms(hi50-emulated), ms(lo99-emulated), ms(hi99-emulated))
+		if lat == 0 {
+			r.printf("  %-10s %-50s %10s   %s\n", "", "  p50 ≤ 1.5 ms", ms(handler50),
+				r.checkInterval("at 0 ms emulated latency, ours p50 ≤ no-op p50 + 1.5 ms (met or missed when the 90% interval of ours − no-op is)",
+					lo50, hi50, 1500*time.Microsecond, fmt.Sprintf("%s, 90%% interval %s … %s", ms(handler50), ms(lo50), ms(hi50))))
+		} else {
+			waited := s["wait"].p50 - s["noop"].p50 - lat
+			r.printf("  %-10s %-50s %10s / %s\n", "", fmt.Sprintf("a webhook that only waits (waiting no-op − no-op − %d ms)", lat/time.Millisecond),
+				ms(waited), ms(s["wait"].p99-s["noop"].p99-lat))
+			wlo, whi := bootstrapDiff(samples[lat].ours, samples[lat].wait, .50)
+			over := s["ours"].p50 - s["wait"].p50 - emulated + lat
+			r.printf("  %-10s %-50s %10s   %s\n", "", "ours − waiting no-op (p50; 90% interval "+ms(wlo-emulated+lat)+" … "+ms(whi-emulated+lat)+")", ms(over),
+				r.checkInterval(fmt.Sprintf("at %d ms emulated latency, ours p50 ≤ the waiting no-op's p50 + 2 ms (met or missed when the 90%% interval of ours − waiting no-op is)", lat/time.Millisecond),
+					wlo-emulated+lat, whi-emulated+lat, 2*time.Millisecond, fmt.Sprintf("%s, 90%% interval %s … %s; a webhook that only waits %d ms costs %s over the no-op's p50 + %d ms",
+						ms(over), ms(wlo-emulated+lat), ms(whi-emulated+lat), lat/time.Millisecond, ms(waited), lat/time.Millisecond)))
+		}
 		r.printf("  %-10s %-50s %10s mean per admission, in %.2f calls: %s\n", "", "Scaleway time on the admission path", ms(pathTime), pathCalls, u.calls.pathKinds(u.admissions))
 		r.printf("  %-10s %-50s %s; %d BookIP conflicts (409)\n", "", "  besides, per admission (background)", u.calls.otherKinds(u.admissions), u.calls.conflicts)
 		r.printf("  %-10s %-50s %10s mean in the handler, %s in %.2f Scaleway calls (the sweeper's included)\n", "", "  the replicas' histograms",
@@ -303,6 +328,8 @@ func (r *report) latency() {
 		}
 	}
 	r.printf("  At 0 ms per call, our handler's row includes the HTTP round trips to the emulator (the Scaleway time line).\n")
+	r.printf("  The waiting no-op allows after waiting %d ms × the calls ours makes (1), with no patch and no call: what waiting alone\n", 20)
+	r.printf("  costs through the apiserver on this machine, which ours − no-op − calls × latency counts as ours.\n")
 	r.printf("  Admission path: BookIP, GetIP, and ListIPs filtered by a Service's tag; background: pool listings (the allocator's\n")
 	r.printf("  refresh, or an admission's after conflicts), the sweeper's uid back-fill of each new Service (a GetIP of its new IP\n")
 	r.printf("  and an UpdateIP) and its cycles' listings of the cluster (on deletions, and every hour here).\n\n")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,6 +162,20 @@ func BenchmarkSweeper(b *testing.B) {
 type noop struct{}
 
 func (noop) Handle(context.Context, admission.Request) admission.Response {
+	return admission.Allowed("")
+}
+
+// waiting is a no-op webhook that waits d before it allows: the baseline
+// of a handler that only waits on its Scaleway calls, with no patch, no
+// call and no work: what waiting alone costs through the apiserver, which
+// ours − no-op − calls × latency would otherwise count as the handler's.
+type waiting struct{ d atomic.Int64 }
+
+func (w *waiting) Handle(ctx context.Context, _ admission.Request) admission.Response {
+	select {
+	case <-time.After(time.Duration(w.d.Load())):
+	case <-ctx.Done():
+	}
 	return admission.Allowed("")
 }
 
