@@ -26,6 +26,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -217,11 +218,11 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	if err := os.WriteFile(pools, r.poolData, 0o600); err != nil {
 		return err
 	}
-	webhookPort, err := testenv.FreePort()
+	webhookPort, err := fixtures.FreePort()
 	if err != nil {
 		return err
 	}
-	metricsPort, err := testenv.FreePort()
+	metricsPort, err := fixtures.FreePort()
 	if err != nil {
 		return err
 	}

@@ -219,7 +219,7 @@ func Start(o Options) (_ *Env, err error) {
 	}
 	for i := range o.Replicas {
 		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
-		probe, err := FreePort()
+		probe, err := fixtures.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +236,7 @@ func Start(o Options) (_ *Env, err error) {
 		r.serve.Certs.SecretName, r.serve.Certs.ServiceName, r.serve.Certs.WebhookConfigName = release+"-tls", release, release
 		r.serve.Webhook.Excluded = append(r.serve.Webhook.Excluded, ReleaseNamespace)
 		r.serve.Server.CertDir = filepath.Join(e.tmp, r.Name, "certs")
-		if r.serve.Server.Port, err = FreePort(); err != nil {
+		if r.serve.Server.Port, err = fixtures.FreePort(); err != nil {
 			return nil, err
 		}
 		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.Server.Port))
@@ -348,16 +348,6 @@ func (e *Env) logs() io.Writer {
 		return io.Discard
 	}
 	return e.o.Logs
-}
-
-// FreePort is a free TCP port on 127.0.0.1, for a listener started next.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Stop stops everything: the replicas, then kube-apiserver and etcd
