@@ -103,6 +103,7 @@ type Env struct {
 	Emu      *ipamtest.Server
 	PNs      map[string]ipamtest.PrivateNetwork
 	Replicas []*Replica
+	Observer
 
 	o       Options
 	env     *envtest.Environment
@@ -251,6 +252,7 @@ func Start(o Options) (_ *Env, err error) {
 		r.serve.Log = zap.New(zap.WriteTo(e.logs())).WithValues("replica", r.Name)
 		e.Replicas = append(e.Replicas, r)
 	}
+	e.Observer = Observer{emu: e.Emu, replicas: e.Replicas}
 	if err := e.StartWebhook(); err != nil {
 		return nil, err
 	}
