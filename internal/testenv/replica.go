@@ -67,13 +67,16 @@ func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
 
 // route points the webhook Service at the replicas that serve.
 func (e *Env) route() {
+	if e.ControlPlane == nil {
+		return // a Start that failed before the control plane stops its replicas
+	}
 	var addrs []string
 	for _, r := range e.Replicas {
 		if r.Serving() {
 			addrs = append(addrs, r.addr)
 		}
 	}
-	e.egress.Route(e.service, addrs...)
+	e.Egress.Route(e.service, addrs...)
 }
 
 // RouteTo sends the webhook Service's connections to rs only, as if the
@@ -83,7 +86,7 @@ func (e *Env) RouteTo(rs ...*Replica) (restore func()) {
 	for _, r := range rs {
 		addrs = append(addrs, r.addr)
 	}
-	e.egress.Route(e.service, addrs...)
+	e.Egress.Route(e.service, addrs...)
 	return e.route
 }
 

@@ -18,13 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
@@ -81,11 +78,6 @@ type Options struct {
 	CCM func(*cloudcontroller.Options)
 }
 
-// ControlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
-// envtest's 20 s default is too short on a 2-core machine under load (CI's
-// cold run compiles beside the suites), where a start takes up to a minute.
-const ControlPlaneStartTimeout = 2 * time.Minute
-
 // DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
 const DefaultLBDeleteDelay = 3 * time.Second
 
@@ -98,17 +90,14 @@ const (
 
 // Env is a running control plane with scw-lb-ipam replicas.
 type Env struct {
-	Config   *rest.Config
-	Kube     client.Client
+	*ControlPlane
 	Emu      *ipamtest.Server
 	PNs      map[string]ipamtest.PrivateNetwork
 	Replicas []*Replica
 	Observer
 
 	o       Options
-	env     *envtest.Environment
 	tmp     string
-	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
 	stopCCM func()
 	held    sync.Map // types.NamespacedName → its hold: teardowns the CCM stand-in holds
@@ -147,10 +136,8 @@ func Start(o Options) (_ *Env, err error) {
 		o.LBDeleteDelay = 0
 	}
 	bin := filepath.Join(o.Root, "bin")
-	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, fmt.Errorf("bin/%s is missing: run `make tools` (make test does it)", b)
-		}
+	if err := RequireTools(bin, "`make tools` (make test does it)"); err != nil {
+		return nil, err
 	}
 	e := &Env{o: o, PNs: map[string]ipamtest.PrivateNetwork{}}
 	defer func() {
@@ -169,26 +156,8 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	// The apiserver calls the webhook through its Service: the egress
-	// selector sends "cluster" connections to a CONNECT proxy that maps the
-	// ClusterIP to the replicas.
-	if e.egress, err = StartConnectProxy(filepath.Join(e.tmp, "egress.sock")); err != nil {
-		return nil, err
-	}
-	egress := filepath.Join(e.tmp, "egress.yaml")
-	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
-		return nil, err
-	}
-	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
-	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
-	for k, v := range o.APIServerFlags {
-		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
-	}
-	if e.Config, err = e.env.Start(); err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	if e.Kube, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+	// proxy maps the ClusterIP to the replicas.
+	if e.ControlPlane, err = StartControlPlane(ControlPlaneOptions{Bin: bin, Dir: e.tmp, APIServerFlags: o.APIServerFlags}); err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
@@ -360,16 +329,11 @@ func (e *Env) Stop() {
 		e.stopCCM()
 	}
 	e.StopWebhook()
-	if e.env != nil {
-		if err := e.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
-		}
+	if err := e.ControlPlane.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
 	}
 	for _, r := range e.Replicas {
 		r.proxy.close()
-	}
-	if e.egress != nil {
-		e.egress.Close()
 	}
 	if e.Emu != nil {
 		_ = e.Emu.Close()
