@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// ControlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
+// controlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
 // envtest's 20 s default is too short on a 2-core machine under load (CI's
 // cold run compiles beside the suites), where a start takes up to a minute.
-const ControlPlaneStartTimeout = 2 * time.Minute
+const controlPlaneStartTimeout = 2 * time.Minute
 
 // controlPlaneStopTimeout is how long kube-apiserver and etcd get after
 // SIGTERM before envtest sends SIGKILL.
@@ -84,7 +84,7 @@ func StartControlPlane(o ControlPlaneOptions) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	// Set before Start: a start that fails half-way still stops what it ran.
-	cp.env = &envtest.Environment{BinaryAssetsDirectory: o.Bin, ControlPlaneStartTimeout: ControlPlaneStartTimeout, ControlPlaneStopTimeout: controlPlaneStopTimeout}
+	cp.env = &envtest.Environment{BinaryAssetsDirectory: o.Bin, ControlPlaneStartTimeout: controlPlaneStartTimeout, ControlPlaneStopTimeout: controlPlaneStopTimeout}
 	if o.CRDs != "" {
 		cp.env.CRDInstallOptions = envtest.CRDInstallOptions{Paths: []string{o.CRDs}, ErrorIfPathMissing: true}
 	}
