@@ -15,6 +15,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 func TestServeFlagsDefaults(t *testing.T) {
@@ -60,7 +62,7 @@ func TestHTTP2OffByDefault(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("enable-http2=%v", tt.enable), func(t *testing.T) {
 			args := []string{"--tls-mode=cert-manager", "--cert-dir=" + certDir, "--webhook-host=127.0.0.1",
-				fmt.Sprintf("--webhook-port=%d", freePort(t)), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort(t))}
+				fmt.Sprintf("--webhook-port=%d", fixtures.Port(t)), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", fixtures.Port(t))}
 			if tt.enable {
 				args = append(args, "--enable-http2")
 			}
@@ -125,14 +127,4 @@ func getH2(t *testing.T, url string) *http.Response {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

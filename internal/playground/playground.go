@@ -17,15 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -72,10 +69,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.PoolFile = filepath.Join(o.Root, "examples", "pools.yaml")
 	}
 	bin := filepath.Join(o.Root, "bin")
-	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return fmt.Errorf("bin/%s is missing: run make tools (make run does)", b)
-		}
+	if err := testenv.RequireTools(bin, "make tools (make run does)"); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp("", "scw-lb-ipam-playground-")
 	if err != nil {
@@ -111,33 +106,31 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	// 2. kube-apiserver and etcd; webhook calls go through an egress proxy
 	// to the in-process webhook, as they would to a pod.
-	proxy, err := testenv.StartConnectProxy(filepath.Join(tmp, "egress.sock"))
-	if err != nil {
-		return err
-	}
-	defer proxy.Close()
-	cp, err := startControlPlane(bin, tmp, proxy)
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Bin: bin, Dir: tmp})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if serr := cp.env.Stop(); serr != nil && err == nil {
+		if serr := cp.Stop(); serr != nil && err == nil {
 			err = serr
 		}
 	}()
-	return runOn(ctx, o, playgroundRun{tmp: tmp, logPath: logPath, log: log, cfg: cfg, poolData: poolData, emuURL: emuURL, proxy: proxy, cp: cp})
+	kubeconfig, err := writeAdminKubeconfig(cp, tmp)
+	if err != nil {
+		return err
+	}
+	return runOn(ctx, o, playgroundRun{tmp: tmp, logPath: logPath, kubeconfig: kubeconfig, log: log, cfg: cfg, poolData: poolData, emuURL: emuURL, cp: cp})
 }
 
 // playgroundRun is what Run started before the chart: the emulator and
-// the control plane.
+// the control plane, with an admin's kubeconfig at kubeconfig.
 type playgroundRun struct {
-	tmp, logPath string
-	log          logr.Logger
-	cfg          *ipam.Config
-	poolData     []byte
-	emuURL       string
-	proxy        *testenv.ConnectProxy
-	cp           controlPlane
+	tmp, logPath, kubeconfig string
+	log                      logr.Logger
+	cfg                      *ipam.Config
+	poolData                 []byte
+	emuURL                   string
+	cp                       *testenv.ControlPlane
 }
 
 // startEmulator starts the Scaleway emulator with cfg's Private Networks
@@ -159,55 +152,22 @@ func startEmulator(cfg *ipam.Config) (*ipamtest.Server, string, error) {
 	return emu, emuURL, nil
 }
 
-// controlPlane is the running kube-apiserver and etcd, an admin's
-// kubeconfig and a client.
-type controlPlane struct {
-	env        *envtest.Environment
-	restCfg    *rest.Config
-	kubeconfig string
-	kube       client.Client
-}
-
-// startControlPlane starts kube-apiserver and etcd, their webhook calls
-// going through proxy, and writes an admin's kubeconfig under tmp.
-func startControlPlane(bin, tmp string, proxy *testenv.ConnectProxy) (cp controlPlane, err error) {
-	egress := filepath.Join(tmp, "egress.yaml")
-	if err := os.WriteFile(egress, []byte(proxy.EgressSelectorConfig()), 0o600); err != nil {
-		return cp, err
-	}
-	cp.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: testenv.ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
-	cp.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
-	if cp.restCfg, err = cp.env.Start(); err != nil {
-		return cp, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = cp.env.Stop()
-		}
-	}()
-	user, err := cp.env.AddUser(envtest.User{Name: "playground-admin", Groups: []string{"system:masters"}}, nil)
+// writeAdminKubeconfig writes the kubeconfig of an admin of cp under tmp,
+// for the user's kubectl, and returns its path.
+func writeAdminKubeconfig(cp *testenv.ControlPlane, tmp string) (string, error) {
+	data, err := cp.Kubeconfig("playground-admin", "system:masters")
 	if err != nil {
-		return cp, err
+		return "", err
 	}
-	kubeconfigData, err := user.KubeConfig()
-	if err != nil {
-		return cp, err
-	}
-	cp.kubeconfig = filepath.Join(tmp, "kubeconfig")
-	if err := os.WriteFile(cp.kubeconfig, kubeconfigData, 0o600); err != nil {
-		return cp, err
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	cp.kube, err = client.New(cp.restCfg, client.Options{Scheme: scheme})
-	return cp, err
+	path := filepath.Join(tmp, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
 }
 
 // runOn installs the chart, serves the webhook and runs the CCM stand-in on
 // what Run started, prints the banner and waits for ctx or the webhook.
 func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	// 3. The chart, rendered with this pool file, minus what needs a kubelet.
-	args, err := installChart(ctx, o.Root, r.tmp, r.poolData, r.cp.kube)
+	args, err := installChart(ctx, o.Root, r.tmp, r.poolData, r.cp.Kube)
 	if err != nil {
 		return err
 	}
@@ -217,11 +177,11 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	if err := os.WriteFile(pools, r.poolData, 0o600); err != nil {
 		return err
 	}
-	webhookPort, err := testenv.FreePort()
+	webhookPort, err := fixtures.FreePort()
 	if err != nil {
 		return err
 	}
-	metricsPort, err := testenv.FreePort()
+	metricsPort, err := fixtures.FreePort()
 	if err != nil {
 		return err
 	}
@@ -240,7 +200,7 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	if err != nil {
 		return err
 	}
-	opts.RestConfig = r.cp.restCfg
+	opts.RestConfig = r.cp.Config
 	opts.Log = r.log
 	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	serveCtx, stopServe := context.WithCancel(ctx)
@@ -251,10 +211,10 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 		<-served
 	}()
 	svc := &corev1.Service{}
-	if err := r.cp.kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
+	if err := r.cp.Kube.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: release}, svc); err != nil {
 		return err
 	}
-	r.proxy.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
+	r.cp.Egress.Route(net.JoinHostPort(svc.Spec.ClusterIP, "443"), "127.0.0.1:"+strconv.Itoa(webhookPort))
 	if err := waitListening(ctx, "127.0.0.1:"+strconv.Itoa(webhookPort), served); err != nil {
 		return err
 	}
@@ -293,7 +253,7 @@ func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, po
 	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
 	scwOpts := []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
 	ccm, err := cloudcontroller.New(cloudcontroller.Options{
-		Kube: r.cp.kube, Scaleway: scwOpts, ClusterPrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Delay: time.Second,
+		Kube: r.cp.Kube, Scaleway: scwOpts, ClusterPrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Delay: time.Second,
 		Logf: func(format string, args ...any) { r.log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
 	})
 	if err != nil {
@@ -307,7 +267,7 @@ func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, po
 		<-ccmDone
 	}()
 
-	banner(o.Out, o.Root, r.cp.kubeconfig, r.emuURL, metricsPort, pools, r.logPath, r.tmp)
+	banner(o.Out, o.Root, r.kubeconfig, r.emuURL, metricsPort, pools, r.logPath, r.tmp)
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)

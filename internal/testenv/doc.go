@@ -3,7 +3,9 @@
 // MutatingWebhookConfiguration, the Scaleway emulator, and scw-lb-ipam
 // itself through internal/app, in process.
 //
-// It owns the control plane's lifecycle, the webhook replicas and the reads
-// of their metrics. It imports internal/app, the emulator, the CCM
-// stand-in and the shared fixtures; nothing the binary ships imports it.
+// StartControlPlane is the one bootstrap of kube-apiserver and etcd, which
+// Start, the chart suite and the playground use alike. Start adds the
+// webhook replicas and the reads of their metrics (Observer). It imports
+// internal/app, the emulator, the CCM stand-in and the shared fixtures;
+// nothing the binary ships imports it.
 package testenv

@@ -13,12 +13,20 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
+// Observer reads what the webhook did: its calls in the emulator's request
+// log and the replicas' metrics. Env embeds it, so that a test reads
+// env.Gauge(...) as before.
+type Observer struct {
+	emu      *ipamtest.Server
+	replicas []*Replica
+}
+
 // WebhookCalls are the emulator's calls since the request log held from
 // entries, per operation, less the CCM stand-in's, the console's and
 // /metadata.
-func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
+func (o *Observer) WebhookCalls(from int) map[ipamtest.Op]int {
 	out := map[ipamtest.Op]int{}
-	for _, r := range e.WebhookRequests(from) {
+	for _, r := range o.WebhookRequests(from) {
 		out[r.Op]++
 	}
 	return out
@@ -27,8 +35,8 @@ func (e *Env) WebhookCalls(from int) map[ipamtest.Op]int {
 // WebhookRequests are the emulator's requests since entry from that the
 // webhook made: routed, not /metadata, not the CCM stand-in's nor the
 // console's.
-func (e *Env) WebhookRequests(from int) []ipamtest.Request {
-	reqs := e.Emu.Requests()
+func (o *Observer) WebhookRequests(from int) []ipamtest.Request {
+	reqs := o.emu.Requests()
 	// Requests returns a copy: filtering it in place is safe.
 	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r ipamtest.Request) bool {
 		return r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || strings.Contains(r.UserAgent, ConsoleUserAgent)
@@ -39,12 +47,12 @@ func (e *Env) WebhookRequests(from int) []ipamtest.Request {
 // behalf of svc: every booking, a query naming its ledger tag, or a call
 // about an IP whose tags name it. Background listings by cluster tag (the
 // index refresh, the sweeper) and calls about other IPs are left out.
-func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
+func (o *Observer) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 	tag := ipam.ServiceTag(svc)
 	out := map[ipamtest.Op]int{}
-	for _, r := range e.WebhookRequests(from) {
+	for _, r := range o.WebhookRequests(from) {
 		query, _ := url.QueryUnescape(r.Path)
-		ip, known := e.Emu.IP(r.IPID)
+		ip, known := o.emu.IP(r.IPID)
 		if r.Op == ipamtest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
 			out[r.Op]++
 		}
@@ -54,9 +62,9 @@ func (e *Env) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
 
 // Gather returns every replica's metric families, one after the other:
 // callers sum what they read.
-func (e *Env) Gather() []*dto.MetricFamily {
+func (o *Observer) Gather() []*dto.MetricFamily {
 	var out []*dto.MetricFamily
-	for _, r := range e.Replicas {
+	for _, r := range o.replicas {
 		out = append(out, r.gather()...)
 	}
 	return out
@@ -64,9 +72,9 @@ func (e *Env) Gather() []*dto.MetricFamily {
 
 // Counter sums a counter family over its labels and the replicas (0 when
 // absent).
-func (e *Env) Counter(name string) float64 {
+func (o *Observer) Counter(name string) float64 {
 	total := 0.0
-	for _, f := range e.Gather() {
+	for _, f := range o.Gather() {
 		if f.GetName() == name {
 			for _, m := range f.GetMetric() {
 				total += m.GetCounter().GetValue()
@@ -78,7 +86,7 @@ func (e *Env) Counter(name string) float64 {
 
 // Creates is the number of CREATE admissions the replicas answered (the
 // CCM's patches are UPDATEs).
-func (e *Env) Creates() float64 { return creates(e.Gather()) }
+func (o *Observer) Creates() float64 { return creates(o.Gather()) }
 
 // Creates is the number of CREATE admissions this replica answered.
 func (r *Replica) Creates() float64 { return creates(r.gather()) }
@@ -102,9 +110,9 @@ func creates(families []*dto.MetricFamily) float64 {
 
 // Total sums a gauge family over its labels and the replicas, -1 when
 // absent.
-func (e *Env) Total(name string) float64 {
+func (o *Observer) Total(name string) float64 {
 	total, found := 0.0, false
-	for _, f := range e.Gather() {
+	for _, f := range o.Gather() {
 		if f.GetName() == name {
 			found = true
 			for _, m := range f.GetMetric() {
@@ -121,11 +129,11 @@ func (e *Env) Total(name string) float64 {
 // Gauge reads a gauge's series whose labels include the given name/value
 // pairs, e.g. Gauge("scw_lb_ipam_pool_addresses", "pool", "dc-link",
 // "state", "total"), from the first replica that has it; -1 when absent.
-func (e *Env) Gauge(name string, labels ...string) float64 {
+func (o *Observer) Gauge(name string, labels ...string) float64 {
 	if len(labels)%2 != 0 {
 		panic("testenv.Gauge: labels are name/value pairs")
 	}
-	for _, f := range e.Gather() {
+	for _, f := range o.Gather() {
 		if f.GetName() != name {
 			continue
 		}

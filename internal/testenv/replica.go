@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +18,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -67,13 +73,16 @@ func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
 
 // route points the webhook Service at the replicas that serve.
 func (e *Env) route() {
+	if e.ControlPlane == nil {
+		return // a Start that failed before the control plane stops its replicas
+	}
 	var addrs []string
 	for _, r := range e.Replicas {
 		if r.Serving() {
 			addrs = append(addrs, r.addr)
 		}
 	}
-	e.egress.Route(e.service, addrs...)
+	e.Egress.Route(e.service, addrs...)
 }
 
 // RouteTo sends the webhook Service's connections to rs only, as if the
@@ -83,7 +92,7 @@ func (e *Env) RouteTo(rs ...*Replica) (restore func()) {
 	for _, r := range rs {
 		addrs = append(addrs, r.addr)
 	}
-	e.egress.Route(e.service, addrs...)
+	e.Egress.Route(e.service, addrs...)
 	return e.route
 }
 
@@ -159,6 +168,41 @@ func (e *Env) RestartWebhook(h admission.Handler) error {
 		r.mu.Unlock()
 	}
 	return e.StartWebhook()
+}
+
+// configure sets the replica's serve options as the chart's pods run them
+// (pool file pools, self-managed TLS), its ports, and its own proxy to the
+// apiserver at apiHost, which a test can cut (CutAPIServer, Kill).
+func (r *Replica) configure(pools, apiHost string) error {
+	probe, err := fixtures.FreePort()
+	if err != nil {
+		return err
+	}
+	r.probe = fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
+	args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
+		"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system", "--shutdown-delay", "0s",
+		"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, r.env.o.Args...)
+	if r.serve, err = app.ParseFlags(args); err != nil {
+		return err
+	}
+	// Self-managed TLS, as the chart runs it: a CA and serving
+	// certificate in a Secret the replicas share, the caBundle kept.
+	r.serve.SelfManagedTLS, r.serve.Certs.Namespace = true, ReleaseNamespace
+	r.serve.Certs.SecretName, r.serve.Certs.ServiceName, r.serve.Certs.WebhookConfigName = release+"-tls", release, release
+	r.serve.Webhook.Excluded = append(r.serve.Webhook.Excluded, ReleaseNamespace)
+	r.serve.Server.CertDir = filepath.Join(r.env.tmp, r.Name, "certs")
+	if r.serve.Server.Port, err = fixtures.FreePort(); err != nil {
+		return err
+	}
+	r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.Server.Port))
+	if r.proxy, err = newAPIProxy(apiHost); err != nil {
+		return err
+	}
+	r.serve.RestConfig = rest.CopyConfig(r.env.Config)
+	r.serve.RestConfig.Host = "https://" + r.proxy.addr()
+	r.serve.ScalewayOptions = r.env.ScalewayOptions()
+	r.serve.Log = zap.New(zap.WriteTo(r.env.logs())).WithValues("replica", r.Name)
+	return nil
 }
 
 // Start runs app.Serve with fresh metrics and waits until it is ready, then

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,16 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
@@ -81,11 +74,6 @@ type Options struct {
 	CCM func(*cloudcontroller.Options)
 }
 
-// ControlPlaneStartTimeout bounds each try to start kube-apiserver and etcd.
-// envtest's 20 s default is too short on a 2-core machine under load (CI's
-// cold run compiles beside the suites), where a start takes up to a minute.
-const ControlPlaneStartTimeout = 2 * time.Minute
-
 // DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
 const DefaultLBDeleteDelay = 3 * time.Second
 
@@ -98,16 +86,14 @@ const (
 
 // Env is a running control plane with scw-lb-ipam replicas.
 type Env struct {
-	Config   *rest.Config
-	Kube     client.Client
+	*ControlPlane
 	Emu      *ipamtest.Server
 	PNs      map[string]ipamtest.PrivateNetwork
 	Replicas []*Replica
+	Observer
 
 	o       Options
-	env     *envtest.Environment
 	tmp     string
-	egress  *ConnectProxy
 	service string // the webhook Service's ClusterIP:443
 	stopCCM func()
 	held    sync.Map // types.NamespacedName → its hold: teardowns the CCM stand-in holds
@@ -128,28 +114,12 @@ func (e *Env) HoldTeardown(svc types.NamespacedName) (release func()) {
 // (they keep the CA Secret and the caBundle, as in a cluster). Call Stop,
 // also when a test fails.
 func Start(o Options) (_ *Env, err error) {
-	if o.Root == "" {
-		o.Root, _ = filepath.Abs("../..")
-	}
-	if o.Replicas == 0 {
-		o.Replicas = 2
-	}
 	// The defaults go into o before Env keeps its copy: the CCM stand-in
 	// and the emulator are built from that copy.
-	if o.CCMDelay == 0 {
-		o.CCMDelay = 300 * time.Millisecond
-	}
-	switch {
-	case o.LBDeleteDelay == 0:
-		o.LBDeleteDelay = DefaultLBDeleteDelay
-	case o.LBDeleteDelay < 0:
-		o.LBDeleteDelay = 0
-	}
+	o = o.withDefaults()
 	bin := filepath.Join(o.Root, "bin")
-	for _, b := range []string{"kube-apiserver", "etcd", "helm"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, fmt.Errorf("bin/%s is missing: run `make tools` (make test does it)", b)
-		}
+	if err := RequireTools(bin, "`make tools` (make test does it)"); err != nil {
+		return nil, err
 	}
 	e := &Env{o: o, PNs: map[string]ipamtest.PrivateNetwork{}}
 	defer func() {
@@ -160,97 +130,21 @@ func Start(o Options) (_ *Env, err error) {
 	if e.tmp, err = os.MkdirTemp("", "scw-lb-ipam-testenv-"); err != nil {
 		return nil, err
 	}
-	e.Emu = ipamtest.New(ipamtest.Options{SecretKey: SecretKey, LBDeleteDelay: o.LBDeleteDelay})
-	if _, err := e.Emu.Start("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	if e.PNs, err = e.Emu.AddPrivateNetworks(o.PrivateNetworks...); err != nil {
+	if e.Emu, e.PNs, err = startEmulator(o); err != nil {
 		return nil, err
 	}
 	// The apiserver calls the webhook through its Service: the egress
-	// selector sends "cluster" connections to a CONNECT proxy that maps the
-	// ClusterIP to the replicas.
-	if e.egress, err = StartConnectProxy(filepath.Join(e.tmp, "egress.sock")); err != nil {
+	// proxy maps the ClusterIP to the replicas.
+	if e.ControlPlane, err = StartControlPlane(ControlPlaneOptions{Bin: bin, Dir: e.tmp, APIServerFlags: o.APIServerFlags}); err != nil {
 		return nil, err
 	}
-	egress := filepath.Join(e.tmp, "egress.yaml")
-	if err := os.WriteFile(egress, []byte(e.egress.EgressSelectorConfig()), 0o600); err != nil {
+	if err := e.installChart(context.Background()); err != nil {
 		return nil, err
 	}
-	e.env = &envtest.Environment{BinaryAssetsDirectory: bin, ControlPlaneStartTimeout: ControlPlaneStartTimeout, ControlPlaneStopTimeout: 15 * time.Second}
-	e.env.ControlPlane.GetAPIServer().Configure().Set("egress-selector-config-file", egress)
-	for k, v := range o.APIServerFlags {
-		e.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
-	}
-	if e.Config, err = e.env.Start(); err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	if e.Kube, err = client.New(e.Config, client.Options{Scheme: scheme}); err != nil {
+	if err := e.addReplicas(); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	if err := e.Kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
-		return nil, err
-	}
-	for name, optedIn := range o.Namespaces {
-		if name == ReleaseNamespace {
-			continue
-		}
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if optedIn {
-			ns.Labels = map[string]string{request.LabelEnabled: "true"}
-		}
-		if err := e.Kube.Create(ctx, ns); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.applyChart(ctx); err != nil {
-		return nil, err
-	}
-	pools := filepath.Join(e.tmp, "pools.yaml")
-	if err := os.WriteFile(pools, []byte(fixtures.PoolFile(o.PoolFile, e.PNs)), 0o600); err != nil {
-		return nil, err
-	}
-	apiURL, err := url.Parse(e.Config.Host)
-	if err != nil {
-		return nil, err
-	}
-	for i := range o.Replicas {
-		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
-		probe, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		r.probe = fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)
-		args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
-			"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system", "--shutdown-delay", "0s",
-			"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, o.Args...)
-		if r.serve, err = app.ParseFlags(args); err != nil {
-			return nil, err
-		}
-		// Self-managed TLS, as the chart runs it: a CA and serving
-		// certificate in a Secret the replicas share, the caBundle kept.
-		r.serve.SelfManagedTLS, r.serve.Certs.Namespace = true, ReleaseNamespace
-		r.serve.Certs.SecretName, r.serve.Certs.ServiceName, r.serve.Certs.WebhookConfigName = release+"-tls", release, release
-		r.serve.Webhook.Excluded = append(r.serve.Webhook.Excluded, ReleaseNamespace)
-		r.serve.Server.CertDir = filepath.Join(e.tmp, r.Name, "certs")
-		if r.serve.Server.Port, err = FreePort(); err != nil {
-			return nil, err
-		}
-		r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.Server.Port))
-		// Each replica reaches the apiserver through a proxy of its own,
-		// which a test can cut (CutAPIServer, Kill).
-		if r.proxy, err = newAPIProxy(apiURL.Host); err != nil {
-			return nil, err
-		}
-		r.serve.RestConfig = rest.CopyConfig(e.Config)
-		r.serve.RestConfig.Host = "https://" + r.proxy.addr()
-		r.serve.ScalewayOptions = e.ScalewayOptions()
-		r.serve.Log = zap.New(zap.WriteTo(e.logs())).WithValues("replica", r.Name)
-		e.Replicas = append(e.Replicas, r)
-	}
+	e.Observer = Observer{emu: e.Emu, replicas: e.Replicas}
 	if err := e.StartWebhook(); err != nil {
 		return nil, err
 	}
@@ -260,6 +154,62 @@ func Start(o Options) (_ *Env, err error) {
 		}
 	}
 	return e, nil
+}
+
+// withDefaults is o with its zero values replaced by the defaults.
+func (o Options) withDefaults() Options {
+	if o.Root == "" {
+		o.Root, _ = filepath.Abs("../..")
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	if o.CCMDelay == 0 {
+		o.CCMDelay = 300 * time.Millisecond
+	}
+	switch {
+	case o.LBDeleteDelay == 0:
+		o.LBDeleteDelay = DefaultLBDeleteDelay
+	case o.LBDeleteDelay < 0:
+		o.LBDeleteDelay = 0
+	}
+	return o
+}
+
+// startEmulator starts the Scaleway emulator with o's Private Networks.
+func startEmulator(o Options) (*ipamtest.Server, map[string]ipamtest.PrivateNetwork, error) {
+	emu := ipamtest.New(ipamtest.Options{SecretKey: SecretKey, LBDeleteDelay: o.LBDeleteDelay})
+	if _, err := emu.Start("127.0.0.1:0"); err != nil {
+		return nil, nil, err
+	}
+	pns, err := emu.AddPrivateNetworks(o.PrivateNetworks...)
+	if err != nil {
+		_ = emu.Close()
+		return nil, nil, err
+	}
+	return emu, pns, nil
+}
+
+// addReplicas configures Options.Replicas replicas on the pool file, each
+// reaching the apiserver through a proxy of its own; StartWebhook starts
+// them.
+func (e *Env) addReplicas() error {
+	pools := filepath.Join(e.tmp, "pools.yaml")
+	if err := os.WriteFile(pools, []byte(fixtures.PoolFile(e.o.PoolFile, e.PNs)), 0o600); err != nil {
+		return err
+	}
+	apiURL, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return err
+	}
+	for i := range e.o.Replicas {
+		r := &Replica{Name: fmt.Sprintf("replica-%d", i), env: e}
+		if err := r.configure(pools, apiURL.Host); err != nil {
+			return err
+		}
+		e.Replicas = append(e.Replicas, r)
+	}
+	return nil
 }
 
 // startCCM runs the CCM stand-in on every Service of the cluster, with the
@@ -304,9 +254,13 @@ func (e *Env) RestartCCM(adjust func(*cloudcontroller.Options)) error {
 	})
 }
 
-// applyChart renders the chart's webhook configuration and Service (for a
-// release named scw-lb-ipam in namespace scw-lb-ipam) and applies them.
-func (e *Env) applyChart(ctx context.Context) error {
+// installChart creates the release's namespace and Options.Namespaces,
+// then renders the chart's webhook configuration and Service (for a release
+// named scw-lb-ipam in namespace scw-lb-ipam) and applies them.
+func (e *Env) installChart(ctx context.Context) error {
+	if err := createNamespaces(ctx, e.Kube, e.o.Namespaces); err != nil {
+		return err
+	}
 	chart := filepath.Join(e.o.Root, "charts", "scw-lb-ipam")
 	args := []string{"template", release, chart, "--namespace", ReleaseNamespace,
 		"--values", filepath.Join(chart, "ci", "self-managed-values.yaml"),
@@ -342,22 +296,33 @@ func (e *Env) applyChart(ctx context.Context) error {
 	return nil
 }
 
+// createNamespaces creates the release's namespace, and namespaces, those
+// true opted in.
+func createNamespaces(ctx context.Context, kube client.Client, namespaces map[string]bool) error {
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ReleaseNamespace}}); err != nil {
+		return err
+	}
+	for name, optedIn := range namespaces {
+		if name == ReleaseNamespace {
+			continue
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if optedIn {
+			ns.Labels = map[string]string{request.LabelEnabled: "true"}
+		}
+		if err := kube.Create(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // logs is where the webhook's, sweeper's and CCM stand-in's logs go.
 func (e *Env) logs() io.Writer {
 	if e.o.Logs == nil {
 		return io.Discard
 	}
 	return e.o.Logs
-}
-
-// FreePort is a free TCP port on 127.0.0.1, for a listener started next.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Stop stops everything: the replicas, then kube-apiserver and etcd
@@ -368,16 +333,11 @@ func (e *Env) Stop() {
 		e.stopCCM()
 	}
 	e.StopWebhook()
-	if e.env != nil {
-		if err := e.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
-		}
+	if err := e.ControlPlane.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
 	}
 	for _, r := range e.Replicas {
 		r.proxy.close()
-	}
-	if e.egress != nil {
-		e.egress.Close()
 	}
 	if e.Emu != nil {
 		_ = e.Emu.Close()

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -351,23 +352,13 @@ type process struct {
 	stopped     bool
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startBinary runs scw-lb-ipam with the chart's arguments, overriding only
 // what a pod gets from its volumes and network namespace: paths and ports.
 func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL string) *process {
 	t.Helper()
-	webhookPort, probePort := freePort(t), freePort(t)
+	webhookPort, probePort := fixtures.Port(t), fixtures.Port(t)
 	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort),
-		metricsAddr: "127.0.0.1:" + strconv.Itoa(freePort(t)), readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)}
+		metricsAddr: "127.0.0.1:" + strconv.Itoa(fixtures.Port(t)), readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)}
 	args := append([]string{}, chartArgs...)
 	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
