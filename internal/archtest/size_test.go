@@ -27,7 +27,6 @@ const (
 // limit, so that the list only shrinks. Keys: file:func, or dir.Type.
 var oversize = map[string]bool{
 	"internal/testenv/testenv.go:Start":      true,
-	"ipam/ipamtest/ipam.go:updateIP":         true,
 	"ipam/ipamtest/vpc_pn.go:createPNLocked": true,
 	"internal/testenv.Env":                   true,
 	"ipam/ipamtest.Server":                   true,

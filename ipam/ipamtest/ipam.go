@@ -227,64 +227,95 @@ func (s *Server) getIP(c *call) reply {
 	return ok(ip.json(s.opts.Region))
 }
 
+// ipUpdateBody is an UpdateIP body; raw fields tell absent and null
+// (unchanged) from [] (cleared).
+type ipUpdateBody struct {
+	Tags     json.RawMessage `json:"tags"`
+	Reverses json.RawMessage `json:"reverses"`
+}
+
+// ipUpdate is an UpdateIP body once its shapes are checked: nil tags and
+// !setRevs leave them as they are.
+type ipUpdate struct {
+	tags    *[]string
+	setRevs bool
+	revs    []reverseBody
+}
+
+type reverseBody struct {
+	Hostname string  `json:"hostname"`
+	Address  *string `json:"address"`
+}
+
+// read checks the shapes of the fields set: tags a list of strings,
+// reverses a list of {hostname, address}.
+func (b ipUpdateBody) read() (ipUpdate, *apiError) {
+	var u ipUpdate
+	if isSet(b.Tags) {
+		var t []string
+		if err := json.Unmarshal(b.Tags, &t); err != nil {
+			return u, invalidArgumentErr("tags", "tags must be a list of strings")
+		}
+		t = nonNil(t)
+		u.tags = &t
+	}
+	u.setRevs = isSet(b.Reverses)
+	if u.setRevs {
+		if err := json.Unmarshal(b.Reverses, &u.revs); err != nil {
+			return u, invalidArgumentErr("reverses", "reverses must be a list of {hostname, address}")
+		}
+	}
+	return u, nil
+}
+
+// reverses checks u's reverses against ip: each names a hostname, and an
+// address in ip's subnet (ip's own when it names none).
+func (u ipUpdate) reverses(ip *ipRecord) ([]reverse, *apiError) {
+	var out []reverse
+	for i, r := range u.revs {
+		if r.Hostname == "" {
+			return nil, invalidArgumentErr(fmt.Sprintf("reverses.%d.hostname", i), "hostname is required")
+		}
+		a := ip.addr
+		if r.Address != nil {
+			pa, err := netip.ParseAddr(*r.Address)
+			if err != nil || !ip.subnet.prefix.Contains(pa) {
+				return nil, invalidArgumentErr(fmt.Sprintf("reverses.%d.address", i), "address %q is not in subnet %s", *r.Address, ip.subnet.prefix)
+			}
+			a = pa
+		}
+		out = append(out, reverse{hostname: r.Hostname, address: a})
+	}
+	return out, nil
+}
+
 func (s *Server) updateIP(c *call) reply {
 	c.ipID = c.id
-	// Raw fields tell absent and null (unchanged) from [] (cleared).
-	var body struct {
-		Tags     json.RawMessage `json:"tags"`
-		Reverses json.RawMessage `json:"reverses"`
-	}
+	var body ipUpdateBody
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
 	}
-	var tags *[]string
-	if isSet(body.Tags) {
-		var t []string
-		if err := json.Unmarshal(body.Tags, &t); err != nil {
-			return errInvalidArguments("tags", "tags must be a list of strings")
-		}
-		t = nonNil(t)
-		tags = &t
+	u, aerr := body.read()
+	if aerr != nil {
+		return aerr.reply()
 	}
-	var revs []struct {
-		Hostname string  `json:"hostname"`
-		Address  *string `json:"address"`
-	}
-	setRevs := isSet(body.Reverses)
-	if setRevs {
-		if err := json.Unmarshal(body.Reverses, &revs); err != nil {
-			return errInvalidArguments("reverses", "reverses must be a list of {hostname, address}")
-		}
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ip := s.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
-	var newRevs []reverse
-	for i, r := range revs {
-		if r.Hostname == "" {
-			return errInvalidArguments(fmt.Sprintf("reverses.%d.hostname", i), "hostname is required")
-		}
-		a := ip.addr
-		if r.Address != nil {
-			pa, err := netip.ParseAddr(*r.Address)
-			if err != nil || !ip.subnet.prefix.Contains(pa) {
-				return errInvalidArguments(fmt.Sprintf("reverses.%d.address", i), fmt.Sprintf("address %q is not in subnet %s", *r.Address, ip.subnet.prefix))
-			}
-			a = pa
-		}
-		newRevs = append(newRevs, reverse{hostname: r.Hostname, address: a})
+	revs, aerr := u.reverses(ip)
+	if aerr != nil {
+		return aerr.reply()
 	}
 	now := s.now()
-	if setRevs {
-		ip.reverses = newRevs
+	if u.setRevs {
+		ip.reverses = revs
 	}
 	ip.updatedAt = now
-	if tags != nil {
-		ip.tags = *tags
+	if u.tags != nil {
+		ip.tags = *u.tags
 		s.auditLocked(c, AuditTags, ip, nil, now)
 	}
 	return ok(ip.json(s.opts.Region))
