@@ -76,6 +76,10 @@ type pnSpec struct {
 	defaultRoutes   bool
 }
 
+// createPNLocked creates a Private Network as CreatePrivateNetwork does,
+// refusing in the API's order: the VPC named, the subnets asked for, their
+// overlaps in the VPC, then the subnets it adds (an IPv4 /22 when none is
+// asked for, an IPv6 /64 unless one is).
 func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	if spec.projectID == "" {
 		spec.projectID = s.opts.ProjectID
@@ -86,50 +90,17 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 			return nil, notFoundErr("vpc", spec.vpcID)
 		}
 	}
-	var prefixes []netip.Prefix
-	for i, raw := range spec.subnets {
-		p, err := netip.ParsePrefix(raw)
-		arg := fmt.Sprintf("subnets.%d", i)
-		switch {
-		case err != nil:
-			return nil, invalidArgumentErr(arg, "%q is not a CIDR", raw)
-		case p != p.Masked():
-			return nil, invalidArgumentErr(arg, "%s has host bits set; the subnet is %s", raw, p.Masked())
-		case p.Addr().Is4() && p.Bits() > 30, p.Addr().Is6() && p.Bits() > 126:
-			return nil, invalidArgumentErr(arg, "%s is too small: IPAM keeps four addresses of every subnet", raw)
-		}
-		for j, q := range prefixes {
-			if q.Overlaps(p) {
-				return nil, invalidArgumentErr(arg, "%s overlaps subnets.%d (%s)", p, j, q)
-			}
-		}
-		prefixes = append(prefixes, p)
+	prefixes, err := parseSubnets(spec.subnets)
+	if err != nil {
+		return nil, err
 	}
 	if vpc == nil {
 		vpc = s.defaultVPCLocked(spec.projectID, now)
 	}
-	for i, p := range prefixes {
-		if other := overlapInVPC(vpc, p); other != nil {
-			return nil, invalidArgumentErr(fmt.Sprintf("subnets.%d", i), "%s overlaps subnet %s of Private Network %s in VPC %s", p, other.prefix, other.pn.id, vpc.id)
-		}
-	}
-	if len(prefixes) == 0 {
-		p, found := freeAutoV4(vpc)
-		if !found {
-			return nil, outOfStockErr("subnet")
-		}
-		prefixes = append(prefixes, p)
-	}
-	// The API adds an IPv6 /64 to every Private Network (recorded); it is
-	// taken from a /48 of the organization's, as recorded.
 	orgID := s.projectOrgLocked(spec.projectID)
-	if !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
-		prefixes = append(prefixes, s.freeULA64Locked(orgID))
+	if prefixes, err = s.st.pnSubnets(vpc, prefixes, orgID); err != nil {
+		return nil, err
 	}
-	slices.SortStableFunc(prefixes, func(a, b netip.Prefix) int {
-		return cmp.Compare(a.Addr().BitLen(), b.Addr().BitLen())
-	})
-
 	id := spec.id
 	if id == "" {
 		id = newID()
@@ -144,14 +115,72 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	if pn.name == "" {
 		pn.name = "pn-" + pn.id[:8]
 	}
-	for _, p := range prefixes {
-		sn := newSubnet(newID(), p, pn, now, s.st.nextSeq())
-		pn.subnets = append(pn.subnets, sn)
-		s.st.subnets[sn.id] = sn
-	}
-	s.st.pns[pn.id] = pn
-	vpc.pns[pn.id] = pn
+	s.st.indexPN(pn, prefixes, now)
 	return pn, nil
+}
+
+// parseSubnets checks the subnets a request asks for: CIDRs without host
+// bits, large enough for IPAM's four kept addresses, not overlapping each
+// other.
+func parseSubnets(raw []string) ([]netip.Prefix, error) {
+	var prefixes []netip.Prefix
+	for i, r := range raw {
+		p, err := netip.ParsePrefix(r)
+		arg := fmt.Sprintf("subnets.%d", i)
+		switch {
+		case err != nil:
+			return nil, invalidArgumentErr(arg, "%q is not a CIDR", r)
+		case p != p.Masked():
+			return nil, invalidArgumentErr(arg, "%s has host bits set; the subnet is %s", r, p.Masked())
+		case p.Addr().Is4() && p.Bits() > 30, p.Addr().Is6() && p.Bits() > 126:
+			return nil, invalidArgumentErr(arg, "%s is too small: IPAM keeps four addresses of every subnet", r)
+		}
+		for j, q := range prefixes {
+			if q.Overlaps(p) {
+				return nil, invalidArgumentErr(arg, "%s overlaps subnets.%d (%s)", p, j, q)
+			}
+		}
+		prefixes = append(prefixes, p)
+	}
+	return prefixes, nil
+}
+
+// pnSubnets are the subnets a new Private Network of vpc gets: those asked
+// for, which must overlap nothing in vpc, or a free IPv4 /22; and an IPv6
+// /64 unless one is asked for. IPv4 first.
+func (st *state) pnSubnets(vpc *vpcRec, prefixes []netip.Prefix, orgID string) ([]netip.Prefix, error) {
+	for i, p := range prefixes {
+		if other := overlapInVPC(vpc, p); other != nil {
+			return nil, invalidArgumentErr(fmt.Sprintf("subnets.%d", i), "%s overlaps subnet %s of Private Network %s in VPC %s", p, other.prefix, other.pn.id, vpc.id)
+		}
+	}
+	if len(prefixes) == 0 {
+		p, found := freeAutoV4(vpc)
+		if !found {
+			return nil, outOfStockErr("subnet")
+		}
+		prefixes = append(prefixes, p)
+	}
+	// The API adds an IPv6 /64 to every Private Network (recorded); it is
+	// taken from a /48 of the organization's, as recorded.
+	if !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+		prefixes = append(prefixes, st.freeULA64(orgID))
+	}
+	slices.SortStableFunc(prefixes, func(a, b netip.Prefix) int {
+		return cmp.Compare(a.Addr().BitLen(), b.Addr().BitLen())
+	})
+	return prefixes, nil
+}
+
+// indexPN adds pn, with a subnet per prefix, to the state and its VPC.
+func (st *state) indexPN(pn *pnRec, prefixes []netip.Prefix, now time.Time) {
+	for _, p := range prefixes {
+		sn := newSubnet(newID(), p, pn, now, st.nextSeq())
+		pn.subnets = append(pn.subnets, sn)
+		st.subnets[sn.id] = sn
+	}
+	st.pns[pn.id] = pn
+	pn.vpc.pns[pn.id] = pn
 }
 
 func overlapInVPC(vpc *vpcRec, p netip.Prefix) *subnetRec {
@@ -189,10 +218,10 @@ func freeAutoV4(vpc *vpcRec) (netip.Prefix, bool) {
 	return try(space.Addr(), start)
 }
 
-// freeULA64Locked is a random /64, unused in the emulator, inside the ULA /48
+// freeULA64 is a random /64, unused in the emulator, inside the ULA /48
 // the organization's Private Networks draw from (fdXX:XXXX:XXXX::/48, derived
 // from the organization ID).
-func (s *Server) freeULA64Locked(orgID string) netip.Prefix {
+func (st *state) freeULA64(orgID string) netip.Prefix {
 	h := sha256.Sum256([]byte(orgID))
 	var b [16]byte
 	b[0] = 0xfd
@@ -202,14 +231,14 @@ func (s *Server) freeULA64Locked(orgID string) netip.Prefix {
 		_, _ = rand.Read(r[:]) // never fails (crypto/rand)
 		b[6], b[7] = r[0], r[1]
 		p := netip.PrefixFrom(netip.AddrFrom16(b), 64)
-		if !s.prefixUsedLocked(p) {
+		if !st.prefixUsed(p) {
 			return p
 		}
 	}
 }
 
-func (s *Server) prefixUsedLocked(p netip.Prefix) bool {
-	for _, sn := range s.st.subnets {
+func (st *state) prefixUsed(p netip.Prefix) bool {
+	for _, sn := range st.subnets {
 		if sn.prefix == p {
 			return true
 		}
