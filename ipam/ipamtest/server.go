@@ -54,10 +54,6 @@ type Options struct {
 // delete this late; the suites choose shorter delays per test.
 const ScalewayLBDeleteDelay = 30 * time.Second
 
-// maxRequests bounds the request log so that long benchmarks do not grow
-// without limit; the oldest entries go first.
-const maxRequests = 100_000
-
 // maxBody bounds a request body; real requests are a few hundred bytes.
 const maxBody = 4 << 20
 
@@ -73,13 +69,10 @@ type Server struct {
 	mu stateMutex
 	st state
 
-	// obs guards the observation and fault state below.
-	obs      sync.Mutex
-	counts   map[Op]int
-	latency  map[Op]time.Duration
-	queued   map[Op][]queuedFault
-	faultFn  func(Op) *Fault
-	requests []Request
+	// The fault plan and what was asked have locks of their own: injecting
+	// and observing never wait on the state.
+	faults
+	traffic
 
 	// life guards the listener state.
 	life      sync.Mutex
@@ -87,24 +80,6 @@ type Server struct {
 	url       string
 	done      chan struct{}
 	closeOnce sync.Once
-}
-
-// Request is one HTTP call the emulator received.
-type Request struct {
-	Time   time.Time
-	Op     Op // "" when no route matched
-	Method string
-	Path   string // path and query
-	// UserAgent tells the callers apart (the webhook, a CCM stand-in).
-	UserAgent string
-	// Status answered; 0 when the connection was dropped or the client left
-	// before the answer.
-	Status int
-	// IPID is the IP the call was about (the booked one for BookIP), if any.
-	IPID string
-	// Fault tells that an injected fault shaped the answer.
-	Fault    bool
-	Duration time.Duration
 }
 
 // New returns an emulator with no objects but the default project. It does
@@ -127,9 +102,8 @@ func New(opts Options) *Server {
 		clock:   opts.Clock,
 		routes:  buildRoutes(),
 		st:      newState(),
-		counts:  map[Op]int{},
-		latency: map[Op]time.Duration{},
-		queued:  map[Op][]queuedFault{},
+		faults:  newFaults(),
+		traffic: traffic{counts: map[Op]int{}},
 		done:    make(chan struct{}),
 	}
 	now := s.now()
@@ -338,57 +312,4 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	case <-s.done:
 		return false
 	}
-}
-
-// --- observation ---
-
-func (s *Server) count(op Op) {
-	s.obs.Lock()
-	s.counts[op]++
-	s.obs.Unlock()
-}
-
-func (s *Server) record(r Request) {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	if len(s.requests) >= maxRequests {
-		// Drop the oldest tenth at once so that trimming stays cheap.
-		n := copy(s.requests, s.requests[maxRequests/10:])
-		s.requests = s.requests[:n]
-	}
-	s.requests = append(s.requests, r)
-}
-
-// Count is the number of HTTP calls of op, answered with success or not,
-// since the start or the last ResetCounts.
-func (s *Server) Count(op Op) int {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	return s.counts[op]
-}
-
-// Counts is a copy of all per-operation call counts.
-func (s *Server) Counts() map[Op]int {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	out := make(map[Op]int, len(s.counts))
-	for k, v := range s.counts {
-		out[k] = v
-	}
-	return out
-}
-
-// ResetCounts sets every call count to zero. The request log is kept.
-func (s *Server) ResetCounts() {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	clear(s.counts)
-}
-
-// Requests is a copy of the request log, oldest first (the most recent
-// 100,000 at most).
-func (s *Server) Requests() []Request {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	return append([]Request(nil), s.requests...)
 }
