@@ -78,7 +78,8 @@ type queuedFault struct {
 // FailNext queues and a fault function. Its lock is its own, never held
 // with the state's.
 type faults struct {
-	mu      sync.Mutex
+	// lock, not mu: Server promotes the state's mu.
+	lock    sync.Mutex
 	latency map[Op]time.Duration
 	queued  map[Op][]queuedFault
 	fn      func(Op) *Fault
@@ -92,8 +93,8 @@ func newFaults() faults {
 // op "" sets it for all operations without a latency of their own. d <= 0
 // removes it.
 func (fs *faults) SetLatency(op Op, d time.Duration) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	if d <= 0 {
 		delete(fs.latency, op)
 		return
@@ -102,8 +103,8 @@ func (fs *faults) SetLatency(op Op, d time.Duration) {
 }
 
 func (fs *faults) latencyFor(op Op) time.Duration {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	if d, ok := fs.latency[op]; ok {
 		return d
 	}
@@ -113,8 +114,8 @@ func (fs *faults) latencyFor(op Op) time.Duration {
 // FailNext gives f to the next n calls of op, after those already queued for
 // op. n <= 0 empties op's queue.
 func (fs *faults) FailNext(op Op, n int, f Fault) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	if n <= 0 {
 		delete(fs.queued, op)
 		return
@@ -126,15 +127,15 @@ func (fs *faults) FailNext(op Op, n int, f Fault) {
 // empty: a nil result answers normally. fn runs outside the emulator's locks
 // and may be called concurrently; nil removes it. Meant for seeded chaos runs.
 func (fs *faults) SetFaultFunc(fn func(op Op) *Fault) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	fs.fn = fn
 }
 
 // takeFault is the fault of the next call of op: the head of its FailNext
 // queue, else the fault function's, else nil.
 func (fs *faults) takeFault(op Op) *Fault {
-	fs.mu.Lock()
+	fs.lock.Lock()
 	if q := fs.queued[op]; len(q) > 0 {
 		f := q[0].f
 		q[0].n--
@@ -146,11 +147,11 @@ func (fs *faults) takeFault(op Op) *Fault {
 		} else {
 			fs.queued[op] = q
 		}
-		fs.mu.Unlock()
+		fs.lock.Unlock()
 		return &f
 	}
 	fn := fs.fn
-	fs.mu.Unlock()
+	fs.lock.Unlock()
 	if fn == nil {
 		return nil
 	}

@@ -60,14 +60,8 @@ const maxBody = 4 << 20
 // Server is the emulator. It implements http.Handler; Start serves it on a
 // listener of its own. All methods are safe for concurrent use.
 type Server struct {
-	opts   Options
-	clock  clock.PassiveClock
+	*cloud
 	routes []route
-
-	// mu guards st, the emulated Scaleway objects; every write lock moves
-	// its generation on (see stateMutex).
-	mu stateMutex
-	st state
 
 	// The fault plan and what was asked have locks of their own: injecting
 	// and observing never wait on the state.
@@ -78,7 +72,6 @@ type Server struct {
 	life      sync.Mutex
 	httpSrv   *http.Server
 	url       string
-	done      chan struct{}
 	closeOnce sync.Once
 }
 
@@ -97,21 +90,12 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	s := &Server{
-		opts:    opts,
-		clock:   opts.Clock,
+	return &Server{
+		cloud:   newCloud(opts),
 		routes:  buildRoutes(),
-		st:      newState(),
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
-		done:    make(chan struct{}),
 	}
-	now := s.now()
-	s.st.projects[opts.ProjectID] = &project{
-		id: opts.ProjectID, name: "default", orgID: opts.OrganizationID,
-		createdAt: now, updatedAt: now,
-	}
-	return s
 }
 
 // NewTestServer starts an emulator on 127.0.0.1:0 and closes it when the test
@@ -175,12 +159,6 @@ func (s *Server) Close() error {
 		return fmt.Errorf("ipamtest: close: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) now() time.Time {
-	// The API shows microseconds; truncating here keeps what the SDK parses
-	// equal to what the emulator holds.
-	return s.clock.Now().UTC().Truncate(time.Microsecond)
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -30,20 +30,21 @@ const maxRequests = 100_000
 // traffic is what the emulator was asked: per-operation call counts and
 // the request log. Its lock is its own, never held with the state's.
 type traffic struct {
-	mu       sync.Mutex
+	// lock, not mu: Server promotes the state's mu.
+	lock     sync.Mutex
 	counts   map[Op]int
 	requests []Request
 }
 
 func (tr *traffic) count(op Op) {
-	tr.mu.Lock()
+	tr.lock.Lock()
 	tr.counts[op]++
-	tr.mu.Unlock()
+	tr.lock.Unlock()
 }
 
 func (tr *traffic) record(r Request) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
+	tr.lock.Lock()
+	defer tr.lock.Unlock()
 	if len(tr.requests) >= maxRequests {
 		// Drop the oldest tenth at once so that trimming stays cheap.
 		n := copy(tr.requests, tr.requests[maxRequests/10:])
@@ -55,15 +56,15 @@ func (tr *traffic) record(r Request) {
 // Count is the number of HTTP calls of op, answered with success or not,
 // since the start or the last ResetCounts.
 func (tr *traffic) Count(op Op) int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
+	tr.lock.Lock()
+	defer tr.lock.Unlock()
 	return tr.counts[op]
 }
 
 // Counts is a copy of all per-operation call counts.
 func (tr *traffic) Counts() map[Op]int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
+	tr.lock.Lock()
+	defer tr.lock.Unlock()
 	out := make(map[Op]int, len(tr.counts))
 	for k, v := range tr.counts {
 		out[k] = v
@@ -73,15 +74,15 @@ func (tr *traffic) Counts() map[Op]int {
 
 // ResetCounts sets every call count to zero. The request log is kept.
 func (tr *traffic) ResetCounts() {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
+	tr.lock.Lock()
+	defer tr.lock.Unlock()
 	clear(tr.counts)
 }
 
 // Requests is a copy of the request log, oldest first (the most recent
 // 100,000 at most).
 func (tr *traffic) Requests() []Request {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
+	tr.lock.Lock()
+	defer tr.lock.Unlock()
 	return append([]Request(nil), tr.requests...)
 }

@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// projectOrgLocked is the organization of projectID: its own when the
-// emulator knows the project, else the configured one.
-func (s *Server) projectOrgLocked(projectID string) string {
-	if p := s.st.projects[projectID]; p != nil {
-		return p.orgID
-	}
-	return s.opts.OrganizationID
-}
-
 func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
 	return vpcJSON{
 		CreatedAt:                      ts(v.createdAt),
