@@ -55,30 +55,6 @@ func (s *Server) attachIP(c *call) reply {
 	return ok(ip.json(s.opts.Region))
 }
 
-func (s *Server) attachLocked(c *call, id string, a *attachment) (*ipRecord, error) {
-	ip := s.st.ips[id]
-	if ip == nil {
-		return nil, notFoundErr("ip", id)
-	}
-	if ip.res != nil {
-		return nil, preconditionErr(preconditionInUse, fmt.Sprintf("IP is already attached to %s %s, detach it first", ip.res.typ, ip.res.id))
-	}
-	now := s.now()
-	a.at = now
-	ip.res = a
-	ip.updatedAt = now
-	s.auditLocked(c, AuditAttach, ip, a, now)
-	return ip, nil
-}
-
-func (s *Server) detachLocked(c *call, ip *ipRecord) {
-	now := s.now()
-	old := ip.res
-	ip.res = nil
-	ip.updatedAt = now
-	s.auditLocked(c, AuditDetach, ip, old, now)
-}
-
 func (s *Server) detachIP(c *call) reply {
 	c.ipID = c.id
 	var body struct {
