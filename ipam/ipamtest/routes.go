@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-type handler func(s *Server, c *call) reply
+// handler answers one call; each is a method of the type of its API.
+type handler func(c *call) reply
 
 type route struct {
 	method string
@@ -18,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes() []route {
+func buildRoutes(s *Server) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -30,40 +31,40 @@ func buildRoutes() []route {
 		op              Op
 		h               handler
 	}{
-		{"GET", "metadata", OpMetadata, (*Server).getMetadata},
+		{"GET", "metadata", OpMetadata, s.getMetadata},
 
-		{"POST", ipamR + "ips", OpBookIP, (*Server).bookIP},
-		{"GET", ipamR + "ips", OpListIPs, (*Server).listIPs},
-		{"GET", ipamR + "ips/{id}", OpGetIP, (*Server).getIP},
-		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, (*Server).updateIP},
-		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, (*Server).releaseIP},
-		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, (*Server).attachIP},
-		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, (*Server).detachIP},
-		{"POST", ipamR + "ips/{id}/move", OpMoveIP, (*Server).moveIP},
-		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, (*Server).releaseIPSet},
+		{"POST", ipamR + "ips", OpBookIP, s.bookIP},
+		{"GET", ipamR + "ips", OpListIPs, s.listIPs},
+		{"GET", ipamR + "ips/{id}", OpGetIP, s.getIP},
+		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, s.updateIP},
+		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, s.releaseIP},
+		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, s.attachIP},
+		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, s.detachIP},
+		{"POST", ipamR + "ips/{id}/move", OpMoveIP, s.moveIP},
+		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, s.releaseIPSet},
 
-		{"POST", vpcR + "vpcs", OpCreateVPC, (*Server).createVPC},
-		{"GET", vpcR + "vpcs", OpListVPCs, (*Server).listVPCs},
-		{"GET", vpcR + "vpcs/{id}", OpGetVPC, (*Server).getVPC},
-		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, (*Server).deleteVPC},
-		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, (*Server).enableCustomRoutesPropagation},
-		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, (*Server).createPrivateNetwork},
-		{"GET", vpcR + "private-networks", OpListPrivateNetworks, (*Server).listPrivateNetworks},
-		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, (*Server).getPrivateNetwork},
-		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, (*Server).deletePrivateNetwork},
-		{"GET", vpcR + "subnets", OpListSubnets, (*Server).listSubnets},
+		{"POST", vpcR + "vpcs", OpCreateVPC, s.createVPC},
+		{"GET", vpcR + "vpcs", OpListVPCs, s.listVPCs},
+		{"GET", vpcR + "vpcs/{id}", OpGetVPC, s.getVPC},
+		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, s.deleteVPC},
+		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, s.enableCustomRoutesPropagation},
+		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, s.createPrivateNetwork},
+		{"GET", vpcR + "private-networks", OpListPrivateNetworks, s.listPrivateNetworks},
+		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, s.getPrivateNetwork},
+		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, s.deletePrivateNetwork},
+		{"GET", vpcR + "subnets", OpListSubnets, s.listSubnets},
 
-		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
-		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
-		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+		{"POST", acct + "projects", OpCreateProject, s.createProject},
+		{"GET", acct + "projects/{id}", OpGetProject, s.getProject},
+		{"DELETE", acct + "projects/{id}", OpDeleteProject, s.deleteProject},
 
-		{"POST", lbZ + "lbs", OpCreateLB, (*Server).createLB},
-		{"GET", lbZ + "lbs", OpListLBs, (*Server).listLBs},
-		{"GET", lbZ + "lbs/{id}", OpGetLB, (*Server).getLB},
-		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, (*Server).deleteLB},
-		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, (*Server).attachLBPrivateNetwork},
-		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, (*Server).detachLBPrivateNetwork},
-		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, (*Server).listLBPrivateNetworks},
+		{"POST", lbZ + "lbs", OpCreateLB, s.createLB},
+		{"GET", lbZ + "lbs", OpListLBs, s.listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, s.getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, s.deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, s.attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, s.detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, s.listLBPrivateNetworks},
 	}
 	routes := make([]route, len(table))
 	for i, e := range table {

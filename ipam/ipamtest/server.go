@@ -90,12 +90,13 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Server{
+	s := &Server{
 		cloud:   newCloud(opts),
-		routes:  buildRoutes(),
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
+	s.routes = buildRoutes(s)
+	return s
 }
 
 // NewTestServer starts an emulator on 127.0.0.1:0 and closes it when the test
@@ -263,7 +264,7 @@ func (s *Server) handle(c *call, rt *route) reply {
 		}
 		c.body = b
 	}
-	return rt.h(s, c)
+	return rt.h(c)
 }
 
 func (s *Server) authorized(r *http.Request) bool {
