@@ -19,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes(s *Server) []route {
+func buildRoutes(s *Server, account *accountAPI) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -31,7 +31,7 @@ func buildRoutes(s *Server) []route {
 		op              Op
 		h               handler
 	}{
-		{"GET", "metadata", OpMetadata, s.getMetadata},
+		{"GET", "metadata", OpMetadata, getMetadata},
 
 		{"POST", ipamR + "ips", OpBookIP, s.bookIP},
 		{"GET", ipamR + "ips", OpListIPs, s.listIPs},
@@ -54,9 +54,9 @@ func buildRoutes(s *Server) []route {
 		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, s.deletePrivateNetwork},
 		{"GET", vpcR + "subnets", OpListSubnets, s.listSubnets},
 
-		{"POST", acct + "projects", OpCreateProject, s.createProject},
-		{"GET", acct + "projects/{id}", OpGetProject, s.getProject},
-		{"DELETE", acct + "projects/{id}", OpDeleteProject, s.deleteProject},
+		{"POST", acct + "projects", OpCreateProject, account.createProject},
+		{"GET", acct + "projects/{id}", OpGetProject, account.getProject},
+		{"DELETE", acct + "projects/{id}", OpDeleteProject, account.deleteProject},
 
 		{"POST", lbZ + "lbs", OpCreateLB, s.createLB},
 		{"GET", lbZ + "lbs", OpListLBs, s.listLBs},
@@ -71,6 +71,12 @@ func buildRoutes(s *Server) []route {
 		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
 	}
 	return routes
+}
+
+// getMetadata answers the API gateway's /metadata, which the SDK reads after
+// its calls to build SRNs; it needs no authentication.
+func getMetadata(*call) reply {
+	return ok(map[string]string{"domain": "scw.cloud", "partition": "scw", "platform": "external"})
 }
 
 // pathParams are the variable segments of a path.

@@ -95,7 +95,7 @@ func New(opts Options) *Server {
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
-	s.routes = buildRoutes(s)
+	s.routes = buildRoutes(s, &accountAPI{s.cloud})
 	return s
 }
 
