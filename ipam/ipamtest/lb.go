@@ -113,7 +113,7 @@ type lbJSON struct {
 	Zone                  string    `json:"zone"`
 }
 
-func (s *Server) lbJSON(lb *lbRec) lbJSON {
+func (lb *lbRec) json(region string) lbJSON {
 	return lbJSON{
 		CreatedAt:             ts(lb.createdAt),
 		Description:           lb.description,
@@ -124,7 +124,7 @@ func (s *Server) lbJSON(lb *lbRec) lbJSON {
 		OrganizationID:        lb.orgID,
 		PrivateNetworkCount:   len(lb.pns),
 		ProjectID:             lb.projectID,
-		Region:                s.opts.Region,
+		Region:                region,
 		SslCompatibilityLevel: lb.sslLevel,
 		Status:                lb.status,
 		Tags:                  nonNil(lb.tags),
@@ -181,7 +181,7 @@ func (s *Server) createLB(c *call) reply {
 	}
 	s.st.lbs[lb.id] = lb
 	s.auditLBLocked(c, AuditCreateLB, lb.id, now)
-	return ok(s.lbJSON(lb))
+	return ok(lb.json(s.opts.Region))
 }
 
 func (s *Server) getLB(c *call) reply {
@@ -191,7 +191,7 @@ func (s *Server) getLB(c *call) reply {
 	if err != nil {
 		return err.reply()
 	}
-	return ok(s.lbJSON(lb))
+	return ok(lb.json(s.opts.Region))
 }
 
 func (s *Server) listLBs(c *call) reply {
@@ -231,7 +231,7 @@ func (s *Server) listLBs(c *call) reply {
 		TotalCount int      `json:"total_count"`
 	}{LBs: []lbJSON{}, TotalCount: len(lbs)}
 	for _, lb := range lbs[lo:hi] {
-		out.LBs = append(out.LBs, s.lbJSON(lb))
+		out.LBs = append(out.LBs, lb.json(s.opts.Region))
 	}
 	return ok(out)
 }

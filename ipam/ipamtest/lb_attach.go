@@ -23,12 +23,12 @@ type lbDHCPConfJSON struct {
 	IPID string `json:"ip_id"`
 }
 
-func (s *Server) lbPNJSON(lb *lbRec, lp *lbPNRec) lbPNJSON {
+func (lp *lbPNRec) json(lb *lbRec, region string) lbPNJSON {
 	return lbPNJSON{
 		CreatedAt:        ts(lp.createdAt),
 		DHCPConfig:       lbDHCPConfJSON{IPID: lp.ip.id},
 		IpamIDs:          []string{lp.ip.id},
-		LB:               s.lbJSON(lb),
+		LB:               lb.json(region),
 		PrivateNetworkID: lp.pn.id,
 		Status:           lbPNStatusReady,
 		UpdatedAt:        ts(lp.updatedAt),
@@ -92,7 +92,7 @@ func (s *Server) attachLBPrivateNetwork(c *call) reply {
 	c.ipID = lp.ip.id
 	lb.pns = append(lb.pns, lp)
 	lb.updatedAt = now
-	return ok(s.lbPNJSON(lb, lp))
+	return ok(lp.json(lb, s.opts.Region))
 }
 
 // reservedForLBLocked checks the IP an attachment names: it exists, is an
@@ -180,7 +180,7 @@ func (s *Server) listLBPrivateNetworks(c *call) reply {
 		TotalCount     int        `json:"total_count"`
 	}{PrivateNetwork: []lbPNJSON{}, TotalCount: len(pns)}
 	for _, lp := range pns[lo:hi] {
-		out.PrivateNetwork = append(out.PrivateNetwork, s.lbPNJSON(lb, lp))
+		out.PrivateNetwork = append(out.PrivateNetwork, lp.json(lb, s.opts.Region))
 	}
 	return ok(out)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
+func (v *vpcRec) json(region string) vpcJSON {
 	return vpcJSON{
 		CreatedAt:                      ts(v.createdAt),
 		CustomRoutesPropagationEnabled: v.customRoutes,
@@ -18,7 +18,7 @@ func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
 		OrganizationID:                 v.orgID,
 		PrivateNetworkCount:            len(v.pns),
 		ProjectID:                      v.projectID,
-		Region:                         s.opts.Region,
+		Region:                         region,
 		// Routing is always on: the API enables it whatever enable_routing
 		// says (recorded).
 		RoutingEnabled:       true,
@@ -71,7 +71,7 @@ func (s *Server) createVPC(c *call) reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.newVPCLocked(body.Name, body.ProjectID, body.Tags, body.EnableTransitivity, false, s.now())
-	return ok(s.vpcJSON(v))
+	return ok(v.json(s.opts.Region))
 }
 
 func (s *Server) getVPC(c *call) reply {
@@ -81,7 +81,7 @@ func (s *Server) getVPC(c *call) reply {
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
-	return ok(s.vpcJSON(v))
+	return ok(v.json(s.opts.Region))
 }
 
 func (s *Server) deleteVPC(c *call) reply {
@@ -112,7 +112,7 @@ func (s *Server) enableCustomRoutesPropagation(c *call) reply {
 	}
 	v.customRoutes = true
 	v.updatedAt = s.now()
-	return ok(s.vpcJSON(v))
+	return ok(v.json(s.opts.Region))
 }
 
 func (s *Server) listVPCs(c *call) reply {
@@ -159,7 +159,7 @@ func (s *Server) listVPCs(c *call) reply {
 		Vpcs       []vpcJSON `json:"vpcs"`
 	}{TotalCount: len(vs), Vpcs: []vpcJSON{}}
 	for _, v := range vs[lo:hi] {
-		out.Vpcs = append(out.Vpcs, s.vpcJSON(v))
+		out.Vpcs = append(out.Vpcs, v.json(s.opts.Region))
 	}
 	return ok(out)
 }
@@ -248,7 +248,7 @@ func (s *Server) listSubnets(c *call) reply {
 		TotalCount int          `json:"total_count"`
 	}{Subnets: []subnetJSON{}, TotalCount: len(sns)}
 	for _, sn := range sns[lo:hi] {
-		out.Subnets = append(out.Subnets, s.subnetJSON(sn))
+		out.Subnets = append(out.Subnets, sn.json(s.opts.Region))
 	}
 	return ok(out)
 }

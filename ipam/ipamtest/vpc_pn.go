@@ -31,7 +31,7 @@ const (
 	autoV4End   = "172.32.0.0"
 )
 
-func (s *Server) pnJSON(pn *pnRec) pnJSON {
+func (pn *pnRec) json(region string) pnJSON {
 	out := pnJSON{
 		CreatedAt:                      ts(pn.createdAt),
 		DefaultRoutePropagationEnabled: pn.defaultRoutePropagation,
@@ -40,25 +40,25 @@ func (s *Server) pnJSON(pn *pnRec) pnJSON {
 		Name:                           pn.name,
 		OrganizationID:                 pn.orgID,
 		ProjectID:                      pn.projectID,
-		Region:                         s.opts.Region,
+		Region:                         region,
 		Subnets:                        make([]subnetJSON, len(pn.subnets)),
 		Tags:                           nonNil(pn.tags),
 		UpdatedAt:                      ts(pn.updatedAt),
 		VpcID:                          pn.vpc.id,
 	}
 	for i, sn := range pn.subnets {
-		out.Subnets[i] = s.subnetJSON(sn)
+		out.Subnets[i] = sn.json(region)
 	}
 	return out
 }
 
-func (s *Server) subnetJSON(sn *subnetRec) subnetJSON {
+func (sn *subnetRec) json(region string) subnetJSON {
 	return subnetJSON{
 		CreatedAt:        ts(sn.createdAt),
 		ID:               sn.id,
 		PrivateNetworkID: sn.pn.id,
 		ProjectID:        sn.pn.projectID,
-		Region:           s.opts.Region,
+		Region:           region,
 		Subnet:           sn.prefix.String(),
 		UpdatedAt:        ts(sn.updatedAt),
 		VpcID:            sn.pn.vpc.id,
@@ -271,7 +271,7 @@ func (s *Server) createPrivateNetwork(c *call) reply {
 	if err != nil {
 		return errorReply(err)
 	}
-	return ok(s.pnJSON(pn))
+	return ok(pn.json(s.opts.Region))
 }
 
 func (s *Server) getPrivateNetwork(c *call) reply {
@@ -281,7 +281,7 @@ func (s *Server) getPrivateNetwork(c *call) reply {
 	if pn == nil {
 		return notFoundErr("private_network", c.id).reply()
 	}
-	return ok(s.pnJSON(pn))
+	return ok(pn.json(s.opts.Region))
 }
 
 func (s *Server) deletePrivateNetwork(c *call) reply {
@@ -345,7 +345,7 @@ func (s *Server) listPrivateNetworks(c *call) reply {
 		TotalCount      int      `json:"total_count"`
 	}{PrivateNetworks: []pnJSON{}, TotalCount: len(pns)}
 	for _, pn := range pns[lo:hi] {
-		out.PrivateNetworks = append(out.PrivateNetworks, s.pnJSON(pn))
+		out.PrivateNetworks = append(out.PrivateNetworks, pn.json(s.opts.Region))
 	}
 	return ok(out)
 }
