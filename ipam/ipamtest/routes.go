@@ -19,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes(s *Server, account *accountAPI) []route {
+func buildRoutes(s *Server, vpc *vpcAPI, account *accountAPI) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -43,16 +43,16 @@ func buildRoutes(s *Server, account *accountAPI) []route {
 		{"POST", ipamR + "ips/{id}/move", OpMoveIP, s.moveIP},
 		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, s.releaseIPSet},
 
-		{"POST", vpcR + "vpcs", OpCreateVPC, s.createVPC},
-		{"GET", vpcR + "vpcs", OpListVPCs, s.listVPCs},
-		{"GET", vpcR + "vpcs/{id}", OpGetVPC, s.getVPC},
-		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, s.deleteVPC},
-		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, s.enableCustomRoutesPropagation},
-		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, s.createPrivateNetwork},
-		{"GET", vpcR + "private-networks", OpListPrivateNetworks, s.listPrivateNetworks},
-		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, s.getPrivateNetwork},
-		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, s.deletePrivateNetwork},
-		{"GET", vpcR + "subnets", OpListSubnets, s.listSubnets},
+		{"POST", vpcR + "vpcs", OpCreateVPC, vpc.createVPC},
+		{"GET", vpcR + "vpcs", OpListVPCs, vpc.listVPCs},
+		{"GET", vpcR + "vpcs/{id}", OpGetVPC, vpc.getVPC},
+		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, vpc.deleteVPC},
+		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, vpc.enableCustomRoutesPropagation},
+		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, vpc.createPrivateNetwork},
+		{"GET", vpcR + "private-networks", OpListPrivateNetworks, vpc.listPrivateNetworks},
+		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, vpc.getPrivateNetwork},
+		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, vpc.deletePrivateNetwork},
+		{"GET", vpcR + "subnets", OpListSubnets, vpc.listSubnets},
 
 		{"POST", acct + "projects", OpCreateProject, account.createProject},
 		{"GET", acct + "projects/{id}", OpGetProject, account.getProject},

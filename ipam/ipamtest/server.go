@@ -61,6 +61,8 @@ const maxBody = 4 << 20
 // listener of its own. All methods are safe for concurrent use.
 type Server struct {
 	*cloud
+	// The API types, embedded for their Go API (AddPrivateNetwork…).
+	*vpcAPI
 	routes []route
 
 	// The fault plan and what was asked have locks of their own: injecting
@@ -90,12 +92,14 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	cl := newCloud(opts)
 	s := &Server{
-		cloud:   newCloud(opts),
+		cloud:   cl,
+		vpcAPI:  &vpcAPI{cl},
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
-	s.routes = buildRoutes(s, &accountAPI{s.cloud})
+	s.routes = buildRoutes(s, s.vpcAPI, &accountAPI{cl})
 	return s
 }
 

@@ -11,14 +11,14 @@ import (
 // of Options.ProjectID, with the given IPv4 (or IPv6) CIDRs, a free
 // 172.16.x.0/22 when none is given, and an IPv6 /64 as the API adds one
 // unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
-func (s *Server) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
-	return s.AddPrivateNetworkWithID("", name, subnets...)
+func (a *vpcAPI) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
+	return a.AddPrivateNetworkWithID("", name, subnets...)
 }
 
 // AddPrivateNetworks adds one Private Network per spec "name=cidr[,cidr]"
 // (AddPrivateNetwork's rules), the fixtures tests and suites start from,
 // and returns them by name.
-func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
+func (a *vpcAPI) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
 	out := make(map[string]PrivateNetwork, len(specs))
 	for _, spec := range specs {
 		name, cidrs, _ := strings.Cut(spec, "=")
@@ -26,7 +26,7 @@ func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork,
 		if cidrs != "" {
 			subnets = strings.Split(cidrs, ",")
 		}
-		pn, err := s.AddPrivateNetwork(name, subnets...)
+		pn, err := a.AddPrivateNetwork(name, subnets...)
 		if err != nil {
 			return nil, err
 		}
@@ -37,22 +37,22 @@ func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork,
 
 // AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
 // pool file written for the playground names networks that exist.
-func (s *Server) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
-	return s.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
+func (a *vpcAPI) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
+	return a.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
 }
 
 // AddPrivateNetworkInProject is AddPrivateNetwork in another Project than
 // Options.ProjectID (in that Project's default VPC), for the checks that
 // refuse a pool whose network the credentials cannot book in.
-func (s *Server) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
-	return s.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
+func (a *vpcAPI) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
+	return a.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
 }
 
-func (s *Server) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (a *vpcAPI) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	name := spec.name
-	pn, err := s.createPNLocked(spec, s.now())
+	pn, err := a.createPNLocked(spec, a.now())
 	if err != nil {
 		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
 	}
