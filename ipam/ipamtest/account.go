@@ -33,7 +33,7 @@ func (p *project) json(qualified bool) projectJSON {
 
 // createProject answers "qualification": null, as recorded: the account API
 // qualifies a project after creating it, and a later GET shows it.
-func (a *accountAPI) createProject(c *call) reply {
+func (api *accountAPI) createProject(c *call) reply {
 	var body struct {
 		Name           string `json:"name"`
 		OrganizationID string `json:"organization_id"`
@@ -46,20 +46,20 @@ func (a *accountAPI) createProject(c *call) reply {
 		return errInvalidArguments("name", "name is required")
 	}
 	if body.OrganizationID == "" {
-		body.OrganizationID = a.opts.OrganizationID
+		body.OrganizationID = api.opts.OrganizationID
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	now := api.now()
 	p := &project{id: newID(), name: body.Name, orgID: body.OrganizationID, description: body.Description, createdAt: now, updatedAt: now}
-	a.st.projects[p.id] = p
+	api.st.projects[p.id] = p
 	return ok(p.json(false))
 }
 
-func (a *accountAPI) getProject(c *call) reply {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	p := a.st.projects[c.id]
+func (api *accountAPI) getProject(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	p := api.st.projects[c.id]
 	if p == nil {
 		// The account API names the argument, not the kind (recorded).
 		return notFoundErr("project_id", c.id).reply()
@@ -69,27 +69,27 @@ func (a *accountAPI) getProject(c *call) reply {
 
 // deleteProject refuses while the project owns Private Networks, IPs or VPCs
 // other than its (empty) default one, which goes with it.
-func (a *accountAPI) deleteProject(c *call) reply {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.st.projects[c.id]
+func (api *accountAPI) deleteProject(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	p := api.st.projects[c.id]
 	if p == nil {
 		return notFoundErr("project_id", c.id).reply()
 	}
-	for _, v := range a.st.vpcs {
+	for _, v := range api.st.vpcs {
 		if v.projectID == p.id && (!v.isDefault || len(v.pns) > 0) {
 			return preconditionErr(preconditionInUse, "Project must be empty to be deleted").reply()
 		}
 	}
-	for _, pn := range a.st.pns {
+	for _, pn := range api.st.pns {
 		if pn.projectID == p.id {
 			return preconditionErr(preconditionInUse, "Project must be empty to be deleted").reply()
 		}
 	}
-	if v := a.st.defaultVPC[p.id]; v != nil {
-		delete(a.st.vpcs, v.id)
-		delete(a.st.defaultVPC, p.id)
+	if v := api.st.defaultVPC[p.id]; v != nil {
+		delete(api.st.vpcs, v.id)
+		delete(api.st.defaultVPC, p.id)
 	}
-	delete(a.st.projects, p.id)
+	delete(api.st.projects, p.id)
 	return noContent()
 }

@@ -35,32 +35,32 @@ func (v *vpcRec) json(region string) vpcJSON {
 	}
 }
 
-func (a *vpcAPI) newVPCLocked(name, projectID string, tags []string, transitivity, isDefault bool, now time.Time) *vpcRec {
+func (api *vpcAPI) newVPCLocked(name, projectID string, tags []string, transitivity, isDefault bool, now time.Time) *vpcRec {
 	v := &vpcRec{
-		id: newID(), name: name, projectID: projectID, orgID: a.projectOrgLocked(projectID),
+		id: newID(), name: name, projectID: projectID, orgID: api.projectOrgLocked(projectID),
 		tags: nonNil(tags), isDefault: isDefault,
 		// Recent recordings show new VPCs with custom routes propagation on.
 		customRoutes: true, transitivity: transitivity,
-		createdAt: now, updatedAt: now, seq: a.st.nextSeq(), pns: map[string]*pnRec{},
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(), pns: map[string]*pnRec{},
 	}
 	if v.name == "" {
 		v.name = "vpc-" + v.id[:8]
 	}
-	a.st.vpcs[v.id] = v
+	api.st.vpcs[v.id] = v
 	return v
 }
 
 // defaultVPCLocked is the project's default VPC, created on first use.
-func (a *vpcAPI) defaultVPCLocked(projectID string, now time.Time) *vpcRec {
-	if v := a.st.defaultVPC[projectID]; v != nil {
+func (api *vpcAPI) defaultVPCLocked(projectID string, now time.Time) *vpcRec {
+	if v := api.st.defaultVPC[projectID]; v != nil {
 		return v
 	}
-	v := a.newVPCLocked("default", projectID, nil, false, true, now)
-	a.st.defaultVPC[projectID] = v
+	v := api.newVPCLocked("default", projectID, nil, false, true, now)
+	api.st.defaultVPC[projectID] = v
 	return v
 }
 
-func (a *vpcAPI) createVPC(c *call) reply {
+func (api *vpcAPI) createVPC(c *call) reply {
 	var body struct {
 		Name               string   `json:"name"`
 		ProjectID          string   `json:"project_id"`
@@ -72,28 +72,28 @@ func (a *vpcAPI) createVPC(c *call) reply {
 		return *rep
 	}
 	if body.ProjectID == "" {
-		body.ProjectID = a.opts.ProjectID
+		body.ProjectID = api.opts.ProjectID
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v := a.newVPCLocked(body.Name, body.ProjectID, body.Tags, body.EnableTransitivity, false, a.now())
-	return ok(v.json(a.opts.Region))
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.newVPCLocked(body.Name, body.ProjectID, body.Tags, body.EnableTransitivity, false, api.now())
+	return ok(v.json(api.opts.Region))
 }
 
-func (a *vpcAPI) getVPC(c *call) reply {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	v := a.st.vpcs[c.id]
+func (api *vpcAPI) getVPC(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
-	return ok(v.json(a.opts.Region))
+	return ok(v.json(api.opts.Region))
 }
 
-func (a *vpcAPI) deleteVPC(c *call) reply {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v := a.st.vpcs[c.id]
+func (api *vpcAPI) deleteVPC(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
@@ -102,26 +102,26 @@ func (a *vpcAPI) deleteVPC(c *call) reply {
 		// Network.
 		return preconditionErr(preconditionInUse, "VPC must be empty to be deleted").reply()
 	}
-	delete(a.st.vpcs, v.id)
-	if a.st.defaultVPC[v.projectID] == v {
-		delete(a.st.defaultVPC, v.projectID)
+	delete(api.st.vpcs, v.id)
+	if api.st.defaultVPC[v.projectID] == v {
+		delete(api.st.defaultVPC, v.projectID)
 	}
 	return noContent()
 }
 
-func (a *vpcAPI) enableCustomRoutesPropagation(c *call) reply {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v := a.st.vpcs[c.id]
+func (api *vpcAPI) enableCustomRoutesPropagation(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
 	v.customRoutes = true
-	v.updatedAt = a.now()
-	return ok(v.json(a.opts.Region))
+	v.updatedAt = api.now()
+	return ok(v.json(api.opts.Region))
 }
 
-func (a *vpcAPI) listVPCs(c *call) reply {
+func (api *vpcAPI) listVPCs(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -141,10 +141,10 @@ func (a *vpcAPI) listVPCs(c *call) reply {
 	}
 	name, projectID, orgID, tags := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id"), q["tags"]
 
-	a.mu.RLock()
-	defer a.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var vs []*vpcRec
-	for _, v := range a.st.vpcs {
+	for _, v := range api.st.vpcs {
 		switch {
 		case name != nil && !containsFold(v.name, *name),
 			projectID != nil && *projectID != v.projectID,
@@ -165,7 +165,7 @@ func (a *vpcAPI) listVPCs(c *call) reply {
 		Vpcs       []vpcJSON `json:"vpcs"`
 	}{TotalCount: len(vs), Vpcs: []vpcJSON{}}
 	for _, v := range vs[lo:hi] {
-		out.Vpcs = append(out.Vpcs, v.json(a.opts.Region))
+		out.Vpcs = append(out.Vpcs, v.json(api.opts.Region))
 	}
 	return ok(out)
 }
@@ -208,7 +208,7 @@ func nameOrder(orderBy string) (func(a, b namedItem) int, *apiError) {
 
 // listSubnets also filters on private_network_id, which the SDK does not
 // send, for callers going around it.
-func (a *vpcAPI) listSubnets(c *call) reply {
+func (api *vpcAPI) listSubnets(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -225,10 +225,10 @@ func (a *vpcAPI) listSubnets(c *call) reply {
 	projectID, orgID, vpcID, pnID := optString(q, "project_id"), optString(q, "organization_id"), optString(q, "vpc_id"), optString(q, "private_network_id")
 	ids := set(q, "subnet_ids")
 
-	a.mu.RLock()
-	defer a.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var sns []*subnetRec
-	for _, sn := range a.st.subnets {
+	for _, sn := range api.st.subnets {
 		switch {
 		case projectID != nil && *projectID != sn.pn.projectID,
 			orgID != nil && *orgID != sn.pn.orgID,
@@ -254,7 +254,7 @@ func (a *vpcAPI) listSubnets(c *call) reply {
 		TotalCount int          `json:"total_count"`
 	}{Subnets: []subnetJSON{}, TotalCount: len(sns)}
 	for _, sn := range sns[lo:hi] {
-		out.Subnets = append(out.Subnets, sn.json(a.opts.Region))
+		out.Subnets = append(out.Subnets, sn.json(api.opts.Region))
 	}
 	return ok(out)
 }

@@ -80,13 +80,13 @@ type pnSpec struct {
 // refusing in the API's order: the VPC named, the subnets asked for, their
 // overlaps in the VPC, then the subnets it adds (an IPv4 /22 when none is
 // asked for, an IPv6 /64 unless one is).
-func (a *vpcAPI) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
+func (api *vpcAPI) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	if spec.projectID == "" {
-		spec.projectID = a.opts.ProjectID
+		spec.projectID = api.opts.ProjectID
 	}
 	var vpc *vpcRec
 	if spec.vpcID != "" {
-		if vpc = a.st.vpcs[spec.vpcID]; vpc == nil {
+		if vpc = api.st.vpcs[spec.vpcID]; vpc == nil {
 			return nil, notFoundErr("vpc", spec.vpcID)
 		}
 	}
@@ -95,27 +95,27 @@ func (a *vpcAPI) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 		return nil, err
 	}
 	if vpc == nil {
-		vpc = a.defaultVPCLocked(spec.projectID, now)
+		vpc = api.defaultVPCLocked(spec.projectID, now)
 	}
-	orgID := a.projectOrgLocked(spec.projectID)
-	if prefixes, err = a.st.pnSubnets(vpc, prefixes, orgID); err != nil {
+	orgID := api.projectOrgLocked(spec.projectID)
+	if prefixes, err = api.st.pnSubnets(vpc, prefixes, orgID); err != nil {
 		return nil, err
 	}
 	id := spec.id
 	if id == "" {
 		id = newID()
-	} else if _, taken := a.st.pns[id]; taken {
+	} else if _, taken := api.st.pns[id]; taken {
 		return nil, fmt.Errorf("a Private Network with ID %s already exists", id)
 	}
 	pn := &pnRec{
 		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
 		tags: nonNil(spec.tags), defaultRoutePropagation: spec.defaultRoutes,
-		createdAt: now, updatedAt: now, seq: a.st.nextSeq(),
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(),
 	}
 	if pn.name == "" {
 		pn.name = "pn-" + pn.id[:8]
 	}
-	a.st.indexPN(pn, prefixes, now)
+	api.st.indexPN(pn, prefixes, now)
 	return pn, nil
 }
 
@@ -246,7 +246,7 @@ func (st *state) prefixUsed(p netip.Prefix) bool {
 	return false
 }
 
-func (a *vpcAPI) createPrivateNetwork(c *call) reply {
+func (api *vpcAPI) createPrivateNetwork(c *call) reply {
 	var body struct {
 		Name                           string   `json:"name"`
 		ProjectID                      string   `json:"project_id"`
@@ -265,29 +265,29 @@ func (a *vpcAPI) createPrivateNetwork(c *call) reply {
 	if body.VpcID != nil {
 		spec.vpcID = *body.VpcID
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	pn, err := a.createPNLocked(spec, a.now())
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	pn, err := api.createPNLocked(spec, api.now())
 	if err != nil {
 		return errorReply(err)
 	}
-	return ok(pn.json(a.opts.Region))
+	return ok(pn.json(api.opts.Region))
 }
 
-func (a *vpcAPI) getPrivateNetwork(c *call) reply {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	pn := a.st.pns[c.id]
+func (api *vpcAPI) getPrivateNetwork(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	pn := api.st.pns[c.id]
 	if pn == nil {
 		return notFoundErr("private_network", c.id).reply()
 	}
-	return ok(pn.json(a.opts.Region))
+	return ok(pn.json(api.opts.Region))
 }
 
-func (a *vpcAPI) deletePrivateNetwork(c *call) reply {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	pn := a.st.pns[c.id]
+func (api *vpcAPI) deletePrivateNetwork(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	pn := api.st.pns[c.id]
 	if pn == nil {
 		return notFoundErr("private_network", c.id).reply()
 	}
@@ -296,14 +296,14 @@ func (a *vpcAPI) deletePrivateNetwork(c *call) reply {
 		return preconditionErr(preconditionInUse, "Private Network must be empty to be deleted").reply()
 	}
 	for _, sn := range pn.subnets {
-		delete(a.st.subnets, sn.id)
+		delete(api.st.subnets, sn.id)
 	}
-	delete(a.st.pns, pn.id)
+	delete(api.st.pns, pn.id)
 	delete(pn.vpc.pns, pn.id)
 	return noContent()
 }
 
-func (a *vpcAPI) listPrivateNetworks(c *call) reply {
+func (api *vpcAPI) listPrivateNetworks(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -320,10 +320,10 @@ func (a *vpcAPI) listPrivateNetworks(c *call) reply {
 	name, projectID, orgID, vpcID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id"), optString(q, "vpc_id")
 	ids, tags := set(q, "private_network_ids"), q["tags"]
 
-	a.mu.RLock()
-	defer a.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var pns []*pnRec
-	for _, pn := range a.st.pns {
+	for _, pn := range api.st.pns {
 		switch {
 		case name != nil && !containsFold(pn.name, *name),
 			projectID != nil && *projectID != pn.projectID,
@@ -345,7 +345,7 @@ func (a *vpcAPI) listPrivateNetworks(c *call) reply {
 		TotalCount      int      `json:"total_count"`
 	}{PrivateNetworks: []pnJSON{}, TotalCount: len(pns)}
 	for _, pn := range pns[lo:hi] {
-		out.PrivateNetworks = append(out.PrivateNetworks, pn.json(a.opts.Region))
+		out.PrivateNetworks = append(out.PrivateNetworks, pn.json(api.opts.Region))
 	}
 	return ok(out)
 }

@@ -11,14 +11,14 @@ import (
 // of Options.ProjectID, with the given IPv4 (or IPv6) CIDRs, a free
 // 172.16.x.0/22 when none is given, and an IPv6 /64 as the API adds one
 // unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
-func (a *vpcAPI) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
-	return a.AddPrivateNetworkWithID("", name, subnets...)
+func (api *vpcAPI) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
+	return api.AddPrivateNetworkWithID("", name, subnets...)
 }
 
 // AddPrivateNetworks adds one Private Network per spec "name=cidr[,cidr]"
 // (AddPrivateNetwork's rules), the fixtures tests and suites start from,
 // and returns them by name.
-func (a *vpcAPI) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
+func (api *vpcAPI) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
 	out := make(map[string]PrivateNetwork, len(specs))
 	for _, spec := range specs {
 		name, cidrs, _ := strings.Cut(spec, "=")
@@ -26,7 +26,7 @@ func (a *vpcAPI) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork,
 		if cidrs != "" {
 			subnets = strings.Split(cidrs, ",")
 		}
-		pn, err := a.AddPrivateNetwork(name, subnets...)
+		pn, err := api.AddPrivateNetwork(name, subnets...)
 		if err != nil {
 			return nil, err
 		}
@@ -37,22 +37,22 @@ func (a *vpcAPI) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork,
 
 // AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
 // pool file written for the playground names networks that exist.
-func (a *vpcAPI) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
-	return a.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
+func (api *vpcAPI) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
+	return api.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
 }
 
 // AddPrivateNetworkInProject is AddPrivateNetwork in another Project than
 // Options.ProjectID (in that Project's default VPC), for the checks that
 // refuse a pool whose network the credentials cannot book in.
-func (a *vpcAPI) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
-	return a.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
+func (api *vpcAPI) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
+	return api.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
 }
 
-func (a *vpcAPI) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (api *vpcAPI) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
 	name := spec.name
-	pn, err := a.createPNLocked(spec, a.now())
+	pn, err := api.createPNLocked(spec, api.now())
 	if err != nil {
 		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
 	}
