@@ -6,6 +6,13 @@ import (
 	"net/netip"
 )
 
+// ipamAPI serves the IPAM API v1: booking, listing, updating, attaching and
+// releasing IPs of Private Networks. Its Go API seeds IPs and attaches them
+// as other products' APIs would.
+type ipamAPI struct {
+	*cloud
+}
+
 func (a *attachment) public() Resource {
 	return Resource{Type: a.typ, ID: a.id, Name: a.name, MACAddress: a.mac}
 }
@@ -36,7 +43,7 @@ func (ip *ipRecord) json(region string) ipJSON {
 
 // --- handlers ---
 
-func (s *Server) bookIP(c *call) reply {
+func (api *ipamAPI) bookIP(c *call) reply {
 	var body struct {
 		ProjectID string `json:"project_id"`
 		Source    *struct {
@@ -81,25 +88,25 @@ func (s *Server) bookIP(c *call) reply {
 		}
 		b.res = a
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip, err := s.bookLocked(c, b, s.now())
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip, err := api.bookLocked(c, b, api.now())
 	if err != nil {
 		return errorReply(err)
 	}
 	c.ipID = ip.id
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
-func (s *Server) getIP(c *call) reply {
+func (api *ipamAPI) getIP(c *call) reply {
 	c.ipID = c.id
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ip := s.st.ips[c.id]
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	ip := api.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
 // ipUpdateBody is an UpdateIP body; raw fields tell absent and null
@@ -164,7 +171,7 @@ func (u ipUpdate) reverses(ip *ipRecord) ([]reverse, *apiError) {
 	return out, nil
 }
 
-func (s *Server) updateIP(c *call) reply {
+func (api *ipamAPI) updateIP(c *call) reply {
 	c.ipID = c.id
 	var body ipUpdateBody
 	if rep := decodeBody(c, &body); rep != nil {
@@ -174,9 +181,9 @@ func (s *Server) updateIP(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := s.st.ips[c.id]
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip := api.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
@@ -184,16 +191,16 @@ func (s *Server) updateIP(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	now := s.now()
+	now := api.now()
 	if u.setRevs {
 		ip.reverses = revs
 	}
 	ip.updatedAt = now
 	if u.tags != nil {
 		ip.tags = *u.tags
-		s.auditLocked(c, AuditTags, ip, nil, now)
+		api.auditLocked(c, AuditTags, ip, nil, now)
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
 // isSet tells a JSON value from an absent one or null.
@@ -201,30 +208,30 @@ func isSet(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
-func (s *Server) releaseIP(c *call) reply {
+func (api *ipamAPI) releaseIP(c *call) reply {
 	c.ipID = c.id
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip, err := s.releasableLocked(c.id)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip, err := api.releasableLocked(c.id)
 	if err != nil {
 		return errorReply(err)
 	}
-	s.releaseLocked(c, ip)
+	api.releaseLocked(c, ip)
 	return noContent()
 }
 
 // releaseIPSet is all-or-nothing: every IP is checked (404 for the first
 // unknown one, 412 for the first attached one) before any is released, so a
 // refused call changes nothing.
-func (s *Server) releaseIPSet(c *call) reply {
+func (api *ipamAPI) releaseIPSet(c *call) reply {
 	var body struct {
 		IPIDs []string `json:"ip_ids"`
 	}
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	api.mu.Lock()
+	defer api.mu.Unlock()
 	var ips []*ipRecord
 	seen := map[string]bool{}
 	for _, id := range body.IPIDs {
@@ -232,14 +239,14 @@ func (s *Server) releaseIPSet(c *call) reply {
 			continue
 		}
 		seen[id] = true
-		ip, err := s.releasableLocked(id)
+		ip, err := api.releasableLocked(id)
 		if err != nil {
 			return errorReply(err)
 		}
 		ips = append(ips, ip)
 	}
 	for _, ip := range ips {
-		s.releaseLocked(c, ip)
+		api.releaseLocked(c, ip)
 	}
 	return noContent()
 }

@@ -19,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes(s *Server, vpc *vpcAPI, account *accountAPI) []route {
+func buildRoutes(s *Server, ipam *ipamAPI, vpc *vpcAPI, account *accountAPI) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -33,15 +33,15 @@ func buildRoutes(s *Server, vpc *vpcAPI, account *accountAPI) []route {
 	}{
 		{"GET", "metadata", OpMetadata, getMetadata},
 
-		{"POST", ipamR + "ips", OpBookIP, s.bookIP},
-		{"GET", ipamR + "ips", OpListIPs, s.listIPs},
-		{"GET", ipamR + "ips/{id}", OpGetIP, s.getIP},
-		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, s.updateIP},
-		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, s.releaseIP},
-		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, s.attachIP},
-		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, s.detachIP},
-		{"POST", ipamR + "ips/{id}/move", OpMoveIP, s.moveIP},
-		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, s.releaseIPSet},
+		{"POST", ipamR + "ips", OpBookIP, ipam.bookIP},
+		{"GET", ipamR + "ips", OpListIPs, ipam.listIPs},
+		{"GET", ipamR + "ips/{id}", OpGetIP, ipam.getIP},
+		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, ipam.updateIP},
+		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, ipam.releaseIP},
+		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, ipam.attachIP},
+		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, ipam.detachIP},
+		{"POST", ipamR + "ips/{id}/move", OpMoveIP, ipam.moveIP},
+		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, ipam.releaseIPSet},
 
 		{"POST", vpcR + "vpcs", OpCreateVPC, vpc.createVPC},
 		{"GET", vpcR + "vpcs", OpListVPCs, vpc.listVPCs},

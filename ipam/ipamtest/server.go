@@ -61,7 +61,8 @@ const maxBody = 4 << 20
 // listener of its own. All methods are safe for concurrent use.
 type Server struct {
 	*cloud
-	// The API types, embedded for their Go API (AddPrivateNetwork…).
+	// The API types, embedded for their Go API (AddIP, AddPrivateNetwork…).
+	*ipamAPI
 	*vpcAPI
 	routes []route
 
@@ -95,11 +96,12 @@ func New(opts Options) *Server {
 	cl := newCloud(opts)
 	s := &Server{
 		cloud:   cl,
+		ipamAPI: &ipamAPI{cl},
 		vpcAPI:  &vpcAPI{cl},
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
-	s.routes = buildRoutes(s, s.vpcAPI, &accountAPI{cl})
+	s.routes = buildRoutes(s, s.ipamAPI, s.vpcAPI, &accountAPI{cl})
 	return s
 }
 
