@@ -28,7 +28,6 @@ const (
 var oversize = map[string]bool{
 	"internal/testenv/testenv.go:Start": true,
 	"internal/testenv.Env":              true,
-	"ipam/ipamtest.Server":              true,
 }
 
 // TestSizeLimits fails on each non-test function over maxFuncLines lines,

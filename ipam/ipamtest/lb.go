@@ -27,6 +27,12 @@ import (
 // released with it. IPAM reads the very same attachment, so GetIP and
 // ListIPs show it.
 
+// lbAPI serves the Load Balancer API v1 described above. Its Go API lists
+// the Load Balancers, holds a deletion, and reads one's audit trail.
+type lbAPI struct {
+	*cloud
+}
+
 // Defaults of a created Load Balancer.
 const (
 	defaultLBType    = "LB-S"
@@ -133,15 +139,15 @@ func (lb *lbRec) json(region string) lbJSON {
 // --- handlers ---
 
 // lbLocked is the Load Balancer of the path, in the zone of the path.
-func (s *Server) lbLocked(c *call) (*lbRec, *apiError) {
-	lb := s.st.lbs[c.id]
+func (api *lbAPI) lbLocked(c *call) (*lbRec, *apiError) {
+	lb := api.st.lbs[c.id]
 	if lb == nil || lb.zone != c.zone {
 		return nil, notFoundErr("lb", c.id)
 	}
 	return lb, nil
 }
 
-func (s *Server) createLB(c *call) reply {
+func (api *lbAPI) createLB(c *call) reply {
 	var body struct {
 		ProjectID             *string  `json:"project_id"`
 		OrganizationID        *string  `json:"organization_id"`
@@ -154,7 +160,7 @@ func (s *Server) createLB(c *call) reply {
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
 	}
-	projectID := s.opts.ProjectID
+	projectID := api.opts.ProjectID
 	if body.ProjectID != nil && *body.ProjectID != "" {
 		projectID = *body.ProjectID
 	}
@@ -166,31 +172,31 @@ func (s *Server) createLB(c *call) reply {
 	if ssl == "" || ssl == unknownLBSSL {
 		ssl = defaultLBSSL
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	now := api.now()
 	lb := &lbRec{
 		id: newID(), name: body.Name, description: body.Description,
-		projectID: projectID, orgID: s.projectOrgLocked(projectID),
+		projectID: projectID, orgID: api.projectOrgLocked(projectID),
 		zone: c.zone, typ: typ, sslLevel: ssl, status: lbStatusReady, tags: nonNil(body.Tags),
-		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(),
 	}
-	s.st.lbs[lb.id] = lb
-	s.auditLBLocked(c, AuditCreateLB, lb.id, now)
-	return ok(lb.json(s.opts.Region))
+	api.st.lbs[lb.id] = lb
+	api.auditLBLocked(c, AuditCreateLB, lb.id, now)
+	return ok(lb.json(api.opts.Region))
 }
 
-func (s *Server) getLB(c *call) reply {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	lb, err := s.lbLocked(c)
+func (api *lbAPI) getLB(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	lb, err := api.lbLocked(c)
 	if err != nil {
 		return err.reply()
 	}
-	return ok(lb.json(s.opts.Region))
+	return ok(lb.json(api.opts.Region))
 }
 
-func (s *Server) listLBs(c *call) reply {
+func (api *lbAPI) listLBs(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -203,10 +209,10 @@ func (s *Server) listLBs(c *call) reply {
 	name, projectID, orgID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id")
 	lbIDs, tags := set(q, "lb_ids"), q["tags"]
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var lbs []*lbRec
-	for _, lb := range s.st.lbs {
+	for _, lb := range api.st.lbs {
 		switch {
 		case lb.zone != c.zone,
 			name != nil && !containsFold(lb.name, *name),
@@ -227,7 +233,7 @@ func (s *Server) listLBs(c *call) reply {
 		TotalCount int      `json:"total_count"`
 	}{LBs: []lbJSON{}, TotalCount: len(lbs)}
 	for _, lb := range lbs[lo:hi] {
-		out.LBs = append(out.LBs, lb.json(s.opts.Region))
+		out.LBs = append(out.LBs, lb.json(api.opts.Region))
 	}
 	return ok(out)
 }
@@ -235,64 +241,64 @@ func (s *Server) listLBs(c *call) reply {
 // deleteLB accepts the deletion: the Load Balancer goes to_delete and is
 // removed LBDeleteDelay later (at once without a delay). release_ip is about
 // flexible (public) IPs, which are not emulated.
-func (s *Server) deleteLB(c *call) reply {
+func (api *lbAPI) deleteLB(c *call) reply {
 	if _, aerr := optBool(c.query, "release_ip"); aerr != nil {
 		return aerr.reply()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb, err := s.changeableLBLocked(c)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	lb, err := api.changeableLBLocked(c)
 	if err != nil {
 		return err.reply()
 	}
 	c.lbID = lb.id
-	now := s.now()
+	now := api.now()
 	lb.status, lb.updatedAt = lbStatusToDelete, now
-	s.auditLBLocked(c, AuditDeleteLB, lb.id, now)
-	if d := s.opts.LBDeleteDelay; d > 0 || lb.held != nil {
-		go s.removeLBAfter(lb, d)
+	api.auditLBLocked(c, AuditDeleteLB, lb.id, now)
+	if d := api.opts.LBDeleteDelay; d > 0 || lb.held != nil {
+		go api.removeLBAfter(lb, d)
 	} else {
-		s.removeLBLocked(c, lb)
+		api.removeLBLocked(c, lb)
 	}
 	return noContent()
 }
 
 // removeLBAfter removes lb once d of real time has passed and no hold keeps
 // it, unless the server is closed first.
-func (s *Server) removeLBAfter(lb *lbRec, d time.Duration) {
+func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.done:
+	case <-api.done:
 		return
 	}
-	s.mu.RLock()
+	api.mu.RLock()
 	held := lb.held
-	s.mu.RUnlock()
+	api.mu.RUnlock()
 	if held != nil {
 		select {
 		case <-held:
-		case <-s.done:
+		case <-api.done:
 			return
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.st.lbs[lb.id] == lb {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.st.lbs[lb.id] == lb {
 		// The changes belong to the DeleteLB call that asked for them.
-		s.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
+		api.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
 	}
 }
 
 // removeLBLocked ends a Load Balancer: every Private Network detached (its
 // IPs detached, the DHCP ones released), then gone.
-func (s *Server) removeLBLocked(c *call, lb *lbRec) {
+func (api *lbAPI) removeLBLocked(c *call, lb *lbRec) {
 	for len(lb.pns) > 0 {
-		s.detachLBPNLocked(c, lb, lb.pns[0])
+		api.detachLBPNLocked(c, lb, lb.pns[0])
 	}
-	delete(s.st.lbs, lb.id)
-	s.auditLBLocked(c, AuditLBGone, lb.id, s.now())
+	delete(api.st.lbs, lb.id)
+	api.auditLBLocked(c, AuditLBGone, lb.id, api.now())
 }
 
 // changeableLBLocked is the Load Balancer of the path, refused while it is
@@ -302,8 +308,8 @@ func (s *Server) removeLBLocked(c *call, lb *lbRec) {
 // recorded: this one is modelled on the API gateway's recorded
 // transient_state body (409, the current state named), which
 // scaleway-sdk-go reads as *scw.TransientStateError.
-func (s *Server) changeableLBLocked(c *call) (*lbRec, *apiError) {
-	lb, err := s.lbLocked(c)
+func (api *lbAPI) changeableLBLocked(c *call) (*lbRec, *apiError) {
+	lb, err := api.lbLocked(c)
 	if err != nil {
 		return nil, err
 	}

@@ -11,11 +11,11 @@ import (
 // --- Go API: what tests read of Load Balancers, and held deletions ---
 
 // LBs is a snapshot of every Load Balancer, oldest first.
-func (s *Server) LBs() []LB {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	lbs := make([]*lbRec, 0, len(s.st.lbs))
-	for _, lb := range s.st.lbs {
+func (api *lbAPI) LBs() []LB {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	lbs := make([]*lbRec, 0, len(api.st.lbs))
+	for _, lb := range api.st.lbs {
 		lbs = append(lbs, lb)
 	}
 	byCreated, _ := nameOrder("")
@@ -41,10 +41,10 @@ func (s *Server) LBs() []LB {
 // previous Load Balancer that never finishes deleting keeps its IPs
 // attached. It errors when there is no such Load Balancer or it is held
 // already; call it before the deletion could have finished.
-func (s *Server) HoldLBDeletion(id string) (release func(), err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb := s.st.lbs[id]
+func (api *lbAPI) HoldLBDeletion(id string) (release func(), err error) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	lb := api.st.lbs[id]
 	switch {
 	case lb == nil:
 		return nil, fmt.Errorf("ipamtest: no Load Balancer %s to hold", id)
@@ -56,8 +56,8 @@ func (s *Server) HoldLBDeletion(id string) (release func(), err error) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
+			api.mu.Lock()
+			defer api.mu.Unlock()
 			lb.held = nil
 			close(held)
 		})
@@ -69,9 +69,9 @@ func (s *Server) HoldLBDeletion(id string) (release func(), err error) {
 // detached from it, whoever made the change (its own API calls, or the Go
 // API on an IP attached to it). A test checks from it that a live Load
 // Balancer never changed address: no detach before its AuditDeleteLB.
-func (s *Server) LBAudit(lbID string) []AuditEvent {
+func (api *lbAPI) LBAudit(lbID string) []AuditEvent {
 	var out []AuditEvent
-	for _, ev := range s.Audit() {
+	for _, ev := range api.Audit() {
 		if ev.LBID == lbID || (ev.Resource != nil && ev.Resource.Type == string(ipam.ResourceTypeLBServer) && ev.Resource.ID == lbID) {
 			out = append(out, ev)
 		}

@@ -19,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes(s *Server, ipam *ipamAPI, vpc *vpcAPI, account *accountAPI) []route {
+func buildRoutes(ipam *ipamAPI, vpc *vpcAPI, lb *lbAPI, account *accountAPI) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -58,13 +58,13 @@ func buildRoutes(s *Server, ipam *ipamAPI, vpc *vpcAPI, account *accountAPI) []r
 		{"GET", acct + "projects/{id}", OpGetProject, account.getProject},
 		{"DELETE", acct + "projects/{id}", OpDeleteProject, account.deleteProject},
 
-		{"POST", lbZ + "lbs", OpCreateLB, s.createLB},
-		{"GET", lbZ + "lbs", OpListLBs, s.listLBs},
-		{"GET", lbZ + "lbs/{id}", OpGetLB, s.getLB},
-		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, s.deleteLB},
-		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, s.attachLBPrivateNetwork},
-		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, s.detachLBPrivateNetwork},
-		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, s.listLBPrivateNetworks},
+		{"POST", lbZ + "lbs", OpCreateLB, lb.createLB},
+		{"GET", lbZ + "lbs", OpListLBs, lb.listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, lb.getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, lb.deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, lb.attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, lb.detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, lb.listLBPrivateNetworks},
 	}
 	routes := make([]route, len(table))
 	for i, e := range table {

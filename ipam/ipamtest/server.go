@@ -61,9 +61,11 @@ const maxBody = 4 << 20
 // listener of its own. All methods are safe for concurrent use.
 type Server struct {
 	*cloud
-	// The API types, embedded for their Go API (AddIP, AddPrivateNetwork…).
+	// The API types, embedded for their Go API (AddIP, AddPrivateNetwork,
+	// LBs…).
 	*ipamAPI
 	*vpcAPI
+	*lbAPI
 	routes []route
 
 	// The fault plan and what was asked have locks of their own: injecting
@@ -98,10 +100,11 @@ func New(opts Options) *Server {
 		cloud:   cl,
 		ipamAPI: &ipamAPI{cl},
 		vpcAPI:  &vpcAPI{cl},
+		lbAPI:   &lbAPI{cl},
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
-	s.routes = buildRoutes(s, s.ipamAPI, s.vpcAPI, &accountAPI{cl})
+	s.routes = buildRoutes(s.ipamAPI, s.vpcAPI, s.lbAPI, &accountAPI{cl})
 	return s
 }
 
