@@ -59,10 +59,15 @@ const maxBody = 4 << 20
 
 // Server is the emulator. It implements http.Handler; Start serves it on a
 // listener of its own. All methods are safe for concurrent use.
+//
+// Server itself only serves: it routes each call to the type of its API,
+// after the fault plan. Its other methods are its parts': Audit (the shared
+// state), AddIP and the IP snapshots (IPAM), AddPrivateNetwork and its
+// variants (VPC), LBs and HoldLBDeletion (Load Balancer), SetLatency,
+// FailNext and SetFaultFunc (faults), Count and Requests (traffic).
 type Server struct {
 	*cloud
-	// The API types, embedded for their Go API (AddIP, AddPrivateNetwork,
-	// LBs…).
+	// The API types, embedded for their Go API.
 	*ipamAPI
 	*vpcAPI
 	*lbAPI
