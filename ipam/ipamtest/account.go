@@ -1,5 +1,11 @@
 package ipamtest
 
+// accountAPI serves the Account API v3, its projects only: create, get and
+// delete.
+type accountAPI struct {
+	*cloud
+}
+
 type projectJSON struct {
 	CreatedAt      string             `json:"created_at"`
 	Description    string             `json:"description"`
@@ -25,15 +31,9 @@ func (p *project) json(qualified bool) projectJSON {
 	return out
 }
 
-// getMetadata answers the API gateway's /metadata, which the SDK reads after
-// its calls to build SRNs; it needs no authentication.
-func (s *Server) getMetadata(*call) reply {
-	return ok(map[string]string{"domain": "scw.cloud", "partition": "scw", "platform": "external"})
-}
-
 // createProject answers "qualification": null, as recorded: the account API
 // qualifies a project after creating it, and a later GET shows it.
-func (s *Server) createProject(c *call) reply {
+func (api *accountAPI) createProject(c *call) reply {
 	var body struct {
 		Name           string `json:"name"`
 		OrganizationID string `json:"organization_id"`
@@ -46,20 +46,20 @@ func (s *Server) createProject(c *call) reply {
 		return errInvalidArguments("name", "name is required")
 	}
 	if body.OrganizationID == "" {
-		body.OrganizationID = s.opts.OrganizationID
+		body.OrganizationID = api.opts.OrganizationID
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	now := api.now()
 	p := &project{id: newID(), name: body.Name, orgID: body.OrganizationID, description: body.Description, createdAt: now, updatedAt: now}
-	s.st.projects[p.id] = p
+	api.st.projects[p.id] = p
 	return ok(p.json(false))
 }
 
-func (s *Server) getProject(c *call) reply {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p := s.st.projects[c.id]
+func (api *accountAPI) getProject(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	p := api.st.projects[c.id]
 	if p == nil {
 		// The account API names the argument, not the kind (recorded).
 		return notFoundErr("project_id", c.id).reply()
@@ -69,27 +69,27 @@ func (s *Server) getProject(c *call) reply {
 
 // deleteProject refuses while the project owns Private Networks, IPs or VPCs
 // other than its (empty) default one, which goes with it.
-func (s *Server) deleteProject(c *call) reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.st.projects[c.id]
+func (api *accountAPI) deleteProject(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	p := api.st.projects[c.id]
 	if p == nil {
 		return notFoundErr("project_id", c.id).reply()
 	}
-	for _, v := range s.st.vpcs {
+	for _, v := range api.st.vpcs {
 		if v.projectID == p.id && (!v.isDefault || len(v.pns) > 0) {
 			return preconditionErr(preconditionInUse, "Project must be empty to be deleted").reply()
 		}
 	}
-	for _, pn := range s.st.pns {
+	for _, pn := range api.st.pns {
 		if pn.projectID == p.id {
 			return preconditionErr(preconditionInUse, "Project must be empty to be deleted").reply()
 		}
 	}
-	if v := s.st.defaultVPC[p.id]; v != nil {
-		delete(s.st.vpcs, v.id)
-		delete(s.st.defaultVPC, p.id)
+	if v := api.st.defaultVPC[p.id]; v != nil {
+		delete(api.st.vpcs, v.id)
+		delete(api.st.defaultVPC, p.id)
 	}
-	delete(s.st.projects, p.id)
+	delete(api.st.projects, p.id)
 	return noContent()
 }

@@ -53,8 +53,8 @@ type AuditEvent struct {
 	AnswerLost bool
 }
 
-// auditLocked records a change of ip; s.mu is held.
-func (s *Server) auditLocked(c *call, kind AuditKind, ip *ipRecord, res *attachment, now time.Time) {
+// auditLocked records a change of ip; cl.mu is held.
+func (cl *cloud) auditLocked(c *call, kind AuditKind, ip *ipRecord, res *attachment, now time.Time) {
 	ev := AuditEvent{
 		Time: now, Kind: kind, IPID: ip.id, Address: ip.addr,
 		SubnetID: ip.subnet.id, PrivateNetworkID: ip.subnet.pn.id,
@@ -67,25 +67,25 @@ func (s *Server) auditLocked(c *call, kind AuditKind, ip *ipRecord, res *attachm
 	if c != nil {
 		ev.Op, ev.AnswerLost, ev.LBID = c.op, c.lost, c.lbID
 	}
-	s.st.audit = append(s.st.audit, ev)
+	cl.st.audit = append(cl.st.audit, ev)
 }
 
-// auditLBLocked records the creation or deletion of a Load Balancer; s.mu
+// auditLBLocked records the creation or deletion of a Load Balancer; cl.mu
 // is held.
-func (s *Server) auditLBLocked(c *call, kind AuditKind, lbID string, now time.Time) {
+func (cl *cloud) auditLBLocked(c *call, kind AuditKind, lbID string, now time.Time) {
 	ev := AuditEvent{Time: now, Kind: kind, LBID: lbID}
 	if c != nil {
 		ev.Op, ev.AnswerLost = c.op, c.lost
 	}
-	s.st.audit = append(s.st.audit, ev)
+	cl.st.audit = append(cl.st.audit, ev)
 }
 
 // Audit is a copy of the audit log, oldest first.
-func (s *Server) Audit() []AuditEvent {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]AuditEvent, len(s.st.audit))
-	for i, ev := range s.st.audit {
+func (cl *cloud) Audit() []AuditEvent {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	out := make([]AuditEvent, len(cl.st.audit))
+	for i, ev := range cl.st.audit {
 		ev.Tags = slices.Clone(ev.Tags)
 		if ev.Resource != nil {
 			r := *ev.Resource

@@ -9,6 +9,15 @@
 // per-operation call counts, a request log and an audit log of state changes,
 // and injects latency and faults on demand.
 //
+// One type per emulated API holds the handlers of its calls and its Go API:
+// ipamAPI (ipam*.go), vpcAPI (vpc*.go), lbAPI (lb*.go) and accountAPI
+// (account.go). Each points to the cloud (cloud.go), the state they share:
+// the objects, the lock over them, the clock and the audit log, with the
+// changes of IPs more than one API makes (ipam_book.go). The router
+// (routes.go) dispatches each call to its API's handler; Server (server.go)
+// serves, after the fault plan (faults.go), and logs the call (traffic.go).
+// Server embeds the parts whose methods callers use.
+//
 // It must not import any other package of this module: it checks the
 // project from the outside, as the real API would. Nothing the binary ships
 // imports it.

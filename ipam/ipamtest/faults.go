@@ -3,6 +3,7 @@ package ipamtest
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -73,67 +74,84 @@ type queuedFault struct {
 	n int
 }
 
+// faults is the plan of injected latency and faults: per-operation delays,
+// FailNext queues and a fault function. Its lock is its own, never held
+// with the state's.
+type faults struct {
+	// lock, not mu: Server promotes the state's mu.
+	lock    sync.Mutex
+	latency map[Op]time.Duration
+	queued  map[Op][]queuedFault
+	fn      func(Op) *Fault
+}
+
+func newFaults() faults {
+	return faults{latency: map[Op]time.Duration{}, queued: map[Op][]queuedFault{}}
+}
+
 // SetLatency makes every call of op wait d (real time) before anything else;
 // op "" sets it for all operations without a latency of their own. d <= 0
 // removes it.
-func (s *Server) SetLatency(op Op, d time.Duration) {
-	s.obs.Lock()
-	defer s.obs.Unlock()
+func (fs *faults) SetLatency(op Op, d time.Duration) {
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	if d <= 0 {
-		delete(s.latency, op)
+		delete(fs.latency, op)
 		return
 	}
-	s.latency[op] = d
+	fs.latency[op] = d
 }
 
-func (s *Server) latencyFor(op Op) time.Duration {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	if d, ok := s.latency[op]; ok {
+func (fs *faults) latencyFor(op Op) time.Duration {
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
+	if d, ok := fs.latency[op]; ok {
 		return d
 	}
-	return s.latency[""]
+	return fs.latency[""]
 }
 
 // FailNext gives f to the next n calls of op, after those already queued for
 // op. n <= 0 empties op's queue.
-func (s *Server) FailNext(op Op, n int, f Fault) {
-	s.obs.Lock()
-	defer s.obs.Unlock()
+func (fs *faults) FailNext(op Op, n int, f Fault) {
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
 	if n <= 0 {
-		delete(s.queued, op)
+		delete(fs.queued, op)
 		return
 	}
-	s.queued[op] = append(s.queued[op], queuedFault{f: f, n: n})
+	fs.queued[op] = append(fs.queued[op], queuedFault{f: f, n: n})
 }
 
 // SetFaultFunc installs fn, consulted on every call whose FailNext queue is
 // empty: a nil result answers normally. fn runs outside the emulator's locks
 // and may be called concurrently; nil removes it. Meant for seeded chaos runs.
-func (s *Server) SetFaultFunc(fn func(op Op) *Fault) {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	s.faultFn = fn
+func (fs *faults) SetFaultFunc(fn func(op Op) *Fault) {
+	fs.lock.Lock()
+	defer fs.lock.Unlock()
+	fs.fn = fn
 }
 
-func (s *Server) takeFault(op Op) *Fault {
-	s.obs.Lock()
-	if q := s.queued[op]; len(q) > 0 {
+// takeFault is the fault of the next call of op: the head of its FailNext
+// queue, else the fault function's, else nil.
+func (fs *faults) takeFault(op Op) *Fault {
+	fs.lock.Lock()
+	if q := fs.queued[op]; len(q) > 0 {
 		f := q[0].f
 		q[0].n--
 		if q[0].n == 0 {
 			q = q[1:]
 		}
 		if len(q) == 0 {
-			delete(s.queued, op)
+			delete(fs.queued, op)
 		} else {
-			s.queued[op] = q
+			fs.queued[op] = q
 		}
-		s.obs.Unlock()
+		fs.lock.Unlock()
 		return &f
 	}
-	fn := s.faultFn
-	s.obs.Unlock()
+	fn := fs.fn
+	fs.lock.Unlock()
 	if fn == nil {
 		return nil
 	}

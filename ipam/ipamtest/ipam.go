@@ -1,13 +1,17 @@
 package ipamtest
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"strings"
-	"time"
 )
+
+// ipamAPI serves the IPAM API v1: booking, listing, updating, attaching and
+// releasing IPs of Private Networks. Its Go API seeds IPs and attaches them
+// as other products' APIs would.
+type ipamAPI struct {
+	*cloud
+}
 
 func (a *attachment) public() Resource {
 	return Resource{Type: a.typ, ID: a.id, Name: a.name, MACAddress: a.mac}
@@ -37,110 +41,9 @@ func (ip *ipRecord) json(region string) ipJSON {
 	return out
 }
 
-// --- booking, shared by BookIP and AddIP ---
-
-type booking struct {
-	id        string // "": a new one
-	projectID string
-	pnID      string
-	subnetID  string
-	v6        bool
-	addr      netip.Addr // zero: the lowest free one
-	tags      []string
-	res       *attachment
-}
-
-func (s *Server) bookLocked(c *call, b booking, now time.Time) (*ipRecord, error) {
-	var cands []*subnetRec
-	if b.subnetID != "" {
-		sn := s.st.subnets[b.subnetID]
-		if sn == nil {
-			return nil, notFoundErr("subnet", b.subnetID)
-		}
-		if sn.v6() != b.v6 {
-			return nil, invalidArgumentErr("is_ipv6", "subnet %s (%s) is not of the family is_ipv6=%t asks for", sn.id, sn.prefix, b.v6)
-		}
-		cands = []*subnetRec{sn}
-	} else {
-		pn := s.st.pns[b.pnID]
-		if pn == nil {
-			return nil, notFoundErr("private_network", b.pnID)
-		}
-		for _, sn := range pn.subnets {
-			if sn.v6() == b.v6 {
-				cands = append(cands, sn)
-			}
-		}
-		if len(cands) == 0 {
-			return nil, invalidArgumentErr("is_ipv6", "Private Network %s has no subnet of the family is_ipv6=%t asks for", pn.id, b.v6)
-		}
-	}
-	pn := cands[0].pn
-	if b.projectID != "" && b.projectID != pn.projectID {
-		return nil, invalidArgumentErr("project_id", "project %s is not the project of Private Network %s (%s)", b.projectID, pn.id, pn.projectID)
-	}
-
-	var sn *subnetRec
-	addr := b.addr
-	if addr.IsValid() {
-		addr = addr.Unmap()
-		if addr.Is6() != b.v6 {
-			return nil, invalidArgumentErr("address", "address %s is not of the family is_ipv6=%t asks for", addr, b.v6)
-		}
-		for _, cand := range cands {
-			if cand.prefix.Contains(addr) {
-				sn = cand
-				break
-			}
-		}
-		if sn == nil {
-			return nil, invalidArgumentErr("address", "address %s is outside the subnets of Private Network %s (%s)", addr, pn.id, prefixList(cands))
-		}
-		if !sn.bookable(addr) {
-			return nil, invalidArgumentErr("address", "address %s is reserved: the first two and the last two addresses of subnet %s are never booked", addr, sn.prefix)
-		}
-		if holder := sn.used[addr]; holder != nil {
-			return nil, alreadyExistsErr("ip", holder.id, fmt.Sprintf("address %s is already booked in subnet %s", addr, sn.prefix))
-		}
-	} else {
-		for _, cand := range cands {
-			if a, ok := cand.lowestFree(); ok {
-				sn, addr = cand, a
-				break
-			}
-		}
-		if sn == nil {
-			return nil, outOfStockErr("ip")
-		}
-	}
-
-	ip := &ipRecord{
-		id: cmp.Or(b.id, newID()), seq: s.st.nextSeq(), addr: addr, subnet: sn,
-		projectID: pn.projectID, orgID: pn.orgID,
-		tags: nonNil(b.tags), res: b.res, createdAt: now, updatedAt: now,
-	}
-	if ip.res != nil {
-		ip.res.at = now
-	}
-	s.st.indexIP(ip)
-	s.auditLocked(c, AuditBook, ip, nil, now)
-	if ip.res != nil {
-		s.auditLocked(c, AuditAttach, ip, ip.res, now)
-	}
-	return ip, nil
-}
-
-func prefixList(sns []*subnetRec) string {
-	out := make([]string, len(sns))
-	for i, sn := range sns {
-		out[i] = sn.prefix.String()
-	}
-	return strings.Join(out, ", ")
-}
-
 // --- handlers ---
 
-func (s *Server) bookIP(c *call) reply {
+func (api *ipamAPI) bookIP(c *call) reply {
 	var body struct {
 		ProjectID string `json:"project_id"`
 		Source    *struct {
@@ -185,88 +88,119 @@ func (s *Server) bookIP(c *call) reply {
 		}
 		b.res = a
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip, err := s.bookLocked(c, b, s.now())
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip, err := api.bookLocked(c, b, api.now())
 	if err != nil {
 		return errorReply(err)
 	}
 	c.ipID = ip.id
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
-func (s *Server) getIP(c *call) reply {
+func (api *ipamAPI) getIP(c *call) reply {
 	c.ipID = c.id
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ip := s.st.ips[c.id]
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	ip := api.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
-func (s *Server) updateIP(c *call) reply {
-	c.ipID = c.id
-	// Raw fields tell absent and null (unchanged) from [] (cleared).
-	var body struct {
-		Tags     json.RawMessage `json:"tags"`
-		Reverses json.RawMessage `json:"reverses"`
-	}
-	if rep := decodeBody(c, &body); rep != nil {
-		return *rep
-	}
-	var tags *[]string
-	if isSet(body.Tags) {
+// ipUpdateBody is an UpdateIP body; raw fields tell absent and null
+// (unchanged) from [] (cleared).
+type ipUpdateBody struct {
+	Tags     json.RawMessage `json:"tags"`
+	Reverses json.RawMessage `json:"reverses"`
+}
+
+// ipUpdate is an UpdateIP body once its shapes are checked: nil tags and
+// !setRevs leave them as they are.
+type ipUpdate struct {
+	tags    *[]string
+	setRevs bool
+	revs    []reverseBody
+}
+
+type reverseBody struct {
+	Hostname string  `json:"hostname"`
+	Address  *string `json:"address"`
+}
+
+// read checks the shapes of the fields set: tags a list of strings,
+// reverses a list of {hostname, address}.
+func (b ipUpdateBody) read() (ipUpdate, *apiError) {
+	var u ipUpdate
+	if isSet(b.Tags) {
 		var t []string
-		if err := json.Unmarshal(body.Tags, &t); err != nil {
-			return errInvalidArguments("tags", "tags must be a list of strings")
+		if err := json.Unmarshal(b.Tags, &t); err != nil {
+			return u, invalidArgumentErr("tags", "tags must be a list of strings")
 		}
 		t = nonNil(t)
-		tags = &t
+		u.tags = &t
 	}
-	var revs []struct {
-		Hostname string  `json:"hostname"`
-		Address  *string `json:"address"`
-	}
-	setRevs := isSet(body.Reverses)
-	if setRevs {
-		if err := json.Unmarshal(body.Reverses, &revs); err != nil {
-			return errInvalidArguments("reverses", "reverses must be a list of {hostname, address}")
+	u.setRevs = isSet(b.Reverses)
+	if u.setRevs {
+		if err := json.Unmarshal(b.Reverses, &u.revs); err != nil {
+			return u, invalidArgumentErr("reverses", "reverses must be a list of {hostname, address}")
 		}
 	}
+	return u, nil
+}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := s.st.ips[c.id]
-	if ip == nil {
-		return notFoundErr("ip", c.id).reply()
-	}
-	var newRevs []reverse
-	for i, r := range revs {
+// reverses checks u's reverses against ip: each names a hostname, and an
+// address in ip's subnet (ip's own when it names none).
+func (u ipUpdate) reverses(ip *ipRecord) ([]reverse, *apiError) {
+	var out []reverse
+	for i, r := range u.revs {
 		if r.Hostname == "" {
-			return errInvalidArguments(fmt.Sprintf("reverses.%d.hostname", i), "hostname is required")
+			return nil, invalidArgumentErr(fmt.Sprintf("reverses.%d.hostname", i), "hostname is required")
 		}
 		a := ip.addr
 		if r.Address != nil {
 			pa, err := netip.ParseAddr(*r.Address)
 			if err != nil || !ip.subnet.prefix.Contains(pa) {
-				return errInvalidArguments(fmt.Sprintf("reverses.%d.address", i), fmt.Sprintf("address %q is not in subnet %s", *r.Address, ip.subnet.prefix))
+				return nil, invalidArgumentErr(fmt.Sprintf("reverses.%d.address", i), "address %q is not in subnet %s", *r.Address, ip.subnet.prefix)
 			}
 			a = pa
 		}
-		newRevs = append(newRevs, reverse{hostname: r.Hostname, address: a})
+		out = append(out, reverse{hostname: r.Hostname, address: a})
 	}
-	now := s.now()
-	if setRevs {
-		ip.reverses = newRevs
+	return out, nil
+}
+
+func (api *ipamAPI) updateIP(c *call) reply {
+	c.ipID = c.id
+	var body ipUpdateBody
+	if rep := decodeBody(c, &body); rep != nil {
+		return *rep
+	}
+	u, aerr := body.read()
+	if aerr != nil {
+		return aerr.reply()
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip := api.st.ips[c.id]
+	if ip == nil {
+		return notFoundErr("ip", c.id).reply()
+	}
+	revs, aerr := u.reverses(ip)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	now := api.now()
+	if u.setRevs {
+		ip.reverses = revs
 	}
 	ip.updatedAt = now
-	if tags != nil {
-		ip.tags = *tags
-		s.auditLocked(c, AuditTags, ip, nil, now)
+	if u.tags != nil {
+		ip.tags = *u.tags
+		api.auditLocked(c, AuditTags, ip, nil, now)
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
 // isSet tells a JSON value from an absent one or null.
@@ -274,46 +208,30 @@ func isSet(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
-func (s *Server) releaseIP(c *call) reply {
+func (api *ipamAPI) releaseIP(c *call) reply {
 	c.ipID = c.id
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip, err := s.releasableLocked(c.id)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip, err := api.releasableLocked(c.id)
 	if err != nil {
 		return errorReply(err)
 	}
-	s.releaseLocked(c, ip)
+	api.releaseLocked(c, ip)
 	return noContent()
-}
-
-func (s *Server) releasableLocked(id string) (*ipRecord, error) {
-	ip := s.st.ips[id]
-	if ip == nil {
-		return nil, notFoundErr("ip", id)
-	}
-	if ip.res != nil {
-		return nil, preconditionErr(preconditionInUse, "IP is attached to a resource, detach it first")
-	}
-	return ip, nil
-}
-
-func (s *Server) releaseLocked(c *call, ip *ipRecord) {
-	s.st.unindexIP(ip)
-	s.auditLocked(c, AuditRelease, ip, nil, s.now())
 }
 
 // releaseIPSet is all-or-nothing: every IP is checked (404 for the first
 // unknown one, 412 for the first attached one) before any is released, so a
 // refused call changes nothing.
-func (s *Server) releaseIPSet(c *call) reply {
+func (api *ipamAPI) releaseIPSet(c *call) reply {
 	var body struct {
 		IPIDs []string `json:"ip_ids"`
 	}
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	api.mu.Lock()
+	defer api.mu.Unlock()
 	var ips []*ipRecord
 	seen := map[string]bool{}
 	for _, id := range body.IPIDs {
@@ -321,14 +239,14 @@ func (s *Server) releaseIPSet(c *call) reply {
 			continue
 		}
 		seen[id] = true
-		ip, err := s.releasableLocked(id)
+		ip, err := api.releasableLocked(id)
 		if err != nil {
 			return errorReply(err)
 		}
 		ips = append(ips, ip)
 	}
 	for _, ip := range ips {
-		s.releaseLocked(c, ip)
+		api.releaseLocked(c, ip)
 	}
 	return noContent()
 }

@@ -34,7 +34,7 @@ func (r *customResourceBody) matches(a *attachment) bool {
 
 // --- handlers: attach, detach, move ---
 
-func (s *Server) attachIP(c *call) reply {
+func (api *ipamAPI) attachIP(c *call) reply {
 	c.ipID = c.id
 	var body struct {
 		Resource *customResourceBody `json:"resource"`
@@ -46,40 +46,16 @@ func (s *Server) attachIP(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip, err := s.attachLocked(c, c.id, a)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip, err := api.attachLocked(c, c.id, a)
 	if err != nil {
 		return errorReply(err)
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }
 
-func (s *Server) attachLocked(c *call, id string, a *attachment) (*ipRecord, error) {
-	ip := s.st.ips[id]
-	if ip == nil {
-		return nil, notFoundErr("ip", id)
-	}
-	if ip.res != nil {
-		return nil, preconditionErr(preconditionInUse, fmt.Sprintf("IP is already attached to %s %s, detach it first", ip.res.typ, ip.res.id))
-	}
-	now := s.now()
-	a.at = now
-	ip.res = a
-	ip.updatedAt = now
-	s.auditLocked(c, AuditAttach, ip, a, now)
-	return ip, nil
-}
-
-func (s *Server) detachLocked(c *call, ip *ipRecord) {
-	now := s.now()
-	old := ip.res
-	ip.res = nil
-	ip.updatedAt = now
-	s.auditLocked(c, AuditDetach, ip, old, now)
-}
-
-func (s *Server) detachIP(c *call) reply {
+func (api *ipamAPI) detachIP(c *call) reply {
 	c.ipID = c.id
 	var body struct {
 		Resource *customResourceBody `json:"resource"`
@@ -90,17 +66,17 @@ func (s *Server) detachIP(c *call) reply {
 	if body.Resource == nil {
 		return errInvalidArguments("resource", "resource is required")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := s.st.ips[c.id]
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip := api.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
 	if !body.Resource.matches(ip.res) {
 		return preconditionErr(preconditionNotUsable, notAttachedHelp(ip, body.Resource)).reply()
 	}
-	s.detachLocked(c, ip)
-	return ok(ip.json(s.opts.Region))
+	api.detachLocked(c, ip)
+	return ok(ip.json(api.opts.Region))
 }
 
 func notAttachedHelp(ip *ipRecord, r *customResourceBody) string {
@@ -115,7 +91,7 @@ func notAttachedHelp(ip *ipRecord, r *customResourceBody) string {
 
 // moveIP detaches from from_resource and attaches to to_resource; without
 // to_resource it only detaches.
-func (s *Server) moveIP(c *call) reply {
+func (api *ipamAPI) moveIP(c *call) reply {
 	c.ipID = c.id
 	var body struct {
 		FromResource *customResourceBody `json:"from_resource"`
@@ -135,20 +111,20 @@ func (s *Server) moveIP(c *call) reply {
 		}
 		to = a
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := s.st.ips[c.id]
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip := api.st.ips[c.id]
 	if ip == nil {
 		return notFoundErr("ip", c.id).reply()
 	}
 	if !body.FromResource.matches(ip.res) {
 		return preconditionErr(preconditionNotUsable, notAttachedHelp(ip, body.FromResource)).reply()
 	}
-	s.detachLocked(c, ip)
+	api.detachLocked(c, ip)
 	if to != nil {
-		if _, err := s.attachLocked(c, ip.id, to); err != nil {
+		if _, err := api.attachLocked(c, ip.id, to); err != nil {
 			return errorReply(err)
 		}
 	}
-	return ok(ip.json(s.opts.Region))
+	return ok(ip.json(api.opts.Region))
 }

@@ -134,7 +134,7 @@ func mac(ip *ipRecord) string {
 	return ip.res.mac
 }
 
-func (s *Server) listIPs(c *call) reply {
+func (api *ipamAPI) listIPs(c *call) reply {
 	f, aerr := parseIPFilter(c.query)
 	if aerr != nil {
 		return aerr.reply()
@@ -159,15 +159,15 @@ func (s *Server) listIPs(c *call) reply {
 		return errInvalidArguments("order_by", fmt.Sprintf("unknown order_by %q", orderBy))
 	}
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	matches := s.st.ipLists.get(s.mu.generation(), ipListKey(c.query), func() []*ipRecord {
-		return s.st.matchIPs(f, cmpKey, key == "created_at", desc)
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	matches := api.st.ipLists.get(api.mu.generation(), ipListKey(c.query), func() []*ipRecord {
+		return api.st.matchIPs(f, cmpKey, key == "created_at", desc)
 	})
 	out := listIPsJSON{IPs: []ipJSON{}, TotalCount: len(matches)}
 	from, to := window(page, size, len(matches))
 	for _, ip := range matches[from:to] {
-		out.IPs = append(out.IPs, ip.json(s.opts.Region))
+		out.IPs = append(out.IPs, ip.json(api.opts.Region))
 	}
 	return ok(out)
 }

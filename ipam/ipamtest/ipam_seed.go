@@ -25,23 +25,23 @@ type Resource struct {
 // Addr) in Private Network pnID for a holder other than the code under
 // test: a VM, a database, another cluster. With res, the IP is attached to
 // it. No HTTP: not counted, never faulted; the audit log records it.
-func (s *Server) AddIP(pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
-	return s.AddIPWithID("", pnID, addr, tags, res)
+func (api *ipamAPI) AddIP(pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
+	return api.AddIPWithID("", pnID, addr, tags, res)
 }
 
 // AddIPWithID is AddIP with the IP's ID chosen ("" for a new one), for
 // fixtures that name it (the playground's bring-your-own example).
-func (s *Server) AddIPWithID(id, pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
+func (api *ipamAPI) AddIPWithID(id, pnID string, addr netip.Addr, tags []string, res *Resource) (string, error) {
 	b := booking{id: id, pnID: pnID, addr: addr, tags: tags, v6: addr.IsValid() && addr.Unmap().Is6()}
 	if res != nil {
 		b.res = res.attachment()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.st.ips[id] != nil {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.st.ips[id] != nil {
 		return "", fmt.Errorf("adding IP %s: %w", id, alreadyExistsErr("ip", id, "an IP with this ID exists"))
 	}
-	ip, err := s.bookLocked(nil, b, s.now())
+	ip, err := api.bookLocked(nil, b, api.now())
 	if err != nil {
 		return "", fmt.Errorf("adding IP %s to Private Network %s: %w", addr, pnID, err)
 	}
@@ -61,53 +61,53 @@ func (r Resource) attachment() *attachment {
 
 // Attach attaches IP ipID to r, as a product's API (e.g. the cloud
 // controller attaching a load balancer to a Private Network) would.
-func (s *Server) Attach(ipID string, r Resource) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.attachLocked(nil, ipID, r.attachment()); err != nil {
+func (api *ipamAPI) Attach(ipID string, r Resource) error {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if _, err := api.attachLocked(nil, ipID, r.attachment()); err != nil {
 		return fmt.Errorf("attaching IP %s: %w", ipID, err)
 	}
 	return nil
 }
 
 // Detach detaches IP ipID from whatever it is attached to.
-func (s *Server) Detach(ipID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := s.st.ips[ipID]
+func (api *ipamAPI) Detach(ipID string) error {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	ip := api.st.ips[ipID]
 	if ip == nil {
 		return fmt.Errorf("detaching IP %s: %w", ipID, notFoundErr("ip", ipID))
 	}
 	if ip.res == nil {
 		return fmt.Errorf("detaching IP %s: %w", ipID, preconditionErr(preconditionNotUsable, "IP is not attached to any resource"))
 	}
-	s.detachLocked(nil, ip)
+	api.detachLocked(nil, ip)
 	return nil
 }
 
 // IP is a snapshot of IP id as the SDK would decode it.
-func (s *Server) IP(id string) (ipam.IP, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ip := s.st.ips[id]
+func (api *ipamAPI) IP(id string) (ipam.IP, bool) {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	ip := api.st.ips[id]
 	if ip == nil {
 		return ipam.IP{}, false
 	}
-	return s.sdkIP(ip), true
+	return api.sdkIP(ip), true
 }
 
 // IPs is a snapshot of every IP, oldest first.
-func (s *Server) IPs() []ipam.IP {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]ipam.IP, len(s.st.byCreated))
-	for i, ip := range s.st.byCreated {
-		out[i] = s.sdkIP(ip)
+func (api *ipamAPI) IPs() []ipam.IP {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	out := make([]ipam.IP, len(api.st.byCreated))
+	for i, ip := range api.st.byCreated {
+		out[i] = api.sdkIP(ip)
 	}
 	return out
 }
 
-func (s *Server) sdkIP(ip *ipRecord) ipam.IP {
+func (api *ipamAPI) sdkIP(ip *ipRecord) ipam.IP {
 	bits := ip.subnet.prefix.Bits()
 	created, updated := ip.createdAt, ip.updatedAt
 	subnetID := ip.subnet.id
@@ -124,7 +124,7 @@ func (s *Server) sdkIP(ip *ipRecord) ipam.IP {
 		Source:    &ipam.Source{SubnetID: &subnetID},
 		Tags:      nonNil(ip.tags),
 		Reverses:  make([]*ipam.Reverse, len(ip.reverses)),
-		Region:    scw.Region(s.opts.Region),
+		Region:    scw.Region(api.opts.Region),
 	}
 	for i, r := range ip.reverses {
 		a := stdIP(r.address)

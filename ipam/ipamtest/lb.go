@@ -1,13 +1,9 @@
 package ipamtest
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
-
-	ipam "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
 )
 
 // The Load Balancer API v1 (zoned), as far as a cloud controller uses it:
@@ -30,6 +26,12 @@ import (
 // by ipam_ids, or, without one, an IP booked for the attachment (DHCP) and
 // released with it. IPAM reads the very same attachment, so GetIP and
 // ListIPs show it.
+
+// lbAPI serves the Load Balancer API v1 described above. Its Go API lists
+// the Load Balancers, holds a deletion, and reads one's audit trail.
+type lbAPI struct {
+	*cloud
+}
 
 // Defaults of a created Load Balancer.
 const (
@@ -113,7 +115,7 @@ type lbJSON struct {
 	Zone                  string    `json:"zone"`
 }
 
-func (s *Server) lbJSON(lb *lbRec) lbJSON {
+func (lb *lbRec) json(region string) lbJSON {
 	return lbJSON{
 		CreatedAt:             ts(lb.createdAt),
 		Description:           lb.description,
@@ -124,7 +126,7 @@ func (s *Server) lbJSON(lb *lbRec) lbJSON {
 		OrganizationID:        lb.orgID,
 		PrivateNetworkCount:   len(lb.pns),
 		ProjectID:             lb.projectID,
-		Region:                s.opts.Region,
+		Region:                region,
 		SslCompatibilityLevel: lb.sslLevel,
 		Status:                lb.status,
 		Tags:                  nonNil(lb.tags),
@@ -137,15 +139,15 @@ func (s *Server) lbJSON(lb *lbRec) lbJSON {
 // --- handlers ---
 
 // lbLocked is the Load Balancer of the path, in the zone of the path.
-func (s *Server) lbLocked(c *call) (*lbRec, *apiError) {
-	lb := s.st.lbs[c.id]
+func (api *lbAPI) lbLocked(c *call) (*lbRec, *apiError) {
+	lb := api.st.lbs[c.id]
 	if lb == nil || lb.zone != c.zone {
 		return nil, notFoundErr("lb", c.id)
 	}
 	return lb, nil
 }
 
-func (s *Server) createLB(c *call) reply {
+func (api *lbAPI) createLB(c *call) reply {
 	var body struct {
 		ProjectID             *string  `json:"project_id"`
 		OrganizationID        *string  `json:"organization_id"`
@@ -158,7 +160,7 @@ func (s *Server) createLB(c *call) reply {
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
 	}
-	projectID := s.opts.ProjectID
+	projectID := api.opts.ProjectID
 	if body.ProjectID != nil && *body.ProjectID != "" {
 		projectID = *body.ProjectID
 	}
@@ -170,31 +172,31 @@ func (s *Server) createLB(c *call) reply {
 	if ssl == "" || ssl == unknownLBSSL {
 		ssl = defaultLBSSL
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	now := api.now()
 	lb := &lbRec{
 		id: newID(), name: body.Name, description: body.Description,
-		projectID: projectID, orgID: s.projectOrgLocked(projectID),
+		projectID: projectID, orgID: api.projectOrgLocked(projectID),
 		zone: c.zone, typ: typ, sslLevel: ssl, status: lbStatusReady, tags: nonNil(body.Tags),
-		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(),
 	}
-	s.st.lbs[lb.id] = lb
-	s.auditLBLocked(c, AuditCreateLB, lb.id, now)
-	return ok(s.lbJSON(lb))
+	api.st.lbs[lb.id] = lb
+	api.auditLBLocked(c, AuditCreateLB, lb.id, now)
+	return ok(lb.json(api.opts.Region))
 }
 
-func (s *Server) getLB(c *call) reply {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	lb, err := s.lbLocked(c)
+func (api *lbAPI) getLB(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	lb, err := api.lbLocked(c)
 	if err != nil {
 		return err.reply()
 	}
-	return ok(s.lbJSON(lb))
+	return ok(lb.json(api.opts.Region))
 }
 
-func (s *Server) listLBs(c *call) reply {
+func (api *lbAPI) listLBs(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -207,10 +209,10 @@ func (s *Server) listLBs(c *call) reply {
 	name, projectID, orgID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id")
 	lbIDs, tags := set(q, "lb_ids"), q["tags"]
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var lbs []*lbRec
-	for _, lb := range s.st.lbs {
+	for _, lb := range api.st.lbs {
 		switch {
 		case lb.zone != c.zone,
 			name != nil && !containsFold(lb.name, *name),
@@ -231,7 +233,7 @@ func (s *Server) listLBs(c *call) reply {
 		TotalCount int      `json:"total_count"`
 	}{LBs: []lbJSON{}, TotalCount: len(lbs)}
 	for _, lb := range lbs[lo:hi] {
-		out.LBs = append(out.LBs, s.lbJSON(lb))
+		out.LBs = append(out.LBs, lb.json(api.opts.Region))
 	}
 	return ok(out)
 }
@@ -239,64 +241,64 @@ func (s *Server) listLBs(c *call) reply {
 // deleteLB accepts the deletion: the Load Balancer goes to_delete and is
 // removed LBDeleteDelay later (at once without a delay). release_ip is about
 // flexible (public) IPs, which are not emulated.
-func (s *Server) deleteLB(c *call) reply {
+func (api *lbAPI) deleteLB(c *call) reply {
 	if _, aerr := optBool(c.query, "release_ip"); aerr != nil {
 		return aerr.reply()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb, err := s.changeableLBLocked(c)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	lb, err := api.changeableLBLocked(c)
 	if err != nil {
 		return err.reply()
 	}
 	c.lbID = lb.id
-	now := s.now()
+	now := api.now()
 	lb.status, lb.updatedAt = lbStatusToDelete, now
-	s.auditLBLocked(c, AuditDeleteLB, lb.id, now)
-	if d := s.opts.LBDeleteDelay; d > 0 || lb.held != nil {
-		go s.removeLBAfter(lb, d)
+	api.auditLBLocked(c, AuditDeleteLB, lb.id, now)
+	if d := api.opts.LBDeleteDelay; d > 0 || lb.held != nil {
+		go api.removeLBAfter(lb, d)
 	} else {
-		s.removeLBLocked(c, lb)
+		api.removeLBLocked(c, lb)
 	}
 	return noContent()
 }
 
 // removeLBAfter removes lb once d of real time has passed and no hold keeps
 // it, unless the server is closed first.
-func (s *Server) removeLBAfter(lb *lbRec, d time.Duration) {
+func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.done:
+	case <-api.done:
 		return
 	}
-	s.mu.RLock()
+	api.mu.RLock()
 	held := lb.held
-	s.mu.RUnlock()
+	api.mu.RUnlock()
 	if held != nil {
 		select {
 		case <-held:
-		case <-s.done:
+		case <-api.done:
 			return
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.st.lbs[lb.id] == lb {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.st.lbs[lb.id] == lb {
 		// The changes belong to the DeleteLB call that asked for them.
-		s.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
+		api.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
 	}
 }
 
 // removeLBLocked ends a Load Balancer: every Private Network detached (its
 // IPs detached, the DHCP ones released), then gone.
-func (s *Server) removeLBLocked(c *call, lb *lbRec) {
+func (api *lbAPI) removeLBLocked(c *call, lb *lbRec) {
 	for len(lb.pns) > 0 {
-		s.detachLBPNLocked(c, lb, lb.pns[0])
+		api.detachLBPNLocked(c, lb, lb.pns[0])
 	}
-	delete(s.st.lbs, lb.id)
-	s.auditLBLocked(c, AuditLBGone, lb.id, s.now())
+	delete(api.st.lbs, lb.id)
+	api.auditLBLocked(c, AuditLBGone, lb.id, api.now())
 }
 
 // changeableLBLocked is the Load Balancer of the path, refused while it is
@@ -306,8 +308,8 @@ func (s *Server) removeLBLocked(c *call, lb *lbRec) {
 // recorded: this one is modelled on the API gateway's recorded
 // transient_state body (409, the current state named), which
 // scaleway-sdk-go reads as *scw.TransientStateError.
-func (s *Server) changeableLBLocked(c *call) (*lbRec, *apiError) {
-	lb, err := s.lbLocked(c)
+func (api *lbAPI) changeableLBLocked(c *call) (*lbRec, *apiError) {
+	lb, err := api.lbLocked(c)
 	if err != nil {
 		return nil, err
 	}
@@ -321,75 +323,4 @@ func (s *Server) changeableLBLocked(c *call) (*lbRec, *apiError) {
 		}}
 	}
 	return lb, nil
-}
-
-// --- Go API ---
-
-// LBs is a snapshot of every Load Balancer, oldest first.
-func (s *Server) LBs() []LB {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	lbs := make([]*lbRec, 0, len(s.st.lbs))
-	for _, lb := range s.st.lbs {
-		lbs = append(lbs, lb)
-	}
-	byCreated, _ := nameOrder("")
-	slices.SortFunc(lbs, func(a, b *lbRec) int {
-		return byCreated(namedItem{a.name, a.createdAt, a.seq}, namedItem{b.name, b.createdAt, b.seq})
-	})
-	out := make([]LB, len(lbs))
-	for i, lb := range lbs {
-		pns := make(map[string]string, len(lb.pns))
-		for _, lp := range lb.pns {
-			pns[lp.pn.id] = lp.ip.id
-		}
-		out[i] = LB{
-			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID, Status: lb.status,
-			Tags: nonNil(lb.tags), PrivateNetworks: pns,
-		}
-	}
-	return out
-}
-
-// HoldLBDeletion keeps Load Balancer id to_delete once its deletion is
-// accepted, however long past LBDeleteDelay, until release is called: a
-// previous Load Balancer that never finishes deleting keeps its IPs
-// attached. It errors when there is no such Load Balancer or it is held
-// already; call it before the deletion could have finished.
-func (s *Server) HoldLBDeletion(id string) (release func(), err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb := s.st.lbs[id]
-	switch {
-	case lb == nil:
-		return nil, fmt.Errorf("ipamtest: no Load Balancer %s to hold", id)
-	case lb.held != nil:
-		return nil, fmt.Errorf("ipamtest: the deletion of Load Balancer %s is held already", id)
-	}
-	held := make(chan struct{})
-	lb.held = held
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			lb.held = nil
-			close(held)
-		})
-	}, nil
-}
-
-// LBAudit is the part of the audit log about Load Balancer lbID, oldest
-// first: its creation, deletion and end, and every IP attached to or
-// detached from it, whoever made the change (its own API calls, or the Go
-// API on an IP attached to it). A test checks from it that a live Load
-// Balancer never changed address: no detach before its AuditDeleteLB.
-func (s *Server) LBAudit(lbID string) []AuditEvent {
-	var out []AuditEvent
-	for _, ev := range s.Audit() {
-		if ev.LBID == lbID || (ev.Resource != nil && ev.Resource.Type == string(ipam.ResourceTypeLBServer) && ev.Resource.ID == lbID) {
-			out = append(out, ev)
-		}
-	}
-	return out
 }

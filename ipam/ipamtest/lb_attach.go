@@ -23,12 +23,12 @@ type lbDHCPConfJSON struct {
 	IPID string `json:"ip_id"`
 }
 
-func (s *Server) lbPNJSON(lb *lbRec, lp *lbPNRec) lbPNJSON {
+func (lp *lbPNRec) json(lb *lbRec, region string) lbPNJSON {
 	return lbPNJSON{
 		CreatedAt:        ts(lp.createdAt),
 		DHCPConfig:       lbDHCPConfJSON{IPID: lp.ip.id},
 		IpamIDs:          []string{lp.ip.id},
-		LB:               s.lbJSON(lb),
+		LB:               lb.json(region),
 		PrivateNetworkID: lp.pn.id,
 		Status:           lbPNStatusReady,
 		UpdatedAt:        ts(lp.updatedAt),
@@ -38,7 +38,7 @@ func (s *Server) lbPNJSON(lb *lbRec, lp *lbPNRec) lbPNJSON {
 // attachLBPrivateNetwork gives the Load Balancer the reserved IP of
 // ipam_ids on the Private Network, or a new one (DHCP) without ipam_ids.
 // static_config, dhcp_config and ipam_config are accepted and ignored.
-func (s *Server) attachLBPrivateNetwork(c *call) reply {
+func (api *lbAPI) attachLBPrivateNetwork(c *call) reply {
 	var body struct {
 		PrivateNetworkID string   `json:"private_network_id"`
 		IpamIDs          []string `json:"ipam_ids"`
@@ -55,13 +55,13 @@ func (s *Server) attachLBPrivateNetwork(c *call) reply {
 	if len(body.IpamIDs) > 1 {
 		return errInvalidArguments("ipam_ids", "at most one IPAM ID (an IPv4 address) can be given per Private Network")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb, aerr := s.changeableLBLocked(c)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	lb, aerr := api.changeableLBLocked(c)
 	if aerr != nil {
 		return aerr.reply()
 	}
-	pn := s.st.pns[body.PrivateNetworkID]
+	pn := api.st.pns[body.PrivateNetworkID]
 	if pn == nil {
 		return notFoundErr("private_network", body.PrivateNetworkID).reply()
 	}
@@ -70,20 +70,20 @@ func (s *Server) attachLBPrivateNetwork(c *call) reply {
 			fmt.Sprintf("Private Network %s is already attached to Load Balancer %s", pn.id, lb.id)).reply()
 	}
 	c.lbID = lb.id
-	att := &attachment{typ: string(ipam.ResourceTypeLBServer), id: lb.id, name: lb.name, mac: s.st.newMAC()}
-	now := s.now()
+	att := &attachment{typ: string(ipam.ResourceTypeLBServer), id: lb.id, name: lb.name, mac: api.st.newMAC()}
+	now := api.now()
 	lp := &lbPNRec{pn: pn, att: att, createdAt: now, updatedAt: now}
 	if len(body.IpamIDs) == 1 {
-		ip, aerr := s.reservedForLBLocked(body.IpamIDs[0], pn)
+		ip, aerr := api.reservedForLBLocked(body.IpamIDs[0], pn)
 		if aerr != nil {
 			return aerr.reply()
 		}
-		if _, err := s.attachLocked(c, ip.id, att); err != nil {
+		if _, err := api.attachLocked(c, ip.id, att); err != nil {
 			return errorReply(err)
 		}
 		lp.ip = ip
 	} else {
-		ip, err := s.bookLocked(c, booking{pnID: pn.id, res: att}, now)
+		ip, err := api.bookLocked(c, booking{pnID: pn.id, res: att}, now)
 		if err != nil {
 			return errorReply(err)
 		}
@@ -92,13 +92,13 @@ func (s *Server) attachLBPrivateNetwork(c *call) reply {
 	c.ipID = lp.ip.id
 	lb.pns = append(lb.pns, lp)
 	lb.updatedAt = now
-	return ok(s.lbPNJSON(lb, lp))
+	return ok(lp.json(lb, api.opts.Region))
 }
 
 // reservedForLBLocked checks the IP an attachment names: it exists, is an
 // IPv4 address of pn, and is attached to nothing.
-func (s *Server) reservedForLBLocked(id string, pn *pnRec) (*ipRecord, *apiError) {
-	ip := s.st.ips[id]
+func (api *lbAPI) reservedForLBLocked(id string, pn *pnRec) (*ipRecord, *apiError) {
+	ip := api.st.ips[id]
 	switch {
 	case ip == nil:
 		return nil, notFoundErr("ip", id)
@@ -112,7 +112,7 @@ func (s *Server) reservedForLBLocked(id string, pn *pnRec) (*ipRecord, *apiError
 	return ip, nil
 }
 
-func (s *Server) detachLBPrivateNetwork(c *call) reply {
+func (api *lbAPI) detachLBPrivateNetwork(c *call) reply {
 	var body struct {
 		PrivateNetworkID string `json:"private_network_id"`
 	}
@@ -122,9 +122,9 @@ func (s *Server) detachLBPrivateNetwork(c *call) reply {
 	if body.PrivateNetworkID == "" {
 		return errInvalidArguments("private_network_id", "private_network_id is required")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lb, aerr := s.changeableLBLocked(c)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	lb, aerr := api.changeableLBLocked(c)
 	if aerr != nil {
 		return aerr.reply()
 	}
@@ -133,25 +133,25 @@ func (s *Server) detachLBPrivateNetwork(c *call) reply {
 		return notFoundErr("private_network", body.PrivateNetworkID).reply()
 	}
 	c.lbID, c.ipID = lb.id, lp.ip.id
-	s.detachLBPNLocked(c, lb, lp)
+	api.detachLBPNLocked(c, lb, lp)
 	return noContent()
 }
 
 // detachLBPNLocked ends an attachment: its IP is detached, and released when
 // the attachment booked it. An IP the Go API detached (and maybe attached
 // elsewhere) meanwhile is left as it is.
-func (s *Server) detachLBPNLocked(c *call, lb *lbRec, lp *lbPNRec) {
-	if ip := lp.ip; s.st.ips[ip.id] == ip && ip.res == lp.att {
-		s.detachLocked(c, ip)
+func (api *lbAPI) detachLBPNLocked(c *call, lb *lbRec, lp *lbPNRec) {
+	if ip := lp.ip; api.st.ips[ip.id] == ip && ip.res == lp.att {
+		api.detachLocked(c, ip)
 		if lp.dhcp {
-			s.releaseLocked(c, ip)
+			api.releaseLocked(c, ip)
 		}
 	}
 	lb.pns = slices.DeleteFunc(lb.pns, func(x *lbPNRec) bool { return x == lp })
-	lb.updatedAt = s.now()
+	lb.updatedAt = api.now()
 }
 
-func (s *Server) listLBPrivateNetworks(c *call) reply {
+func (api *lbAPI) listLBPrivateNetworks(c *call) reply {
 	page, size, aerr := paging(c.query)
 	if aerr != nil {
 		return aerr.reply()
@@ -164,9 +164,9 @@ func (s *Server) listLBPrivateNetworks(c *call) reply {
 	default:
 		return errInvalidArguments("order_by", fmt.Sprintf("unknown order_by %q", ob))
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	lb, aerr := s.lbLocked(c)
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	lb, aerr := api.lbLocked(c)
 	if aerr != nil {
 		return aerr.reply()
 	}
@@ -180,7 +180,7 @@ func (s *Server) listLBPrivateNetworks(c *call) reply {
 		TotalCount     int        `json:"total_count"`
 	}{PrivateNetwork: []lbPNJSON{}, TotalCount: len(pns)}
 	for _, lp := range pns[lo:hi] {
-		out.PrivateNetwork = append(out.PrivateNetwork, s.lbPNJSON(lb, lp))
+		out.PrivateNetwork = append(out.PrivateNetwork, lp.json(lb, api.opts.Region))
 	}
 	return ok(out)
 }

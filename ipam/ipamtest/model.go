@@ -32,7 +32,7 @@ func (m *stateMutex) Lock() {
 // generation is the count of write locks so far; read it under a lock.
 func (m *stateMutex) generation() uint64 { return m.gen.Load() }
 
-// state is every emulated object; Server.mu guards it.
+// state is every emulated object; cloud.mu guards it.
 type state struct {
 	seq        uint64
 	projects   map[string]*project

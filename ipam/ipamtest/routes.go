@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-type handler func(s *Server, c *call) reply
+// handler answers one call; each is a method of the type of its API.
+type handler func(c *call) reply
 
 type route struct {
 	method string
@@ -18,7 +19,7 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes() []route {
+func buildRoutes(ipam *ipamAPI, vpc *vpcAPI, lb *lbAPI, account *accountAPI) []route {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
@@ -30,46 +31,52 @@ func buildRoutes() []route {
 		op              Op
 		h               handler
 	}{
-		{"GET", "metadata", OpMetadata, (*Server).getMetadata},
+		{"GET", "metadata", OpMetadata, getMetadata},
 
-		{"POST", ipamR + "ips", OpBookIP, (*Server).bookIP},
-		{"GET", ipamR + "ips", OpListIPs, (*Server).listIPs},
-		{"GET", ipamR + "ips/{id}", OpGetIP, (*Server).getIP},
-		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, (*Server).updateIP},
-		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, (*Server).releaseIP},
-		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, (*Server).attachIP},
-		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, (*Server).detachIP},
-		{"POST", ipamR + "ips/{id}/move", OpMoveIP, (*Server).moveIP},
-		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, (*Server).releaseIPSet},
+		{"POST", ipamR + "ips", OpBookIP, ipam.bookIP},
+		{"GET", ipamR + "ips", OpListIPs, ipam.listIPs},
+		{"GET", ipamR + "ips/{id}", OpGetIP, ipam.getIP},
+		{"PATCH", ipamR + "ips/{id}", OpUpdateIP, ipam.updateIP},
+		{"DELETE", ipamR + "ips/{id}", OpReleaseIP, ipam.releaseIP},
+		{"POST", ipamR + "ips/{id}/attach", OpAttachIP, ipam.attachIP},
+		{"POST", ipamR + "ips/{id}/detach", OpDetachIP, ipam.detachIP},
+		{"POST", ipamR + "ips/{id}/move", OpMoveIP, ipam.moveIP},
+		{"POST", ipamR + "ip-sets/release", OpReleaseIPSet, ipam.releaseIPSet},
 
-		{"POST", vpcR + "vpcs", OpCreateVPC, (*Server).createVPC},
-		{"GET", vpcR + "vpcs", OpListVPCs, (*Server).listVPCs},
-		{"GET", vpcR + "vpcs/{id}", OpGetVPC, (*Server).getVPC},
-		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, (*Server).deleteVPC},
-		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, (*Server).enableCustomRoutesPropagation},
-		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, (*Server).createPrivateNetwork},
-		{"GET", vpcR + "private-networks", OpListPrivateNetworks, (*Server).listPrivateNetworks},
-		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, (*Server).getPrivateNetwork},
-		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, (*Server).deletePrivateNetwork},
-		{"GET", vpcR + "subnets", OpListSubnets, (*Server).listSubnets},
+		{"POST", vpcR + "vpcs", OpCreateVPC, vpc.createVPC},
+		{"GET", vpcR + "vpcs", OpListVPCs, vpc.listVPCs},
+		{"GET", vpcR + "vpcs/{id}", OpGetVPC, vpc.getVPC},
+		{"DELETE", vpcR + "vpcs/{id}", OpDeleteVPC, vpc.deleteVPC},
+		{"POST", vpcR + "vpcs/{id}/enable-custom-routes-propagation", OpEnableCustomRoutesPropagation, vpc.enableCustomRoutesPropagation},
+		{"POST", vpcR + "private-networks", OpCreatePrivateNetwork, vpc.createPrivateNetwork},
+		{"GET", vpcR + "private-networks", OpListPrivateNetworks, vpc.listPrivateNetworks},
+		{"GET", vpcR + "private-networks/{id}", OpGetPrivateNetwork, vpc.getPrivateNetwork},
+		{"DELETE", vpcR + "private-networks/{id}", OpDeletePrivateNetwork, vpc.deletePrivateNetwork},
+		{"GET", vpcR + "subnets", OpListSubnets, vpc.listSubnets},
 
-		{"POST", acct + "projects", OpCreateProject, (*Server).createProject},
-		{"GET", acct + "projects/{id}", OpGetProject, (*Server).getProject},
-		{"DELETE", acct + "projects/{id}", OpDeleteProject, (*Server).deleteProject},
+		{"POST", acct + "projects", OpCreateProject, account.createProject},
+		{"GET", acct + "projects/{id}", OpGetProject, account.getProject},
+		{"DELETE", acct + "projects/{id}", OpDeleteProject, account.deleteProject},
 
-		{"POST", lbZ + "lbs", OpCreateLB, (*Server).createLB},
-		{"GET", lbZ + "lbs", OpListLBs, (*Server).listLBs},
-		{"GET", lbZ + "lbs/{id}", OpGetLB, (*Server).getLB},
-		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, (*Server).deleteLB},
-		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, (*Server).attachLBPrivateNetwork},
-		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, (*Server).detachLBPrivateNetwork},
-		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, (*Server).listLBPrivateNetworks},
+		{"POST", lbZ + "lbs", OpCreateLB, lb.createLB},
+		{"GET", lbZ + "lbs", OpListLBs, lb.listLBs},
+		{"GET", lbZ + "lbs/{id}", OpGetLB, lb.getLB},
+		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, lb.deleteLB},
+		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, lb.attachLBPrivateNetwork},
+		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, lb.detachLBPrivateNetwork},
+		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, lb.listLBPrivateNetworks},
 	}
 	routes := make([]route, len(table))
 	for i, e := range table {
 		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
 	}
 	return routes
+}
+
+// getMetadata answers the API gateway's /metadata, which the SDK reads after
+// its calls to build SRNs; it needs no authentication.
+func getMetadata(*call) reply {
+	return ok(map[string]string{"domain": "scw.cloud", "partition": "scw", "platform": "external"})
 }
 
 // pathParams are the variable segments of a path.

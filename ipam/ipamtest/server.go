@@ -54,57 +54,35 @@ type Options struct {
 // delete this late; the suites choose shorter delays per test.
 const ScalewayLBDeleteDelay = 30 * time.Second
 
-// maxRequests bounds the request log so that long benchmarks do not grow
-// without limit; the oldest entries go first.
-const maxRequests = 100_000
-
 // maxBody bounds a request body; real requests are a few hundred bytes.
 const maxBody = 4 << 20
 
 // Server is the emulator. It implements http.Handler; Start serves it on a
 // listener of its own. All methods are safe for concurrent use.
+//
+// Server itself only serves: it routes each call to the type of its API,
+// after the fault plan. Its other methods are its parts': Audit (the shared
+// state), AddIP and the IP snapshots (IPAM), AddPrivateNetwork and its
+// variants (VPC), LBs and HoldLBDeletion (Load Balancer), SetLatency,
+// FailNext and SetFaultFunc (faults), Count and Requests (traffic).
 type Server struct {
-	opts   Options
-	clock  clock.PassiveClock
+	*cloud
+	// The API types, embedded for their Go API.
+	*ipamAPI
+	*vpcAPI
+	*lbAPI
 	routes []route
 
-	// mu guards st, the emulated Scaleway objects; every write lock moves
-	// its generation on (see stateMutex).
-	mu stateMutex
-	st state
-
-	// obs guards the observation and fault state below.
-	obs      sync.Mutex
-	counts   map[Op]int
-	latency  map[Op]time.Duration
-	queued   map[Op][]queuedFault
-	faultFn  func(Op) *Fault
-	requests []Request
+	// The fault plan and what was asked have locks of their own: injecting
+	// and observing never wait on the state.
+	faults
+	traffic
 
 	// life guards the listener state.
 	life      sync.Mutex
 	httpSrv   *http.Server
 	url       string
-	done      chan struct{}
 	closeOnce sync.Once
-}
-
-// Request is one HTTP call the emulator received.
-type Request struct {
-	Time   time.Time
-	Op     Op // "" when no route matched
-	Method string
-	Path   string // path and query
-	// UserAgent tells the callers apart (the webhook, a CCM stand-in).
-	UserAgent string
-	// Status answered; 0 when the connection was dropped or the client left
-	// before the answer.
-	Status int
-	// IPID is the IP the call was about (the booked one for BookIP), if any.
-	IPID string
-	// Fault tells that an injected fault shaped the answer.
-	Fault    bool
-	Duration time.Duration
 }
 
 // New returns an emulator with no objects but the default project. It does
@@ -122,21 +100,16 @@ func New(opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	cl := newCloud(opts)
 	s := &Server{
-		opts:    opts,
-		clock:   opts.Clock,
-		routes:  buildRoutes(),
-		st:      newState(),
-		counts:  map[Op]int{},
-		latency: map[Op]time.Duration{},
-		queued:  map[Op][]queuedFault{},
-		done:    make(chan struct{}),
+		cloud:   cl,
+		ipamAPI: &ipamAPI{cl},
+		vpcAPI:  &vpcAPI{cl},
+		lbAPI:   &lbAPI{cl},
+		faults:  newFaults(),
+		traffic: traffic{counts: map[Op]int{}},
 	}
-	now := s.now()
-	s.st.projects[opts.ProjectID] = &project{
-		id: opts.ProjectID, name: "default", orgID: opts.OrganizationID,
-		createdAt: now, updatedAt: now,
-	}
+	s.routes = buildRoutes(s.ipamAPI, s.vpcAPI, s.lbAPI, &accountAPI{cl})
 	return s
 }
 
@@ -201,12 +174,6 @@ func (s *Server) Close() error {
 		return fmt.Errorf("ipamtest: close: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) now() time.Time {
-	// The API shows microseconds; truncating here keeps what the SDK parses
-	// equal to what the emulator holds.
-	return s.clock.Now().UTC().Truncate(time.Microsecond)
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -311,7 +278,7 @@ func (s *Server) handle(c *call, rt *route) reply {
 		}
 		c.body = b
 	}
-	return rt.h(s, c)
+	return rt.h(c)
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -338,57 +305,4 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	case <-s.done:
 		return false
 	}
-}
-
-// --- observation ---
-
-func (s *Server) count(op Op) {
-	s.obs.Lock()
-	s.counts[op]++
-	s.obs.Unlock()
-}
-
-func (s *Server) record(r Request) {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	if len(s.requests) >= maxRequests {
-		// Drop the oldest tenth at once so that trimming stays cheap.
-		n := copy(s.requests, s.requests[maxRequests/10:])
-		s.requests = s.requests[:n]
-	}
-	s.requests = append(s.requests, r)
-}
-
-// Count is the number of HTTP calls of op, answered with success or not,
-// since the start or the last ResetCounts.
-func (s *Server) Count(op Op) int {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	return s.counts[op]
-}
-
-// Counts is a copy of all per-operation call counts.
-func (s *Server) Counts() map[Op]int {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	out := make(map[Op]int, len(s.counts))
-	for k, v := range s.counts {
-		out[k] = v
-	}
-	return out
-}
-
-// ResetCounts sets every call count to zero. The request log is kept.
-func (s *Server) ResetCounts() {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	clear(s.counts)
-}
-
-// Requests is a copy of the request log, oldest first (the most recent
-// 100,000 at most).
-func (s *Server) Requests() []Request {
-	s.obs.Lock()
-	defer s.obs.Unlock()
-	return append([]Request(nil), s.requests...)
 }

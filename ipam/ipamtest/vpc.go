@@ -8,16 +8,13 @@ import (
 	"time"
 )
 
-// projectOrgLocked is the organization of projectID: its own when the
-// emulator knows the project, else the configured one.
-func (s *Server) projectOrgLocked(projectID string) string {
-	if p := s.st.projects[projectID]; p != nil {
-		return p.orgID
-	}
-	return s.opts.OrganizationID
+// vpcAPI serves the VPC API v2: VPCs, Private Networks and their subnets.
+// Its Go API seeds Private Networks.
+type vpcAPI struct {
+	*cloud
 }
 
-func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
+func (v *vpcRec) json(region string) vpcJSON {
 	return vpcJSON{
 		CreatedAt:                      ts(v.createdAt),
 		CustomRoutesPropagationEnabled: v.customRoutes,
@@ -27,7 +24,7 @@ func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
 		OrganizationID:                 v.orgID,
 		PrivateNetworkCount:            len(v.pns),
 		ProjectID:                      v.projectID,
-		Region:                         s.opts.Region,
+		Region:                         region,
 		// Routing is always on: the API enables it whatever enable_routing
 		// says (recorded).
 		RoutingEnabled:       true,
@@ -38,32 +35,32 @@ func (s *Server) vpcJSON(v *vpcRec) vpcJSON {
 	}
 }
 
-func (s *Server) newVPCLocked(name, projectID string, tags []string, transitivity, isDefault bool, now time.Time) *vpcRec {
+func (api *vpcAPI) newVPCLocked(name, projectID string, tags []string, transitivity, isDefault bool, now time.Time) *vpcRec {
 	v := &vpcRec{
-		id: newID(), name: name, projectID: projectID, orgID: s.projectOrgLocked(projectID),
+		id: newID(), name: name, projectID: projectID, orgID: api.projectOrgLocked(projectID),
 		tags: nonNil(tags), isDefault: isDefault,
 		// Recent recordings show new VPCs with custom routes propagation on.
 		customRoutes: true, transitivity: transitivity,
-		createdAt: now, updatedAt: now, seq: s.st.nextSeq(), pns: map[string]*pnRec{},
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(), pns: map[string]*pnRec{},
 	}
 	if v.name == "" {
 		v.name = "vpc-" + v.id[:8]
 	}
-	s.st.vpcs[v.id] = v
+	api.st.vpcs[v.id] = v
 	return v
 }
 
 // defaultVPCLocked is the project's default VPC, created on first use.
-func (s *Server) defaultVPCLocked(projectID string, now time.Time) *vpcRec {
-	if v := s.st.defaultVPC[projectID]; v != nil {
+func (api *vpcAPI) defaultVPCLocked(projectID string, now time.Time) *vpcRec {
+	if v := api.st.defaultVPC[projectID]; v != nil {
 		return v
 	}
-	v := s.newVPCLocked("default", projectID, nil, false, true, now)
-	s.st.defaultVPC[projectID] = v
+	v := api.newVPCLocked("default", projectID, nil, false, true, now)
+	api.st.defaultVPC[projectID] = v
 	return v
 }
 
-func (s *Server) createVPC(c *call) reply {
+func (api *vpcAPI) createVPC(c *call) reply {
 	var body struct {
 		Name               string   `json:"name"`
 		ProjectID          string   `json:"project_id"`
@@ -75,28 +72,28 @@ func (s *Server) createVPC(c *call) reply {
 		return *rep
 	}
 	if body.ProjectID == "" {
-		body.ProjectID = s.opts.ProjectID
+		body.ProjectID = api.opts.ProjectID
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.newVPCLocked(body.Name, body.ProjectID, body.Tags, body.EnableTransitivity, false, s.now())
-	return ok(s.vpcJSON(v))
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.newVPCLocked(body.Name, body.ProjectID, body.Tags, body.EnableTransitivity, false, api.now())
+	return ok(v.json(api.opts.Region))
 }
 
-func (s *Server) getVPC(c *call) reply {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v := s.st.vpcs[c.id]
+func (api *vpcAPI) getVPC(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
-	return ok(s.vpcJSON(v))
+	return ok(v.json(api.opts.Region))
 }
 
-func (s *Server) deleteVPC(c *call) reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.st.vpcs[c.id]
+func (api *vpcAPI) deleteVPC(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
@@ -105,26 +102,26 @@ func (s *Server) deleteVPC(c *call) reply {
 		// Network.
 		return preconditionErr(preconditionInUse, "VPC must be empty to be deleted").reply()
 	}
-	delete(s.st.vpcs, v.id)
-	if s.st.defaultVPC[v.projectID] == v {
-		delete(s.st.defaultVPC, v.projectID)
+	delete(api.st.vpcs, v.id)
+	if api.st.defaultVPC[v.projectID] == v {
+		delete(api.st.defaultVPC, v.projectID)
 	}
 	return noContent()
 }
 
-func (s *Server) enableCustomRoutesPropagation(c *call) reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.st.vpcs[c.id]
+func (api *vpcAPI) enableCustomRoutesPropagation(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	v := api.st.vpcs[c.id]
 	if v == nil {
 		return notFoundErr("vpc", c.id).reply()
 	}
 	v.customRoutes = true
-	v.updatedAt = s.now()
-	return ok(s.vpcJSON(v))
+	v.updatedAt = api.now()
+	return ok(v.json(api.opts.Region))
 }
 
-func (s *Server) listVPCs(c *call) reply {
+func (api *vpcAPI) listVPCs(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -144,10 +141,10 @@ func (s *Server) listVPCs(c *call) reply {
 	}
 	name, projectID, orgID, tags := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id"), q["tags"]
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var vs []*vpcRec
-	for _, v := range s.st.vpcs {
+	for _, v := range api.st.vpcs {
 		switch {
 		case name != nil && !containsFold(v.name, *name),
 			projectID != nil && *projectID != v.projectID,
@@ -168,7 +165,7 @@ func (s *Server) listVPCs(c *call) reply {
 		Vpcs       []vpcJSON `json:"vpcs"`
 	}{TotalCount: len(vs), Vpcs: []vpcJSON{}}
 	for _, v := range vs[lo:hi] {
-		out.Vpcs = append(out.Vpcs, s.vpcJSON(v))
+		out.Vpcs = append(out.Vpcs, v.json(api.opts.Region))
 	}
 	return ok(out)
 }
@@ -211,7 +208,7 @@ func nameOrder(orderBy string) (func(a, b namedItem) int, *apiError) {
 
 // listSubnets also filters on private_network_id, which the SDK does not
 // send, for callers going around it.
-func (s *Server) listSubnets(c *call) reply {
+func (api *vpcAPI) listSubnets(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -228,10 +225,10 @@ func (s *Server) listSubnets(c *call) reply {
 	projectID, orgID, vpcID, pnID := optString(q, "project_id"), optString(q, "organization_id"), optString(q, "vpc_id"), optString(q, "private_network_id")
 	ids := set(q, "subnet_ids")
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var sns []*subnetRec
-	for _, sn := range s.st.subnets {
+	for _, sn := range api.st.subnets {
 		switch {
 		case projectID != nil && *projectID != sn.pn.projectID,
 			orgID != nil && *orgID != sn.pn.orgID,
@@ -257,7 +254,7 @@ func (s *Server) listSubnets(c *call) reply {
 		TotalCount int          `json:"total_count"`
 	}{Subnets: []subnetJSON{}, TotalCount: len(sns)}
 	for _, sn := range sns[lo:hi] {
-		out.Subnets = append(out.Subnets, s.subnetJSON(sn))
+		out.Subnets = append(out.Subnets, sn.json(api.opts.Region))
 	}
 	return ok(out)
 }

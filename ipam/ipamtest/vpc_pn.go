@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -32,7 +31,7 @@ const (
 	autoV4End   = "172.32.0.0"
 )
 
-func (s *Server) pnJSON(pn *pnRec) pnJSON {
+func (pn *pnRec) json(region string) pnJSON {
 	out := pnJSON{
 		CreatedAt:                      ts(pn.createdAt),
 		DefaultRoutePropagationEnabled: pn.defaultRoutePropagation,
@@ -41,25 +40,25 @@ func (s *Server) pnJSON(pn *pnRec) pnJSON {
 		Name:                           pn.name,
 		OrganizationID:                 pn.orgID,
 		ProjectID:                      pn.projectID,
-		Region:                         s.opts.Region,
+		Region:                         region,
 		Subnets:                        make([]subnetJSON, len(pn.subnets)),
 		Tags:                           nonNil(pn.tags),
 		UpdatedAt:                      ts(pn.updatedAt),
 		VpcID:                          pn.vpc.id,
 	}
 	for i, sn := range pn.subnets {
-		out.Subnets[i] = s.subnetJSON(sn)
+		out.Subnets[i] = sn.json(region)
 	}
 	return out
 }
 
-func (s *Server) subnetJSON(sn *subnetRec) subnetJSON {
+func (sn *subnetRec) json(region string) subnetJSON {
 	return subnetJSON{
 		CreatedAt:        ts(sn.createdAt),
 		ID:               sn.id,
 		PrivateNetworkID: sn.pn.id,
 		ProjectID:        sn.pn.projectID,
-		Region:           s.opts.Region,
+		Region:           region,
 		Subnet:           sn.prefix.String(),
 		UpdatedAt:        ts(sn.updatedAt),
 		VpcID:            sn.pn.vpc.id,
@@ -77,27 +76,64 @@ type pnSpec struct {
 	defaultRoutes   bool
 }
 
-func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
+// createPNLocked creates a Private Network as CreatePrivateNetwork does,
+// refusing in the API's order: the VPC named, the subnets asked for, their
+// overlaps in the VPC, then the subnets it adds (an IPv4 /22 when none is
+// asked for, an IPv6 /64 unless one is).
+func (api *vpcAPI) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	if spec.projectID == "" {
-		spec.projectID = s.opts.ProjectID
+		spec.projectID = api.opts.ProjectID
 	}
 	var vpc *vpcRec
 	if spec.vpcID != "" {
-		if vpc = s.st.vpcs[spec.vpcID]; vpc == nil {
+		if vpc = api.st.vpcs[spec.vpcID]; vpc == nil {
 			return nil, notFoundErr("vpc", spec.vpcID)
 		}
 	}
+	prefixes, err := parseSubnets(spec.subnets)
+	if err != nil {
+		return nil, err
+	}
+	if vpc == nil {
+		vpc = api.defaultVPCLocked(spec.projectID, now)
+	}
+	orgID := api.projectOrgLocked(spec.projectID)
+	if prefixes, err = api.st.pnSubnets(vpc, prefixes, orgID); err != nil {
+		return nil, err
+	}
+	id := spec.id
+	if id == "" {
+		id = newID()
+	} else if _, taken := api.st.pns[id]; taken {
+		return nil, fmt.Errorf("a Private Network with ID %s already exists", id)
+	}
+	pn := &pnRec{
+		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
+		tags: nonNil(spec.tags), defaultRoutePropagation: spec.defaultRoutes,
+		createdAt: now, updatedAt: now, seq: api.st.nextSeq(),
+	}
+	if pn.name == "" {
+		pn.name = "pn-" + pn.id[:8]
+	}
+	api.st.indexPN(pn, prefixes, now)
+	return pn, nil
+}
+
+// parseSubnets checks the subnets a request asks for: CIDRs without host
+// bits, large enough for IPAM's four kept addresses, not overlapping each
+// other.
+func parseSubnets(raw []string) ([]netip.Prefix, error) {
 	var prefixes []netip.Prefix
-	for i, raw := range spec.subnets {
-		p, err := netip.ParsePrefix(raw)
+	for i, r := range raw {
+		p, err := netip.ParsePrefix(r)
 		arg := fmt.Sprintf("subnets.%d", i)
 		switch {
 		case err != nil:
-			return nil, invalidArgumentErr(arg, "%q is not a CIDR", raw)
+			return nil, invalidArgumentErr(arg, "%q is not a CIDR", r)
 		case p != p.Masked():
-			return nil, invalidArgumentErr(arg, "%s has host bits set; the subnet is %s", raw, p.Masked())
+			return nil, invalidArgumentErr(arg, "%s has host bits set; the subnet is %s", r, p.Masked())
 		case p.Addr().Is4() && p.Bits() > 30, p.Addr().Is6() && p.Bits() > 126:
-			return nil, invalidArgumentErr(arg, "%s is too small: IPAM keeps four addresses of every subnet", raw)
+			return nil, invalidArgumentErr(arg, "%s is too small: IPAM keeps four addresses of every subnet", r)
 		}
 		for j, q := range prefixes {
 			if q.Overlaps(p) {
@@ -106,9 +142,13 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 		}
 		prefixes = append(prefixes, p)
 	}
-	if vpc == nil {
-		vpc = s.defaultVPCLocked(spec.projectID, now)
-	}
+	return prefixes, nil
+}
+
+// pnSubnets are the subnets a new Private Network of vpc gets: those asked
+// for, which must overlap nothing in vpc, or a free IPv4 /22; and an IPv6
+// /64 unless one is asked for. IPv4 first.
+func (st *state) pnSubnets(vpc *vpcRec, prefixes []netip.Prefix, orgID string) ([]netip.Prefix, error) {
 	for i, p := range prefixes {
 		if other := overlapInVPC(vpc, p); other != nil {
 			return nil, invalidArgumentErr(fmt.Sprintf("subnets.%d", i), "%s overlaps subnet %s of Private Network %s in VPC %s", p, other.prefix, other.pn.id, vpc.id)
@@ -123,36 +163,24 @@ func (s *Server) createPNLocked(spec pnSpec, now time.Time) (*pnRec, error) {
 	}
 	// The API adds an IPv6 /64 to every Private Network (recorded); it is
 	// taken from a /48 of the organization's, as recorded.
-	orgID := s.projectOrgLocked(spec.projectID)
 	if !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
-		prefixes = append(prefixes, s.freeULA64Locked(orgID))
+		prefixes = append(prefixes, st.freeULA64(orgID))
 	}
 	slices.SortStableFunc(prefixes, func(a, b netip.Prefix) int {
 		return cmp.Compare(a.Addr().BitLen(), b.Addr().BitLen())
 	})
+	return prefixes, nil
+}
 
-	id := spec.id
-	if id == "" {
-		id = newID()
-	} else if _, taken := s.st.pns[id]; taken {
-		return nil, fmt.Errorf("a Private Network with ID %s already exists", id)
-	}
-	pn := &pnRec{
-		id: id, name: spec.name, projectID: spec.projectID, orgID: orgID, vpc: vpc,
-		tags: nonNil(spec.tags), defaultRoutePropagation: spec.defaultRoutes,
-		createdAt: now, updatedAt: now, seq: s.st.nextSeq(),
-	}
-	if pn.name == "" {
-		pn.name = "pn-" + pn.id[:8]
-	}
+// indexPN adds pn, with a subnet per prefix, to the state and its VPC.
+func (st *state) indexPN(pn *pnRec, prefixes []netip.Prefix, now time.Time) {
 	for _, p := range prefixes {
-		sn := newSubnet(newID(), p, pn, now, s.st.nextSeq())
+		sn := newSubnet(newID(), p, pn, now, st.nextSeq())
 		pn.subnets = append(pn.subnets, sn)
-		s.st.subnets[sn.id] = sn
+		st.subnets[sn.id] = sn
 	}
-	s.st.pns[pn.id] = pn
-	vpc.pns[pn.id] = pn
-	return pn, nil
+	st.pns[pn.id] = pn
+	pn.vpc.pns[pn.id] = pn
 }
 
 func overlapInVPC(vpc *vpcRec, p netip.Prefix) *subnetRec {
@@ -190,10 +218,10 @@ func freeAutoV4(vpc *vpcRec) (netip.Prefix, bool) {
 	return try(space.Addr(), start)
 }
 
-// freeULA64Locked is a random /64, unused in the emulator, inside the ULA /48
+// freeULA64 is a random /64, unused in the emulator, inside the ULA /48
 // the organization's Private Networks draw from (fdXX:XXXX:XXXX::/48, derived
 // from the organization ID).
-func (s *Server) freeULA64Locked(orgID string) netip.Prefix {
+func (st *state) freeULA64(orgID string) netip.Prefix {
 	h := sha256.Sum256([]byte(orgID))
 	var b [16]byte
 	b[0] = 0xfd
@@ -203,14 +231,14 @@ func (s *Server) freeULA64Locked(orgID string) netip.Prefix {
 		_, _ = rand.Read(r[:]) // never fails (crypto/rand)
 		b[6], b[7] = r[0], r[1]
 		p := netip.PrefixFrom(netip.AddrFrom16(b), 64)
-		if !s.prefixUsedLocked(p) {
+		if !st.prefixUsed(p) {
 			return p
 		}
 	}
 }
 
-func (s *Server) prefixUsedLocked(p netip.Prefix) bool {
-	for _, sn := range s.st.subnets {
+func (st *state) prefixUsed(p netip.Prefix) bool {
+	for _, sn := range st.subnets {
 		if sn.prefix == p {
 			return true
 		}
@@ -218,7 +246,7 @@ func (s *Server) prefixUsedLocked(p netip.Prefix) bool {
 	return false
 }
 
-func (s *Server) createPrivateNetwork(c *call) reply {
+func (api *vpcAPI) createPrivateNetwork(c *call) reply {
 	var body struct {
 		Name                           string   `json:"name"`
 		ProjectID                      string   `json:"project_id"`
@@ -237,29 +265,29 @@ func (s *Server) createPrivateNetwork(c *call) reply {
 	if body.VpcID != nil {
 		spec.vpcID = *body.VpcID
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pn, err := s.createPNLocked(spec, s.now())
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	pn, err := api.createPNLocked(spec, api.now())
 	if err != nil {
 		return errorReply(err)
 	}
-	return ok(s.pnJSON(pn))
+	return ok(pn.json(api.opts.Region))
 }
 
-func (s *Server) getPrivateNetwork(c *call) reply {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	pn := s.st.pns[c.id]
+func (api *vpcAPI) getPrivateNetwork(c *call) reply {
+	api.mu.RLock()
+	defer api.mu.RUnlock()
+	pn := api.st.pns[c.id]
 	if pn == nil {
 		return notFoundErr("private_network", c.id).reply()
 	}
-	return ok(s.pnJSON(pn))
+	return ok(pn.json(api.opts.Region))
 }
 
-func (s *Server) deletePrivateNetwork(c *call) reply {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pn := s.st.pns[c.id]
+func (api *vpcAPI) deletePrivateNetwork(c *call) reply {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	pn := api.st.pns[c.id]
 	if pn == nil {
 		return notFoundErr("private_network", c.id).reply()
 	}
@@ -268,14 +296,14 @@ func (s *Server) deletePrivateNetwork(c *call) reply {
 		return preconditionErr(preconditionInUse, "Private Network must be empty to be deleted").reply()
 	}
 	for _, sn := range pn.subnets {
-		delete(s.st.subnets, sn.id)
+		delete(api.st.subnets, sn.id)
 	}
-	delete(s.st.pns, pn.id)
+	delete(api.st.pns, pn.id)
 	delete(pn.vpc.pns, pn.id)
 	return noContent()
 }
 
-func (s *Server) listPrivateNetworks(c *call) reply {
+func (api *vpcAPI) listPrivateNetworks(c *call) reply {
 	q := c.query
 	page, size, aerr := paging(q)
 	if aerr != nil {
@@ -292,10 +320,10 @@ func (s *Server) listPrivateNetworks(c *call) reply {
 	name, projectID, orgID, vpcID := optString(q, "name"), optString(q, "project_id"), optString(q, "organization_id"), optString(q, "vpc_id")
 	ids, tags := set(q, "private_network_ids"), q["tags"]
 
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	api.mu.RLock()
+	defer api.mu.RUnlock()
 	var pns []*pnRec
-	for _, pn := range s.st.pns {
+	for _, pn := range api.st.pns {
 		switch {
 		case name != nil && !containsFold(pn.name, *name),
 			projectID != nil && *projectID != pn.projectID,
@@ -317,65 +345,7 @@ func (s *Server) listPrivateNetworks(c *call) reply {
 		TotalCount      int      `json:"total_count"`
 	}{PrivateNetworks: []pnJSON{}, TotalCount: len(pns)}
 	for _, pn := range pns[lo:hi] {
-		out.PrivateNetworks = append(out.PrivateNetworks, s.pnJSON(pn))
+		out.PrivateNetworks = append(out.PrivateNetworks, pn.json(api.opts.Region))
 	}
 	return ok(out)
-}
-
-// --- Go API ---
-
-// AddPrivateNetwork creates a Private Network named name in the default VPC
-// of Options.ProjectID, with the given IPv4 (or IPv6) CIDRs, a free
-// 172.16.x.0/22 when none is given, and an IPv6 /64 as the API adds one
-// unless an IPv6 subnet is given. No HTTP: not counted, never faulted.
-func (s *Server) AddPrivateNetwork(name string, subnets ...string) (PrivateNetwork, error) {
-	return s.AddPrivateNetworkWithID("", name, subnets...)
-}
-
-// AddPrivateNetworks adds one Private Network per spec "name=cidr[,cidr]"
-// (AddPrivateNetwork's rules), the fixtures tests and suites start from,
-// and returns them by name.
-func (s *Server) AddPrivateNetworks(specs ...string) (map[string]PrivateNetwork, error) {
-	out := make(map[string]PrivateNetwork, len(specs))
-	for _, spec := range specs {
-		name, cidrs, _ := strings.Cut(spec, "=")
-		var subnets []string
-		if cidrs != "" {
-			subnets = strings.Split(cidrs, ",")
-		}
-		pn, err := s.AddPrivateNetwork(name, subnets...)
-		if err != nil {
-			return nil, err
-		}
-		out[name] = pn
-	}
-	return out, nil
-}
-
-// AddPrivateNetworkWithID is AddPrivateNetwork with a chosen ID, so that a
-// pool file written for the playground names networks that exist.
-func (s *Server) AddPrivateNetworkWithID(id, name string, subnets ...string) (PrivateNetwork, error) {
-	return s.addPrivateNetwork(pnSpec{id: id, name: name, subnets: subnets})
-}
-
-// AddPrivateNetworkInProject is AddPrivateNetwork in another Project than
-// Options.ProjectID (in that Project's default VPC), for the checks that
-// refuse a pool whose network the credentials cannot book in.
-func (s *Server) AddPrivateNetworkInProject(projectID, name string, subnets ...string) (PrivateNetwork, error) {
-	return s.addPrivateNetwork(pnSpec{name: name, projectID: projectID, subnets: subnets})
-}
-
-func (s *Server) addPrivateNetwork(spec pnSpec) (PrivateNetwork, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	name := spec.name
-	pn, err := s.createPNLocked(spec, s.now())
-	if err != nil {
-		return PrivateNetwork{}, fmt.Errorf("adding Private Network %q: %w", name, err)
-	}
-	out := PrivateNetwork{ID: pn.id, VPCID: pn.vpc.id, Name: pn.name}
-	for _, sn := range pn.subnets {
-		out.Subnets = append(out.Subnets, Subnet{ID: sn.id, Prefix: sn.prefix})
-	}
-	return out, nil
 }
