@@ -1,15 +1,18 @@
 package ccm
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -104,7 +107,7 @@ func cachedServices() map[string]*corev1.Service {
 // in this package, and the Event reference the sweeper records, on each
 // Service and on its trimmed copy: the answers must be the same.
 func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
-	scheme := runtime.NewScheme()
+	scheme := kruntime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	for name, full := range cachedServices() {
 		t.Run(name, func(t *testing.T) {
@@ -203,4 +206,40 @@ func TestTrimServiceDrops(t *testing.T) {
 	if got, _ := TrimService(ns); got != ns {
 		t.Errorf("a Namespace was changed: %+v", got)
 	}
+}
+
+// BenchmarkTrimServiceRetained reports what the cache keeps of a served
+// LoadBalancer Service once trimmed (retained-B/service: the live heap the
+// trimmed copies hold, after a collection), the number to watch when a
+// reader asks TrimService to keep more: the cache holds every Service of
+// the cluster for the life of the process.
+func BenchmarkTrimServiceRetained(b *testing.B) {
+	const n = 10_000
+	served := make([]*corev1.Service, n)
+	for i := range served {
+		s := servedService()
+		s.Name, s.UID = fmt.Sprint("api-", i), types.UID(fmt.Sprintf("7d1c1f0e-46c2-4f55-9a41-%012x", i))
+		s.Annotations[AnnotationPrivateIPIDs] = fmt.Sprintf("bd66e0e0-2e8b-4c59-817f-%012x", i)
+		served[i] = s
+	}
+	kept := make([]any, n)
+	var retained float64
+	for b.Loop() {
+		clear(kept)
+		before := liveHeap()
+		for i, s := range served {
+			kept[i], _ = TrimService(s)
+		}
+		retained = float64(liveHeap()-before) / n
+	}
+	runtime.KeepAlive(kept)
+	b.ReportMetric(retained, "retained-B/service")
+}
+
+// liveHeap is the heap still reachable, garbage collected.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

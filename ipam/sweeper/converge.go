@@ -44,12 +44,11 @@ func (f finding) key() string {
 	return k
 }
 
-// watched is a live Service that references IDs, trimmed to what the
-// monitor reads.
+// watched is a live Service that references IDs: the cache's object, read
+// in place (see services), and the IDs it references.
 type watched struct {
-	ref liveRef
+	svc *corev1.Service
 	ids []string
-	t   Target
 }
 
 // notConverged is what the monitor remembers of a Service that is not
@@ -88,8 +87,9 @@ func (s *Sweeper) monitor(ctx context.Context, ws []watched, listed map[string]l
 	}
 	seen := map[types.UID]bool{}
 	for _, w := range ws {
-		findings, known := judge(w, listed, claimed)
-		uid := w.ref.uid
+		t := TargetOf(w.svc)
+		findings, known := judge(w.ids, t, listed, claimed)
+		uid := w.svc.UID
 		st := s.notConverged[uid]
 		if !known && st != nil {
 			// Keep what was known rather than restart the grace.
@@ -118,14 +118,14 @@ func (s *Sweeper) monitor(ctx context.Context, ws []watched, listed map[string]l
 			}
 		}
 		st.since = since
-		st.due = s.confirmGone(ctx, w, st, due, now)
+		st.due = s.confirmGone(ctx, t, st, due, now)
 		countReasons(st.due, rep)
 		if len(st.due) == 0 {
 			continue
 		}
 		if cause := causeOf(st.due); cause != st.reported {
 			st.reported = cause
-			s.event(w.ref.object(), corev1.EventTypeWarning, EventReasonIPNotApplied, "%s", note(w.t, st.due, now.Sub(earliest(st.since, st.due))))
+			s.event(refOf(w.svc).object(), corev1.EventTypeWarning, EventReasonIPNotApplied, "%s", note(t, st.due, now.Sub(earliest(st.since, st.due))))
 		}
 	}
 	// Converged and deleted Services are forgotten: the memory is bounded
@@ -143,7 +143,7 @@ func (s *Sweeper) monitor(ctx context.Context, ws []watched, listed map[string]l
 // ID that exists is judged from the read. A failed read reports nothing
 // for that ID this cycle. Only here does the monitor call Scaleway: a
 // steady state with nothing gone costs nothing.
-func (s *Sweeper) confirmGone(ctx context.Context, w watched, st *notConverged, due []finding, now time.Time) []finding {
+func (s *Sweeper) confirmGone(ctx context.Context, t Target, st *notConverged, due []finding, now time.Time) []finding {
 	var out []finding
 	kept := map[string]goneRead{}
 	for _, f := range due {
@@ -164,7 +164,7 @@ func (s *Sweeper) confirmGone(ctx context.Context, w watched, st *notConverged, 
 				continue
 			default:
 				r = goneRead{at: now}
-				if reason := Classify(w.t, ip, false); slices.Contains(reasons, reason) {
+				if reason := Classify(t, ip, false); slices.Contains(reasons, reason) {
 					r.f = &finding{id: f.id, address: ip.Address.String(), reason: reason, resource: ip.Resource}
 				}
 			}
@@ -200,21 +200,21 @@ func earliest(since map[string]time.Time, fs []finding) time.Time {
 	return out
 }
 
-// judge classifies each ID of a watched Service; known is false when an ID
-// could not be judged because the claims were not read.
-func judge(w watched, listed map[string]listedIP, claimed map[string]bool) (out []finding, known bool) {
+// judge classifies each ID a live Service references; known is false when
+// an ID could not be judged because the claims were not read.
+func judge(ids []string, t Target, listed map[string]listedIP, claimed map[string]bool) (out []finding, known bool) {
 	known = true
-	for i, id := range w.ids {
+	for i, id := range ids {
 		var ip *scaleway.IP
 		if l, ok := listed[id]; ok {
 			ip = &scaleway.IP{ID: id, Address: l.address, Resource: l.resource}
 		}
-		byo := slices.Contains(w.t.BringYourOwn, id)
+		byo := slices.Contains(t.BringYourOwn, id)
 		if ip == nil && claimed == nil && !byo {
 			known = false
 			continue
 		}
-		reason := Classify(w.t, ip, byo || claimed[id])
+		reason := Classify(t, ip, byo || claimed[id])
 		if !slices.Contains(reasons, reason) {
 			continue
 		}
@@ -222,9 +222,9 @@ func judge(w watched, listed map[string]listedIP, claimed map[string]bool) (out 
 		switch {
 		case ip != nil:
 			f.address, f.resource = ip.Address.String(), ip.Resource
-		case len(w.t.Addresses) == len(w.ids):
+		case len(t.Addresses) == len(ids):
 			// The webhook writes the addresses in the order of the IDs.
-			f.address = w.t.Addresses[i]
+			f.address = t.Addresses[i]
 		}
 		out = append(out, f)
 	}

@@ -40,19 +40,61 @@ type Report struct {
 	NotConverged map[string]int
 }
 
-// liveRef is a live Service referencing an IP: what the cycle and an Event
-// on the Service need, and no pointer to the listed Service, so that the
-// list is garbage once the live view is built and not held through the
-// listing of the reservations.
+// liveRef is a live Service referencing an IP: what an Event on the
+// Service and the report of a shared IP name.
 type liveRef struct {
 	key             types.NamespacedName
 	uid             types.UID
 	resourceVersion string
 }
 
+func refOf(svc *corev1.Service) liveRef {
+	return liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, resourceVersion: svc.ResourceVersion}
+}
+
 // object is the Service as an Event's reference names it.
 func (r liveRef) object() *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: r.key.Name, UID: r.uid, ResourceVersion: r.resourceVersion}}
+}
+
+// liveView is the cycle's view of the live Services that reference IPAM
+// IDs: each Service once, as the cache holds it, and by ID the indices of
+// those that reference it. The cycle keeps it through the listing of the
+// reservations, so it holds no copy of what the Services say: with the
+// informer's store (see services) it costs a pointer, the IDs' slice and a
+// map entry per Service.
+type liveView struct {
+	services []watched
+	byID     map[string][]int32
+}
+
+// refs are the live Services referencing id.
+func (v *liveView) refs(id string) []liveRef {
+	idx := v.byID[id]
+	if len(idx) == 0 {
+		return nil
+	}
+	out := make([]liveRef, len(idx))
+	for i, j := range idx {
+		out[i] = refOf(v.services[j].svc)
+	}
+	return out
+}
+
+// key is the view's own copy of a referenced id (a part of a cached
+// annotation), so that a map keyed by it does not keep the listing's
+// string; ok is false when no live Service references id.
+func (v *liveView) key(id string) (string, bool) {
+	idx := v.byID[id]
+	if len(idx) == 0 {
+		return "", false
+	}
+	for _, own := range v.services[idx[0]].ids {
+		if own == id {
+			return own, true
+		}
+	}
+	return id, true
 }
 
 // ErrNotSynced is returned by Sweep while the Service cache is not synced.
@@ -80,16 +122,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, ErrNotSynced
 	}
 	cfg := s.o.Config()
-	refs, deleting, watch, err := s.liveReferences(ctx, &rep)
+	view, deleting, err := s.liveReferences(ctx, &rep)
 	if err != nil {
 		rep.Errors++
 		return rep, err
 	}
-	claimed := s.collectClaims(ctx, refs, deleting, &rep)
+	claimed := s.collectClaims(ctx, view, deleting, &rep)
 	// The live view is taken before the listing: an IP booked in between
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
-	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, refs: refs, scope: poolSubnets(cfg), orphansByPool: map[string]int{}, listed: map[string]listedIP{}}
+	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: view, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
+		listed: make(map[string]listedIP, len(view.byID))}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
 	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
@@ -108,7 +151,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
-	s.monitor(ctx, watch, c.listed, claimed, s.o.Clock.Now(), &rep)
+	s.monitor(ctx, view.services, c.listed, claimed, s.o.Clock.Now(), &rep)
 	if s.o.Metrics != nil {
 		s.o.Metrics.setCycle(c.orphansByPool, rep)
 	}
@@ -119,16 +162,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // and reports the live ones that should hold a reservation and do not.
 // deleting maps IDs to the Terminating Services that still name them (the
 // CCM's finalizer holds them while it tears their Load Balancer down).
-// watch are the live Services that reference IDs, for the monitor.
-func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[string][]liveRef, deleting map[string][]types.NamespacedName, watch []watched, err error) {
+func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (view *liveView, deleting map[string][]types.NamespacedName, err error) {
 	services, err := s.services(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	// Sized once: grown by appends, the views of 100,000 Services would
 	// leave about four times their size behind as garbage.
-	refs, deleting = make(map[string][]liveRef, len(services)), map[string][]types.NamespacedName{}
-	watch = make([]watched, 0, len(services))
+	view = &liveView{services: make([]watched, 0, len(services)), byID: make(map[string][]int32, len(services))}
+	deleting = map[string][]types.NamespacedName{}
 	seen := map[types.UID]bool{}
 	for _, svc := range services {
 		if !ccm.Live(svc) {
@@ -140,12 +182,11 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 			continue
 		}
 		ids := ccm.ReferencedIDs(svc)
-		ref := liveRef{key: client.ObjectKeyFromObject(svc), uid: svc.UID, resourceVersion: svc.ResourceVersion}
-		for _, id := range ids {
-			refs[id] = append(refs[id], ref)
-		}
 		if len(ids) > 0 {
-			watch = append(watch, watched{ref: ref, ids: ids, t: TargetOf(svc)})
+			for _, id := range ids {
+				view.byID[id] = append(view.byID[id], int32(len(view.services)))
+			}
+			view.services = append(view.services, watched{svc: svc, ids: ids})
 		}
 		if len(ids) == 0 && s.o.Namespaces != nil {
 			s.reportUnreserved(ctx, svc, seen, rep)
@@ -156,14 +197,16 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (refs map[str
 			delete(s.reported, uid)
 		}
 	}
-	return refs, deleting, watch, nil
+	return view, deleting, nil
 }
 
 // services are the Services of the cache, in place: the cycle reads every
 // Service of the cluster at once, and copying them all each cycle would
 // double what the cache holds. The objects are the cache's (or share their
 // maps and slices with it), so nothing here writes to them (the cycle,
-// Unreserved and the Events only read).
+// Unreserved and the Events only read). The store replaces a changed
+// Service rather than writing to it, so the cycle's view stays the one it
+// took. Without the store, the List's copy is held through the cycle.
 func (s *Sweeper) services(ctx context.Context) ([]*corev1.Service, error) {
 	if s.o.ServiceStore != nil {
 		objs := s.o.ServiceStore.List()
@@ -216,13 +259,13 @@ func (s *Sweeper) reportUnreserved(ctx context.Context, svc *corev1.Service, see
 // re-create in that window must find its claim (one GetIP per claim about
 // to be collected, which is rare). It returns the IDs the claims named, nil
 // when they could not be read.
-func (s *Sweeper) collectClaims(ctx context.Context, refs map[string][]liveRef, deleting map[string][]types.NamespacedName, rep *Report) map[string]bool {
+func (s *Sweeper) collectClaims(ctx context.Context, view *liveView, deleting map[string][]types.NamespacedName, rep *Report) map[string]bool {
 	if s.o.Claims == nil {
 		return map[string]bool{}
 	}
 	n, ids, err := s.o.Claims.Collect(ctx, func(id string, svc types.NamespacedName) bool {
-		for _, r := range refs[id] {
-			if r.key == svc {
+		for _, j := range view.byID[id] {
+			if client.ObjectKeyFromObject(view.services[j].svc) == svc {
 				return true
 			}
 		}

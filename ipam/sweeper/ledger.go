@@ -17,7 +17,7 @@ type cycle struct {
 	rep           *Report
 	cfg           *ipam.Config
 	start         time.Time
-	refs          map[string][]liveRef
+	view          *liveView
 	scope         map[string]bool
 	orphansByPool map[string]int
 	// listed holds, of every listed ID a live Service references, what the
@@ -44,10 +44,10 @@ type pendingRelease struct {
 // monitor and the releases need of it.
 func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	s, rep := c.s, c.rep
-	r := c.refs[ip.ID]
-	if len(r) > 0 {
+	id, referenced := c.view.key(ip.ID)
+	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[ip.ID] = listedIP{address: ip.Address, resource: ip.Resource}
+		c.listed[id] = listedIP{address: ip.Address, resource: ip.Resource}
 	}
 	entry, ok := ipam.ParseEntry(ip.Tags)
 	if !ok || !entry.Owns(c.cfg.ClusterName) {
@@ -61,9 +61,9 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 		return
 	}
 	rep.Scanned++
-	if len(r) > 0 {
+	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, entry, r, rep)
+		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep)
 		return
 	}
 	rep.Orphaned++

@@ -46,9 +46,7 @@ const (
 	ConvergencePending = "pending"
 )
 
-// Target is what Classify and the Event read of a live Service: small, so
-// that the cycle does not hold every listed Service through the listing of
-// the reservations.
+// Target is what Classify and the Event read of a live Service.
 type Target struct {
 	// LoadBalancerID is the Service's Load Balancer, "" before the CCM made it.
 	LoadBalancerID string
