@@ -16,12 +16,10 @@ import (
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
@@ -160,9 +158,7 @@ func TestStatusNamesBringYourOwnUsers(t *testing.T) {
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: byo}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
+	o.Services = fixtures.FakeKube().WithObjects(svc).Build()
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {
 		t.Fatal(err)
@@ -212,9 +208,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		}
 		return svc
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	o.Services = fixtures.FakeKube().WithObjects(
 		lbSvc("payments", "api", "lb-1", []string{"172.16.35.10"}, ids["api"]),
 		lbSvc("web", "edge", "lb-2", nil, ids["edge"]), // an old CCM
 		lbSvc("web", "vm", "lb-3", nil, ids["vm"]),     // held by an instance
@@ -283,9 +277,7 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
+	o.Services = fixtures.FakeKube().WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
 	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {

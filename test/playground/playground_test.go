@@ -20,13 +20,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -116,9 +115,7 @@ func TestMakeRun(t *testing.T) {
 	}
 	seen := &testenv.Warnings{}
 	restCfg.WarningHandler = seen
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
+	kube, err := client.New(restCfg, client.Options{Scheme: fixtures.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
