@@ -15,7 +15,6 @@ import (
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -156,8 +155,7 @@ func TestStatusNamesBringYourOwnUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: byo}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+	svc := fixtures.Service("web", "byo", map[string]string{ccm.AnnotationPrivateIPIDs: byo})
 	o.Services = fixtures.FakeKube().WithObjects(svc).Build()
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {
@@ -197,9 +195,8 @@ func TestStatusShowsConvergence(t *testing.T) {
 	srv, o, ids := statusWorld(t)
 	const deadID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	lbSvc := func(ns, name, lb string, ingress []string, ids ...string) *corev1.Service {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		svc := fixtures.PrivateService(ns, name, map[string]string{
+			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), request.AnnotationAddresses: "172.16.35.99"})
 		if lb != "" {
 			svc.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/" + lb
 		}
@@ -273,9 +270,8 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 	srv, o, ids := statusWorld(t)
 	const foreignID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	svc := func(name, id string) *corev1.Service {
-		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		return fixtures.PrivateService("payments", name, map[string]string{
+			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"})
 	}
 	o.Services = fixtures.FakeKube().WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
 	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
