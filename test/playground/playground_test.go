@@ -150,15 +150,14 @@ func TestMakeRun(t *testing.T) {
 	}
 
 	// The CCM stand-in makes the Load Balancer with the reserved address.
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr }) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
+	made := func() bool {
 		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
 		}
+		return slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
+	}
+	if !fixtures.Poll(30*time.Second, 200*time.Millisecond, made) {
+		t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
 	}
 
 	// The bring-your-own example, as written: its IP is booked.
