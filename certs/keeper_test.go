@@ -14,22 +14,19 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 func newFake(t *testing.T) client.Client {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "scw-lb-ipam"},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{{Name: "services.scw-lb-ipam.io"}},
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(mwc).Build()
+	return fixtures.FakeKube().WithObjects(mwc).Build()
 }
 
 func keeper(c client.Client, clk *clocktesting.FakeClock, dir string) *Keeper {

@@ -10,6 +10,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
@@ -525,12 +526,8 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	}
 	hold.Store(false)
 	close(cloud.release)
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.inv.Listed() {
-		if time.Now().After(deadline) {
-			t.Fatal("not listed after the first listing ended")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !fixtures.Poll(5*time.Second, 5*time.Millisecond, a.inv.Listed) {
+		t.Fatal("not listed after the first listing ended")
 	}
 }
 

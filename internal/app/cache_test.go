@@ -4,20 +4,17 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // TestCacheTrimsServices: the manager's cache stores Services trimmed, and
 // only Services.
 func TestCacheTrimsServices(t *testing.T) {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "api", Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: "bd66e0e0-2e8b-4c59-817f-afb5abb547f6", "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
-		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}}},
-	}
+	svc := fixtures.Service("payments", "api", map[string]string{
+		ccm.AnnotationPrivateIPIDs: "bd66e0e0-2e8b-4c59-817f-afb5abb547f6", "kubectl.kubernetes.io/last-applied-configuration": "{}"})
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
 	seen := 0
 	for obj, by := range cacheOptions().ByObject {
 		switch obj.(type) {

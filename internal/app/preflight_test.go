@@ -26,15 +26,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	certutil "k8s.io/client-go/util/cert"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -134,8 +132,6 @@ pools:
 // run runs preflight against the world as it is now.
 func (w *preflightWorld) run(t *testing.T) (string, error) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
 	objs := []client.Object{w.mwc}
 	for _, ns := range w.namespaces {
 		objs = append(objs, ns)
@@ -143,7 +139,7 @@ func (w *preflightWorld) run(t *testing.T) (string, error) {
 	var mu sync.Mutex
 	var warnings []string
 	o := w.o
-	o.Kube = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+	o.Kube = fixtures.FakeKube().WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			co := (&client.CreateOptions{}).ApplyOptions(opts)
 			svc, ok := obj.(*corev1.Service)
@@ -541,11 +537,9 @@ func TestPreflightLostCanaryIsSwept(t *testing.T) {
 	if err := cfg.Resolve(context.Background(), cloud); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
 	clk := clocktesting.NewFakeClock(booked.Add(sweeper.DefaultPendingGrace - time.Minute))
 	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Clock: clk,
-		Services: fake.NewClientBuilder().WithScheme(scheme).Build(), Log: logr.Discard()})
+		Services: fixtures.FakeKube().Build(), Log: logr.Discard()})
 	rep, err := s.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)

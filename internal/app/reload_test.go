@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -221,21 +222,13 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	go func() { defer close(done); _ = r.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the reloader never started polling")
-		}
-		time.Sleep(time.Millisecond)
+	if !fixtures.Poll(time.Until(deadline), time.Millisecond, clk.HasWaiters) {
+		t.Fatal("the reloader never started polling")
 	}
 	clk.Step(10 * time.Second)
-	for {
-		if _, ok := alloc.Config().Pool("b"); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the change made before the first poll was never applied")
-		}
-		time.Sleep(10 * time.Millisecond)
+	applied := func() bool { _, ok := alloc.Config().Pool("b"); return ok }
+	if !fixtures.Poll(time.Until(deadline), 10*time.Millisecond, applied) {
+		t.Fatal("the change made before the first poll was never applied")
 	}
 }
 

@@ -15,13 +15,10 @@ import (
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
@@ -158,11 +155,8 @@ func TestStatusNamesBringYourOwnUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "byo", Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: byo}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
+	svc := fixtures.Service("web", "byo", map[string]string{ccm.AnnotationPrivateIPIDs: byo})
+	o.Services = fixtures.FakeKube().WithObjects(svc).Build()
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {
 		t.Fatal(err)
@@ -201,9 +195,8 @@ func TestStatusShowsConvergence(t *testing.T) {
 	srv, o, ids := statusWorld(t)
 	const deadID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	lbSvc := func(ns, name, lb string, ingress []string, ids ...string) *corev1.Service {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		svc := fixtures.PrivateService(ns, name, map[string]string{
+			ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","), request.AnnotationAddresses: "172.16.35.99"})
 		if lb != "" {
 			svc.Annotations[ccm.AnnotationLoadBalancerID] = "fr-par-1/" + lb
 		}
@@ -212,9 +205,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		}
 		return svc
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	o.Services = fixtures.FakeKube().WithObjects(
 		lbSvc("payments", "api", "lb-1", []string{"172.16.35.10"}, ids["api"]),
 		lbSvc("web", "edge", "lb-2", nil, ids["edge"]), // an old CCM
 		lbSvc("web", "vm", "lb-3", nil, ids["vm"]),     // held by an instance
@@ -279,13 +270,10 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 	srv, o, ids := statusWorld(t)
 	const foreignID = "0b9e2c61-3d4f-4a5b-9c6d-7e8f9a0b1c2d"
 	svc := func(name, id string) *corev1.Service {
-		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{
-			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationPrivate: "true", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		return fixtures.PrivateService("payments", name, map[string]string{
+			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"})
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	o.Services = fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
+	o.Services = fixtures.FakeKube().WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
 	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {

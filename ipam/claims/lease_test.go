@@ -6,12 +6,11 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // The dangerous order of finding 4: the sweeper's collection reads a claim
@@ -85,9 +84,7 @@ func TestCollectReportsFreshClaimsAsClaimed(t *testing.T) {
 
 // newLeases are claims on a fake apiserver and a fake clock, fresh for 20 s.
 func newLeases() (client.Client, *clocktesting.FakeClock, *Leases) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
+	kube := fixtures.FakeKube().Build()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	return kube, clock, &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
 }

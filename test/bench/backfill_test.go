@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -143,15 +144,9 @@ func counted(byKind map[string]int) string {
 // firstCycle waits until the sweeper's leader has ended its first cycle
 // (restarted replicas have fresh metrics).
 func (r *report) firstCycle() {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, n := histogram(r.env, "scw_lb_ipam_sweeper_cycle_duration_seconds"); n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.b.Fatal("the sweeper's leader ran no cycle within 2 minutes of the restart")
-		}
-		time.Sleep(200 * time.Millisecond)
+	cycled := func() bool { _, n := histogram(r.env, "scw_lb_ipam_sweeper_cycle_duration_seconds"); return n > 0 }
+	if !fixtures.Poll(2*time.Minute, 200*time.Millisecond, cycled) {
+		r.b.Fatal("the sweeper's leader ran no cycle within 2 minutes of the restart")
 	}
 }
 
@@ -163,22 +158,19 @@ func (r *report) backfilled(svcs []*corev1.Service) {
 			want[id] = string(s.UID)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		missing := 0
+	var missing int
+	done := fixtures.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
+		missing = 0
 		for id, uid := range want {
 			ip, _ := r.env.Emu.IP(id)
 			if e, _ := ipam.ParseEntry(ip.Tags); e.UID != uid {
 				missing++
 			}
 		}
-		if missing == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.b.Fatalf("%d of %d IPs without their Service's uid 2 minutes after the creates", missing, len(want))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return missing == 0
+	})
+	if !done {
+		r.b.Fatalf("%d of %d IPs without their Service's uid 2 minutes after the creates", missing, len(want))
 	}
 }
 

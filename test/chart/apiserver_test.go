@@ -182,8 +182,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	// The apiserver calls the webhook over TLS, through the Service name.
 	createAndCheck := func(name string) {
 		t.Helper()
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, Annotations: map[string]string{request.AnnotationPool: "dc-link"}},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}}}
+		svc := fixtures.Service("payments", name, map[string]string{request.AnnotationPool: "dc-link"})
 		if err := kube.Create(ctx, svc); err != nil {
 			t.Fatalf("creating a Service through the webhook: %v\nlogs:\n%s", err, first.logs.String())
 		}
@@ -522,13 +521,10 @@ func TestReadmeUpgradeUninstall(t *testing.T) {
 	run("upgrade", "--install", rel, chartDir)
 	defer helm(t, "uninstall", rel, "--namespace", ns, "--kubeconfig", kubeconfig) //nolint:errcheck // cleanup after a failure
 	// A Service as the webhook leaves it.
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle-apps", Name: "api", Annotations: map[string]string{
-			"scw-lb-ipam.io/pool": "dc-link", "scw-lb-ipam.io/addresses": "172.16.4.200",
-			"service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids": "6f8919b4-bbb4-4bde-8b0b-f9f8a594d932",
-		}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
+	svc := fixtures.Service("lifecycle-apps", "api", map[string]string{
+		"scw-lb-ipam.io/pool": "dc-link", "scw-lb-ipam.io/addresses": "172.16.4.200",
+		"service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids": "6f8919b4-bbb4-4bde-8b0b-f9f8a594d932",
+	})
 	if err := kube.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -54,10 +52,7 @@ func BenchmarkWebhookRSS(b *testing.B) {
 	for range workers {
 		wg.Go(func() {
 			for i := next.Add(1); i <= creates; i = next.Add(1) {
-				svc := &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: fmt.Sprintf("rss-%d", i), Annotations: map[string]string{request.AnnotationPool: "dc-link"}},
-					Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-				}
+				svc := fixtures.Service("payments", fmt.Sprintf("rss-%d", i), map[string]string{request.AnnotationPool: "dc-link"})
 				if err := kube.Create(ctx, svc); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())

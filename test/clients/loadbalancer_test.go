@@ -14,6 +14,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -50,16 +51,14 @@ func (cp *controlPlane) get(svc client.ObjectKey) *corev1.Service {
 // timeout with what it waited for and cond's last account of the state.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var state string
+	held := fixtures.Poll(timeout, 100*time.Millisecond, func() bool {
+		var ok bool
+		ok, state = cond()
+		return ok
+	})
+	if !held {
+		t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, state)
 	}
 }
 

@@ -24,12 +24,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // The node's network, inside the run's network namespace. Nothing routes
@@ -221,9 +221,7 @@ func (n *node) startControlPlane() error {
 	if n.clientset, err = kubernetes.NewForConfig(n.config); err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	if n.kube, err = client.New(n.config, client.Options{Scheme: scheme}); err != nil {
+	if n.kube, err = client.New(n.config, client.Options{Scheme: fixtures.Scheme()}); err != nil {
 		return err
 	}
 	return n.waitFor("kube-apiserver /readyz", 90*time.Second, apiserver, func(ctx context.Context) (bool, error) {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
@@ -132,15 +132,11 @@ func (in *installation) uninstall(t *testing.T) {
 }
 
 // eventually polls cond every 250 ms until it holds, failing the test
-// after timeout.
+// after timeout with where the release's pods stand.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, podReport(t))
-		}
-		time.Sleep(250 * time.Millisecond)
+	if !fixtures.Poll(timeout, 250*time.Millisecond, cond) {
+		t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, podReport(t))
 	}
 }
 
@@ -341,10 +337,7 @@ func warningClient(t *testing.T) (client.Client, *testenv.Warnings) {
 
 // lbService is a private-only LoadBalancer Service that asks for the pool.
 func lbService(name string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: optedIn, Name: name, Annotations: map[string]string{request.AnnotationPool: "dc-link", ccm.AnnotationPrivate: "true"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 443}}},
-	}
+	return fixtures.PrivateService(optedIn, name, map[string]string{request.AnnotationPool: "dc-link"})
 }
 
 // leader waits for the sweeper's Lease to be held by a Ready pod of the

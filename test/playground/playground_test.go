@@ -20,13 +20,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -116,9 +115,7 @@ func TestMakeRun(t *testing.T) {
 	}
 	seen := &testenv.Warnings{}
 	restCfg.WarningHandler = seen
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	kube, err := client.New(restCfg, client.Options{Scheme: scheme})
+	kube, err := client.New(restCfg, client.Options{Scheme: fixtures.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,15 +150,14 @@ func TestMakeRun(t *testing.T) {
 	}
 
 	// The CCM stand-in makes the Load Balancer with the reserved address.
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr }) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
+	made := func() bool {
 		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
 		}
+		return slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
+	}
+	if !fixtures.Poll(30*time.Second, 200*time.Millisecond, made) {
+		t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
 	}
 
 	// The bring-your-own example, as written: its IP is booked.
