@@ -224,8 +224,10 @@ func DHCPNote(clusterPN string, written map[string]string) string {
 	return fmt.Sprintf("; the Load Balancer also gets a DHCP address on the nodes' Private Network %s, to reach the backends: the reserved address is the one in %s (%s)", clusterPN, AnnotationAddresses, written[AnnotationAddresses])
 }
 
-// PrivateNetworkID strips the zone the CCM allows in front of an item of
-// pn-ids ("fr-par-1/<id>").
+// PrivateNetworkID is the ID of a pn-ids item, a zone in front of it
+// ("fr-par-1/<id>") stripped, for comparing items: the CCM attaches each
+// item as it is, so a zonal one fails there and pnItem refuses it at
+// admission, but a Service admitted before may still carry one.
 func PrivateNetworkID(item string) string {
 	if _, id, ok := strings.Cut(item, "/"); ok {
 		return id

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,18 +91,22 @@ func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d d
 	resp := patchAnnotations(req.Object.Raw, written)
 	warnings := make([]string, 0, len(d.reserved)+3)
 	dhcp := request.DHCPNote(clusterPN, written)
+	var held []heldEvent
 	for _, r := range d.reserved {
 		warnings = append(warnings, reservedWarning(r))
-		reason, verb := EventIPReserved, "reserved"
+		e := heldEvent{id: r.ID, eventtype: corev1.EventTypeNormal, reason: EventIPReserved, action: "Reserve",
+			note: fmt.Sprintf("reserved %s (IPAM ID %s) from pool %s%s", r.Address, r.ID, r.Pool, dhcp)}
 		if r.Reused {
-			reason, verb = EventIPReused, "reused"
+			e.reason, e.note = EventIPReused, "reused"+strings.TrimPrefix(e.note, "reserved")
 		}
-		note := fmt.Sprintf("%s %s (IPAM ID %s) from pool %s%s", verb, r.Address, r.ID, r.Pool, dhcp)
 		if req.Operation == admissionv1.Create {
-			m.held.hold(d.key, heldEvent{at: time.Now(), eventtype: corev1.EventTypeNormal, reason: reason, action: "Reserve", note: note})
+			held = append(held, e)
 			continue
 		}
-		m.event(svc, corev1.EventTypeNormal, reason, "Reserve", "%s", note)
+		m.event(svc, e.eventtype, e.reason, e.action, "%s", e.note)
+	}
+	if len(held) > 0 {
+		m.held.hold(d.key, time.Now(), held)
 	}
 	warnings = append(warnings, request.Warnings(d.cfg, svc, d.ask)...)
 	m.Log.Info(logVerb(d.reserved), "service", d.key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
@@ -256,8 +261,9 @@ func (m *Metrics) observeAdmission(op, result string, d time.Duration) {
 const heldEventsTTL = time.Minute
 
 // creationSlack allows for the apiserver's whole-second creation
-// timestamps and a small clock skew between it and this replica.
-const creationSlack = 2 * time.Second
+// timestamps and clock skew between it and this replica. The IDs the
+// Service references, not the time, tell the Service the Events are about.
+const creationSlack = 10 * time.Second
 
 // heldEvents keeps the Events of admitted CREATEs until the Service exists.
 // At a CREATE admission the Service has no UID yet: an Event about it would
@@ -266,56 +272,77 @@ const creationSlack = 2 * time.Second
 // answered would leave an Event about a Service that never existed. The
 // replica that admitted records them when its Service informer sees the
 // Service (seen), with the Service's UID, which also keeps the Event's
-// write out of the create it describes.
+// write out of the create it describes. Per Service name only the latest
+// admission's Events are held: a retried create speaks once, of what the
+// Service got.
 type heldEvents struct {
 	mu    sync.Mutex
-	byKey map[types.NamespacedName][]heldEvent
+	byKey map[types.NamespacedName]heldAdmission
+}
+
+// heldAdmission is one admission's Events, one per reservation.
+type heldAdmission struct {
+	at     time.Time
+	events []heldEvent
 }
 
 type heldEvent struct {
-	at                        time.Time
+	// id is the IPAM ID the Event is about: it is recorded only on a
+	// Service that references it.
+	id                        string
 	eventtype, reason, action string
 	note                      string
 }
 
-// hold keeps e for the Service key, and forgets what waited past
+// hold keeps the Events of an admission of the Service key made at time
+// at, in place of any held before for that name, and forgets those past
 // heldEventsTTL.
-func (h *heldEvents) hold(key types.NamespacedName, e heldEvent) {
+func (h *heldEvents) hold(key types.NamespacedName, at time.Time, es []heldEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.byKey == nil {
-		h.byKey = map[types.NamespacedName][]heldEvent{}
+		h.byKey = map[types.NamespacedName]heldAdmission{}
 	}
-	for k, es := range h.byKey {
-		if e.at.Sub(es[len(es)-1].at) > heldEventsTTL {
+	h.expire(at)
+	h.byKey[key] = heldAdmission{at: at, events: es}
+}
+
+func (h *heldEvents) expire(now time.Time) {
+	for k, a := range h.byKey {
+		if now.Sub(a.at) > heldEventsTTL {
 			delete(h.byKey, k)
 		}
 	}
-	h.byKey[key] = append(h.byKey[key], e)
 }
 
-// take returns the Events held for svc when it is the Service they were
-// held for: not being deleted, and created no earlier than they were
-// admitted (an older incarnation of the same name is still being deleted).
-func (h *heldEvents) take(svc *corev1.Service) []heldEvent {
+// take returns, at time now, the Events held for svc that are about it: it
+// is not being deleted, was created around or after the admission (not an
+// older incarnation of the name), and references the Event's IPAM ID (not
+// a namesake that another admission, or none, gave other IPs).
+func (h *heldEvents) take(svc *corev1.Service, now time.Time) []heldEvent {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	es := h.byKey[key]
-	if len(es) == 0 || svc.UID == "" || svc.DeletionTimestamp != nil || svc.CreationTimestamp.Time.Before(es[0].at.Add(-creationSlack)) {
+	h.expire(now)
+	a, ok := h.byKey[key]
+	if !ok || svc.UID == "" || svc.DeletionTimestamp != nil || svc.CreationTimestamp.Time.Before(a.at.Add(-creationSlack)) {
 		return nil
 	}
 	delete(h.byKey, key)
-	return es
+	ids := ccm.ReferencedIDs(svc)
+	var out []heldEvent
+	for _, e := range a.events {
+		if slices.Contains(ids, e.id) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // seen records the Events held for svc, now that it exists (the Service
 // informer's handler calls it).
 func (m *ServiceMutator) seen(svc *corev1.Service) {
-	if m.Recorder == nil {
-		return
-	}
-	for _, e := range m.held.take(svc) {
-		m.Recorder.Eventf(svc, nil, e.eventtype, e.reason, e.action, "%s", e.note)
+	for _, e := range m.held.take(svc, time.Now()) {
+		m.event(svc, e.eventtype, e.reason, e.action, "%s", e.note)
 	}
 }
