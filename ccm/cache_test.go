@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func servedService() *corev1.Service {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "payments", Name: "api", UID: "7d1c1f0e-46c2-4f55-9a41-0c1f6a0b1e2d", ResourceVersion: "48213", Generation: 3,
-			CreationTimestamp: metav1.Now(),
+			CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)), // the apiserver keeps seconds
 			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
 			Annotations: map[string]string{
 				"scw-lb-ipam.io/pool":      "dc-link",

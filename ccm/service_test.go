@@ -12,7 +12,10 @@ import (
 
 // References is what the allocator asks; the assertion lives in the test so
 // that the contract itself imports nothing of the project.
-var _ ipam.References = References{}
+var (
+	_ ipam.References = References{}
+	_ ipam.References = Records{}
+)
 
 func lb(ann map[string]string) *corev1.Service {
 	return &corev1.Service{

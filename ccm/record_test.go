@@ -1,0 +1,162 @@
+package ccm
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/reference"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestRecordKeepsWhatReadersRead asks every reader's question of each
+// Service and of its Record: the answers must be the same.
+func TestRecordKeepsWhatReadersRead(t *testing.T) {
+	scheme := kruntime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	for name, full := range cachedServices() {
+		t.Run(name, func(t *testing.T) {
+			out, err := RecordService(full.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := out.(*Record)
+			if a, b := Live(full), rec.Live(); a != b {
+				t.Errorf("Live: %v, record %v", a, b)
+			}
+			if a, b := full.Spec.Type == corev1.ServiceTypeLoadBalancer && full.Spec.LoadBalancerClass == nil, rec.Served(); a != b {
+				t.Errorf("served: %v, record %v", a, b)
+			}
+			if a, b := ReferencedIDs(full), rec.ReferencedIDs(); !slices.Equal(a, b) {
+				t.Errorf("ReferencedIDs: %q, record %q", a, b)
+			}
+			var live []string
+			if Live(full) {
+				live = ReferencedIDs(full)
+			}
+			if b := rec.LiveIDs(); !slices.Equal(live, b) {
+				t.Errorf("LiveIDs: %q, record %q", live, b)
+			}
+			if a, b := client.ObjectKeyFromObject(full), rec.Key(); a != b {
+				t.Errorf("key: %s, record %s", a, b)
+			}
+			if full.UID != rec.UID || full.ResourceVersion != rec.ResourceVersion {
+				t.Errorf("UID, resourceVersion: %s %s, record %s %s", full.UID, full.ResourceVersion, rec.UID, rec.ResourceVersion)
+			}
+			// The webhook's held Events tell a new incarnation by them.
+			if !full.CreationTimestamp.Time.Equal(rec.CreatedAt()) || (full.DeletionTimestamp != nil) != rec.Deleting() {
+				t.Errorf("timestamps: %v %v, record %v %v", full.CreationTimestamp, full.DeletionTimestamp, rec.CreatedAt(), rec.Deleting())
+			}
+			if a, b := LoadBalancerID(full), rec.LoadBalancerID(); a != b {
+				t.Errorf("LoadBalancerID: %q, record %q", a, b)
+			}
+			var ingress []string
+			for _, in := range full.Status.LoadBalancer.Ingress {
+				ingress = append(ingress, in.IP)
+			}
+			if !slices.Equal(ingress, rec.Ingress) {
+				t.Errorf("ingress: %q, record %q", ingress, rec.Ingress)
+			}
+			// Informers hand objects without kind: the Event's reference
+			// takes it from the scheme.
+			bare := full.DeepCopy()
+			bare.TypeMeta = metav1.TypeMeta{}
+			ra, errA := reference.GetReference(scheme, bare)
+			rb, errB := reference.GetReference(scheme, rec.Regarding())
+			if errA != nil || errB != nil || !reflect.DeepEqual(ra, rb) {
+				t.Errorf("Event reference: %+v (%v), record %+v (%v)", ra, errA, rb, errB)
+			}
+			// Every annotation of scw-lb-ipam and of the CCM, as written.
+			ours := func(ann map[string]string) map[string]string {
+				return maps.Collect(func(yield func(string, string) bool) {
+					for k, v := range ann {
+						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") {
+							if !yield(k, v) {
+								return
+							}
+						}
+					}
+				})
+			}
+			if a, b := ours(full.Annotations), rec.AnnotationMap(); !maps.Equal(a, b) {
+				t.Errorf("annotations: %v, record %v", a, b)
+			}
+			for _, key := range []string{"scw-lb-ipam.io/pool", "scw-lb-ipam.io/address", "scw-lb-ipam.io/ipam-ids", "scw-lb-ipam.io/allow-ip-change", "scw-lb-ipam.io/addresses",
+				AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationPrivate, AnnotationExternallyManaged, AnnotationLoadBalancerID} {
+				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
+					t.Errorf("annotation %s: %q, record %q", key, a, b)
+				}
+			}
+			// client-go may hand the transform what it already made.
+			if again, _ := RecordService(rec); again != rec {
+				t.Errorf("a Record was made again: %+v", again)
+			}
+		})
+	}
+}
+
+// TestRecordDrops checks that what no reader needs is gone, the point of
+// the transform.
+func TestRecordDrops(t *testing.T) {
+	served := servedService()
+	vip := corev1.LoadBalancerIPModeVIP
+	served.Status.LoadBalancer.Ingress[0].IPMode = &vip
+	served.Status.LoadBalancer.Ingress = append(served.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: "lb.example.com"})
+	served.Status.Conditions = []metav1.Condition{{Type: "LoadBalancerPortsError", Status: metav1.ConditionFalse}}
+	out, _ := RecordService(served)
+	rec := out.(*Record)
+	// Only the ingress IPs, which the convergence monitor compares with
+	// the reserved addresses.
+	if want := []string{"172.16.35.200", "172.16.0.9"}; !slices.Equal(rec.Ingress, want) {
+		t.Errorf("ingress %q, want only the IPs %q", rec.Ingress, want)
+	}
+	for _, k := range []string{"kubectl.kubernetes.io/last-applied-configuration", "meta.helm.sh/release-name", "service.beta.kubernetes.io/aws-load-balancer-type"} {
+		if _, ok := rec.AnnotationMap()[k]; ok {
+			t.Errorf("annotation %s kept", k)
+		}
+	}
+	if !slices.IsSortedFunc(rec.Annotations, func(a, b Annotation) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Errorf("annotations not sorted: %v", rec.Annotations)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{"scw-lb-ipam.io/enabled": "true"}}}
+	if got, _ := RecordService(ns); got != ns {
+		t.Errorf("a Namespace was changed: %+v", got)
+	}
+}
+
+// BenchmarkRecordRetained reports what the Service informer keeps of a
+// served LoadBalancer Service (retained-B/service: the live heap the
+// Records hold, after a collection), the number to watch when a reader
+// asks a Record to keep more: the informer holds every Service of the
+// cluster for the life of the process.
+func BenchmarkRecordRetained(b *testing.B) {
+	const n = 10_000
+	served := make([]*corev1.Service, n)
+	for i := range served {
+		s := servedService()
+		s.Name, s.UID = fmt.Sprint("api-", i), types.UID(fmt.Sprintf("7d1c1f0e-46c2-4f55-9a41-%012x", i))
+		s.Annotations[AnnotationPrivateIPIDs] = fmt.Sprintf("bd66e0e0-2e8b-4c59-817f-%012x", i)
+		served[i] = s
+	}
+	kept := make([]any, n)
+	var retained float64
+	for b.Loop() {
+		clear(kept)
+		before := liveHeap()
+		for i, s := range served {
+			kept[i], _ = RecordService(s)
+		}
+		retained = float64(liveHeap()-before) / n
+	}
+	runtime.KeepAlive(kept)
+	b.ReportMetric(retained, "retained-B/service")
+}
