@@ -15,6 +15,10 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
+// IndexPrivateIPIDs indexes Records by the IPAM IDs live Services
+// reference (Record.LiveIDs).
+const IndexPrivateIPIDs = "scw-lb-ipam.io/private-ip-ids"
+
 // ServiceInformer is the process's one watch of Services: a client-go
 // informer that holds every Service of the cluster as a Record (its
 // transform is RecordService), indexed by IndexPrivateIPIDs. The webhook

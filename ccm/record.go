@@ -4,10 +4,18 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+)
+
+// The annotation prefixes of scw-lb-ipam and of the Scaleway CCM: every
+// annotation this process reads on a Service starts with one of them.
+const (
+	annotationPrefix    = "scw-lb-ipam.io/"
+	ccmAnnotationPrefix = "service.beta.kubernetes.io/scw-loadbalancer-"
 )
 
 // Annotation is one annotation a Record keeps.
@@ -123,6 +131,10 @@ func recordAnnotations(ann map[string]string) []Annotation {
 	return out
 }
 
+func kept(key string) bool {
+	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix)
+}
+
 // repeats: the annotations whose values many Services share (pool names,
 // flags, networks) are interned; IDs and addresses are each one Service's.
 func repeats(key string) bool {
@@ -131,6 +143,15 @@ func repeats(key string) bool {
 		return false
 	}
 	return true
+}
+
+// intern returns the canonical copy of s: the strings every Service repeats
+// are then held once.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }
 
 // Annotation is the value of a kept annotation, "" when absent.

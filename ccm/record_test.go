@@ -8,15 +8,101 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+var _ toolscache.TransformFunc = RecordService
+
+// servedService is a LoadBalancer Service as the apiserver serves it once
+// the CCM made its Load Balancer, with what kubectl, Helm and the CCM leave
+// on it: every field a reader might look at is set.
+func servedService() *corev1.Service {
+	local := corev1.ServiceInternalTrafficPolicyCluster
+	single := corev1.IPFamilyPolicySingleStack
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "payments", Name: "api", UID: "7d1c1f0e-46c2-4f55-9a41-0c1f6a0b1e2d", ResourceVersion: "48213", Generation: 3,
+			CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)), // the apiserver keeps seconds
+			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{
+				"scw-lb-ipam.io/pool":      "dc-link",
+				"scw-lb-ipam.io/addresses": "172.16.35.200",
+				AnnotationPrivateIPIDs:     "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
+				AnnotationPNIDs:            "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
+				AnnotationPrivate:          "true",
+				AnnotationLoadBalancerID:   "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
+				"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2": "443",
+				"kubectl.kubernetes.io/last-applied-configuration":              strings.Repeat(`{"apiVersion":"v1","kind":"Service"}`, 40),
+				"meta.helm.sh/release-name":                                     "api",
+				"meta.helm.sh/release-namespace":                                "payments",
+				"service.beta.kubernetes.io/aws-load-balancer-type":             "nlb",
+			},
+			Finalizers:      []string{FinalizerLoadBalancerCleanup},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "u"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{}}}`)}},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app.kubernetes.io/name": "api"},
+			Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: 31443},
+				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 31080}},
+			ClusterIP: "10.96.4.7", ClusterIPs: []string{"10.96.4.7"}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: &single,
+			SessionAffinity: corev1.ServiceAffinityNone, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: 32000,
+			InternalTrafficPolicy: &local, LoadBalancerSourceRanges: []string{"10.0.0.0/8"},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.16.35.200"}, {IP: "172.16.0.9"}}}},
+	}
+}
+
+// cachedServices are Services as they reach the cache, one per case the
+// readers of cached Services tell apart.
+func cachedServices() map[string]*corev1.Service {
+	edit := func(f func(*corev1.Service)) *corev1.Service {
+		s := servedService()
+		f(s)
+		return s
+	}
+	now := metav1.Now()
+	return map[string]*corev1.Service{
+		"served":              edit(func(*corev1.Service) {}),
+		"terminating":         edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
+		"ClusterIP":           edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
+		"NodePort":            edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
+		"no annotations":      edit(func(s *corev1.Service) { s.Annotations = nil }),
+		"foreign annotations": edit(func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/x": "y"} }),
+		"IDs with blanks":     edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = " a, ,b " }),
+		"no IDs, a pool":      edit(func(s *corev1.Service) { delete(s.Annotations, AnnotationPrivateIPIDs) }),
+		"empty IDs":           edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = "" }),
+		"an address":          edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/address"] = "172.16.35.210" }),
+		"IPAM IDs": edit(func(s *corev1.Service) {
+			s.Annotations["scw-lb-ipam.io/ipam-ids"] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
+		}),
+		"allow-ip-change":       edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/allow-ip-change"] = "true" }),
+		"externally managed":    edit(func(s *corev1.Service) { s.Annotations[AnnotationExternallyManaged] = "true" }),
+		"an unknown annotation": edit(func(s *corev1.Service) { s.Annotations[annotationPrefix+"later"] = "x" }),
+		"no status, no marks": edit(func(s *corev1.Service) {
+			s.Status, s.Finalizers = corev1.ServiceStatus{}, nil
+			delete(s.Annotations, AnnotationLoadBalancerID)
+		}),
+		"another namespace": edit(func(s *corev1.Service) { s.Namespace = "web" }),
+		"another controller's": edit(func(s *corev1.Service) {
+			class := "metallb.io/metallb"
+			s.Spec.LoadBalancerClass = &class
+		}),
+	}
+}
 
 // TestRecordKeepsWhatReadersRead asks every reader's question of each
 // Service and of its Record: the answers must be the same.
@@ -159,4 +245,12 @@ func BenchmarkRecordRetained(b *testing.B) {
 	}
 	runtime.KeepAlive(kept)
 	b.ReportMetric(retained, "retained-B/service")
+}
+
+// liveHeap is the heap still reachable, garbage collected.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
