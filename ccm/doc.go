@@ -3,12 +3,12 @@
 // CCM's annotations scw-lb-ipam reads or writes, the CCM's marks of a Load
 // Balancer that exists (its ID annotation and the cleanup finalizer), which
 // IPAM IDs a Service hands to the CCM, and whether it is live. It also owns
-// the cache index that answers "which live Services reference this IPAM
-// ID", which the webhook and the sweeper both rely on, and the Service
-// cache's transform. This project's own annotations are in package request.
+// what this process holds of every Service: the Record, the one Service
+// informer that holds Records, and its index that answers "which live
+// Services reference this IPAM ID", which the webhook and the sweeper both
+// rely on. This project's own annotations are in package request.
 //
 // It is the lowest layer the webhook and the sweeper share. It must not
 // import any other package of this module: it is pure knowledge of the
-// Service object, built on the Kubernetes API types and controller-runtime's
-// client only.
+// Service object, built on the Kubernetes API types and client-go only.
 package ccm

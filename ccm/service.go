@@ -17,7 +17,11 @@ func Live(svc *corev1.Service) bool {
 
 // ReferencedIDs are the IPAM IDs a Service hands to the CCM.
 func ReferencedIDs(svc *corev1.Service) []string {
-	v := svc.Annotations[AnnotationPrivateIPIDs]
+	return splitIDs(svc.Annotations[AnnotationPrivateIPIDs])
+}
+
+// splitIDs are the IDs of a private-ip-ids value.
+func splitIDs(v string) []string {
 	if v == "" {
 		return nil
 	}
@@ -75,7 +79,12 @@ func withoutCCMFields(s *corev1.Service) *corev1.Service {
 // getLoadBalancerID also reads "<region>/<id>"); a bare ID is read as is.
 // Empty while the CCM has not made the Load Balancer.
 func LoadBalancerID(svc *corev1.Service) string {
-	v := strings.TrimSpace(svc.Annotations[AnnotationLoadBalancerID])
+	return loadBalancerID(svc.Annotations[AnnotationLoadBalancerID])
+}
+
+// loadBalancerID is the ID in a value of AnnotationLoadBalancerID.
+func loadBalancerID(v string) string {
+	v = strings.TrimSpace(v)
 	if i := strings.LastIndexByte(v, '/'); i >= 0 {
 		v = v[i+1:]
 	}

@@ -12,7 +12,7 @@ import (
 
 // References is what the allocator asks; the assertion lives in the test so
 // that the contract itself imports nothing of the project.
-var _ ipam.References = References{}
+var _ ipam.References = Records{}
 
 func lb(ann map[string]string) *corev1.Service {
 	return &corev1.Service{
@@ -26,7 +26,7 @@ func TestReferencedIDsOfLiveServices(t *testing.T) {
 	if got := ReferencedIDs(svc); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("ReferencedIDs = %q, want [a b]", got)
 	}
-	if got := LiveIDs(svc); !slices.Equal(got, []string{"a", "b"}) {
+	if got := NewRecord(svc).LiveIDs(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("LiveIDs = %q", got)
 	}
 	deleting := svc.DeepCopy()
@@ -34,7 +34,7 @@ func TestReferencedIDsOfLiveServices(t *testing.T) {
 	cluster := svc.DeepCopy()
 	cluster.Spec.Type = corev1.ServiceTypeClusterIP
 	for name, s := range map[string]*corev1.Service{"terminating": deleting, "ClusterIP": cluster} {
-		if Live(s) || LiveIDs(s) != nil {
+		if Live(s) || NewRecord(s).LiveIDs() != nil {
 			t.Errorf("%s Service counted as live", name)
 		}
 	}

@@ -263,16 +263,17 @@ func OptedIn(ctx context.Context, r client.Reader, namespace string) (bool, erro
 // namespace neither excluded nor left out (namespaces reads the opt-in
 // label), and asks for one or falls under a default pool. what names the
 // request for the report. The rules are the webhook's own: a Service it
-// would have reserved for is one the sweeper reports.
-func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *corev1.Service) (bool, string, error) {
-	if !InScope(svc) || slices.Contains(excluded, svc.Namespace) {
+// would have reserved for is one the sweeper reports. svc is the Service's
+// Record, as the sweeper's cycle reads it.
+func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *ccm.Record) (bool, string, error) {
+	if !svc.Served() || slices.Contains(excluded, svc.Namespace) {
 		return false, "", nil
 	}
 	opted, err := OptedIn(ctx, namespaces, svc.Namespace)
 	if err != nil || !opted {
 		return false, "", err
 	}
-	ask, err := Parse(svc.Annotations)
+	ask, err := Parse(svc.AnnotationMap())
 	if err != nil {
 		return false, "", nil
 	}

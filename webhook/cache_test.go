@@ -11,10 +11,11 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
-// TestUnreservedOnTrimmedServices: the sweeper asks Unreserved about Services
-// of the cache, which ccm.TrimService trimmed; its answer must be the one it
-// gives on the Service as served, for every request the annotations make.
-func TestUnreservedOnTrimmedServices(t *testing.T) {
+// TestUnreservedOnRecords: the sweeper asks Unreserved about the Records
+// of the Service informer (ccm.RecordService); its answer must be the one
+// the webhook's rules give on the Service as served, for every request the
+// annotations make.
+func TestUnreservedOnRecords(t *testing.T) {
 	h := newHarness(t)
 	const id = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 	served := func(ns string, a map[string]string) *corev1.Service {
@@ -61,17 +62,24 @@ func TestUnreservedOnTrimmedServices(t *testing.T) {
 		}(), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := ccm.TrimService(tt.svc.DeepCopy())
+			want, what, err := h.unreserved(tt.svc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, what, err := h.unreserved(tt.svc)
-			gotWant, gotWhat, gotErr := h.unreserved(out.(*corev1.Service))
-			if want != gotWant || what != gotWhat || (err == nil) != (gotErr == nil) {
-				t.Fatalf("Unreserved: %v %q %v, trimmed %v %q %v", want, what, err, gotWant, gotWhat, gotErr)
-			}
 			if want != tt.want {
 				t.Fatalf("Unreserved = %v (%q), want %v", want, what, tt.want)
+			}
+			// What the report names is the request the webhook reads on
+			// the whole Service.
+			if want {
+				ask, err := request.Parse(tt.svc.Annotations)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := request.NewPlan(h.mutator.Allocator.Config(), tt.svc.Namespace, ask)
+				if err != nil || p == nil || p.Describe() != what {
+					t.Fatalf("Unreserved names %q, the webhook's plan %v (%v)", what, p, err)
+				}
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -34,11 +33,11 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 
 	older := stored.DeepCopy()
 	older.UID, older.CreationTimestamp = "uid-older", metav1.NewTime(admittedAt.Add(-time.Hour))
-	h.mutator.seen(older)
+	h.mutator.seen(ccm.NewRecord(older))
 	terminating := stored.DeepCopy()
 	terminating.UID, terminating.CreationTimestamp = "uid-terminating", metav1.NewTime(admittedAt)
 	terminating.DeletionTimestamp = &metav1.Time{Time: admittedAt}
-	h.mutator.seen(terminating)
+	h.mutator.seen(ccm.NewRecord(terminating))
 	if ev := h.events.take(); len(ev) != 0 {
 		t.Fatalf("Events recorded on an older incarnation: %v", ev)
 	}
@@ -47,14 +46,14 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 	h.events.mu.Lock()
 	h.events.uids = nil
 	h.events.mu.Unlock()
-	h.mutator.seen(stored)
+	h.mutator.seen(ccm.NewRecord(stored))
 	h.events.mu.Lock()
 	uids := slices.Clone(h.events.uids)
 	h.events.mu.Unlock()
 	if ev := h.events.take(); !slices.Equal(ev, []string{"Normal IPReserved payments/api"}) || !slices.Equal(uids, []types.UID{"uid-api"}) {
 		t.Fatalf("Events %v on %v, want one IPReserved on uid-api", ev, uids)
 	}
-	h.mutator.seen(stored)
+	h.mutator.seen(ccm.NewRecord(stored))
 	if ev := h.events.take(); len(ev) != 0 {
 		t.Fatalf("Events recorded twice: %v", ev)
 	}
@@ -65,10 +64,10 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 func TestHeldEventsAreAboutTheService(t *testing.T) {
 	t0 := time.Now()
 	key := types.NamespacedName{Namespace: "payments", Name: "api"}
-	svc := func(created time.Time, ids string) *corev1.Service {
+	svc := func(created time.Time, ids string) *ccm.Record {
 		s := fixtures.PrivateService("payments", "api", map[string]string{ccm.AnnotationPrivateIPIDs: ids})
 		s.UID, s.CreationTimestamp = "uid-api", metav1.NewTime(created)
-		return s
+		return ccm.NewRecord(s)
 	}
 	reserved := func(id string) []heldEvent { return []heldEvent{{id: id, reason: EventIPReserved}} }
 	reasons := func(es []heldEvent) []string {

@@ -88,11 +88,10 @@ func newHarness(t testing.TB) *harness {
 	}
 	h.kube = fixtures.FakeKube().
 		WithObjects(ns("payments", true), ns("web", true), ns("edge-eu", true), ns("plain", false), ns("kube-system", true), ns("scw-lb-ipam", true)).
-		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).
 		Build()
 	h.cloud = cloud
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
-	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: h.kube},
+	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: fixtures.Records(h.kube),
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.
@@ -171,7 +170,7 @@ func (h *harness) persisted(body []byte, r *admissionv1.AdmissionResponse) {
 	}
 	out := fixtures.Patched(h.t, &svc, r.Patch)
 	out.UID, out.CreationTimestamp = types.UID("uid-"+out.Name), metav1.Now()
-	h.mutator.seen(out)
+	h.mutator.seen(ccm.NewRecord(out))
 }
 
 // sendRaw is send for any body: the response is nil when the answer is not
@@ -276,5 +275,5 @@ func (r *recordedEvents) take() []string {
 // unreserved asks the sweeper's question about svc (request.Unreserved)
 // with the mutator's namespaces, exclusions and pool file.
 func (h *harness) unreserved(svc *corev1.Service) (bool, string, error) {
-	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, svc)
+	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, ccm.NewRecord(svc))
 }

@@ -307,7 +307,7 @@ func TestFailClosed(t *testing.T) {
 		h := newHarness(t)
 		h.created(fixtures.PrivateService("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
-		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: ccm.References{Reader: failingReader{h.kube}}})
+		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: fixtures.Records(failingReader{h.kube})})
 		h.mutator.Allocator = h.alloc
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))

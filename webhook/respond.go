@@ -319,17 +319,17 @@ func (h *heldEvents) expire(now time.Time) {
 // is not being deleted, was created around or after the admission (not an
 // older incarnation of the name), and references the Event's IPAM ID (not
 // a namesake that another admission, or none, gave other IPs).
-func (h *heldEvents) take(svc *corev1.Service, now time.Time) []heldEvent {
-	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+func (h *heldEvents) take(svc *ccm.Record, now time.Time) []heldEvent {
+	key := svc.Key()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.expire(now)
 	a, ok := h.byKey[key]
-	if !ok || svc.UID == "" || svc.DeletionTimestamp != nil || svc.CreationTimestamp.Time.Before(a.at.Add(-creationSlack)) {
+	if !ok || svc.UID == "" || svc.Deleting() || svc.CreatedAt().Before(a.at.Add(-creationSlack)) {
 		return nil
 	}
 	delete(h.byKey, key)
-	ids := ccm.ReferencedIDs(svc)
+	ids := svc.ReferencedIDs()
 	var out []heldEvent
 	for _, e := range a.events {
 		if slices.Contains(ids, e.id) {
@@ -341,8 +341,8 @@ func (h *heldEvents) take(svc *corev1.Service, now time.Time) []heldEvent {
 
 // seen records the Events held for svc, now that it exists (the Service
 // informer's handler calls it).
-func (m *ServiceMutator) seen(svc *corev1.Service) {
+func (m *ServiceMutator) seen(svc *ccm.Record) {
 	for _, e := range m.held.take(svc, time.Now()) {
-		m.event(svc, e.eventtype, e.reason, e.action, "%s", e.note)
+		m.event(svc.Regarding(), e.eventtype, e.reason, e.action, "%s", e.note)
 	}
 }

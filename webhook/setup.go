@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -33,16 +32,12 @@ type Options struct {
 }
 
 // SetupWithManager builds the Service mutator for the manager's webhook
-// server, which Register serves at o.Path. It indexes the Service cache by the IPAM IDs Services
-// reference (the allocator's References read that index), starts the
-// Service and Namespace informers, and makes the pod ready only once the
-// webhook server serves and those caches have synced: the Service endpoint
-// then routes the apiserver's calls to this pod, and no admission is
-// decided on an empty cache.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*ServiceMutator, error) {
-	if err := ccm.IndexServices(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("indexing Services: %w", err)
-	}
+// server, which Register serves at o.Path. It reads Services from services
+// (the allocator's References read its index), starts the Namespace
+// informer, and makes the pod ready only once the webhook server serves and
+// both have synced: the Service endpoint then routes the apiserver's calls
+// to this pod, and no admission is decided on an empty cache.
+func SetupWithManager(ctx context.Context, mgr manager.Manager, services *ccm.ServiceInformer, o Options) (*ServiceMutator, error) {
 	mutator := &ServiceMutator{
 		Allocator:      o.Allocator,
 		Namespaces:     mgr.GetCache(),
@@ -54,13 +49,11 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 	}
 	// The Namespace informer is started here, not on the first admission's
 	// read.
-	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Namespace{}} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("watching %T: %w", obj, err)
-		}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return nil, fmt.Errorf("watching Namespaces: %w", err)
 	}
-	if err := watchServices(ctx, mgr, mutator); err != nil {
-		return nil, err
+	if err := services.AddEventHandler(watchServices(mutator)); err != nil {
+		return nil, fmt.Errorf("watching Services: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, err
@@ -68,7 +61,7 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, o Options) (*Ser
 	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
+		if !services.HasSynced() || !mgr.GetCache().WaitForCacheSync(ctx) {
 			return errors.New("the Service and Namespace caches have not synced")
 		}
 		return nil
@@ -84,26 +77,21 @@ func Register(mgr manager.Manager, o Options, h admission.Handler) {
 	mgr.GetWebhookServer().Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: h}, o.Timeout))
 }
 
-// watchServices hands the allocator the IDs every Service in the cache
-// references, as they arrive: another replica's bookings reach this
-// replica through the Service cache within moments, and its reservation
-// index through its next listing only. Deletions add nothing: the IDs
-// were remembered when the Service appeared. It also records the Events
-// held for a Service this replica admitted, once it exists (heldEvents).
-func watchServices(ctx context.Context, mgr manager.Manager, m *ServiceMutator) error {
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
-	if err != nil {
-		return fmt.Errorf("watching Services: %w", err)
-	}
+// watchServices hands the allocator the IDs every Service references, as
+// they arrive: another replica's bookings reach this replica through the
+// Service informer within moments, and its reservation index through its
+// next listing only. Deletions add nothing: the IDs were remembered when
+// the Service appeared. It also records the Events held for a Service this
+// replica admitted, once it exists (heldEvents).
+func watchServices(m *ServiceMutator) toolscache.ResourceEventHandler {
 	seen := func(obj any) {
-		if svc, ok := obj.(*corev1.Service); ok {
-			m.Allocator.Remember(client.ObjectKeyFromObject(svc), ccm.ReferencedIDs(svc))
-			m.seen(svc)
+		if rec, ok := obj.(*ccm.Record); ok {
+			m.Allocator.Remember(rec.Key(), rec.ReferencedIDs())
+			m.seen(rec)
 		}
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj any) { seen(obj) },
-	})
-	return err
+	}
 }

@@ -9,37 +9,35 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
-// TestCacheTrimsServices: the manager's cache stores Services trimmed, and
-// only Services.
-func TestCacheTrimsServices(t *testing.T) {
-	svc := fixtures.Service("payments", "api", map[string]string{
-		ccm.AnnotationPrivateIPIDs: "bd66e0e0-2e8b-4c59-817f-afb5abb547f6", "kubectl.kubernetes.io/last-applied-configuration": "{}"})
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
-	seen := 0
-	for obj, by := range cacheOptions().ByObject {
+// TestCacheHoldsNoServices: the manager's cache holds Namespaces only, and
+// its client reads Services from the apiserver: Services are the Service
+// informer's, held as Records (ccm.RecordService).
+func TestCacheHoldsNoServices(t *testing.T) {
+	for obj := range cacheOptions().ByObject {
 		switch obj.(type) {
-		case *corev1.Service:
-			seen++
-			if by.Transform == nil {
-				t.Fatal("Services are cached whole")
-			}
-			out, err := by.Transform(svc.DeepCopy())
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := out.(*corev1.Service)
-			// The ingress IPs stay: the convergence monitor reads them.
-			if len(got.Spec.Ports) != 0 || len(got.Status.LoadBalancer.Ingress) != 1 || got.Status.LoadBalancer.Ingress[0].IP != "10.0.0.9" || len(got.Annotations) != 1 ||
-				!ccm.Live(got) || len(ccm.ReferencedIDs(got)) != 1 {
-				t.Fatalf("cached as %+v", got)
-			}
 		case *corev1.Namespace:
 			// Namespaces are read for their labels, kept whole: they are few.
 		default:
 			t.Errorf("%T cached", obj)
 		}
 	}
-	if seen != 1 {
-		t.Fatalf("%d Service entries in the cache options", seen)
+	disabled := clientOptions().Cache.DisableFor
+	if len(disabled) != 1 {
+		t.Fatalf("the client bypasses its cache for %v", disabled)
+	}
+	if _, ok := disabled[0].(*corev1.Service); !ok {
+		t.Fatalf("the client reads %T from the apiserver, not Services", disabled[0])
+	}
+	svc := fixtures.Service("payments", "api", map[string]string{
+		ccm.AnnotationPrivateIPIDs: "bd66e0e0-2e8b-4c59-817f-afb5abb547f6", "kubectl.kubernetes.io/last-applied-configuration": "{}"})
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.0.0.9"}}
+	out, err := ccm.RecordService(svc.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*ccm.Record)
+	// The ingress IPs stay: the convergence monitor reads them.
+	if len(got.Ingress) != 1 || got.Ingress[0] != "10.0.0.9" || len(got.Annotations) != 1 || !got.Live() || len(got.ReferencedIDs()) != 1 {
+		t.Fatalf("held as %+v", got)
 	}
 }

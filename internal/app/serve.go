@@ -113,6 +113,15 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 			return err
 		}
 	}
+	// One watch of Services for the process: the webhook, the allocator's
+	// References and the sweeper all read its Records.
+	services, err := ccm.NewServiceInformer(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(services); err != nil {
+		return err
+	}
 	leases := &claims.Leases{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.claimsNamespace(),
 		Fresh: o.margin(), Clock: clock.RealClock{}}
 	inv := o.Inventory
@@ -122,15 +131,15 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		return err
 	}
 	r.Allocator = ipam.NewAllocator(ipam.AllocatorOptions{Inventory: r.Inventory, Cloud: cloud,
-		References: ccm.References{Reader: mgr.GetCache()}, Claims: leases, Retention: o.retention(), Log: log.WithName("allocator")})
+		References: services.Records(), Claims: leases, Retention: o.retention(), Log: log.WithName("allocator")})
 	hook := o.Webhook
 	hook.Allocator, hook.Registerer, hook.Log = r.Allocator, reg, log.WithName("webhook")
-	mutator, err := webhook.SetupWithManager(ctx, mgr, hook)
+	mutator, err := webhook.SetupWithManager(ctx, mgr, services, hook)
 	if err != nil {
 		return err
 	}
 	r.Handler = mutator
-	if _, err := sweeper.SetupWithManager(ctx, mgr, o.sweeperOptions(cloud, r.Allocator, leases, reg, log), o.election(reg, log)); err != nil {
+	if _, err := sweeper.SetupWithManager(ctx, mgr, services, o.sweeperOptions(cloud, r.Allocator, leases, reg, log), o.election(reg, log)); err != nil {
 		return err
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: r.data,
@@ -219,6 +228,7 @@ func (o Options) newManager() (manager.Manager, error) {
 		LeaderElection: false,
 		WebhookServer:  crwebhook.NewServer(o.webhookServerOptions()),
 		Cache:          cacheOptions(),
+		Client:         clientOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -229,15 +239,21 @@ func (o Options) newManager() (manager.Manager, error) {
 	return mgr, nil
 }
 
-// cacheOptions: only Services and Namespaces are read, and only from the
-// cache. The cache holds every Service of the cluster for the life of the
-// process: each is trimmed to what this process reads (ccm.TrimService)
-// before it is stored.
+// cacheOptions: only Namespaces are read from the manager's cache.
+// Services are held by the process's ccm.ServiceInformer, as Records: a
+// cache of corev1.Service would hold every Service of the cluster three
+// times as large.
 func cacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Service{}:   {Transform: ccm.TrimService},
 		&corev1.Namespace{}: {},
 	}}
+}
+
+// clientOptions: the manager's client reads Services from the apiserver,
+// never from its cache, which does not hold them (it would start a second
+// watch of every Service).
+func clientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Service{}}}}
 }
 
 // certsOptions configure the self-managed certificates.

@@ -111,17 +111,16 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 
 // liveUsers maps each IPAM ID live LoadBalancer Services reference to the
 // Service.
-func liveUsers(ctx context.Context, services client.Reader) (map[string]*corev1.Service, error) {
+func liveUsers(ctx context.Context, services client.Reader) (map[string]*ccm.Record, error) {
 	var list corev1.ServiceList
 	if err := services.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	users := map[string]*corev1.Service{}
+	users := map[string]*ccm.Record{}
 	for i := range list.Items {
-		if svc := &list.Items[i]; ccm.Live(svc) {
-			for _, id := range ccm.ReferencedIDs(svc) {
-				users[id] = svc
-			}
+		rec := ccm.NewRecord(&list.Items[i])
+		for _, id := range rec.LiveIDs() {
+			users[id] = rec
 		}
 	}
 	return users, nil
@@ -129,7 +128,7 @@ func liveUsers(ctx context.Context, services client.Reader) (map[string]*corev1.
 
 // nameBringYourOwn names the live Service using each IP that is not one of
 // this cluster's reservations: IPAM tags do not say who uses such an IP.
-func nameBringYourOwn(users map[string]*corev1.Service, report []ipam.PoolReport) {
+func nameBringYourOwn(users map[string]*ccm.Record, report []ipam.PoolReport) {
 	for i := range report {
 		for j := range report[i].Addresses {
 			a := &report[i].Addresses[j]
@@ -161,7 +160,7 @@ type unlistedID struct {
 // IPAM's not-found says it is gone. One that cannot be read (say another
 // team's bring-your-own ID these credentials may not see) shows why, and
 // the others are still judged.
-func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*corev1.Service, report []ipam.PoolReport) []unlistedID {
+func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*ccm.Record, report []ipam.PoolReport) []unlistedID {
 	listed := map[string]bool{}
 	for i := range report {
 		for j := range report[i].Addresses {

@@ -6,11 +6,8 @@ import (
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
@@ -144,15 +141,15 @@ func (s *Sweeper) Backfill(ctx context.Context) (Report, error) {
 // (the cycle that its deletion triggers tags its IPs); re-created, the
 // current uid is written.
 func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[string]bool, key types.NamespacedName, rep *Report) {
-	var svc corev1.Service
-	if err := s.o.Services.Get(ctx, key, &svc); err != nil {
-		if !apierrors.IsNotFound(err) {
-			rep.Errors++
-			s.o.Log.Error(err, "reading a new Service from the cache for its uid back-fill", "service", key)
-		}
+	svc, ok, err := s.record(ctx, key)
+	if err != nil {
+		rep.Errors++
+		s.o.Log.Error(err, "reading a new Service from the cache for its uid back-fill", "service", key)
+	}
+	if !ok {
 		return
 	}
-	ids := ccm.LiveIDs(&svc)
+	ids := svc.LiveIDs()
 	ref := []liveRef{{key: key, uid: svc.UID, resourceVersion: svc.ResourceVersion}}
 	for _, id := range ids {
 		ip, err := s.o.Cloud.GetIP(ctx, id)

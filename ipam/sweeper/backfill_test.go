@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -33,7 +34,7 @@ func (w *world) retained(n int) {
 
 // created hands svc to the sweeper as the informer does for a new Service.
 func created(s *Sweeper, svc *corev1.Service) {
-	s.Handler().OnAdd(svc.DeepCopy(), false)
+	s.Handler().OnAdd(ccm.NewRecord(svc), false)
 }
 
 // calls are the emulator's calls since its counts were reset, by operation,
@@ -307,7 +308,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	lateSvc := w.live("payments", "late", late.ID)
 	w.srv.ResetCounts()
 	// The informer's first listing replays existing Services: not queued.
-	s.Handler().OnAdd(lateSvc.DeepCopy(), true)
+	s.Handler().OnAdd(ccm.NewRecord(lateSvc), true)
 	if n := s.backfills.queued(); n != 0 {
 		t.Fatalf("the initial listing queued %d Services", n)
 	}

@@ -49,7 +49,7 @@ func (e *refEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, no
 }
 
 // servedLB is a live LoadBalancer Service as the apiserver serves it once its
-// Load Balancer exists: what ccm.TrimService drops is all there.
+// Load Balancer exists: what a ccm.Record drops is all there.
 func servedLB(name string, ann map[string]string) corev1.Service {
 	a := map[string]string{
 		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Service"}`,
@@ -69,20 +69,28 @@ func servedLB(name string, ann map[string]string) corev1.Service {
 	}
 }
 
-func trimmed(t *testing.T, svc corev1.Service) corev1.Service {
+// recordStore is the Service informer's store holding svcs, as its
+// transform (ccm.RecordService) made them.
+func recordStore(t *testing.T, svcs ...corev1.Service) toolscache.Store {
 	t.Helper()
-	out, err := ccm.TrimService(svc.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	for i := range svcs {
+		rec, err := ccm.RecordService(svcs[i].DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(rec); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return *out.(*corev1.Service)
+	return store
 }
 
-// TestCycleOnTrimmedServices runs the same cycle twice over the same
-// reservations, once reading the Services as served and once as the cache
-// holds them (ccm.TrimService): the reports, the Events and the ledger
+// TestCycleOnRecords runs the same cycle twice over the same reservations,
+// once reading the Services as served and once as the Service informer
+// holds them (ccm.RecordService): the reports, the Events and the ledger
 // must be the same.
-func TestCycleOnTrimmedServices(t *testing.T) {
+func TestCycleOnRecords(t *testing.T) {
 	id := func(s string) string { return "5eeb0000-0000-4000-8000-0000000000" + s }
 	const (
 		idA, idShared, idOrphan, idTerminating, idClusterIP, idBack = "0a", "0b", "0c", "0d", "0e", "0f"
@@ -109,7 +117,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		servedLB("default", nil),
 		servedLB("shared-lb", map[string]string{ccm.AnnotationExternallyManaged: "true"}),
 	}
-	run := func(t *testing.T, svcs []corev1.Service) (Report, []string, map[string]ipam.Entry) {
+	run := func(t *testing.T, svcs []corev1.Service, store toolscache.Store) (Report, []string, map[string]ipam.Entry) {
 		w := newWorld(t)
 		old := w.clock.Now().Add(-48 * time.Hour)
 		for i, s := range []struct {
@@ -132,7 +140,7 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		_ = clientgoscheme.AddToScheme(scheme)
 		rec := &refEvents{scheme: scheme}
 		s := w.sweeper(func(o *Options) {
-			o.Services, o.Recorder, o.Namespaces = servedList(svcs), rec, w.kube
+			o.Services, o.ServiceStore, o.Recorder, o.Namespaces = servedList(svcs), store, rec, w.kube
 		})
 		rep, err := s.Sweep(context.Background())
 		if err != nil {
@@ -147,12 +155,8 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 		}
 		return rep, rec.list, ledger
 	}
-	var cached []corev1.Service
-	for _, s := range services {
-		cached = append(cached, trimmed(t, s))
-	}
-	fullRep, fullEvents, fullLedger := run(t, services)
-	rep, events, ledger := run(t, cached)
+	fullRep, fullEvents, fullLedger := run(t, services, nil)
+	rep, events, ledger := run(t, nil, recordStore(t, services...))
 	if !reflect.DeepEqual(fullRep, rep) {
 		t.Errorf("report:\n served %+v\n cached %+v", fullRep, rep)
 	}
@@ -171,9 +175,10 @@ func TestCycleOnTrimmedServices(t *testing.T) {
 	}
 }
 
-// TestTriggerOnTrimmedServices: the informer hands the sweeper's handler
-// trimmed Services; it must trigger and queue on the same changes.
-func TestTriggerOnTrimmedServices(t *testing.T) {
+// TestTriggerOnRecords: the informer hands the sweeper's handler Records;
+// it must trigger on the changes that may free or claim an IP and on no
+// other, and queue a creation's back-fill.
+func TestTriggerOnRecords(t *testing.T) {
 	base := servedLB("api", map[string]string{ccm.AnnotationPrivateIPIDs: "5eeb0000-0000-4000-8000-000000000001"})
 	edit := func(f func(*corev1.Service)) corev1.Service {
 		s := *base.DeepCopy()
@@ -181,32 +186,25 @@ func TestTriggerOnTrimmedServices(t *testing.T) {
 		return s
 	}
 	now := metav1.Now()
-	changes := map[string]corev1.Service{
-		"IDs": edit(func(s *corev1.Service) {
+	changes := map[string]struct {
+		svc  corev1.Service
+		want bool
+	}{
+		"IDs": {edit(func(s *corev1.Service) {
 			s.Annotations[ccm.AnnotationPrivateIPIDs] = "5eeb0000-0000-4000-8000-000000000002"
-		}),
-		"IDs removed":  edit(func(s *corev1.Service) { delete(s.Annotations, ccm.AnnotationPrivateIPIDs) }),
-		"type":         edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }),
-		"terminating":  edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }),
-		"labels":       edit(func(s *corev1.Service) { s.Labels["team"] = "edge" }),
-		"status":       edit(func(s *corev1.Service) { s.Status = corev1.ServiceStatus{} }),
-		"last-applied": edit(func(s *corev1.Service) { s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}" }),
-	}
-	triggered := func(f func(toolscache.ResourceEventHandler)) bool {
-		s := New(Options{})
-		f(s.Handler())
-		return len(s.trigger) > 0
+		}), true},
+		"IDs removed":  {edit(func(s *corev1.Service) { delete(s.Annotations, ccm.AnnotationPrivateIPIDs) }), true},
+		"type":         {edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }), true},
+		"terminating":  {edit(func(s *corev1.Service) { s.DeletionTimestamp = &now }), true},
+		"labels":       {edit(func(s *corev1.Service) { s.Labels["team"] = "edge" }), false},
+		"status":       {edit(func(s *corev1.Service) { s.Status = corev1.ServiceStatus{} }), false},
+		"last-applied": {edit(func(s *corev1.Service) { s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}" }), false},
 	}
 	for name, next := range changes {
-		full := triggered(func(h toolscache.ResourceEventHandler) {
-			h.OnUpdate(base.DeepCopy(), next.DeepCopy())
-		})
-		a, b := trimmed(t, base), trimmed(t, next)
-		cached := triggered(func(h toolscache.ResourceEventHandler) {
-			h.OnUpdate(&a, &b)
-		})
-		if full != cached {
-			t.Errorf("%s: triggered %v on served Services, %v on cached ones", name, full, cached)
+		s := New(Options{})
+		s.Handler().OnUpdate(ccm.NewRecord(&base), ccm.NewRecord(&next.svc))
+		if got := len(s.trigger) > 0; got != next.want {
+			t.Errorf("%s: triggered %v, want %v", name, got, next.want)
 		}
 	}
 	// A creation queues the Service's own back-fill on the leader, and
@@ -214,7 +212,7 @@ func TestTriggerOnTrimmedServices(t *testing.T) {
 	queued := func(svc *corev1.Service) bool {
 		s := New(Options{})
 		s.backfills.lead(true)
-		s.Handler().OnAdd(svc, false)
+		s.Handler().OnAdd(ccm.NewRecord(svc), false)
 		return s.backfills.queued() > 0 && len(s.trigger) == 0
 	}
 	for name, want := range map[string]bool{"with IDs": true, "without": false} {
@@ -222,9 +220,8 @@ func TestTriggerOnTrimmedServices(t *testing.T) {
 		if !want {
 			svc = servedLB("x", nil)
 		}
-		c := trimmed(t, svc)
-		if full, cached := queued(svc.DeepCopy()), queued(&c); full != want || cached != want {
-			t.Errorf("add %s: queued %v on a served Service, %v on a cached one, want %v", name, full, cached, want)
+		if got := queued(&svc); got != want {
+			t.Errorf("add %s: queued %v, want %v", name, got, want)
 		}
 	}
 }

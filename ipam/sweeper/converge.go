@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -47,7 +48,7 @@ func (f finding) key() string {
 // watched is a live Service that references IDs: the cache's object, read
 // in place (see services), and the IDs it references.
 type watched struct {
-	svc *corev1.Service
+	svc *ccm.Record
 	ids []string
 }
 

@@ -80,7 +80,7 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper()
 
@@ -132,7 +132,7 @@ func TestStartRunsPeriodicallyAndOnTrigger(t *testing.T) {
 	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle at start")
 
 	w.remove(svc)
-	s.Handler().OnDelete(svc)
+	s.Handler().OnDelete(ccm.NewRecord(svc))
 	// The trigger waits out the debounce on the fake clock, far short of
 	// the hourly tick.
 	waitFor(t, func() bool {
@@ -159,7 +159,7 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 	ctx := context.Background()
 	p, _ := w.cfg.Pool("dc-link")
 	replica := func() *ipam.Allocator {
-		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock})
+		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
 	}
 	a, b := replica(), replica()
 	if err := b.Inventory().Refresh(ctx); err != nil {
@@ -202,7 +202,7 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 	if err := policy.Check(w.cfg); err != nil {
 		t.Fatal(err)
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: ccm.References{Reader: w.kube}, Clock: w.clock, Retention: policy})
+	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock, Retention: policy})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
 

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
@@ -179,7 +179,7 @@ func releaseProtocol(t *testing.T, read string) {
 				s := newSchedule(order)
 				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
 				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-					References: ccm.References{Reader: w.kube}, Clock: w.clock,
+					References: fixtures.Records(w.kube), Clock: w.clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and

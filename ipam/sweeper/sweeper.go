@@ -46,12 +46,13 @@ type Options struct {
 	Cloud scaleway.Cloud
 	// Config returns the pool file in use (it may be reloaded).
 	Config func() *ipam.Config
-	// Services reads Services from the informer cache.
-	Services client.Reader
-	// ServiceStore is that cache's store of Services, read in place by each
-	// cycle (the objects are the cache's: nothing writes to them); nil
-	// lists Services through Services, which copies each Service.
+	// ServiceStore is the Service informer's store of Records
+	// (ccm.ServiceInformer), read in place by each cycle and by the uid
+	// back-fill (the Records are the informer's: nothing writes to them).
 	ServiceStore toolscache.Store
+	// Services, when ServiceStore is nil, reads Services instead, each made
+	// a Record when read.
+	Services client.Reader
 	// Synced reports whether that cache has synced; the sweeper does
 	// nothing while it has not, since every reservation would look unused.
 	Synced func() bool
@@ -197,21 +198,21 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // deletions, and updates that change the type or the referenced IDs. A
 // creation only queues the Service's uid back-fill (see Backfill), which
 // reads its own IDs rather than every reservation of the cluster. Register
-// it on the Service informer.
+// it on the Service informer: it reads *ccm.Record.
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			// The informer's first listing replays every Service: the
 			// leader's first cycle covers those in one listing, where a
 			// GetIP per ID of each would cost more.
-			if svc, ok := obj.(*corev1.Service); ok && !isInInitialList && len(ccm.LiveIDs(svc)) > 0 {
-				s.backfills.add(client.ObjectKeyFromObject(svc))
+			if svc, ok := obj.(*ccm.Record); ok && !isInInitialList && len(svc.LiveIDs()) > 0 {
+				s.backfills.add(svc.Key())
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*corev1.Service)
-			n, ok2 := newObj.(*corev1.Service)
-			if ok1 && ok2 && (ccm.Live(o) != ccm.Live(n) || o.Annotations[ccm.AnnotationPrivateIPIDs] != n.Annotations[ccm.AnnotationPrivateIPIDs]) {
+			o, ok1 := oldObj.(*ccm.Record)
+			n, ok2 := newObj.(*ccm.Record)
+			if ok1 && ok2 && (o.Live() != n.Live() || o.Annotation(ccm.AnnotationPrivateIPIDs) != n.Annotation(ccm.AnnotationPrivateIPIDs)) {
 				s.Trigger()
 			}
 		},

@@ -61,7 +61,7 @@ func newWorld(t testing.TB) *world {
 	_ = clientgoscheme.AddToScheme(scheme)
 	w.kube = fake.NewClientBuilder().WithScheme(scheme).
 		WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{request.LabelEnabled: "true"}}}).
-		WithIndex(&corev1.Service{}, ccm.IndexPrivateIPIDs, ccm.LiveIDs).Build()
+		Build()
 	return w
 }
 
@@ -450,7 +450,7 @@ func TestCycleReadsTheServiceStore(t *testing.T) {
 	kept, gone := w.book("general", "payments", "api"), w.book("general", "payments", "old")
 	svc := w.live("payments", "api", kept.ID)
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
-	if err := store.Add(svc); err != nil {
+	if err := store.Add(ccm.NewRecord(svc)); err != nil {
 		t.Fatal(err)
 	}
 	rep := w.sweep(w.sweeper(func(o *Options) { o.Services, o.ServiceStore = noList{w.kube}, store }))

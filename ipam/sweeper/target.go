@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -64,22 +62,22 @@ type Target struct {
 	StatusListsPrivateIPs bool
 }
 
-// TargetOf reads a Service's Target.
-func TargetOf(svc *corev1.Service) Target {
-	t := Target{LoadBalancerID: ccm.LoadBalancerID(svc), StatusListsPrivateIPs: statusListsPrivateIPs(svc)}
-	if v := svc.Annotations[request.AnnotationAddresses]; v != "" {
+// TargetOf reads a Service's Target from its Record.
+func TargetOf(svc *ccm.Record) Target {
+	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: statusListsPrivateIPs(svc)}
+	if v := svc.Annotation(request.AnnotationAddresses); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			t.Addresses = append(t.Addresses, strings.TrimSpace(a))
 		}
 	}
-	for _, id := range strings.Split(svc.Annotations[request.AnnotationIPAMIDs], ",") {
+	for _, id := range strings.Split(svc.Annotation(request.AnnotationIPAMIDs), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			t.BringYourOwn = append(t.BringYourOwn, id)
 		}
 	}
 	if t.StatusListsPrivateIPs {
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
+		for _, in := range svc.Ingress {
+			if a, err := netip.ParseAddr(in); err == nil {
 				t.Ingress = append(t.Ingress, a)
 			}
 		}
@@ -120,6 +118,6 @@ func Classify(t Target, ip *scaleway.IP, bringYourOwn bool) string {
 // Balancer; a public one lists its public IPs, and use-hostname lists
 // hostnames, so the reserved address cannot be expected there (nor an IPv6
 // one anywhere).
-func statusListsPrivateIPs(svc *corev1.Service) bool {
-	return strings.EqualFold(svc.Annotations[ccm.AnnotationPrivate], "true") && !strings.EqualFold(svc.Annotations[ccm.AnnotationUseHostname], "true")
+func statusListsPrivateIPs(svc *ccm.Record) bool {
+	return strings.EqualFold(svc.Annotation(ccm.AnnotationPrivate), "true") && !strings.EqualFold(svc.Annotation(ccm.AnnotationUseHostname), "true")
 }

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
@@ -107,7 +105,7 @@ func sweepAddr(i int) netip.Addr {
 // sweepService is the live Service referencing the i-th reservation, as the
 // apiserver returns it for a LoadBalancer Service the CCM has served
 // (cluster IP, one port, selector, an ingress), less managedFields; the
-// informer cache holds it trimmed by ccm.TrimService.
+// Service informer holds its ccm.Record.
 func sweepService(i int) corev1.Service {
 	name := sweepName(i)
 	v := uint32(10)<<24 | 96<<16 + uint32(i)
@@ -214,26 +212,22 @@ func sweepChild() error {
 	if err := cfg.Resolve(ctx, cloud); err != nil {
 		return err
 	}
-	// The informer cache's content: every live Service, one per referenced
-	// reservation, through the cache's transform.
-	live := &corev1.ServiceList{Items: make([]corev1.Service, 0, p.N-p.Orphans)}
+	// The Service informer's content: every live Service, one per
+	// referenced reservation, as its transform (ccm.RecordService) makes
+	// it; the leader's cycle reads the Records there in place
+	// (sweeper.SetupWithManager).
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for i := p.Orphans; i < p.N; i++ {
 		svc := sweepService(i)
-		trimmed, err := ccm.TrimService(&svc)
+		rec, err := ccm.RecordService(&svc)
 		if err != nil {
 			return err
 		}
-		live.Items = append(live.Items, *trimmed.(*corev1.Service))
-	}
-	// The informer's store holds the same objects: the leader's cycle reads
-	// them there in place (sweeper.SetupWithManager).
-	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
-	for i := range live.Items {
-		if err := store.Add(&live.Items[i]); err != nil {
+		if err := store.Add(rec); err != nil {
 			return err
 		}
 	}
-	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, Services: listReader{live}, ServiceStore: store,
+	s := sweeper.New(sweeper.Options{Cloud: cloud, Config: func() *ipam.Config { return cfg }, ServiceStore: store,
 		MaxReleasesPerCycle: p.Orphans, Log: logr.Discard()})
 
 	var res sweepResult
@@ -280,28 +274,6 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// listReader serves a fixed Service list as controller-runtime's cache
-// reader does: a deep copy of every Service, or with
-// client.UnsafeDisableDeepCopy a copy of each Service's struct sharing its
-// maps and slices.
-type listReader struct{ list *corev1.ServiceList }
-
-func (l listReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
-	return fmt.Errorf("not supported")
-}
-
-func (l listReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	var o client.ListOptions
-	o.ApplyOptions(opts)
-	out := list.(*corev1.ServiceList)
-	if o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
-		out.Items = slices.Clone(l.list.Items)
-		return nil
-	}
-	l.list.DeepCopyInto(out)
-	return nil
 }
 
 // procStatus reads a kB field of /proc/self/status, in bytes.

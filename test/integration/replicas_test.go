@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
@@ -83,21 +82,15 @@ func replica(t *testing.T, withClaims bool) *ipam.Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	services, err := cache.New(s.Config, cache.Options{Scheme: c.Scheme()})
+	services, err := ccm.NewServiceInformer(s.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ccm.IndexServices(ctx, services); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := services.GetInformer(ctx, &corev1.Service{}); err != nil {
-		t.Fatal(err)
-	}
 	go func() { _ = services.Start(ctx) }()
-	if !services.WaitForCacheSync(ctx) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), services.HasSynced) {
 		t.Fatal("cache not synced")
 	}
-	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: ccm.References{Reader: services}}
+	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: services.Records()}
 	if withClaims {
 		o.Claims = &claims.Leases{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}

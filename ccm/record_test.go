@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-var _ toolscache.TransformFunc = TrimService
+var _ toolscache.TransformFunc = RecordService
 
 // servedService is a LoadBalancer Service as the apiserver serves it once
 // the CCM made its Load Balancer, with what kubectl, Helm and the CCM leave
@@ -32,7 +33,7 @@ func servedService() *corev1.Service {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "payments", Name: "api", UID: "7d1c1f0e-46c2-4f55-9a41-0c1f6a0b1e2d", ResourceVersion: "48213", Generation: 3,
-			CreationTimestamp: metav1.Now(),
+			CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)), // the apiserver keeps seconds
 			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
 			Annotations: map[string]string{
 				"scw-lb-ipam.io/pool":      "dc-link",
@@ -103,47 +104,62 @@ func cachedServices() map[string]*corev1.Service {
 	}
 }
 
-// TestTrimServiceKeepsWhatReadersRead runs every reader of cached Services
-// in this package, and the Event reference the sweeper records, on each
-// Service and on its trimmed copy: the answers must be the same.
-func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
+// TestRecordKeepsWhatReadersRead asks every reader's question of each
+// Service and of its Record: the answers must be the same.
+func TestRecordKeepsWhatReadersRead(t *testing.T) {
 	scheme := kruntime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	for name, full := range cachedServices() {
 		t.Run(name, func(t *testing.T) {
-			out, err := TrimService(full.DeepCopy())
+			out, err := RecordService(full.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}
-			trimmed := out.(*corev1.Service)
-			if a, b := Live(full), Live(trimmed); a != b {
-				t.Errorf("Live: %v, trimmed %v", a, b)
+			rec := out.(*Record)
+			if a, b := Live(full), rec.Live(); a != b {
+				t.Errorf("Live: %v, record %v", a, b)
 			}
-			if a, b := ReferencedIDs(full), ReferencedIDs(trimmed); !slices.Equal(a, b) {
-				t.Errorf("ReferencedIDs: %q, trimmed %q", a, b)
+			if a, b := full.Spec.Type == corev1.ServiceTypeLoadBalancer && full.Spec.LoadBalancerClass == nil, rec.Served(); a != b {
+				t.Errorf("served: %v, record %v", a, b)
 			}
-			if a, b := LiveIDs(full), LiveIDs(trimmed); !slices.Equal(a, b) {
-				t.Errorf("LiveIDs: %q, trimmed %q", a, b)
+			if a, b := ReferencedIDs(full), rec.ReferencedIDs(); !slices.Equal(a, b) {
+				t.Errorf("ReferencedIDs: %q, record %q", a, b)
 			}
-			if a, b := client.ObjectKeyFromObject(full), client.ObjectKeyFromObject(trimmed); a != b {
-				t.Errorf("key: %s, trimmed %s", a, b)
+			var live []string
+			if Live(full) {
+				live = ReferencedIDs(full)
 			}
-			if full.UID != trimmed.UID {
-				t.Errorf("UID: %s, trimmed %s", full.UID, trimmed.UID)
+			if b := rec.LiveIDs(); !slices.Equal(live, b) {
+				t.Errorf("LiveIDs: %q, record %q", live, b)
+			}
+			if a, b := client.ObjectKeyFromObject(full), rec.Key(); a != b {
+				t.Errorf("key: %s, record %s", a, b)
+			}
+			if full.UID != rec.UID || full.ResourceVersion != rec.ResourceVersion {
+				t.Errorf("UID, resourceVersion: %s %s, record %s %s", full.UID, full.ResourceVersion, rec.UID, rec.ResourceVersion)
 			}
 			// The webhook's held Events tell a new incarnation by them.
-			if !full.CreationTimestamp.Equal(&trimmed.CreationTimestamp) || !full.DeletionTimestamp.Equal(trimmed.DeletionTimestamp) {
-				t.Errorf("timestamps: %v %v, trimmed %v %v", full.CreationTimestamp, full.DeletionTimestamp, trimmed.CreationTimestamp, trimmed.DeletionTimestamp)
+			if !full.CreationTimestamp.Time.Equal(rec.CreatedAt()) || (full.DeletionTimestamp != nil) != rec.Deleting() {
+				t.Errorf("timestamps: %v %v, record %v %v", full.CreationTimestamp, full.DeletionTimestamp, rec.CreatedAt(), rec.Deleting())
+			}
+			if a, b := LoadBalancerID(full), rec.LoadBalancerID(); a != b {
+				t.Errorf("LoadBalancerID: %q, record %q", a, b)
+			}
+			var ingress []string
+			for _, in := range full.Status.LoadBalancer.Ingress {
+				ingress = append(ingress, in.IP)
+			}
+			if !slices.Equal(ingress, rec.Ingress) {
+				t.Errorf("ingress: %q, record %q", ingress, rec.Ingress)
 			}
 			// Informers hand objects without kind: the Event's reference
 			// takes it from the scheme.
 			bare := full.DeepCopy()
 			bare.TypeMeta = metav1.TypeMeta{}
-			bareTrimmed, _ := TrimService(bare.DeepCopy())
 			ra, errA := reference.GetReference(scheme, bare)
-			rb, errB := reference.GetReference(scheme, bareTrimmed.(*corev1.Service))
+			rb, errB := reference.GetReference(scheme, rec.Regarding())
 			if errA != nil || errB != nil || !reflect.DeepEqual(ra, rb) {
-				t.Errorf("Event reference: %+v (%v), trimmed %+v (%v)", ra, errA, rb, errB)
+				t.Errorf("Event reference: %+v (%v), record %+v (%v)", ra, errA, rb, errB)
 			}
 			// Every annotation of scw-lb-ipam and of the CCM, as written.
 			ours := func(ann map[string]string) map[string]string {
@@ -157,63 +173,58 @@ func TestTrimServiceKeepsWhatReadersRead(t *testing.T) {
 					}
 				})
 			}
-			if a, b := ours(full.Annotations), trimmed.Annotations; !maps.Equal(a, b) {
-				t.Errorf("annotations: %v, trimmed %v", a, b)
+			if a, b := ours(full.Annotations), rec.AnnotationMap(); !maps.Equal(a, b) {
+				t.Errorf("annotations: %v, record %v", a, b)
 			}
 			for _, key := range []string{"scw-lb-ipam.io/pool", "scw-lb-ipam.io/address", "scw-lb-ipam.io/ipam-ids", "scw-lb-ipam.io/allow-ip-change", "scw-lb-ipam.io/addresses",
 				AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationPrivate, AnnotationExternallyManaged, AnnotationLoadBalancerID} {
-				a, okA := full.Annotations[key]
-				b, okB := trimmed.Annotations[key]
-				if a != b || okA != okB {
-					t.Errorf("annotation %s: %q (%v), trimmed %q (%v)", key, a, okA, b, okB)
+				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
+					t.Errorf("annotation %s: %q, record %q", key, a, b)
 				}
 			}
-			again, _ := TrimService(trimmed.DeepCopy())
-			if !reflect.DeepEqual(again, trimmed) {
-				t.Errorf("trimming twice changed the Service:\n%+v\n%+v", trimmed, again)
+			// client-go may hand the transform what it already made.
+			if again, _ := RecordService(rec); again != rec {
+				t.Errorf("a Record was made again: %+v", again)
 			}
 		})
 	}
 }
 
-// TestTrimServiceDrops checks that what no reader needs is gone, the point
-// of the transform.
-func TestTrimServiceDrops(t *testing.T) {
+// TestRecordDrops checks that what no reader needs is gone, the point of
+// the transform.
+func TestRecordDrops(t *testing.T) {
 	served := servedService()
 	vip := corev1.LoadBalancerIPModeVIP
 	served.Status.LoadBalancer.Ingress[0].IPMode = &vip
 	served.Status.LoadBalancer.Ingress = append(served.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{Hostname: "lb.example.com"})
 	served.Status.Conditions = []metav1.Condition{{Type: "LoadBalancerPortsError", Status: metav1.ConditionFalse}}
-	out, _ := TrimService(served)
-	svc := out.(*corev1.Service)
-	if svc.ManagedFields != nil || svc.Labels != nil || svc.Finalizers != nil || svc.OwnerReferences != nil {
-		t.Errorf("metadata kept: %+v", svc.ObjectMeta)
-	}
-	if !reflect.DeepEqual(svc.Spec, corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}) {
-		t.Errorf("spec kept: %+v", svc.Spec)
-	}
+	out, _ := RecordService(served)
+	rec := out.(*Record)
 	// Only the ingress IPs, which the convergence monitor compares with
 	// the reserved addresses.
-	if want := (corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "172.16.35.200"}, {IP: "172.16.0.9"}}}}); !reflect.DeepEqual(svc.Status, want) {
-		t.Errorf("status %+v, want only the ingress IPs", svc.Status)
+	if want := []string{"172.16.35.200", "172.16.0.9"}; !slices.Equal(rec.Ingress, want) {
+		t.Errorf("ingress %q, want only the IPs %q", rec.Ingress, want)
 	}
 	for _, k := range []string{"kubectl.kubernetes.io/last-applied-configuration", "meta.helm.sh/release-name", "service.beta.kubernetes.io/aws-load-balancer-type"} {
-		if _, ok := svc.Annotations[k]; ok {
+		if _, ok := rec.AnnotationMap()[k]; ok {
 			t.Errorf("annotation %s kept", k)
 		}
 	}
+	if !slices.IsSortedFunc(rec.Annotations, func(a, b Annotation) int { return strings.Compare(a.Key, b.Key) }) {
+		t.Errorf("annotations not sorted: %v", rec.Annotations)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "payments", Labels: map[string]string{"scw-lb-ipam.io/enabled": "true"}}}
-	if got, _ := TrimService(ns); got != ns {
+	if got, _ := RecordService(ns); got != ns {
 		t.Errorf("a Namespace was changed: %+v", got)
 	}
 }
 
-// BenchmarkTrimServiceRetained reports what the cache keeps of a served
-// LoadBalancer Service once trimmed (retained-B/service: the live heap the
-// trimmed copies hold, after a collection), the number to watch when a
-// reader asks TrimService to keep more: the cache holds every Service of
-// the cluster for the life of the process.
-func BenchmarkTrimServiceRetained(b *testing.B) {
+// BenchmarkRecordRetained reports what the Service informer keeps of a
+// served LoadBalancer Service (retained-B/service: the live heap the
+// Records hold, after a collection), the number to watch when a reader
+// asks a Record to keep more: the informer holds every Service of the
+// cluster for the life of the process.
+func BenchmarkRecordRetained(b *testing.B) {
 	const n = 10_000
 	served := make([]*corev1.Service, n)
 	for i := range served {
@@ -228,7 +239,7 @@ func BenchmarkTrimServiceRetained(b *testing.B) {
 		clear(kept)
 		before := liveHeap()
 		for i, s := range served {
-			kept[i], _ = TrimService(s)
+			kept[i], _ = RecordService(s)
 		}
 		retained = float64(liveHeap()-before) / n
 	}

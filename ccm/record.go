@@ -1,0 +1,227 @@
+package ccm
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The annotation prefixes of scw-lb-ipam and of the Scaleway CCM: every
+// annotation this process reads on a Service starts with one of them.
+const (
+	annotationPrefix    = "scw-lb-ipam.io/"
+	ccmAnnotationPrefix = "service.beta.kubernetes.io/scw-loadbalancer-"
+)
+
+// Annotation is one annotation a Record keeps.
+type Annotation struct{ Key, Value string }
+
+// Record is what this process reads of a Service held by the Service
+// informer (NewServiceInformer), without the corev1.Service around it. The
+// informer holds every Service of the cluster for the life of the process:
+// a trimmed corev1.Service costs 1,100 B (its struct alone is 640 B, its
+// annotations a map), a Record under 400 B.
+//
+// The readers of Records and what they read:
+//   - the index by referenced IPAM IDs (LiveIDs, behind Records.ReferencedBy,
+//     the allocator's "who references this ID") and Records.Exists: the
+//     type, class, deletion and private-ip-ids, and the key;
+//   - the webhook's informer handler that hands the allocator every
+//     referenced ID: the key and private-ip-ids;
+//   - the webhook's Events held until the Service they describe exists: the
+//     reference (Regarding), the creation time and the deletion;
+//   - the sweeper's trigger, its cycle, its uid back-fill and the cycle's
+//     report of unreserved Services (request.Unreserved): the type, class,
+//     deletion, key, UID, resourceVersion and the annotations of scw-lb-ipam
+//     and the CCM that make a request;
+//   - the Events the sweeper records on a Service: Regarding;
+//   - the sweeper's convergence monitor: the CCM's annotations and the IPs
+//     of status.loadBalancer.ingress.
+//
+// A new reader that needs more must add it here, and to the test that
+// compares every reader's answers on a Service and on its Record.
+// HasLoadBalancer, OnlyCCMChanges and request.ProxyProtocolGap read more,
+// but only on the Services of an admission request, never on Records.
+type Record struct {
+	Namespace       string // interned
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+	// Created is the creation time in Unix seconds: the apiserver's
+	// timestamps have no finer resolution, and uint32 lasts until 2106.
+	Created uint32
+	// Annotations are the annotations of scw-lb-ipam and of the CCM (by
+	// prefix, so that one read later needs no change here), sorted by key.
+	Annotations []Annotation
+	// Ingress are the IPs of status.loadBalancer.ingress.
+	Ingress []string
+	flags   uint8
+}
+
+const (
+	flagLoadBalancer uint8 = 1 << iota // spec.type LoadBalancer
+	flagClass                          // spec.loadBalancerClass set: another controller's
+	flagDeleting                       // deletionTimestamp set
+)
+
+// RecordService is the Service informer's transform (a client-go
+// TransformFunc, run on every Service before the informer stores it or
+// hands it to an event handler): a Service becomes its Record. Anything
+// else, a Record already made included, passes through unchanged.
+func RecordService(obj any) (any, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		return NewRecord(svc), nil
+	}
+	return obj, nil
+}
+
+// NewRecord is the Record of svc. Annotation keys, namespaces and the
+// annotation values many Services share are interned: held once whatever
+// the number of Services.
+func NewRecord(svc *corev1.Service) *Record {
+	r := &Record{Namespace: intern(svc.Namespace), Name: svc.Name, UID: svc.UID, ResourceVersion: svc.ResourceVersion}
+	if c := svc.CreationTimestamp.Unix(); c > 0 {
+		r.Created = uint32(c)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		r.flags |= flagLoadBalancer
+	}
+	if svc.Spec.LoadBalancerClass != nil {
+		r.flags |= flagClass
+	}
+	if svc.DeletionTimestamp != nil {
+		r.flags |= flagDeleting
+	}
+	r.Annotations = recordAnnotations(svc.Annotations)
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			r.Ingress = append(r.Ingress, in.IP)
+		}
+	}
+	return r
+}
+
+// recordAnnotations are the annotations of scw-lb-ipam and of the CCM in ann,
+// sorted by key; nil when there are none.
+func recordAnnotations(ann map[string]string) []Annotation {
+	n := 0
+	for k := range ann {
+		if kept(k) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Annotation, 0, n)
+	for k, v := range ann {
+		if kept(k) {
+			if repeats(k) {
+				v = intern(v)
+			}
+			out = append(out, Annotation{Key: intern(k), Value: v})
+		}
+	}
+	slices.SortFunc(out, func(a, b Annotation) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+func kept(key string) bool {
+	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix)
+}
+
+// repeats: the annotations whose values many Services share (pool names,
+// flags, networks) are interned; IDs and addresses are each one Service's.
+func repeats(key string) bool {
+	switch key {
+	case AnnotationPrivateIPIDs, AnnotationLoadBalancerID, annotationPrefix + "ipam-ids", annotationPrefix + "addresses", annotationPrefix + "address":
+		return false
+	}
+	return true
+}
+
+// intern returns the canonical copy of s: the strings every Service repeats
+// are then held once.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+// Annotation is the value of a kept annotation, "" when absent.
+func (r *Record) Annotation(key string) string {
+	i, ok := slices.BinarySearchFunc(r.Annotations, key, func(a Annotation, k string) int { return strings.Compare(a.Key, k) })
+	if !ok {
+		return ""
+	}
+	return r.Annotations[i].Value
+}
+
+// AnnotationMap is the kept annotations as a fresh map, for the readers
+// that parse a request from a Service's annotations.
+func (r *Record) AnnotationMap() map[string]string {
+	if len(r.Annotations) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(r.Annotations))
+	for _, a := range r.Annotations {
+		out[a.Key] = a.Value
+	}
+	return out
+}
+
+// Key is the Service's namespace and name.
+func (r *Record) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
+}
+
+// Served reports whether the CCM serves the Service: a LoadBalancer without
+// spec.loadBalancerClass (another controller's, which the CCM ignores).
+func (r *Record) Served() bool {
+	return r.flags&flagLoadBalancer != 0 && r.flags&flagClass == 0
+}
+
+// Deleting reports whether the Service is Terminating.
+func (r *Record) Deleting() bool { return r.flags&flagDeleting != 0 }
+
+// Live is ccm.Live of the Service: served and not being deleted.
+func (r *Record) Live() bool { return r.Served() && !r.Deleting() }
+
+// CreatedAt is the Service's creation time.
+func (r *Record) CreatedAt() time.Time { return time.Unix(int64(r.Created), 0) }
+
+// ReferencedIDs is ccm.ReferencedIDs of the Service.
+func (r *Record) ReferencedIDs() []string { return splitIDs(r.Annotation(AnnotationPrivateIPIDs)) }
+
+// LiveIDs are the IDs of a live Service, none otherwise: what the index by
+// referenced IDs holds.
+func (r *Record) LiveIDs() []string {
+	if !r.Live() {
+		return nil
+	}
+	return r.ReferencedIDs()
+}
+
+// LoadBalancerID is ccm.LoadBalancerID of the Service.
+func (r *Record) LoadBalancerID() string {
+	return loadBalancerID(r.Annotation(AnnotationLoadBalancerID))
+}
+
+// Regarding is the Service as an Event recorded on it names it (the kind
+// comes from the scheme): its identity only, a fresh object.
+func (r *Record) Regarding() *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion}}
+}
+
+// GetObjectMeta makes a Record a metav1.ObjectMetaAccessor, which is what
+// client-go's key functions (through meta.Accessor) ask of what a store
+// holds. It allocates a small object per call.
+func (r *Record) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID, ResourceVersion: r.ResourceVersion}
+}
