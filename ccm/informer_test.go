@@ -26,7 +26,7 @@ func TestServiceInformerHoldsRecords(t *testing.T) {
 	c := servedService()
 	c.Name, c.DeletionTimestamp = "gone", &now
 	cs := fake.NewClientset(a, b, c)
-	inf, err := newServiceInformer(cs)
+	inf, err := newServiceInformer(cs.CoreV1(), cs)
 	if err != nil {
 		t.Fatal(err)
 	}

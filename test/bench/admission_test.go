@@ -285,9 +285,10 @@ func (r *report) latency() {
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d latency blocks, %s restarting the replicas\n", latencyBlocks, restarts.Round(time.Millisecond))
 
-	r.printf("Service create latency through the apiserver: sequential creates, %d blocks taking turns (no-op, ours, waiting no-op), each\n", latencyBlocks)
-	r.printf("hooked create paired with an un-webhooked one; samples per webhook row: %d at 0 ms, %d at 20 ms (three times that without)\n",
+	r.printf("Service create latency through the apiserver: sequential creates, %d blocks taking turns (no-op, ours, waiting no-op,\n", latencyBlocks)
+	r.printf("then the reverse), each hooked create paired with an un-webhooked one; samples per webhook row: %d at 0 ms, %d at 20 ms\n",
 		latencyBlocks/3*pairsPerBlock[0], latencyBlocks/3*pairsPerBlock[20*time.Millisecond])
+	r.printf("(three times that without)\n")
 	r.printf("  %-10s %-44s %10s %10s %10s\n", "emulator", "webhook", "p50", "p90", "p99")
 	type pcts struct{ p50, p90, p99 time.Duration }
 	stats := map[time.Duration]map[string]pcts{}
