@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -339,4 +340,29 @@ func (q *backfillQueue) queued() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.keys)
+}
+
+// TestStartWaitsForTheServiceInformer: the leader's first cycle runs once
+// the Service informer holds its first listing, not an Interval after a
+// cycle that found it unsynced. The informer is a runnable of its own,
+// started beside the sweeper, not before it as the manager's cache was.
+func TestStartWaitsForTheServiceInformer(t *testing.T) {
+	w := newWorld(t)
+	var asked atomic.Int32
+	s := w.sweeper(func(o *Options) {
+		o.Interval = time.Hour
+		o.Synced = func() bool { return asked.Add(1) > 3 }
+	})
+	r := w.book("general", "payments", "api")
+	w.live("payments", "api", r.ID)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	// The clock is not stepped: only a first cycle writes the uid.
+	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle once the informer synced")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,6 +159,19 @@ func (s *Sweeper) Trigger() {
 	}
 }
 
+// waitSynced waits for the Service informer's first listing, false when
+// ctx ends first. The informer is a runnable of its own, started beside the
+// sweeper: a first cycle before its listing would fail (ErrNotSynced), and
+// the next one would come an Interval later. It polls in real time, not on
+// the injected clock: the listing arrives in real time.
+func (s *Sweeper) waitSynced(ctx context.Context) bool {
+	if s.o.Synced == nil {
+		return true
+	}
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return s.o.Synced(), nil })
+	return err == nil
+}
+
 // Start runs cycles every Interval and after triggers, and the uid
 // back-fill of new Services, until ctx ends. It first rebuilds the
 // convergence monitor's memory from the Events (see restore).
@@ -174,6 +188,9 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	stopBackfills := s.startBackfills(ctx)
 	defer stopBackfills()
 	s.restore(ctx)
+	if !s.waitSynced(ctx) {
+		return nil
+	}
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {
