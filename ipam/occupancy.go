@@ -310,7 +310,7 @@ func (v *Inventory) pick(ctx context.Context, p *Pool, predict bool) (addr netip
 		case pickFailed:
 			o.free(addr)
 		case pickTaken:
-			s.Seek(v.rand(s.Size()))
+			s.SeekFree(v.rand)
 			o.relist = o.relist || relist
 		}
 	}, nil

@@ -150,6 +150,25 @@ func (s *Space) Seek(i uint64) {
 	}
 }
 
+// SeekFree moves the cursor to a free candidate drawn at random (rand
+// returns a number in [0, n)), trying a few draws: in a pool filled in
+// order, a cursor at a random candidate would land among the used ones
+// as often as they are, and the search from there reach the end of their
+// run, where the other replica picks. Without a free draw it seeks to
+// the last one.
+func (s *Space) SeekFree(rand func(n uint64) uint64) {
+	if s.size == 0 {
+		return
+	}
+	for range 32 {
+		i := rand(s.size)
+		s.next = i
+		if s.used[i/64]&(1<<(i%64)) == 0 {
+			return
+		}
+	}
+}
+
 // nextFree finds the first clear bit at or after from.
 func (s *Space) nextFree(from uint64) (uint64, bool) {
 	for w := from / 64; w < uint64(len(s.used)); w++ {

@@ -218,3 +218,52 @@ func TestSeek(t *testing.T) {
 		t.Fatalf("seek to a used last candidate: pick = %v, %v; want the wrap to 10.0.0.10", a, err)
 	}
 }
+
+// A pool that filled up in order: its first half is used. A cursor moved to
+// a random candidate lands in the used half as often as it is used, and the
+// search from there stops at the end of the half, the frontier, where the
+// other replica picks; SeekFree lands on a free candidate.
+func TestSeekFreeAvoidsTheFrontier(t *testing.T) {
+	newHalfUsed := func() *Space {
+		s, err := New(set(t, "10.0.0.0/24"), set(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := netip.MustParseAddr("10.0.0.0")
+		for range 128 {
+			s.Mark(a)
+			a = a.Next()
+		}
+		return s
+	}
+	frontier := netip.MustParseAddr("10.0.0.128")
+	for _, tc := range []struct {
+		name    string
+		seek    func(s *Space, rand func(uint64) uint64)
+		atMost  int
+		atLeast int
+	}{
+		{"SeekFree", func(s *Space, rand func(uint64) uint64) { s.SeekFree(rand) }, 5, 0},
+		// The seek before: half the draws end at the frontier.
+		{"Seek", func(s *Space, rand func(uint64) uint64) { s.Seek(rand(s.Size())) }, 100, 35},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 7))
+			hits := 0
+			for range 100 {
+				s := newHalfUsed()
+				tc.seek(s, rng.Uint64N)
+				a, err := s.Pick()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a == frontier {
+					hits++
+				}
+			}
+			if hits > tc.atMost || hits < tc.atLeast {
+				t.Fatalf("%d of 100 seeks ended at the frontier, want %d to %d", hits, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}
