@@ -96,6 +96,7 @@ type Allocator struct {
 	policy Retention
 	clock  clock.Clock
 	log    logr.Logger
+	yield  *yielder
 }
 
 // NewAllocator returns an Allocator over its Inventory.
@@ -113,6 +114,7 @@ func NewAllocator(o AllocatorOptions) *Allocator {
 	if a.clock == nil {
 		a.clock = clock.RealClock{}
 	}
+	a.yield = &yielder{a: a}
 	if a.inv == nil {
 		a.inv = NewInventory(InventoryOptions{Cloud: o.Cloud, Config: o.Config, Retention: o.Retention, Clock: o.Clock,
 			OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.RefreshInterval, Rand: o.Rand, Log: o.Log})
@@ -178,17 +180,32 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 	case !req.Address.IsValid() && !p.AutoAssigns():
 		return nil, refuse(ReasonAddressRequired, "pool %q hands out only explicitly requested addresses (autoAssign: false); set scw-lb-ipam.io/address to an address in %s", p.Name, describeRanges(p))
 	}
-	if req.DryRun {
-		return a.predict(ctx, req)
+	share := a.Config().ShareOf(p)
+	if share > 0 {
+		if err := a.yield.share(ctx, req, share); err != nil {
+			return nil, err
+		}
+	}
+	var res *Reservation
+	switch {
+	case req.DryRun:
+		res, err = a.predict(ctx, req)
+	case req.Address.IsValid():
+		res, err = a.bookAddress(ctx, req, known)
+	case p.PicksAddresses():
+		res, err = a.bookPicked(ctx, req, known)
+	default:
+		res, err = a.bookAny(ctx, req, known)
 	}
 	switch {
-	case req.Address.IsValid():
-		return a.bookAddress(ctx, req, known)
-	case p.PicksAddresses():
-		return a.bookPicked(ctx, req, known)
-	default:
-		return a.bookAny(ctx, req, known)
+	case ReasonOf(err) == ReasonPoolExhausted:
+		return nil, a.yield.full(ctx, req, err)
+	case err == nil && share > 0 && res.Booked:
+		if err := a.yield.confirm(ctx, req, share, res); err != nil {
+			return nil, err
+		}
 	}
+	return res, err
 }
 
 // predict answers a dry run: what would be booked, from what is known,

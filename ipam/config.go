@@ -40,6 +40,9 @@ type Config struct {
 	// the pn-ids annotation so the LB can reach its backends.
 	ClusterPrivateNetworkID string  `json:"clusterPrivateNetworkID"`
 	Pools                   []*Pool `json:"pools"`
+	// DefaultMaxPerNamespace is the share of a pool that does not set its
+	// own maxPerNamespace; 0 means no share.
+	DefaultMaxPerNamespace int `json:"defaultMaxPerNamespace,omitempty"`
 }
 
 // Pool is one named set of addresses on a Private Network.
@@ -60,6 +63,11 @@ type Pool struct {
 	Default    bool     `json:"default,omitempty"`
 	Disabled   bool     `json:"disabled,omitempty"`
 	Retention  Duration `json:"retention,omitempty"`
+	// MaxPerNamespace caps the addresses of the pool one namespace holds,
+	// its live and retained reservations counted: a namespace that churns
+	// Service names cannot grow past it. 0 means no cap, nil the file's
+	// defaultMaxPerNamespace.
+	MaxPerNamespace *int `json:"maxPerNamespace,omitempty"`
 
 	prefix   netip.Prefix
 	subnetID string
@@ -145,6 +153,9 @@ func (c *Config) Validate() error {
 	if len(c.Pools) == 0 {
 		add("pools", "at least one pool is required")
 	}
+	if c.DefaultMaxPerNamespace < 0 {
+		add("defaultMaxPerNamespace", "%d is negative; use the number of addresses one namespace may hold in a pool, or 0 for no cap", c.DefaultMaxPerNamespace)
+	}
 	seen := map[string]int{}
 	defaults := []string{}
 	for i, p := range c.Pools {
@@ -156,7 +167,7 @@ func (c *Config) Validate() error {
 		if p.Name != "" {
 			where = fmt.Sprintf("pools[%d] (%s)", i, p.Name)
 		}
-		for _, err := range p.compile() {
+		for _, err := range append(p.compile(), p.checkShare()...) {
 			errs = append(errs, fmt.Errorf("%s.%w", where, err))
 		}
 		if p.Name != "" {
@@ -178,6 +189,14 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.overlaps()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
+	}
+	return nil
+}
+
+// checkShare refuses a negative maxPerNamespace.
+func (p *Pool) checkShare() []error {
+	if p.MaxPerNamespace != nil && *p.MaxPerNamespace < 0 {
+		return []error{fmt.Errorf("maxPerNamespace: %d is negative; use the number of addresses one namespace may hold in this pool, or 0 for no cap", *p.MaxPerNamespace)}
 	}
 	return nil
 }

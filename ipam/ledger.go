@@ -22,6 +22,10 @@ const (
 	TagService       = "scw-lb-ipam/service="
 	TagUID           = "scw-lb-ipam/uid="
 	TagOrphanedSince = "scw-lb-ipam/orphaned-since="
+	// TagReleaseAt brings a retained reservation's release forward: an
+	// admission that found its pool (or its namespace's share) full set it
+	// (see Retention).
+	TagReleaseAt = "scw-lb-ipam/release-at="
 )
 
 // Entry is the ledger read from (or written to) the tags of one IP.
@@ -34,6 +38,10 @@ type Entry struct {
 	UID string
 	// OrphanedSince is the zero time while a live Service references the IP.
 	OrphanedSince time.Time
+	// ReleaseAt, when set, is an earlier release than OrphanedSince plus
+	// the retention: the reservation yields to a full pool. It means
+	// nothing without OrphanedSince, and goes with it.
+	ReleaseAt time.Time
 	// Other holds tags that are not ours, kept untouched on every rewrite.
 	Other []string
 }
@@ -59,6 +67,10 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 			if ts, err := time.Parse(time.RFC3339, t[len(TagOrphanedSince):]); err == nil {
 				e.OrphanedSince = ts
 			}
+		case strings.HasPrefix(t, TagReleaseAt):
+			if ts, err := time.Parse(time.RFC3339, t[len(TagReleaseAt):]); err == nil {
+				e.ReleaseAt = ts
+			}
 		default:
 			e.Other = append(e.Other, t)
 		}
@@ -74,6 +86,9 @@ func (e Entry) Tags() []string {
 	}
 	if !e.OrphanedSince.IsZero() {
 		tags = append(tags, TagOrphanedSince+ceilSecond(e.OrphanedSince).Format(time.RFC3339))
+		if !e.ReleaseAt.IsZero() {
+			tags = append(tags, TagReleaseAt+ceilSecond(e.ReleaseAt).Format(time.RFC3339))
+		}
 	}
 	return append(tags, e.Other...)
 }
@@ -130,6 +145,13 @@ const (
 	// ReasonReleasing: one of ours, but too close to its release (or past
 	// it) to be taken back; Error.Fallback names the pool to book anew in.
 	ReasonReleasing Reason = "ReservationReleasing"
+	// ReasonYielding: the pool, or the namespace's share of it, is full of
+	// retained reservations of deleted Services; the oldest is being
+	// released early: retry after Error.RetryAfter.
+	ReasonYielding Reason = "PoolYielding"
+	// ReasonShareExhausted: the namespace's live Services hold its whole
+	// share of the pool.
+	ReasonShareExhausted Reason = "NamespaceShareExhausted"
 	// ReasonCacheUnavailable: a cache or the Kubernetes API could not
 	// answer in time; retry.
 	ReasonCacheUnavailable Reason = "CacheUnavailable"
@@ -146,12 +168,15 @@ type Error struct {
 	// Fallback is the pool a fresh reservation may come from instead
 	// (ReasonReleasing).
 	Fallback *Pool
+	// RetryAfter is when a retryable refusal is worth retrying; zero means
+	// in a moment.
+	RetryAfter time.Duration
 }
 
 // Retryable reports refusals that go away by themselves: the client should
 // apply again in a moment.
 func (e *Error) Retryable() bool {
-	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable
+	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable || e.Reason == ReasonYielding
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -222,6 +247,10 @@ type Holder struct {
 	// RetainedSince is when the sweeper found the reservation unreferenced;
 	// zero while a Service uses it.
 	RetainedSince time.Time
+	// ReleaseAt is set when the reservation yields early to a full pool.
+	ReleaseAt time.Time
+	// UID is the back-filled uid of the Service, empty while pending.
+	UID string
 }
 
 func (h Holder) String() string {
@@ -239,7 +268,7 @@ func (h Holder) String() string {
 func holderOf(ip *scaleway.IP) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if e, ok := ParseEntry(ip.Tags); ok {
-		h.Cluster, h.Service, h.RetainedSince = e.Cluster, e.Service, e.OrphanedSince
+		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID
 	}
 	return h
 }

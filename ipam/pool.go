@@ -89,6 +89,15 @@ func (p *Pool) autoAssign() bool { return p.AutoAssign == nil || *p.AutoAssign }
 // name the pool without an address.
 func (p *Pool) AutoAssigns() bool { return p.autoAssign() }
 
+// ShareOf is how many addresses of pool p one namespace may hold, live and
+// retained reservations counted; 0 means no cap.
+func (c *Config) ShareOf(p *Pool) int {
+	if p.MaxPerNamespace != nil {
+		return *p.MaxPerNamespace
+	}
+	return c.DefaultMaxPerNamespace
+}
+
 // Prefix is the pool's subnet (valid once known from the file or Resolve).
 func (p *Pool) Prefix() netip.Prefix { return p.prefix }
 

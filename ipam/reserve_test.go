@@ -68,7 +68,8 @@ func TestReserveSpecificAddress(t *testing.T) {
 }
 
 func TestReserveRangePickSkipsConflicts(t *testing.T) {
-	e, a := allocEnv(t, nil)
+	live := refs{}
+	e, a := allocEnv(t, live)
 	ctx := context.Background()
 	p := pool(t, a, "ranged")
 	pn := e.pns["dc"].ID
@@ -94,7 +95,8 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	if got := e.calls(ipamtest.OpBookIP, ipamtest.OpListIPs); got != "BookIP=2 ListIPs=0" {
 		t.Fatalf("calls: %s", got)
 	}
-	// Full now: refused with counts, no booking.
+	// Full now, of live Services: refused with counts, no booking.
+	live[r1.ID], live[r2.ID] = svc("web", "one"), svc("web", "two")
 	e.srv.ResetCounts()
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "three")})
 	wantRefusal(t, err, ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)

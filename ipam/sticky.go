@@ -227,7 +227,7 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name {
 		// The pool's current name too, in the same write: a renamed pool's
 		// reservation is the new pool's from now on.
-		e.OrphanedSince, e.Pool = time.Time{}, pool.Name
+		e.OrphanedSince, e.ReleaseAt, e.Pool = time.Time{}, time.Time{}, pool.Name
 		updated, err := a.cloud.SetTags(ctx, ip.ID, e.Tags())
 		if err != nil {
 			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)

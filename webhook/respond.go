@@ -132,7 +132,11 @@ func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response
 		case ie.Retryable():
 			resp.Result.Code = http.StatusTooManyRequests
 			resp.Result.Reason = metav1.StatusReasonTooManyRequests
-			resp.Result.Details = &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds}
+			after := int32(retryAfterSeconds)
+			if ie.RetryAfter > 0 {
+				after = int32((ie.RetryAfter + time.Second - 1) / time.Second)
+			}
+			resp.Result.Details = &metav1.StatusDetails{RetryAfterSeconds: after}
 		case ie.Reason == ipam.ReasonServiceExists:
 			resp.Result.Code = http.StatusConflict
 			resp.Result.Reason = metav1.StatusReasonAlreadyExists

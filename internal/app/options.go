@@ -211,7 +211,7 @@ func (o Options) margin() time.Duration { return 2 * o.Webhook.Timeout }
 
 // retention is the release protocol the allocator and the sweeper share.
 func (o Options) retention() ipam.Retention {
-	return ipam.Retention{PendingGrace: o.Sweep.PendingGrace, Margin: o.margin()}
+	return ipam.Retention{PendingGrace: o.Sweep.PendingGrace, Margin: o.margin(), SweepInterval: o.Sweep.Interval}
 }
 
 // tlsOpts adjust the TLS configuration of the webhook and metrics servers.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,13 +21,20 @@ import (
 
 // Report is what one cycle saw and did.
 type Report struct {
-	Scanned      int
-	Referenced   int
-	Orphaned     int // unreferenced after the cycle
-	Tagged       int // orphaned-since set
-	Untagged     int // orphaned-since cleared
-	Backfilled   int // uid tag written
-	Released     []string
+	Scanned    int
+	Referenced int
+	Orphaned   int // unreferenced after the cycle
+	Tagged     int // orphaned-since set
+	Untagged   int // orphaned-since cleared
+	Backfilled int // uid tag written
+	Released   []string
+	// EarlyReleased counts, by pool, the released reservations whose release
+	// a full pool had brought forward (release-at).
+	EarlyReleased map[string]int
+	// NextRelease is the earliest release brought forward and not yet due:
+	// Start runs a cycle then rather than up to an Interval later, as the
+	// admission that brought it forward told its client to retry by then.
+	NextRelease  time.Time
 	WouldRelease []string // report-only, or over the cap
 	Shared       int      // IPs referenced by more than one Service
 	Unreserved   int      // live Services that should hold a reservation and do not

@@ -84,7 +84,7 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 		}
 	}
 	next := e
-	next.OrphanedSince = time.Time{}
+	next.OrphanedSince, next.ReleaseAt = time.Time{}, time.Time{}
 	// The uid follows the Service of the tag: a re-created Service that took
 	// its IP back has a new one.
 	for _, r := range refs {
@@ -132,6 +132,9 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 	retention = s.policy.Of(pool, e)
 	// Decided with the clock read when the cycle started (see Sweep).
 	if !s.policy.Expired(pool, e, c.start) {
+		if at := e.ReleaseAt; !at.IsZero() && (rep.NextRelease.IsZero() || at.Before(rep.NextRelease)) {
+			rep.NextRelease = at
+		}
 		return false, 0
 	}
 	if ip.Resource != nil {
@@ -187,6 +190,14 @@ func (c *cycle) release(ctx context.Context, r pendingRelease) {
 		return
 	}
 	rep.Released = append(rep.Released, ip.ID)
+	if early := !e.ReleaseAt.IsZero() && e.ReleaseAt.Before(e.OrphanedSince.Add(r.retention)); early {
+		if rep.EarlyReleased == nil {
+			rep.EarlyReleased = map[string]int{}
+		}
+		rep.EarlyReleased[e.Pool]++
+		log.Info("released early: its pool, or its namespace's share, was full", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String(), "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+		return
+	}
 	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String())
 }
 

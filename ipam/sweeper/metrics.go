@@ -10,9 +10,12 @@ import (
 type Metrics struct {
 	orphans  *prometheus.GaugeVec
 	releases prometheus.Counter
-	would    prometheus.Gauge
-	errors   prometheus.Counter
-	cycle    prometheus.Histogram
+	// early counts releases a full pool brought forward (release-at), by
+	// pool: retention promises the pool could not keep.
+	early  *prometheus.CounterVec
+	would  prometheus.Gauge
+	errors prometheus.Counter
+	cycle  prometheus.Histogram
 	// unreserved counts live LoadBalancer Services that should hold a
 	// reservation and do not (let through by failurePolicy Ignore, say).
 	unreserved prometheus.Gauge
@@ -33,6 +36,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		releases: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "scw_lb_ipam_sweeper_releases_total", Help: "Reservations released by the sweeper.",
 		}),
+		early: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scw_lb_ipam_sweeper_early_releases_total", Help: "Retained reservations released before their retention ended because their pool, or their namespace's share of it, was full, by pool.",
+		}, []string{"pool"}),
 		// A gauge set each cycle, not a counter: the same held-back IPs come
 		// back every cycle, so a running sum would count them again and again.
 		would: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -60,13 +66,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range reasons {
 		m.notConverged.WithLabelValues(r)
 	}
-	reg.MustRegister(m.orphans, m.releases, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged)
+	reg.MustRegister(m.orphans, m.releases, m.early, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged)
 	return m
 }
 
 func (m *Metrics) observeCycle(d time.Duration, r Report) {
 	m.cycle.Observe(d.Seconds())
 	m.releases.Add(float64(len(r.Released)))
+	for pool, n := range r.EarlyReleased {
+		m.early.WithLabelValues(pool).Add(float64(n))
+	}
 	m.errors.Add(float64(r.Errors))
 }
 

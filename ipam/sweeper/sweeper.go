@@ -194,13 +194,15 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	tick := s.o.Clock.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	for {
-		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+		rep, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.o.Log.Error(err, "sweep cycle failed; retrying at the next one")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C():
+		case <-dueAt(s.o.Clock, s.o.Interval, rep.NextRelease):
 		case <-s.trigger:
 			select {
 			case <-ctx.Done():
@@ -209,6 +211,17 @@ func (s *Sweeper) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// dueAt fires at a release brought forward (a second after it, as the tag
+// holds whole seconds), never when there is none or it is an Interval or
+// more away (the ticker comes first).
+func dueAt(clk clock.Clock, interval time.Duration, at time.Time) <-chan time.Time {
+	d := at.Sub(clk.Now()) + time.Second
+	if at.IsZero() || d >= interval {
+		return nil
+	}
+	return clk.After(max(d, 0))
 }
 
 // Handler triggers a cycle on Service changes that may free or claim an IP:

@@ -1,0 +1,282 @@
+package ipam
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// yielder makes room when a pool, or a namespace's share of it, is full:
+// the retention of deleted Services' reservations is a promise kept only
+// while the pool has room. It brings the release of the oldest retained
+// reservation forward under the release protocol (Retention.Yield) and
+// answers with a retryable refusal; the sweeper's leader releases it once
+// the margin has passed, re-reading it first, and the client's retry books.
+type yielder struct {
+	a *Allocator
+	// mu guards asked: the Services a release was brought forward for, and
+	// until when a retry of theirs waits for it rather than bringing
+	// another one forward. Per replica: a Service whose retries alternate
+	// between replicas brings at most one forward on each.
+	mu    sync.Mutex
+	asked map[types.NamespacedName]time.Time
+}
+
+// held is one booked address of a pool, as the ledger describes it.
+type held struct {
+	addr netip.Addr
+	Holder
+}
+
+// heldOf describes listed IPs.
+func heldOf(ips []*scaleway.IP) []held {
+	out := make([]held, len(ips))
+	for i, ip := range ips {
+		out[i] = held{addr: ip.Address, Holder: holderOf(ip)}
+	}
+	return out
+}
+
+// full answers a request that found its pool exhausted: a retryable
+// refusal while retained reservations of this cluster can make room, the
+// exhaustion itself when every address is in use.
+func (y *yielder) full(ctx context.Context, req Request, exhaustedErr error) error {
+	// The view the exhaustion was found in (or the background listing's,
+	// when IPAM found it): the reservation chosen is re-read anyway.
+	holders, _ := y.a.inv.existing(req.Pool).holdersIn(req.Pool)
+	all := make([]held, 0, len(holders))
+	for addr, h := range holders {
+		all = append(all, held{addr: addr, Holder: h})
+	}
+	total := req.Pool.Total()
+	what := fmt.Sprintf("pool %q is full", req.Pool.Name)
+	return y.makeRoom(ctx, req, what, fmt.Sprintf("of its %d addresses", total), all, func([]held) error { return exhaustedErr })
+}
+
+// share keeps a namespace to n addresses of the request's pool, its live
+// and retained reservations counted. It lists them afresh: another
+// replica's bookings count too.
+func (y *yielder) share(ctx context.Context, req Request, n int) error {
+	ips, err := y.holdings(ctx, req)
+	if err != nil {
+		return err
+	}
+	if len(ips) < n {
+		return nil
+	}
+	ns := req.Service.Namespace
+	what := fmt.Sprintf("namespace %s holds %d/%d addresses of pool %q", ns, len(ips), n, req.Pool.Name)
+	return y.makeRoom(ctx, req, what, "of them", heldOf(ips), func(live []held) error {
+		return refuse(ReasonShareExhausted, "%s, all used by its live Services: %s; delete one of them or ask for another pool", what, services(live))
+	})
+}
+
+// confirm checks a booking against the namespace's share once it is made:
+// two admissions (two replicas) that both found one address left have
+// both booked, and every confirm lists both. The newer bookings give
+// theirs back, so the namespace ends at its share in every order.
+func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservation) error {
+	ips, err := y.holdings(ctx, req)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == res.ID })
+	if i < n {
+		return nil
+	}
+	if err := y.a.Release(ctx, res); err != nil {
+		y.a.log.Error(err, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
+	}
+	return &Error{Reason: ReasonYielding, RetryAfter: time.Second,
+		Message: fmt.Sprintf("namespace %s reached its %d addresses of pool %q while this admission booked (another one booked at the same moment); nothing was reserved, retry", req.Service.Namespace, n, req.Pool.Name)}
+}
+
+// holdings lists this cluster's reservations of the request's namespace
+// in its pool, oldest booking first.
+func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, error) {
+	cluster := y.a.Config().ClusterName
+	v6 := req.Pool.IPFamily == IPv6
+	ips, err := y.a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{TagCluster + cluster}, IPv6: &v6, OldestFirst: true})
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("counting the addresses namespace %s holds in pool %q", req.Service.Namespace, req.Pool.Name), err)
+	}
+	// The tag filter matches any tag: the whole ledger is checked here.
+	ips = slices.DeleteFunc(ips, func(ip *scaleway.IP) bool {
+		e, ok := ParseEntry(ip.Tags)
+		return !ok || !e.Owns(cluster) || e.Service.Namespace != req.Service.Namespace || !req.Pool.Holds(ip.SubnetID, ip.Address)
+	})
+	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int {
+		return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), strings.Compare(x.ID, y.ID))
+	})
+	return ips, nil
+}
+
+// makeRoom decides a full pool or share from what holds it: when this
+// cluster's retained reservations are among them, the oldest that may yield
+// is brought forward (or one already is) and the answer is a retryable
+// refusal that says so; when all are in use, allInUse words the refusal.
+func (y *yielder) makeRoom(ctx context.Context, req Request, what, among string, all []held, allInUse func(live []held) error) error {
+	a, now := y.a, y.a.clock.Now()
+	live, retained, releasing, settling, err := y.sort(ctx, req.Pool, all, now)
+	if err != nil {
+		return err
+	}
+	n := len(retained) + len(releasing)
+	if n+len(settling) == 0 {
+		return allInUse(live)
+	}
+	wait := a.policy.RetryAfter()
+	head := fmt.Sprintf("%s; %d %s are retained for deleted Services", what, n, among)
+	if n == 0 {
+		return yielding(wait, "%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created); nothing was reserved, retry in ~%s", what, len(settling), among, seconds(wait))
+	}
+	if until, ok := y.waiting(req.Service, now); ok {
+		return yielding(until.Sub(now), "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(until.Sub(now)))
+	}
+	slices.SortFunc(retained, func(x, y held) int {
+		return cmp.Or(x.RetainedSince.Compare(y.RetainedSince), x.addr.Compare(y.addr))
+	})
+	if req.DryRun {
+		if len(retained) > 0 {
+			return yielding(wait, "%s; the oldest (%s, of the deleted %s) would be released early for this Service", head, retained[0].addr, retained[0].Service)
+		}
+		return yielding(wait, "%s and already being released; retry in ~%s", head, seconds(wait))
+	}
+	for _, h := range retained {
+		ok, err := y.bringForward(ctx, req.Pool, h, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			y.ask(req.Service, now.Add(wait))
+			return yielding(wait, "%s; the oldest (%s, of the deleted %s) is being released; nothing was reserved, retry in ~%s", head, h.addr, h.Service, seconds(wait))
+		}
+	}
+	if len(releasing) == 0 {
+		return yielding(wait, "%s, none of which may be released yet (deleted within the last %s, when a re-create may still take them back, or still attached to a Load Balancer being deleted); nothing was reserved, retry in ~%s", head, seconds(a.policy.Margin), seconds(wait))
+	}
+	return yielding(wait, "%s and already being released; nothing was reserved, retry in ~%s", head, seconds(wait))
+}
+
+// sort splits what holds a pool by what this cluster's reservations among
+// them may do; the rest (another cluster's, someone else's) are never
+// touched.
+func (y *yielder) sort(ctx context.Context, pool *Pool, all []held, now time.Time) (live, retained, releasing, settling []held, err error) {
+	a := y.a
+	cluster := a.Config().ClusterName
+	for _, h := range all {
+		if h.Cluster != cluster || h.IPID == "" {
+			continue
+		}
+		refs, err := a.refs.ReferencedBy(ctx, h.IPID)
+		if err != nil {
+			return nil, nil, nil, nil, cacheError(err)
+		}
+		e := Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
+		switch {
+		case len(refs) > 0:
+			live = append(live, h)
+		case h.RetainedSince.IsZero():
+			// Unreferenced, not yet marked by the sweeper: a Service just
+			// deleted, or one being created. Neither yields yet.
+			settling = append(settling, h)
+		case a.policy.Releasing(pool, e, now):
+			releasing = append(releasing, h)
+		default:
+			retained = append(retained, h)
+		}
+	}
+	return live, retained, releasing, settling, nil
+}
+
+// bringForward re-reads one retained reservation and, if it may still
+// yield (still ours, retained, unattached, referenced by no live Service,
+// not orphaned within the margin), sets its release-at. The re-read keeps
+// a reservation a re-create took back since the listing out of it; the
+// margin covers one taking it back between the re-read and the write
+// (see Retention).
+func (y *yielder) bringForward(ctx context.Context, pool *Pool, h held, now time.Time) (bool, error) {
+	a := y.a
+	cfg := a.Config()
+	ip, err := a.cloud.GetIP(ctx, h.IPID)
+	if scaleway.Classify(err) == scaleway.KindNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, apiError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.addr, pool.Name), err)
+	}
+	e, ok := ParseEntry(ip.Tags)
+	if !ok || !e.Owns(cfg.ClusterName) || ip.Resource != nil {
+		return false, nil
+	}
+	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
+	if err != nil {
+		return false, cacheError(err)
+	}
+	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	if len(refs) > 0 || !a.policy.Yieldable(p, e, now) {
+		return false, nil
+	}
+	updated, err := a.cloud.SetTags(ctx, ip.ID, a.policy.Yield(e, now).Tags())
+	if err != nil {
+		return false, apiError(fmt.Sprintf("releasing the retained reservation %s of pool %q early", h.addr, pool.Name), err)
+	}
+	if updated != nil {
+		a.inv.record(pool, updated)
+	}
+	a.log.Info("a full pool brings a retained reservation's release forward", "pool", pool.Name, "address", ip.Address.String(), "ipamID", ip.ID, "service", e.Service.String(), "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
+	return true, nil
+}
+
+// waiting reports until when a retry of svc waits for a release brought
+// forward for it, forgetting those past.
+func (y *yielder) waiting(svc types.NamespacedName, now time.Time) (time.Time, bool) {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	for k, until := range y.asked {
+		if !now.Before(until) {
+			delete(y.asked, k)
+		}
+	}
+	until, ok := y.asked[svc]
+	return until, ok
+}
+
+func (y *yielder) ask(svc types.NamespacedName, until time.Time) {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.asked == nil {
+		y.asked = map[types.NamespacedName]time.Time{}
+	}
+	y.asked[svc] = until
+}
+
+func yielding(after time.Duration, format string, args ...any) *Error {
+	return &Error{Reason: ReasonYielding, RetryAfter: max(after, time.Second), Message: fmt.Sprintf(format, args...)}
+}
+
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%d s", int((d+time.Second-1)/time.Second))
+}
+
+// services names the Services holding addresses, sorted, at most ten.
+func services(hs []held) string {
+	names := make([]string, 0, len(hs))
+	for _, h := range hs {
+		names = append(names, h.Service.Name)
+	}
+	slices.Sort(names)
+	if len(names) > 10 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(", and %d more", len(names)-10)
+	}
+	return strings.Join(names, ", ")
+}
