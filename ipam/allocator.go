@@ -186,26 +186,35 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 			return nil, err
 		}
 	}
-	var res *Reservation
-	switch {
-	case req.DryRun:
-		res, err = a.predict(ctx, req)
-	case req.Address.IsValid():
-		res, err = a.bookAddress(ctx, req, known)
-	case p.PicksAddresses():
-		res, err = a.bookPicked(ctx, req, known)
-	default:
-		res, err = a.bookAny(ctx, req, known)
+	res, err := a.bookNew(ctx, req, known)
+	for relist := true; ReasonOf(err) == ReasonPoolExhausted; relist = false {
+		// A listing that shows room again (a release the view had not
+		// seen) is worth one more try, once.
+		if err = a.yield.full(ctx, req, err, relist); err != errBookAgain {
+			return nil, err
+		}
+		res, err = a.bookNew(ctx, req, known)
 	}
-	switch {
-	case ReasonOf(err) == ReasonPoolExhausted:
-		return nil, a.yield.full(ctx, req, err)
-	case err == nil && share > 0 && res.Booked:
+	if err == nil && share > 0 && res.Booked {
 		if err := a.yield.confirm(ctx, req, share, res); err != nil {
 			return nil, err
 		}
 	}
 	return res, err
+}
+
+// bookNew books a fresh reservation for req (or predicts one, in a dry
+// run).
+func (a *Allocator) bookNew(ctx context.Context, req Request, known map[string]bool) (*Reservation, error) {
+	switch {
+	case req.DryRun:
+		return a.predict(ctx, req)
+	case req.Address.IsValid():
+		return a.bookAddress(ctx, req, known)
+	case req.Pool.PicksAddresses():
+		return a.bookPicked(ctx, req, known)
+	}
+	return a.bookAny(ctx, req, known)
 }
 
 // predict answers a dry run: what would be booked, from what is known,

@@ -3,6 +3,7 @@ package ipam
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -48,18 +49,62 @@ func heldOf(ips []*scaleway.IP) []held {
 
 // full answers a request that found its pool exhausted: a retryable
 // refusal while retained reservations of this cluster can make room, the
-// exhaustion itself when every address is in use.
-func (y *yielder) full(ctx context.Context, req Request, exhaustedErr error) error {
+// exhaustion itself when every address is in use; with relist,
+// errBookAgain when a listing shows room after all.
+func (y *yielder) full(ctx context.Context, req Request, exhaustedErr error, relist bool) error {
 	// The view the exhaustion was found in (or the background listing's,
-	// when IPAM found it): the reservation chosen is re-read anyway.
-	holders, _ := y.a.inv.existing(req.Pool).holdersIn(req.Pool)
-	all := make([]held, 0, len(holders))
-	for addr, h := range holders {
-		all = append(all, held{addr: addr, Holder: h})
+	// when IPAM found it) may be older than what the sweeper did since:
+	// reservations it shows unreferenced but not yet retained, or due for
+	// release, are worth a listing before deciding.
+	o := y.a.inv.existing(req.Pool)
+	all := heldIn(o, req.Pool)
+	if relist && y.unsure(ctx, req.Pool, all) {
+		if fresh, err := y.a.inv.view(ctx, req.Pool, true); err == nil {
+			all = heldIn(fresh, req.Pool)
+			if req.Pool.PicksAddresses() && uint64(len(all)) < req.Pool.Total() {
+				return errBookAgain
+			}
+		}
 	}
 	total := req.Pool.Total()
 	what := fmt.Sprintf("pool %q is full", req.Pool.Name)
 	return y.makeRoom(ctx, req, what, fmt.Sprintf("of its %d addresses", total), all, func([]held) error { return exhaustedErr })
+}
+
+// errBookAgain: a fresh listing shows room in a pool that looked full.
+var errBookAgain = errors.New("the pool has room after a listing; book again")
+
+// heldIn is what holds pool p in its subnet's view (nil: none known).
+func heldIn(o *occupancy, p *Pool) []held {
+	holders, _ := o.holdersIn(p)
+	all := make([]held, 0, len(holders))
+	for addr, h := range holders {
+		all = append(all, held{addr: addr, Holder: h})
+	}
+	return all
+}
+
+// unsure reports whether the view holds this cluster's reservations that
+// no live Service references and the sweeper had not marked retained, or
+// whose release is due: the sweeper may have acted since it was listed.
+func (y *yielder) unsure(ctx context.Context, p *Pool, all []held) bool {
+	a, now := y.a, y.a.clock.Now()
+	cluster := a.Config().ClusterName
+	for _, h := range all {
+		if h.Cluster != cluster || h.IPID == "" {
+			continue
+		}
+		if h.RetainedSince.IsZero() {
+			if refs, err := a.refs.ReferencedBy(ctx, h.IPID); err == nil && len(refs) == 0 {
+				return true
+			}
+			continue
+		}
+		if a.policy.Expired(p, Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // share keeps a namespace to n addresses of the request's pool, its live

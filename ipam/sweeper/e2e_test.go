@@ -26,6 +26,16 @@ import (
 // Service, as the apiserver would.
 func (w *world) admit(m *webhook.ServiceMutator, ns, name string, ann map[string]string) (*corev1.Service, admission.Response) {
 	w.t.Helper()
+	stored, resp := w.try(m, ns, name, ann, false)
+	if !resp.Allowed {
+		w.t.Fatalf("denied: %s", resp.Result.Message)
+	}
+	return stored, resp
+}
+
+// try is admit that may be denied, or a dry run: then nothing is stored.
+func (w *world) try(m *webhook.ServiceMutator, ns, name string, ann map[string]string, dryRun bool) (*corev1.Service, admission.Response) {
+	w.t.Helper()
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
@@ -34,10 +44,10 @@ func (w *world) admit(m *webhook.ServiceMutator, ns, name string, ann map[string
 	raw, _ := json.Marshal(svc)
 	resp := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Service"}, Namespace: ns, Name: name,
-		Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+		Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}, DryRun: &dryRun,
 	}})
-	if !resp.Allowed {
-		w.t.Fatalf("denied: %s", resp.Result.Message)
+	if !resp.Allowed || dryRun {
+		return nil, resp
 	}
 	stored := svc.DeepCopy()
 	if stored.Annotations == nil {

@@ -3,6 +3,8 @@ package sweeper
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,13 +203,13 @@ func (c *cycle) release(ctx context.Context, r pendingRelease) {
 	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String())
 }
 
+// keys names the Services sorted: the message must not depend on the
+// order the informer's store lists them in.
 func keys(refs []liveRef) string {
-	out := ""
+	out := make([]string, len(refs))
 	for i, r := range refs {
-		if i > 0 {
-			out += ", "
-		}
-		out += r.key.String()
+		out[i] = r.key.String()
 	}
-	return out
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }

@@ -42,13 +42,16 @@ type world struct {
 	pns   map[string]ipamtest.PrivateNetwork
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(t testing.TB) *world { t.Helper(); return newWorldWith(t, "") }
+
+// newWorldWith is newWorld with more pools in the pool file.
+func newWorldWith(t testing.TB, pools string) *world {
 	t.Helper()
 	w := &world{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
 	w.srv, w.pns = fixtures.Emulator(t, ipamtest.Options{SecretKey: ipamtest.TestSecretKey}, "nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
 	file := fixtures.PoolFile("clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n"+
-		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n", w.pns)
+		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"+pools, w.pns)
 	w.cloud = fixtures.Cloud(t, w.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})
 	var err error
 	if w.cfg, err = ipam.ParseConfig([]byte(file)); err != nil {
