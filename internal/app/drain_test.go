@@ -32,14 +32,21 @@ import (
 // clients that pool their connections, as the apiserver does: one admits,
 // the replica starts draining, the same client admits again during the
 // delay, and the replica stops listening. The admission served while
-// draining must tell the client to close its connection, so that no pooled
+// draining must tell the client to close its connection (HTTP/1.1:
+// Connection: close; HTTP/2, --enable-http2: a GOAWAY), so that no pooled
 // connection to the replica is left for a later admission to be written on
 // once it stopped (a "broken pipe" instead of a dial to another replica).
 // A client whose pooled connection carried nothing during the delay loses
 // it when the replica stops: its next admission dials too.
 func TestDrainClosesKeepAliveConnections(t *testing.T) {
-	const delay = 3 * time.Second
-	o, err := ParseFlags([]string{"--tls-mode=cert-manager", "--cert-dir=" + selfSignedCertDir(t),
+	for _, h2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("enable-http2=%v", h2), func(t *testing.T) { testDrainClosesKeepAliveConnections(t, h2) })
+	}
+}
+
+func testDrainClosesKeepAliveConnections(t *testing.T, h2 bool) {
+	const delay = 4 * time.Second
+	o, err := ParseFlags([]string{"--tls-mode=cert-manager", "--cert-dir=" + selfSignedCertDir(t), fmt.Sprintf("--enable-http2=%v", h2),
 		"--webhook-host=127.0.0.1", fmt.Sprintf("--webhook-port=%d", fixtures.Port(t))})
 	if err != nil {
 		t.Fatal(err)
@@ -54,13 +61,17 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	go func() { stopped <- mgr.server.Start(mgrCtx) }()
 	url := fmt.Sprintf("https://127.0.0.1:%d%s", o.Server.Port, WebhookPath)
 
-	busy, idle := newPoolingClient(), newPoolingClient()
+	busy, idle := newPoolingClient(h2), newPoolingClient(h2)
 	fixtures.Eventually(t, 10*time.Second, 50*time.Millisecond, "the webhook server to serve", func() bool {
 		_, err := idle.admit(url)
 		return err == nil
 	})
-	if resp, err := busy.admit(url); err != nil || resp.Close {
-		t.Fatalf("admission before the drain: %v, told to close %v; want kept alive", err, resp != nil && resp.Close)
+	proto := "HTTP/1.1"
+	if h2 {
+		proto = "HTTP/2.0"
+	}
+	if resp, err := busy.admit(url); err != nil || resp.Close || resp.Proto != proto {
+		t.Fatalf("admission before the drain: %v %+v; want kept alive, over %s", err, resp, proto)
 	}
 	if busy.open() != 1 || idle.open() != 1 {
 		t.Fatalf("pooled connections before the drain: %d and %d, want 1 each", busy.open(), idle.open())
@@ -74,10 +85,10 @@ func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admission while draining: %v", err)
 	}
-	if !resp.Close {
+	if !h2 && !resp.Close {
 		t.Errorf("admission while draining answered with Connection %q: the client keeps its connection pooled to a replica about to stop", resp.Header.Get("Connection"))
 	}
-	if !fixtures.Poll(time.Second, 10*time.Millisecond, func() bool { return busy.open() == 0 }) {
+	if !fixtures.Poll(2*time.Second, 10*time.Millisecond, func() bool { return busy.open() == 0 }) {
 		t.Errorf("the client still pools %d connection(s) to the draining replica", busy.open())
 	}
 	select {
@@ -138,11 +149,12 @@ type poolingClient struct {
 	reused bool // whether the last admission went on a pooled connection
 }
 
-func newPoolingClient() *poolingClient {
+func newPoolingClient(h2 bool) *poolingClient {
 	c := &poolingClient{}
 	dialer := &net.Dialer{Timeout: time.Second}
 	c.Transport = &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed test server
+		ForceAttemptHTTP2: h2,
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a self-signed test server
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dialer.DialContext(ctx, network, addr)
 			if err != nil {
