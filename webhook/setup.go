@@ -72,9 +72,11 @@ func SetupWithManager(ctx context.Context, mgr manager.Manager, services *ccm.Se
 }
 
 // Register serves h (the Service mutator SetupWithManager built) on the
-// manager's webhook server at o.Path, within o.Timeout.
-func Register(mgr manager.Manager, o Options, h admission.Handler) {
-	mgr.GetWebhookServer().Register(o.Path, WithAdmissionDeadline(&admission.Webhook{Handler: h}, o.Timeout))
+// manager's webhook server at o.Path, within o.Timeout; once draining holds
+// (the process is stopping), each answer closes its connection.
+func Register(mgr manager.Manager, o Options, h admission.Handler, draining func() bool) {
+	hook := WithAdmissionDeadline(&admission.Webhook{Handler: h}, o.Timeout)
+	mgr.GetWebhookServer().Register(o.Path, closeWhileDraining(hook, draining))
 }
 
 // watchServices hands the allocator the IDs every Service references, as

@@ -160,8 +160,9 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 // Start serves Handler at WebhookPath and runs the manager until ctx ends
 // (then drains, see drainOnStop) or a component fails.
 func (r *Replica) Start(ctx context.Context) error {
-	webhook.Register(r.Manager, r.o.Webhook, r.Handler)
-	mgrCtx, stopMgr, err := drainOnStop(ctx, r.Manager, r.o.ShutdownDelay, r.log)
+	var draining atomic.Bool
+	webhook.Register(r.Manager, r.o.Webhook, r.Handler, draining.Load)
+	mgrCtx, stopMgr, err := drainOnStop(ctx, r.Manager, r.o.ShutdownDelay, &draining, r.log)
 	if err != nil {
 		return err
 	}
@@ -176,9 +177,13 @@ func (r *Replica) Start(ctx context.Context) error {
 // stops only delay later. The apiserver keeps calling a pod until its
 // endpoint is gone, which takes the failed probe plus its propagation;
 // a webhook that stopped listening first fails those admissions, and with
-// failurePolicy Fail the Service changes with them.
-func drainOnStop(ctx context.Context, mgr manager.Manager, delay time.Duration, log logr.Logger) (context.Context, context.CancelFunc, error) {
-	var draining atomic.Bool
+// failurePolicy Fail the Service changes with them. draining is set then:
+// the webhook answers with Connection: close from that moment (Register),
+// so the apiserver drops its pooled connections to this pod while it still
+// listens. A connection idle for the whole delay is closed by the server's
+// shutdown; a request the apiserver writes on it at that very instant is
+// the race any HTTP/1.1 server's idle close has.
+func drainOnStop(ctx context.Context, mgr manager.Manager, delay time.Duration, draining *atomic.Bool, log logr.Logger) (context.Context, context.CancelFunc, error) {
 	if err := mgr.AddReadyzCheck("not-stopping", func(*http.Request) error {
 		if draining.Load() {
 			return errors.New("stopping")

@@ -43,16 +43,7 @@ func TestServeFlagsDefaults(t *testing.T) {
 // options serve builds, and connects with a client that prefers HTTP/2
 // (ALPN h2, then http/1.1): they answer HTTP/1.1 unless --enable-http2.
 func TestHTTP2OffByDefault(t *testing.T) {
-	certDir := t.TempDir()
-	cert, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
-		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	certDir := selfSignedCertDir(t)
 	for _, tt := range []struct {
 		enable bool
 		want   string // the negotiated protocol and the response's
@@ -104,6 +95,23 @@ func TestHTTP2OffByDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selfSignedCertDir holds a serving pair for 127.0.0.1, as the webhook
+// server reads it from --cert-dir.
+func selfSignedCertDir(t *testing.T) string {
+	t.Helper()
+	certDir := t.TempDir()
+	cert, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certDir
 }
 
 // getH2 GETs url with a client that offers h2 first, retrying while the
