@@ -123,6 +123,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"manual default", base(pool("a", pnA, "default: true", "autoAssign: false")), []string{"autoAssign: false cannot be the default"}},
 		{"negative retention", base(pool("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
 		{"bad retention", base(pool("a", pnA, "retention: soon")), []string{"soon", "24h"}},
+		{"negative share", base(pool("a", pnA, "maxPerNamespace: -1")), []string{"pools[0] (a).maxPerNamespace", "-1 is negative", "0 for no cap"}},
+		{"negative default share", base(pool("a", pnA)) + "defaultMaxPerNamespace: -2\n", []string{"defaultMaxPerNamespace", "-2 is negative"}},
 		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
 	}
 	for _, tt := range tests {

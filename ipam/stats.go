@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -129,6 +130,18 @@ type PoolReport struct {
 	Subnet           string          `json:"subnet"`
 	Ranges           []string        `json:"ranges,omitempty"`
 	Addresses        []AddressReport `json:"addresses"`
+	// Namespaces is each namespace's use of the pool, by name.
+	Namespaces []NamespaceUse `json:"namespaces"`
+}
+
+// NamespaceUse is what one namespace holds of a pool: its reservations,
+// live and retained, against its share (maxPerNamespace).
+type NamespaceUse struct {
+	Namespace string `json:"namespace"`
+	Held      int    `json:"held"`
+	Retained  int    `json:"retained"`
+	// Share is the pool's maxPerNamespace, 0 when it has none.
+	Share int `json:"share,omitempty"`
 }
 
 // AddressReport is one booked address of a pool.
@@ -157,6 +170,7 @@ func (v *Inventory) Report() []PoolReport {
 	for i, p := range cfg.Pools {
 		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
 		holders, _ := v.existing(p).holdersIn(p)
+		uses := map[string]*NamespaceUse{}
 		for addr, h := range holders {
 			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
 			if ar.Mine {
@@ -165,12 +179,26 @@ func (v *Inventory) Report() []PoolReport {
 					ar.Holder += ", attached to " + h.Resource.String()
 				}
 				if !h.RetainedSince.IsZero() {
-					ar.RetainedUntil = h.RetainedSince.Add(p.Retention.Duration)
+					ar.RetainedUntil = v.policy.release(p, Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID})
+				}
+				use := uses[h.Service.Namespace]
+				if use == nil {
+					use = &NamespaceUse{Namespace: h.Service.Namespace, Share: cfg.ShareOf(p)}
+					uses[h.Service.Namespace] = use
+				}
+				use.Held++
+				if !h.RetainedSince.IsZero() {
+					use.Retained++
 				}
 			}
 			r.Addresses = append(r.Addresses, ar)
 		}
 		slices.SortFunc(r.Addresses, func(x, y AddressReport) int { return x.Address.Compare(y.Address) })
+		r.Namespaces = make([]NamespaceUse, 0, len(uses))
+		for _, u := range uses {
+			r.Namespaces = append(r.Namespaces, *u)
+		}
+		slices.SortFunc(r.Namespaces, func(x, y NamespaceUse) int { return strings.Compare(x.Namespace, y.Namespace) })
 		out = append(out, r)
 	}
 	return out

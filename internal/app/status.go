@@ -229,6 +229,17 @@ func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withS
 			fmt.Fprintln(w, row)
 		}
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "POOL\tNAMESPACE\tHELD\tRETAINED\tSHARE")
+	for _, r := range report {
+		for _, u := range r.Namespaces {
+			share := "-"
+			if u.Share > 0 {
+				share = fmt.Sprint(u.Share)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Pool, u.Namespace, u.Held, u.Retained, share)
+		}
+	}
 	if len(unlisted) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "SERVICE\tIPAM ID (OUTSIDE THE POOLS)\tCONVERGENCE")

@@ -38,7 +38,7 @@ func statusWorld(t *testing.T) (*ipamtest.Server, StatusOptions, map[string]stri
 region: fr-par
 clusterPrivateNetworkID: %s
 pools:
-  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.19"], retention: 24h}
+  - {name: dc-link, privateNetworkID: %s, ranges: ["172.16.35.10-172.16.35.19"], retention: 24h, maxPerNamespace: 3}
   - {name: edge, privateNetworkID: %s}
 `, nodes.ID, dc.ID, edge.ID)), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,6 +94,13 @@ func TestStatusTable(t *testing.T) {
 	}
 	if strings.Contains(got, ids["outside"]) {
 		t.Error("an address outside every pool is listed")
+	}
+	// Each namespace's use of each pool, this cluster's reservations only,
+	// against the pool's share.
+	for _, want := range []string{"POOL NAMESPACE HELD RETAINED SHARE dc-link payments 2 1 3 edge web 1 0 -"} {
+		if !strings.Contains(collapse(got), want) {
+			t.Errorf("namespace table lacks %q:\n%s", want, got)
+		}
 	}
 	for op, n := range srv.Counts() {
 		if op == ipamtest.OpBookIP || op == ipamtest.OpUpdateIP || op == ipamtest.OpReleaseIP {
