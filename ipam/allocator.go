@@ -195,7 +195,7 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 		}
 		res, err = a.bookNew(ctx, req, known)
 	}
-	if err == nil && share > 0 && res.Booked {
+	if err == nil && share > 0 && !req.DryRun {
 		if err := a.yield.confirm(ctx, req, share, res); err != nil {
 			return nil, err
 		}

@@ -129,17 +129,22 @@ func (y *yielder) share(ctx context.Context, req Request, n int) error {
 // two admissions (two replicas) that both found one address left have
 // both booked, and every confirm lists both. The newer bookings give
 // theirs back, so the namespace ends at its share in every order.
+//
+// A booking adopted after a lost answer (not Booked) is checked too, but
+// never released here: it may be another admission's of the same Service
+// (see Allocator.book); the sweeper reclaims it if no Service takes it.
+// When the count cannot be listed, the booking is given back: a share is
+// kept closed, as a cache that cannot answer is.
 func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservation) error {
 	ips, err := y.holdings(ctx, req)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == res.ID })
-	if i < n {
+	if err == nil && slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == res.ID }) < n {
 		return nil
 	}
-	if err := y.a.Release(ctx, res); err != nil {
-		y.a.log.Error(err, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
+	if rerr := y.a.Release(ctx, res); rerr != nil {
+		y.a.log.Error(rerr, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
+	}
+	if err != nil {
+		return err
 	}
 	return &Error{Reason: ReasonYielding, RetryAfter: time.Second,
 		Message: fmt.Sprintf("namespace %s reached its %d addresses of pool %q while this admission booked (another one booked at the same moment); nothing was reserved, retry", req.Service.Namespace, n, req.Pool.Name)}

@@ -206,8 +206,8 @@ clusterPrivateNetworkID: {{nodes}}
 pools:
   - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
   - {name: general, privateNetworkID: {{edge}}, default: true, retention: %s}
-`, retention, retention),
-		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, "plain": false},
+`+sharedPool, retention, retention),
+		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, churnNS: true, "plain": false},
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
 		Args:          []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
 		Logs:          logs,
@@ -243,6 +243,15 @@ pools:
 	killsDone := make(chan struct{})
 	go func() { defer close(killsDone); kills.run(killCtx) }()
 
+	// One more client churns Service names in a namespace of its own,
+	// held to its share of pool shared.
+	ch := &churn{r: r, denied: map[string]int{}}
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); ch.watch(watchCtx) }()
+	stopChurn, churnDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(churnDone); ch.run(context.Background(), stopChurn) }()
+
 	start := time.Now()
 	var wg sync.WaitGroup
 	per := (opsTotal + clients - 1) / clients
@@ -250,6 +259,8 @@ pools:
 		wg.Go(func() { r.client(seed, c, per) })
 	}
 	wg.Wait()
+	close(stopChurn)
+	<-churnDone
 	opsWall := time.Since(start)
 
 	// Quiesce: no more faults, let the sweeper and the CCM settle.
@@ -267,6 +278,8 @@ pools:
 	ok3 := led && fixtures.Poll(30*time.Second+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
+	stopWatching()
+	<-watchDone
 	stopKills()
 	<-killsDone
 
@@ -279,6 +292,7 @@ pools:
 	addrs, sticky := r.liveAddresses(), r.stickiness()
 	results := r.invariants(ok3, logs.String(), addrs, sticky)
 	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills)
+	ch.check(t, logs.String())
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
@@ -326,7 +340,9 @@ func (r *run) client(seed uint64, c, n int) {
 }
 
 func (r *run) request(rng *rand.Rand) map[string]string {
-	switch rng.IntN(6) {
+	switch rng.IntN(7) {
+	case 6:
+		return map[string]string{request.AnnotationPool: "shared"}
 	case 0:
 		return map[string]string{request.AnnotationPool: "dc-link"}
 	case 5:
@@ -526,6 +542,10 @@ func (r *run) denied(err error) string {
 		{"already exists", "Service already exists"},
 		{"the object has been modified", "update conflict"},
 		{"heavy contention", "pool contention"},
+		{"is full;", "pool full: a retained reservation is released early (retried)"},
+		{"reached its", "namespace share taken at the same moment (retried)"},
+		{"all used by its live Services", "namespace share used by live Services"},
+		{"addresses of pool", "namespace share full: a retained reservation is released early (retried)"},
 	} {
 		if strings.Contains(msg, k.match) {
 			reason = k.reason

@@ -1,0 +1,131 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+)
+
+const (
+	// churnNS creates and deletes Services under names it never uses
+	// again, in pool shared, whose share per namespace is churnShare: a
+	// CI pipeline's preview environments.
+	churnNS    = "chaos-ci"
+	churnShare = 6
+	// sharedPool is small enough that the churn would fill it within its
+	// retention (20 s: longer than the run's margin of 6 s, short enough
+	// for the settle), and big enough for the share plus what the other
+	// clients ask of it.
+	sharedPool = `  - {name: shared, privateNetworkID: {{dc}}, ranges: ["172.16.34.1-172.16.34.24"], retention: 20s, maxPerNamespace: 6}
+`
+)
+
+// churn is the churning client and what it saw.
+type churn struct {
+	r  *run
+	mu sync.Mutex
+	// created counts the churn's Services admitted, denied counts its
+	// refusals by reason (the 429s are retried by client-go on its own
+	// and seen only when its retries run out).
+	created int
+	denied  map[string]int
+	// most is the largest number of the churn namespace's reservations
+	// in pool shared that IPAM ever held at once (sampled).
+	most int
+	// over describes IPAM's reservations of the namespace the first time
+	// it held more than its share, to tell why.
+	over string
+}
+
+// run creates Services under new names until stop is closed: create,
+// then delete the one before, so one or two are live at a time and every
+// deleted one's reservation is retained.
+func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
+	var prev string
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		name := fmt.Sprintf("preview-%d", i)
+		svc := fixtures.Service(churnNS, name, map[string]string{request.AnnotationPool: "shared"})
+		start := time.Now()
+		if err := c.r.kube.Create(ctx, svc); err != nil {
+			c.mu.Lock()
+			c.denied[c.r.denied(err)]++
+			c.mu.Unlock()
+			c.r.note(churnNS+"/"+name, "create", start, nil, "denied")
+			continue
+		}
+		c.r.note(churnNS+"/"+name, "create", start, svc, "ok")
+		c.r.recordCreate(churnNS, name, start, svc.Annotations)
+		c.r.checkReturned(svc)
+		c.mu.Lock()
+		c.created++
+		c.mu.Unlock()
+		if prev != "" {
+			c.r.delete(ctx, churnNS, prev)
+		}
+		prev = name
+	}
+}
+
+// watch samples IPAM until ctx ends: the churn namespace's reservations
+// (it asks pool shared alone), live and retained.
+func (c *churn) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		var held []string
+		for _, ip := range c.r.env.Emu.IPs() {
+			e, ok := ipam.ParseEntry(ip.Tags)
+			if ok && e.Owns("chaos") && e.Service.Namespace == churnNS {
+				held = append(held, fmt.Sprintf("%s %s %s", ip.ID, ip.Address, e.Service.Name))
+			}
+		}
+		c.mu.Lock()
+		c.most = max(c.most, len(held))
+		first := len(held) > churnShare && c.over == ""
+		c.mu.Unlock()
+		if first {
+			for i, h := range held {
+				held[i] += " (" + c.r.trail(strings.Fields(h)[0]) + ")"
+			}
+			c.mu.Lock()
+			c.over = strings.Join(held, "\n      ")
+			c.mu.Unlock()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// check holds the churn to its share and the others clear of its churn:
+// the churn namespace never held more than its share, nobody was denied
+// "exhausted", the churn went past its share (so the share did make room)
+// and at least one reservation was released early for it.
+func (c *churn) check(t *testing.T, logs string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.r.mu.Lock()
+	exhausted := c.r.denials["pool exhausted"]
+	c.r.mu.Unlock()
+	early := strings.Count(logs, "released early")
+	fmt.Printf("  churn in %s (share %d of pool shared, 24 addresses): %d Services admitted, at most %d reservations held at once, %d released early; refusals: %v\n",
+		churnNS, churnShare, c.created, c.most, early, c.denied)
+	if c.most > churnShare {
+		t.Errorf("namespace %s held %d addresses of pool shared, more than its share of %d; the first time:\n      %s", churnNS, c.most, churnShare, c.over)
+	}
+	if exhausted > 0 || c.denied["pool exhausted"] > 0 {
+		t.Errorf("denied \"exhausted\": %d of the other clients' operations, %d of the churn's", exhausted, c.denied["pool exhausted"])
+	}
+	if c.created <= churnShare || early == 0 {
+		t.Errorf("vacuous: the churn made %d Services (share %d) and %d reservations were released early", c.created, churnShare, early)
+	}
+}
