@@ -275,7 +275,7 @@ pools:
 	}
 	// An IP is released once past its retention and detached: a Load
 	// Balancer deleted at the end holds its IP for deleteDelay.
-	ok3 := led && fixtures.Poll(30*time.Second+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
+	ok3 := led && fixtures.Poll(30*time.Second+sharedRetention+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopWatching()

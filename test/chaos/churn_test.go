@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -19,13 +22,18 @@ const (
 	// CI pipeline's preview environments.
 	churnNS    = "chaos-ci"
 	churnShare = 6
-	// sharedPool is small enough that the churn would fill it within its
-	// retention (20 s: longer than the run's margin of 6 s, short enough
-	// for the settle), and big enough for the share plus what the other
-	// clients ask of it.
-	sharedPool = `  - {name: shared, privateNetworkID: {{dc}}, ranges: ["172.16.34.1-172.16.34.24"], retention: 20s, maxPerNamespace: 6}
-`
+	// sharedRetention is long enough that the churn meets its share before
+	// its first reservations go by themselves: an early release takes the
+	// margin twice (6 s once orphaned, 6 s once brought forward) plus the
+	// Load Balancer's deletion and a cycle. The settle waits for it.
+	sharedRetention = 40 * time.Second
 )
+
+// sharedPool is small enough that the churn would fill it within its
+// retention, and big enough for the share plus what the other clients
+// ask of it.
+var sharedPool = fmt.Sprintf(`  - {name: shared, privateNetworkID: {{dc}}, ranges: ["172.16.34.1-172.16.34.24"], retention: %s, maxPerNamespace: %d}
+`, sharedRetention, churnShare)
 
 // churn is the churning client and what it saw.
 type churn struct {
@@ -44,15 +52,23 @@ type churn struct {
 	over string
 }
 
-// run creates Services under new names until stop is closed: create,
-// then delete the one before, so one or two are live at a time and every
-// deleted one's reservation is retained.
+// run creates Services under new names until stop is closed and it has
+// gone two past its share (a short run's other clients may end first),
+// or for two minutes at most: create, then delete the one before, so one
+// or two are live at a time and every deleted one's reservation is
+// retained.
 func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 	var prev string
+	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
-			return
+			c.mu.Lock()
+			enough := c.created >= churnShare+2
+			c.mu.Unlock()
+			if enough || time.Now().After(deadline) {
+				return
+			}
 		default:
 		}
 		name := fmt.Sprintf("preview-%d", i)
@@ -71,11 +87,29 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 		c.mu.Lock()
 		c.created++
 		c.mu.Unlock()
+		// A preview environment lives long enough for the sweeper to see
+		// it used (its uid back-filled): its reservation is then retained
+		// for the pool's retention, not the short pending grace of one
+		// no Service ever showed.
+		c.backfilled(svc)
 		if prev != "" {
 			c.r.delete(ctx, churnNS, prev)
 		}
 		prev = name
 	}
+}
+
+// backfilled waits, 15 s at most, for the uid tag of svc's reservations.
+func (c *churn) backfilled(svc *corev1.Service) {
+	fixtures.Poll(15*time.Second, 100*time.Millisecond, func() bool {
+		for _, id := range ccm.ReferencedIDs(svc) {
+			ip, ok := c.r.env.Emu.IP(id)
+			if e, _ := ipam.ParseEntry(ip.Tags); !ok || e.UID == "" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // watch samples IPAM until ctx ends: the churn namespace's reservations
