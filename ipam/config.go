@@ -60,6 +60,10 @@ type Pool struct {
 	Default    bool     `json:"default,omitempty"`
 	Disabled   bool     `json:"disabled,omitempty"`
 	Retention  Duration `json:"retention,omitempty"`
+	// AdoptFrom names the clusters whose reservations a CREATE in this pool
+	// may take over (a cluster migration): those of the same Service on the
+	// pool's network and address space. Other clusters' are never touched.
+	AdoptFrom []string `json:"adoptFrom,omitempty"`
 
 	prefix   netip.Prefix
 	subnetID string
@@ -165,6 +169,9 @@ func (c *Config) Validate() error {
 			}
 			seen[p.Name] = i
 		}
+		for _, err := range p.checkAdoptFrom(c.ClusterName) {
+			errs = append(errs, fmt.Errorf("%s.%w", where, err))
+		}
 		if p.Default {
 			defaults = append(defaults, p.Name)
 			if why := p.cannotBeDefault(); why != "" {
@@ -180,6 +187,26 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
 	}
 	return nil
+}
+
+// checkAdoptFrom checks the clusters a pool takes reservations over from:
+// cluster names, each once, never this cluster (its own reservations are
+// taken back anyway).
+func (p *Pool) checkAdoptFrom(self string) (errs []error) {
+	seen := map[string]int{}
+	for i, name := range p.AdoptFrom {
+		field := fmt.Sprintf("adoptFrom[%d]", i)
+		switch j, dup := seen[name]; {
+		case !IsName(name):
+			errs = append(errs, fmt.Errorf("%s: %q is not a cluster name (a lower-case DNS label, as clusterName is); write the clusterName of the cluster whose reservations this pool takes over", field, name))
+		case dup:
+			errs = append(errs, fmt.Errorf("%s: %q is already adoptFrom[%d]; list each cluster once", field, name, j))
+		case name == self:
+			errs = append(errs, fmt.Errorf("%s: %q is this pool file's own clusterName; a cluster takes its own reservations back without it, remove it", field, name))
+		}
+		seen[name] = i
+	}
+	return errs
 }
 
 // cannotBeDefault says why the pool cannot serve Services that ask for

@@ -68,6 +68,17 @@ func TestParseConfigValid(t *testing.T) {
 	}
 }
 
+func TestParseConfigAdoptFrom(t *testing.T) {
+	c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "    retention: 7d\n    adoptFrom: [prod-par-old, blue]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := c.Pool("general")
+	if strings.Join(g.AdoptFrom, ",") != "prod-par-old,blue" {
+		t.Fatalf("adoptFrom = %v", g.AdoptFrom)
+	}
+}
+
 func TestPoolDefaultsRetention(t *testing.T) {
 	c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "", 1)))
 	if err != nil {
@@ -124,6 +135,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative retention", base(pool("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
 		{"bad retention", base(pool("a", pnA, "retention: soon")), []string{"soon", "24h"}},
 		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
+		{"adoptFrom not a name", base(pool("a", pnA, `adoptFrom: ["Old_Cluster"]`)), []string{"pools[0] (a).adoptFrom[0]", "Old_Cluster", "clusterName"}},
+		{"adoptFrom twice", base(pool("a", pnA, `adoptFrom: ["old", "old"]`)), []string{"pools[0] (a).adoptFrom[1]", "adoptFrom[0]", "once"}},
+		{"adoptFrom itself", base(pool("a", pnA, `adoptFrom: ["prod-par"]`)), []string{"pools[0] (a).adoptFrom[0]", "own clusterName", "remove it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
