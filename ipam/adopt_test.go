@@ -16,7 +16,7 @@ func adoptEnv(t *testing.T, greenRefs References, adoptFrom string) (e *env, blu
 	e = newEnv(t, "dc=172.16.32.0/22")
 	file := func(cluster, extra string) string {
 		return "clusterName: " + cluster + "\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" +
-			`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.203"]` + extra + "}\n"
+			`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.220"]` + extra + "}\n"
 	}
 	policy := Retention{PendingGrace: time.Hour, Margin: time.Minute}
 	blue = NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: e.config(t, file("blue", "")), Retention: policy})
