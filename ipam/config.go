@@ -68,6 +68,10 @@ type Pool struct {
 	// Service names cannot grow past it. 0 means no cap, nil the file's
 	// defaultMaxPerNamespace.
 	MaxPerNamespace *int `json:"maxPerNamespace,omitempty"`
+	// AdoptFrom names the clusters whose reservations a CREATE in this pool
+	// may take over (a cluster migration): those of the same Service on the
+	// pool's network and address space. Other clusters' are never touched.
+	AdoptFrom []string `json:"adoptFrom,omitempty"`
 
 	prefix   netip.Prefix
 	subnetID string
@@ -167,7 +171,7 @@ func (c *Config) Validate() error {
 		if p.Name != "" {
 			where = fmt.Sprintf("pools[%d] (%s)", i, p.Name)
 		}
-		for _, err := range append(p.compile(), p.checkShare()...) {
+		for _, err := range slices.Concat(p.compile(), p.checkShare(), p.checkAdoptFrom(c.ClusterName)) {
 			errs = append(errs, fmt.Errorf("%s.%w", where, err))
 		}
 		if p.Name != "" {
@@ -199,6 +203,26 @@ func (p *Pool) checkShare() []error {
 		return []error{fmt.Errorf("maxPerNamespace: %d is negative; use the number of addresses one namespace may hold in this pool, or 0 for no cap", *p.MaxPerNamespace)}
 	}
 	return nil
+}
+
+// checkAdoptFrom checks the clusters a pool takes reservations over from:
+// cluster names, each once, never this cluster (its own reservations are
+// taken back anyway).
+func (p *Pool) checkAdoptFrom(self string) (errs []error) {
+	seen := map[string]int{}
+	for i, name := range p.AdoptFrom {
+		field := fmt.Sprintf("adoptFrom[%d]", i)
+		switch j, dup := seen[name]; {
+		case !IsName(name):
+			errs = append(errs, fmt.Errorf("%s: %q is not a cluster name (a lower-case DNS label, as clusterName is); write the clusterName of the cluster whose reservations this pool takes over", field, name))
+		case dup:
+			errs = append(errs, fmt.Errorf("%s: %q is already adoptFrom[%d]; list each cluster once", field, name, j))
+		case name == self:
+			errs = append(errs, fmt.Errorf("%s: %q is this pool file's own clusterName; a cluster takes its own reservations back without it, remove it", field, name))
+		}
+		seen[name] = i
+	}
+	return errs
 }
 
 // cannotBeDefault says why the pool cannot serve Services that ask for

@@ -68,6 +68,17 @@ func TestParseConfigValid(t *testing.T) {
 	}
 }
 
+func TestParseConfigAdoptFrom(t *testing.T) {
+	c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "    retention: 7d\n    adoptFrom: [prod-par-old, blue]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := c.Pool("general")
+	if strings.Join(g.AdoptFrom, ",") != "prod-par-old,blue" {
+		t.Fatalf("adoptFrom = %v", g.AdoptFrom)
+	}
+}
+
 func TestPoolDefaultsRetention(t *testing.T) {
 	c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "", 1)))
 	if err != nil {
@@ -126,6 +137,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative share", base(pool("a", pnA, "maxPerNamespace: -1")), []string{"pools[0] (a).maxPerNamespace", "-1 is negative", "0 for no cap"}},
 		{"negative default share", base(pool("a", pnA)) + "defaultMaxPerNamespace: -2\n", []string{"defaultMaxPerNamespace", "-2 is negative"}},
 		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
+		{"adoptFrom not a name", base(pool("a", pnA, `adoptFrom: ["Old_Cluster"]`)), []string{"pools[0] (a).adoptFrom[0]", "Old_Cluster", "clusterName"}},
+		{"adoptFrom twice", base(pool("a", pnA, `adoptFrom: ["old", "old"]`)), []string{"pools[0] (a).adoptFrom[1]", "adoptFrom[0]", "once"}},
+		{"adoptFrom itself", base(pool("a", pnA, `adoptFrom: ["prod-par"]`)), []string{"pools[0] (a).adoptFrom[0]", "own clusterName", "remove it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

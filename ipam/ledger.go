@@ -231,6 +231,9 @@ type Reservation struct {
 	// Reused: an earlier reservation of the same Service and pool was
 	// taken back (the sticky path).
 	Reused bool
+	// AdoptedFrom is the cluster a reused reservation was taken over from
+	// (the pool's adoptFrom); empty when it was this cluster's.
+	AdoptedFrom string
 	// Booked: this call booked the IP. The caller releases it when the rest
 	// of the admission fails, so nothing leaks until the sweeper's grace.
 	Booked bool

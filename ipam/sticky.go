@@ -34,7 +34,9 @@ import (
 func (a *Allocator) sticky(ctx context.Context, req Request) (known map[string]bool, found *scaleway.IP, err error) {
 	ids, known, fresh := a.inv.candidates(req)
 	var ips []*scaleway.IP
-	if fresh {
+	// The index holds this cluster's reservations only: a pool that adopts
+	// other clusters' lists the Service's, whichever cluster tagged them.
+	if fresh && len(req.Pool.AdoptFrom) == 0 {
 		ips, err = a.reread(ctx, req.Service, ids)
 	} else {
 		ips, known, err = listService(ctx, a.cloud, req)
@@ -87,38 +89,7 @@ func listService(ctx context.Context, cloud scaleway.Cloud, req Request) ([]*sca
 func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP) (*scaleway.IP, error) {
 	cfg := a.Config()
 	shown := a.inv.shownOn(req.Service)
-	// Used (uid back-filled) first; then one a Service of that name showed
-	// (the previous incarnation's, though no leader back-filled its uid
-	// yet); then pending bookings. Within a rank the latest shown, among
-	// used ones the last given up, then the oldest booking.
-	rank := func(ip *scaleway.IP) int {
-		e, _ := ParseEntry(ip.Tags)
-		switch _, seen := shown[ip.ID]; {
-		case e.UID != "":
-			return 2
-		case seen:
-			return 1
-		}
-		return 0
-	}
-	better := func(ip, than *scaleway.IP) bool {
-		r, rt := rank(ip), rank(than)
-		if r != rt {
-			return r > rt
-		}
-		if s, st := shown[ip.ID], shown[than.ID]; !s.Equal(st) {
-			return s.After(st) // a moved Service's latest address
-		}
-		if r > 0 {
-			// Both used: the one given up last was the previous
-			// incarnation's (a Service moved with allow-ip-change gave up
-			// its older address first); not orphaned yet counts as latest.
-			if o, ot := orphanedSince(ip), orphanedSince(than); !o.Equal(ot) {
-				return o.IsZero() || (!ot.IsZero() && o.After(ot))
-			}
-		}
-		return ip.CreatedAt.Before(than.CreatedAt)
-	}
+	better := preference(cfg.ClusterName, shown)
 	// Decide with the clock read after the reads: the later, the safer.
 	now := a.clock.Now()
 	var found *scaleway.IP
@@ -142,6 +113,52 @@ func (a *Allocator) choose(ctx context.Context, req Request, ips []*scaleway.IP)
 	return found, nil
 }
 
+// preference orders the candidates of one Service: better reports whether
+// ip is to be taken back rather than than. shown is when the Service cache
+// last showed each ID on a Service of that name.
+func preference(cluster string, shown map[string]time.Time) (better func(ip, than *scaleway.IP) bool) {
+	// Used (uid back-filled) first; then one a Service of that name showed
+	// (the previous incarnation's, though no leader back-filled its uid
+	// yet); then pending bookings. Within a rank the latest shown, among
+	// used ones the last given up, then the oldest booking.
+	rank := func(ip *scaleway.IP) int {
+		e, _ := ParseEntry(ip.Tags)
+		switch _, seen := shown[ip.ID]; {
+		case e.UID != "":
+			return 2
+		case seen:
+			return 1
+		}
+		return 0
+	}
+	ours := func(ip *scaleway.IP) bool {
+		e, _ := ParseEntry(ip.Tags)
+		return e.Owns(cluster)
+	}
+	return func(ip, than *scaleway.IP) bool {
+		// This cluster's own reservation before one adopted from another.
+		if o, ot := ours(ip), ours(than); o != ot {
+			return o
+		}
+		r, rt := rank(ip), rank(than)
+		if r != rt {
+			return r > rt
+		}
+		if s, st := shown[ip.ID], shown[than.ID]; !s.Equal(st) {
+			return s.After(st) // a moved Service's latest address
+		}
+		if r > 0 {
+			// Both used: the one given up last was the previous
+			// incarnation's (a Service moved with allow-ip-change gave up
+			// its older address first); not orphaned yet counts as latest.
+			if o, ot := orphanedSince(ip), orphanedSince(than); !o.Equal(ot) {
+				return o.IsZero() || (!ot.IsZero() && o.After(ot))
+			}
+		}
+		return ip.CreatedAt.Before(than.CreatedAt)
+	}
+}
+
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
 // network and family (any cluster, any pool: the caller filters), oldest
 // booking first.
@@ -155,7 +172,8 @@ func serviceIPs(ctx context.Context, cloud scaleway.Cloud, req Request) ([]*scal
 }
 
 // candidate reports whether ip is a reservation of svc in pool that may be
-// taken back at now: ours, referenced by no other live Service, attached to
+// taken back at now: ours or one of a cluster the pool adopts from (live
+// there or retained), referenced by no other live Service, attached to
 // nothing but a Load Balancer (the caller refuses while it is), and not too
 // close to its release. A reference by a Service of the same namespace/name
 // does not count: it is the previous object, Terminating or gone but still
@@ -165,10 +183,14 @@ func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc 
 	// The reservation's network and the pool's address space, not the
 	// pool's name: a renamed pool keeps its Services' addresses.
 	e, ok := ParseEntry(ip.Tags)
-	if !ok || !e.Owns(cfg.ClusterName) || e.Service != svc || !pool.Holds(ip.SubnetID, ip.Address) {
+	if !ok || e.Service != svc || !pool.Holds(ip.SubnetID, ip.Address) {
 		return false, nil
 	}
-	if slices.Contains(own, ip.ID) {
+	mine := e.Owns(cfg.ClusterName)
+	if !mine && !slices.Contains(pool.AdoptFrom, e.Cluster) {
+		return false, nil
+	}
+	if mine && slices.Contains(own, ip.ID) {
 		return true, nil
 	}
 	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
@@ -217,17 +239,28 @@ func (a *Allocator) stillHeld(ctx context.Context, svc types.NamespacedName, ip 
 
 // takeBack hands a retained IP to its Service again. Clearing
 // orphaned-since in the same admission is what keeps the sweeper from
-// releasing it afterwards (its re-read sees the tags changed).
+// releasing it afterwards (its re-read sees the tags changed). One of
+// another cluster's (adoptFrom) is re-tagged to this cluster in the same
+// write, which its sweeper's re-read sees too: it never releases it.
 func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.NamespacedName, ip *scaleway.IP, dryRun bool) (*Reservation, error) {
 	res := &Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, Reused: true}
+	e, _ := ParseEntry(ip.Tags)
+	cluster := a.Config().ClusterName
+	if !e.Owns(cluster) {
+		res.AdoptedFrom = e.Cluster
+	}
 	if dryRun {
 		return res, nil
 	}
-	e, _ := ParseEntry(ip.Tags)
-	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name {
+	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) {
 		// The pool's current name too, in the same write: a renamed pool's
 		// reservation is the new pool's from now on.
 		e.OrphanedSince, e.ReleaseAt, e.Pool = time.Time{}, time.Time{}, pool.Name
+		if !e.Owns(cluster) {
+			// The uid is the other cluster's Service's: this cluster's
+			// sweeper back-fills its own.
+			e.Cluster, e.UID = cluster, ""
+		}
 		updated, err := a.cloud.SetTags(ctx, ip.ID, e.Tags())
 		if err != nil {
 			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)

@@ -98,6 +98,9 @@ func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d d
 			note: fmt.Sprintf("reserved %s (IPAM ID %s) from pool %s%s", r.Address, r.ID, r.Pool, dhcp)}
 		if r.Reused {
 			e.reason, e.note = EventIPReused, "reused"+strings.TrimPrefix(e.note, "reserved")
+			if r.AdoptedFrom != "" {
+				e.note = fmt.Sprintf("adopted %s (IPAM ID %s) of pool %s from cluster %s%s", r.Address, r.ID, r.Pool, r.AdoptedFrom, dhcp)
+			}
 		}
 		if req.Operation == admissionv1.Create {
 			held = append(held, e)
@@ -197,6 +200,8 @@ func reservedWarning(r *ipam.Reservation) string {
 	switch {
 	case r.BringYourOwn:
 		return fmt.Sprintf("scw-lb-ipam: using %s (IPAM ID %s, pool %s), validated; it was reserved outside scw-lb-ipam and will never be released by it", r.Address, r.ID, r.Pool)
+	case r.AdoptedFrom != "":
+		return fmt.Sprintf("scw-lb-ipam: adopted %s (IPAM ID %s) of pool %s from cluster %s, which held it for this Service; the Load Balancer gets it once cluster %s's lets go", r.Address, r.ID, r.Pool, r.AdoptedFrom, r.AdoptedFrom)
 	case r.Reused:
 		return fmt.Sprintf("scw-lb-ipam: reused %s (IPAM ID %s) from pool %s, retained for this Service", r.Address, r.ID, r.Pool)
 	}
@@ -220,6 +225,8 @@ func dryRunWarnings(rs []*ipam.Reservation) []string {
 			addr = r.Address.String()
 		}
 		switch {
+		case r.ID != "" && r.AdoptedFrom != "":
+			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would adopt %s (IPAM ID %s) of pool %s from cluster %s; nothing was changed", addr, r.ID, r.Pool, r.AdoptedFrom))
 		case r.ID != "" && r.Reused:
 			out = append(out, fmt.Sprintf("scw-lb-ipam: dry run: would reuse %s (IPAM ID %s) from pool %s; nothing was changed", addr, r.ID, r.Pool))
 		case r.ID != "":

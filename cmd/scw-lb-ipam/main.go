@@ -22,6 +22,9 @@ Usage:
   scw-lb-ipam status [flags]     print each pool's capacity and who holds which address
   scw-lb-ipam preflight [flags]  check an install: credentials, pool file, networks, IPAM and the
                                  webhook; --write also books and releases a canary address per pool
+  scw-lb-ipam handover --from A --to B [--namespace N] [--dry-run] [flags]
+                                 move cluster A's retained reservations to cluster B, whose
+                                 pool file --config is (a cluster migration)
   scw-lb-ipam version            print the version, the commit and the Go toolchain
   scw-lb-ipam help               show this text
 
@@ -62,6 +65,12 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return app.Preflight(ctx, opts, os.Stdout)
+	case "handover":
+		opts, err := app.ParseHandoverFlags(args[1:])
+		if err != nil {
+			return err
+		}
+		return app.Handover(ctx, opts, os.Stdout)
 	case "version", "--version":
 		fmt.Println("scw-lb-ipam", version.String())
 		return nil

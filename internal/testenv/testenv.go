@@ -72,6 +72,10 @@ type Options struct {
 	// CCM adjusts the CCM stand-in's options before it starts, e.g. to make
 	// it a CCM older than v0.36.0 (IgnorePrivateIPIDs).
 	CCM func(*cloudcontroller.Options)
+	// Share runs this cluster on another Env's emulator, as two clusters
+	// share one Scaleway Project: its Private Networks (PrivateNetworks is
+	// ignored), and its owner closes it.
+	Share *Env
 }
 
 // DefaultLBDeleteDelay is Options.LBDeleteDelay's default.
@@ -130,7 +134,9 @@ func Start(o Options) (_ *Env, err error) {
 	if e.tmp, err = os.MkdirTemp("", "scw-lb-ipam-testenv-"); err != nil {
 		return nil, err
 	}
-	if e.Emu, e.PNs, err = startEmulator(o); err != nil {
+	if o.Share != nil {
+		e.Emu, e.PNs = o.Share.Emu, o.Share.PNs
+	} else if e.Emu, e.PNs, err = startEmulator(o); err != nil {
 		return nil, err
 	}
 	// The apiserver calls the webhook through its Service: the egress
@@ -339,7 +345,7 @@ func (e *Env) Stop() {
 	for _, r := range e.Replicas {
 		r.proxy.close()
 	}
-	if e.Emu != nil {
+	if e.Emu != nil && e.o.Share == nil {
 		_ = e.Emu.Close()
 	}
 	if e.tmp != "" {

@@ -65,7 +65,7 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep)
+		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep, true)
 		return
 	}
 	rep.Orphaned++
@@ -76,8 +76,9 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 }
 
 // referenced clears orphaned-since, back-fills the uid, and reports an IP
-// shared by several Services.
-func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report) {
+// shared by several Services. listed: ip is as the cycle's listing showed
+// it, to re-read before writing (see unchanged).
+func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report, listed bool) {
 	if len(refs) > 1 {
 		rep.Shared++
 		for _, r := range refs {
@@ -97,6 +98,9 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
 		return
 	}
+	if listed && !unchanged(ctx, &s.o, ip, rep) {
+		return
+	}
 	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
 		rep.Errors++
 		s.o.Log.Error(err, "updating the ledger of a referenced IP", "ipamID", ip.ID)
@@ -110,6 +114,30 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	}
 }
 
+// unchanged re-reads a listed IP right before the cycle rewrites its
+// tags, which replaces them all: a write from a listing that another
+// writer has overtaken would undo that write. Another cluster that took
+// the IP over (adoptFrom, handover) re-tagged it to itself, and this
+// cluster's tags written back would make it this cluster's again, to
+// release once retained here; an admission's take-back cleared
+// orphaned-since. Either way the next cycle judges the IP from its tags.
+func unchanged(ctx context.Context, o *Options, ip *scaleway.IP, rep *Report) bool {
+	fresh, err := o.Cloud.GetIP(ctx, ip.ID)
+	switch {
+	case scaleway.Classify(err) == scaleway.KindNotFound:
+		return false
+	case err != nil:
+		rep.Errors++
+		o.Log.Error(err, "re-reading an IP before updating its ledger", "ipamID", ip.ID)
+		return false
+	}
+	if !ipam.SameTags(fresh.Tags, ip.Tags) {
+		o.Log.V(1).Info("its tags changed since the listing; left to the next cycle", "ipamID", ip.ID)
+		return false
+	}
+	return true
+}
+
 // unreferenced starts the retention clock, and reports whether the
 // retention has run out and the IP is to be released (see release).
 func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry) (due bool, retention time.Duration) {
@@ -120,6 +148,9 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		// unorphaned read it before now, so its Service exists before the
 		// release is due (retention > margin ≥ twice the admission deadline;
 		// the tag rounds this up, never down).
+		if !unchanged(ctx, &s.o, ip, rep) {
+			return false, 0
+		}
 		e.OrphanedSince = s.o.Clock.Now()
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++

@@ -224,6 +224,7 @@ func TestSchemaAndValidationRejections(t *testing.T) {
 		{"metrics.port on the probes'", []string{"metrics.port=8081"}, "metrics.port 8081 is taken"},
 		{"serviceMonitor.authorization without a key", []string{"serviceMonitor.authorization.credentials.name=x"}, "key"},
 		{"serviceMonitor.tlsConfig not a map", []string{"serviceMonitor.tlsConfig=insecure"}, "tlsConfig"},
+		{"adoptFrom item not a cluster name", []string{"config.pools[0].adoptFrom[0]=Old_One"}, "adoptFrom"},
 	} {
 		out, err := renderRaw(t, base, tt.sets...)
 		if err == nil || !strings.Contains(out, tt.want) {
@@ -533,5 +534,13 @@ func TestConvergenceGraceValue(t *testing.T) {
 		if out, err := renderRaw(t, base, "sweeper.convergenceGrace="+bad); err == nil || !strings.Contains(out, "convergenceGrace") {
 			t.Errorf("sweeper.convergenceGrace=%s rendered (err %v):\n%.300s", bad, err, out)
 		}
+	}
+}
+
+// TestSchemaAcceptsAdoptFrom: a pool's adoptFrom reaches the pool file.
+func TestSchemaAcceptsAdoptFrom(t *testing.T) {
+	out, err := renderRaw(t, []string{"ci/self-managed-values.yaml"}, "config.pools[0].adoptFrom[0]=prod-par-old")
+	if err != nil || !strings.Contains(out, "prod-par-old") {
+		t.Fatalf("adoptFrom refused or dropped (err=%v):\n%s", err, out)
 	}
 }

@@ -26,6 +26,11 @@ const (
 	leaseDuration = 8 * time.Second
 )
 
+// serveArgs are the replicas' flags besides the testenv's.
+var serveArgs = []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
+	"--max-releases-per-cycle", "100", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "5s",
+	"--leader-elect-retry-period", "1s", "--convergence-grace", convergenceGrace.String()}
+
 // s is the control plane, emulator and webhook the scenarios share; they run
 // one after the other.
 var s *suite
@@ -53,10 +58,8 @@ pools:
   - {name: general, privateNetworkID: {{edge}}, retention: %s}
 `, retention, retention),
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
-		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
-			"--max-releases-per-cycle", "100", "--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "5s",
-			"--leader-elect-retry-period", "1s", "--convergence-grace", convergenceGrace.String()},
-		Logs: logs,
+		Args:       serveArgs,
+		Logs:       logs,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)

@@ -90,15 +90,28 @@ func backfilled(t *testing.T, svc *corev1.Service, id string) {
 // Load Balancer of Service ns/name, through the Load Balancer API.
 func attachedTo(t *testing.T, ns, name, id string) {
 	t.Helper()
-	fixtures.Eventually(t, 15*time.Second, poll, fmt.Sprintf("%s attached to the Load Balancer of %s/%s", id, ns, name), func() bool {
-		svc := &corev1.Service{}
-		if err := s.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-			return false
-		}
-		_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
-		ip, ok := s.Emu.IP(id)
-		return ok && lb != "" && ip.Resource != nil && ip.Resource.ID == lb && string(ip.Resource.Type) == "lb_server"
+	attachedIn(t, s.Env, 15*time.Second, ns, name, id)
+}
+
+// attachedIn waits until the CCM stand-in of cluster env has attached id
+// to the Load Balancer of ns/name.
+func attachedIn(t *testing.T, env *testenv.Env, timeout time.Duration, ns, name, id string) {
+	t.Helper()
+	fixtures.Eventually(t, timeout, poll, fmt.Sprintf("%s attached to the Load Balancer of %s/%s", id, ns, name), func() bool {
+		return holdsIn(env, ns, name, id)
 	})
+}
+
+// holdsIn reports whether id is attached to the Load Balancer of ns/name
+// in cluster env.
+func holdsIn(env *testenv.Env, ns, name, id string) bool {
+	svc := &corev1.Service{}
+	if err := env.Kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		return false
+	}
+	_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
+	ip, ok := env.Emu.IP(id)
+	return ok && lb != "" && ip.Resource != nil && ip.Resource.ID == lb && string(ip.Resource.Type) == "lb_server"
 }
 
 // routeTo sends the webhook's connections to rs only until restore, or

@@ -1,0 +1,186 @@
+package ipam
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+)
+
+// adoptEnv is two clusters on one emulator, the same pools but for their
+// clusterName: blue, which holds reservations, and green, whose pool
+// "ranged" adopts from the clusters named.
+func adoptEnv(t *testing.T, greenRefs References, adoptFrom string) (e *env, blue, green *Allocator) {
+	t.Helper()
+	e = newEnv(t, "dc=172.16.32.0/22")
+	file := func(cluster, extra string) string {
+		return "clusterName: " + cluster + "\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n" +
+			`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.220"]` + extra + "}\n"
+	}
+	policy := Retention{PendingGrace: time.Hour, Margin: time.Minute}
+	blue = NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: e.config(t, file("blue", "")), Retention: policy})
+	green = NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: e.config(t, file("green", ", adoptFrom: ["+adoptFrom+"]")), References: greenRefs, Retention: policy})
+	return e, blue, green
+}
+
+// retag rewrites an IP's ledger as a test step (another writer's).
+func retag(t *testing.T, e *env, id string, edit func(*Entry)) {
+	t.Helper()
+	entry, _ := ParseEntry(mustIP(t, e, id).Tags)
+	edit(&entry)
+	if _, err := e.cloud.SetTags(context.Background(), id, entry.Tags()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	api := svc("payments", "api")
+	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Live in blue: used (uid back-filled) and attached to its Load
+	// Balancer.
+	retag(t, e, held.ID, func(en *Entry) { en.UID = "uid-blue" })
+	if err := e.srv.Attach(held.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
+		t.Fatal(err)
+	}
+	// Green's index is fresh (its booking listed the subnet) but holds
+	// green's reservations only.
+	if _, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: svc("payments", "web")}); err != nil {
+		t.Fatal(err)
+	}
+	// Green has no Service of that name yet: admitted like a re-create
+	// whose previous Load Balancer still holds the IP.
+	got, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != held.ID || !got.Reused || got.Booked || got.AdoptedFrom != "blue" {
+		t.Fatalf("adoption = %+v, want %s reused from blue", got, held.ID)
+	}
+	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=green", "scw-lb-ipam/pool=ranged", "scw-lb-ipam/service=payments/api"}
+	if tags := mustIP(t, e, held.ID).Tags; !SameTags(tags, want) {
+		t.Fatalf("tags after adoption = %v, want %v (one write: cluster, pool, no uid, no orphaned-since)", tags, want)
+	}
+	// Green's own now: taken back as any of its reservations, without a
+	// second adoption.
+	again, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+	if err != nil || again.ID != held.ID || again.AdoptedFrom != "" {
+		t.Fatalf("green's retry: %+v %v", again, err)
+	}
+	// Blue, which does not adopt from green, no longer sees it as its own.
+	if err := e.srv.Detach(held.ID); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
+	if err != nil || fresh.ID == held.ID || !fresh.Booked {
+		t.Fatalf("blue took green's reservation back: %+v %v", fresh, err)
+	}
+}
+
+func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	for _, tt := range []struct {
+		name      string
+		adoptFrom string
+		// referenced: a Service of green references it (a
+		// bring-your-own ID), so it is not this Service's to take.
+		referenced bool
+		edit       func(*Entry)
+		adopted    bool
+	}{
+		{name: "retained, release far", adoptFrom: "blue", edit: func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) }, adopted: true},
+		{name: "pending, release far", adoptFrom: "blue", edit: func(en *Entry) { en.OrphanedSince = now.Add(-time.Minute) }, adopted: true},
+		// Within the margin of its release by blue's sweeper: never.
+		{name: "retained, release within the margin", adoptFrom: "blue", edit: func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-24*time.Hour+30*time.Second) }},
+		{name: "cluster not listed", adoptFrom: "red", edit: func(en *Entry) {}},
+		{name: "another Service's", adoptFrom: "blue", edit: func(en *Entry) { en.Service = svc("payments", "web") }},
+		{name: "referenced by another live Service", adoptFrom: "blue", referenced: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := refs{}
+			e, blue, green := adoptEnv(t, r, tt.adoptFrom)
+			api := svc("payments", "api")
+			held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.referenced {
+				r[held.ID] = svc("payments", "other")
+			}
+			if tt.edit != nil {
+				retag(t, e, held.ID, tt.edit)
+			}
+			before := mustIP(t, e, held.ID).Tags
+			got, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if adopted := got.ID == held.ID; adopted != tt.adopted {
+				t.Fatalf("adopted = %v, want %v (%+v)", adopted, tt.adopted, got)
+			}
+			if !tt.adopted && !SameTags(mustIP(t, e, held.ID).Tags, before) {
+				t.Fatalf("blue's reservation was re-tagged: %v", mustIP(t, e, held.ID).Tags)
+			}
+		})
+	}
+}
+
+// TestReserveOwnBeforeAdopted: green's own retained reservation of the
+// Service is taken back before blue's, which is older and live, and would
+// win on every other rank.
+func TestReserveOwnBeforeAdopted(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	api := svc("payments", "api")
+	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Green books its own while blue's names another Service.
+	retag(t, e, held.ID, func(en *Entry) { en.Service = svc("payments", "tmp") })
+	own, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+	if err != nil || own.ID == held.ID {
+		t.Fatalf("green's own booking: %+v %v", own, err)
+	}
+	retag(t, e, own.ID, func(en *Entry) { en.UID, en.OrphanedSince = "u-green", time.Now().Add(-time.Hour) })
+	retag(t, e, held.ID, func(en *Entry) { en.Service, en.UID = api, "u-blue" })
+
+	// A dry run says what it would take, and writes nothing.
+	dry, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api, DryRun: true})
+	if err != nil || dry.ID != own.ID || dry.AdoptedFrom != "" {
+		t.Fatalf("dry run: %+v %v, want green's own %s", dry, err, own.ID)
+	}
+	got, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+	if err != nil || got.ID != own.ID || got.AdoptedFrom != "" {
+		t.Fatalf("took %+v (%v), want green's own %s", got, err, own.ID)
+	}
+	if en, _ := ParseEntry(mustIP(t, e, held.ID).Tags); en.Cluster != "blue" {
+		t.Fatalf("blue's reservation re-tagged: %+v", en)
+	}
+}
+
+// TestReserveAdoptionDryRunWritesNothing: a dry run names the cluster it
+// would adopt from; the tags stay blue's.
+func TestReserveAdoptionDryRunWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	api := svc("payments", "api")
+	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := mustIP(t, e, held.ID).Tags
+	dry, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api, DryRun: true})
+	if err != nil || dry.ID != held.ID || dry.AdoptedFrom != "blue" {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	if after := mustIP(t, e, held.ID).Tags; !SameTags(after, before) {
+		t.Fatalf("dry run wrote %v", after)
+	}
+}

@@ -1,0 +1,211 @@
+package sweeper
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// adoptionMargin is the release protocol's margin in these tests.
+const adoptionMargin = 20 * time.Second
+
+// adopter is an admission of cluster green, on the world's networks with
+// the world's pools, each adopting from the world's cluster: a cluster
+// migration from it. cloud is what the admission calls.
+func (w *world) adopter(cloud scaleway.Cloud) *ipam.Allocator {
+	w.t.Helper()
+	file := fixtures.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
+		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h, adoptFrom: ["+w.cfg.ClusterName+"]}\n"+
+		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h, adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
+	cfg, err := ipam.ParseConfig([]byte(file))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := cfg.Resolve(context.Background(), w.cloud); err != nil {
+		w.t.Fatal(err)
+	}
+	// Green's Services: none yet.
+	return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, Clock: w.clock,
+		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: adoptionMargin}})
+}
+
+// TestAdoptionAndTheOtherClustersReleaseEveryInterleaving drives cluster
+// prod's sweeper releasing a retained IP and cluster green's CREATE of the
+// same Service adopting it through every order of {sweeper GetIP, sweeper
+// ReleaseIP, admission ListIPs, admission SetTags}, inside the retention,
+// inside the margin and after the release is due. An adopted IP is never
+// released, then or by prod's later cycles; inside the retention it is
+// adopted, once due it is released.
+func TestAdoptionAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
+	zones := []struct {
+		name             string
+		before           time.Duration // before the release
+		adopted, release bool
+	}{
+		{"inside the retention", adoptionMargin + time.Minute, true, false},
+		{"inside the margin", adoptionMargin / 2, false, false},
+		{"release due", -time.Minute, false, true},
+	}
+	for _, z := range zones {
+		for _, order := range interleavings("ListIPs") {
+			t.Run(z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
+				w := newWorld(t)
+				api := types.NamespacedName{Namespace: "payments", Name: "api"}
+				x := w.book("general", api.Namespace, api.Name)
+				live := w.live(api.Namespace, api.Name, x.ID)
+				w.sweep(w.sweeper()) // uid back-filled
+				w.remove(live)
+				w.sweep(w.sweeper()) // orphaned-since set
+				p, _ := w.cfg.Pool("general")
+				release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
+				w.clock.SetTime(release.Add(-z.before))
+
+				s := newSchedule(order)
+				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
+				green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
+				gp, _ := green.Config().Pool("general")
+				var wg sync.WaitGroup
+				var rep Report
+				var res *ipam.Reservation
+				var serr, aerr error
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					defer s.finish("sweeper")
+					rep, serr = sw.Sweep(context.Background())
+				}()
+				go func() {
+					defer wg.Done()
+					defer s.finish("admission")
+					res, aerr = green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api})
+				}()
+				wg.Wait()
+				if serr != nil || aerr != nil {
+					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+				}
+				if !w.exists(res.ID) {
+					t.Fatalf("the admission handed out %s (adopted from %q), which is released", res.ID, res.AdoptedFrom)
+				}
+				adopted, released := res.ID == x.ID, slices.Contains(rep.Released, x.ID)
+				if adopted != z.adopted || released != z.release {
+					t.Fatalf("adopted=%v released=%v, want adopted=%v released=%v", adopted, released, z.adopted, z.release)
+				}
+				if !adopted {
+					return
+				}
+				if e := w.entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.cfg.ClusterName {
+					t.Fatalf("adopted %+v, ledger %+v", res, e)
+				}
+				// Prod's cycles, long past the retention it had: never
+				// released, never re-tagged.
+				w.clock.Step(48 * time.Hour)
+				for range 2 {
+					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) {
+						t.Fatal("prod released the IP green adopted")
+					}
+				}
+				if e := w.entry(x.ID); e.Cluster != "green" {
+					t.Fatalf("prod's cycles re-tagged it: %+v", e)
+				}
+			})
+		}
+	}
+}
+
+// TestCycleWritesNoTagsOfAnAdoptedIP: prod's cycle lists X with prod's
+// tags, green adopts X (its one write), then prod's cycle would write X's
+// ledger from its listing: orphaned-since on an IP whose Service prod
+// deleted, or orphaned-since cleared on one a Service of prod references
+// again. Written, prod's tags replace green's, and X is prod's again, to
+// release once retained there. The cycle re-reads first, and leaves it.
+func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// setup leaves X as prod's cycle is to find it.
+		setup func(w *world, x *ipam.Reservation)
+	}{
+		{"deleted in prod: the cycle tags it orphaned", func(w *world, x *ipam.Reservation) {
+			live := w.live("payments", "api", x.ID)
+			w.sweep(w.sweeper())
+			w.remove(live)
+		}},
+		{"referenced in prod again: the cycle clears orphaned-since", func(w *world, x *ipam.Reservation) {
+			live := w.live("payments", "api", x.ID)
+			w.sweep(w.sweeper())
+			w.remove(live)
+			w.sweep(w.sweeper())
+			w.clock.Step(time.Minute)
+			w.live("payments", "api", x.ID)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			api := types.NamespacedName{Namespace: "payments", Name: "api"}
+			x := w.book("general", api.Namespace, api.Name)
+			tt.setup(w, x)
+			s := newSchedule([]string{"sweeper:ListIPs", "admission:ListIPs", "admission:SetTags", "sweeper:GetIP", "sweeper:SetTags"})
+			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
+			green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
+			gp, _ := green.Config().Pool("general")
+			var wg sync.WaitGroup
+			var res *ipam.Reservation
+			var serr, aerr error
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				defer s.finish("sweeper")
+				_, serr = sw.Sweep(context.Background())
+			}()
+			go func() {
+				defer wg.Done()
+				defer s.finish("admission")
+				res, aerr = green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api})
+			}()
+			wg.Wait()
+			if serr != nil || aerr != nil {
+				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+			}
+			if res.ID != x.ID {
+				t.Fatalf("green did not adopt %s: %+v", x.ID, res)
+			}
+			if slices.Contains(s.made, "sweeper:SetTags") {
+				t.Errorf("prod's cycle wrote tags after green's adoption (steps %v)", s.made)
+			}
+			if e := w.entry(x.ID); e.Cluster != "green" || !e.OrphanedSince.IsZero() {
+				t.Fatalf("ledger after prod's cycle: %+v, want green's, not orphaned", e)
+			}
+		})
+	}
+}
+
+// TestBackfillWritesNoTagsOfAnAdoptedIP: prod's Service is created, green
+// adopts its IP before prod's back-fill round runs: the round reads green's
+// tags and writes nothing (it would write prod's uid into green's ledger).
+func TestBackfillWritesNoTagsOfAnAdoptedIP(t *testing.T) {
+	w := newWorld(t)
+	s := w.sweeper()
+	s.backfills.lead(true)
+	api := types.NamespacedName{Namespace: "payments", Name: "api"}
+	x := w.book("general", api.Namespace, api.Name)
+	created(s, w.live(api.Namespace, api.Name, x.ID))
+	green := w.adopter(w.cloud)
+	gp, _ := green.Config().Pool("general")
+	if res, err := green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api}); err != nil || res.ID != x.ID {
+		t.Fatalf("green's adoption: %+v %v", res, err)
+	}
+	before, _ := w.srv.IP(x.ID)
+	rep := w.backfill(s)
+	after, _ := w.srv.IP(x.ID)
+	if rep.Backfilled != 0 || !ipam.SameTags(before.Tags, after.Tags) {
+		t.Fatalf("the back-fill wrote %v over green's %v (report %+v)", after.Tags, before.Tags, rep)
+	}
+}
