@@ -140,7 +140,11 @@ func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservat
 	if err == nil && slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == res.ID }) < n {
 		return nil
 	}
-	if rerr := y.a.Release(ctx, res); rerr != nil {
+	// On a context of its own: an admission whose deadline ran out while
+	// it counted must still give back what it booked.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	if rerr := y.a.Release(gctx, res); rerr != nil {
 		y.a.log.Error(rerr, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
 	}
 	if err != nil {
@@ -149,6 +153,9 @@ func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservat
 	return &Error{Reason: ReasonYielding, RetryAfter: time.Second,
 		Message: fmt.Sprintf("namespace %s reached its %d addresses of pool %q while this admission booked (another one booked at the same moment); nothing was reserved, retry", req.Service.Namespace, n, req.Pool.Name)}
 }
+
+// giveBackTimeout bounds the release of a booking over a share.
+const giveBackTimeout = 5 * time.Second
 
 // holdings lists this cluster's reservations of the request's namespace
 // in its pool, oldest booking first.
