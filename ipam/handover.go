@@ -113,7 +113,9 @@ func handOver(ctx context.Context, cloud scaleway.Cloud, cluster string, ip *sca
 		return nil
 	}
 	e, _ := ParseEntry(fresh.Tags)
-	e.Cluster, e.Pool, e.OrphanedSince = cluster, h.Pool, now
+	// A fresh retention window: a release the other cluster's full pool
+	// brought forward goes with the move.
+	e.Cluster, e.Pool, e.OrphanedSince, e.ReleaseAt = cluster, h.Pool, now, time.Time{}
 	if _, err := cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 		return fmt.Errorf("re-tagging IPAM IP %s (%s) to cluster %s: %w", ip.ID, ip.Address, cluster, err)
 	}

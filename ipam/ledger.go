@@ -149,6 +149,9 @@ const (
 	// retained reservations of deleted Services; the oldest is being
 	// released early: retry after Error.RetryAfter.
 	ReasonYielding Reason = "PoolYielding"
+	// ReasonWouldYield: a dry run of a CREATE that would get ReasonYielding;
+	// not retryable, as nothing was brought forward.
+	ReasonWouldYield Reason = "PoolWouldYield"
 	// ReasonShareExhausted: the namespace's live Services hold its whole
 	// share of the pool.
 	ReasonShareExhausted Reason = "NamespaceShareExhausted"

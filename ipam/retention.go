@@ -64,7 +64,9 @@ func (r Retention) Reusable(p *Pool, e Entry, now time.Time) bool {
 // its retention, or at its release-at when a full pool brought it forward.
 func (r Retention) release(p *Pool, e Entry) time.Time {
 	at := e.OrphanedSince.Add(r.Of(p, e))
-	if !e.ReleaseAt.IsZero() && e.ReleaseAt.Before(at) {
+	// Yield sets release-at at least two margins after orphaned-since;
+	// one earlier is left from another retention, and ignored.
+	if !e.ReleaseAt.IsZero() && e.ReleaseAt.Before(at) && !e.ReleaseAt.Before(e.OrphanedSince.Add(r.Margin)) {
 		return e.ReleaseAt
 	}
 	return at

@@ -203,10 +203,13 @@ func (y *yielder) makeRoom(ctx context.Context, req Request, what, among string,
 		return cmp.Or(x.RetainedSince.Compare(y.RetainedSince), x.addr.Compare(y.addr))
 	})
 	if req.DryRun {
+		// Not retryable: nothing was brought forward, so a client's retries
+		// (client-go retries a 429 with Retry-After, dry run or not) would
+		// wait for a release that never comes.
 		if len(retained) > 0 {
-			return yielding(wait, "%s; the oldest (%s, of the deleted %s) would be released early for this Service", head, retained[0].addr, retained[0].Service)
+			return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, retained[0].addr, retained[0].Service, seconds(wait))
 		}
-		return yielding(wait, "%s and already being released; retry in ~%s", head, seconds(wait))
+		return refuse(ReasonWouldYield, "%s and being released; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, seconds(wait))
 	}
 	for _, h := range retained {
 		ok, err := y.bringForward(ctx, req.Pool, h, now)
@@ -295,16 +298,22 @@ func (y *yielder) bringForward(ctx context.Context, pool *Pool, h held, now time
 }
 
 // waiting reports until when a retry of svc waits for a release brought
-// forward for it, forgetting those past.
+// forward for it (a second from now at least, once that is past),
+// forgetting those long past.
 func (y *yielder) waiting(svc types.NamespacedName, now time.Time) (time.Time, bool) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
+	// Kept a while past the expected release: a slow cycle (or one at its
+	// cap of releases) must not make the next retry bring another forward.
 	for k, until := range y.asked {
-		if !now.Before(until) {
+		if !now.Before(until.Add(y.a.policy.RetryAfter())) {
 			delete(y.asked, k)
 		}
 	}
 	until, ok := y.asked[svc]
+	if soon := now.Add(time.Second); until.Before(soon) {
+		until = soon
+	}
 	return until, ok
 }
 

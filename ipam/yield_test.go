@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
@@ -67,5 +68,22 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 		if ok != 1 || len(held) != 3 {
 			t.Fatalf("run %d: %d admissions succeeded and namespace ci holds %d addresses; want 1 and its share of 3 (%v)", run, ok, len(held), errs)
 		}
+	}
+}
+
+// TestStaleReleaseAtIgnored: a release-at from an earlier retention (kept
+// by a replica that did not know the tag when it took the IP back) does
+// not cut the next retention short; one a full pool set does.
+func TestStaleReleaseAtIgnored(t *testing.T) {
+	r := Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second}
+	p := &Pool{Name: "p", Retention: Duration{Duration: 24 * time.Hour}}
+	orphaned := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	stale := Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(-time.Hour)}
+	if now := orphaned.Add(time.Minute); r.Expired(p, stale, now) || !r.Reusable(p, stale, now) {
+		t.Fatalf("a stale release-at cut the retention short: expired=%v reusable=%v", r.Expired(p, stale, now), r.Reusable(p, stale, now))
+	}
+	yielded := r.Yield(stale, orphaned.Add(time.Hour))
+	if at := orphaned.Add(time.Hour + 20*time.Second); !r.Expired(p, yielded, at) || r.Reusable(p, yielded, at.Add(-10*time.Second)) {
+		t.Fatal("a release brought forward by a full pool is not honoured")
 	}
 }

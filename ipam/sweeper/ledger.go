@@ -151,7 +151,9 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		if !unchanged(ctx, &s.o, ip, rep) {
 			return false, 0
 		}
-		e.OrphanedSince = s.o.Clock.Now()
+		// A release-at left from an earlier retention (written by a
+		// replica that did not know the tag) must not cut this one short.
+		e.OrphanedSince, e.ReleaseAt = s.o.Clock.Now(), time.Time{}
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
