@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 )
 
@@ -38,10 +40,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	ctx := context.Background()
 	e, blue, green := adoptEnv(t, nil, "blue")
 	api := svc("payments", "api")
-	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := reserve(t, blue, "ranged", api)
 	// Live in blue: used (uid back-filled) and attached to its Load
 	// Balancer.
 	retag(t, e, held.ID, func(en *Entry) { en.UID = "uid-blue" })
@@ -106,10 +105,7 @@ func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
 			r := refs{}
 			e, blue, green := adoptEnv(t, r, tt.adoptFrom)
 			api := svc("payments", "api")
-			held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
-			if err != nil {
-				t.Fatal(err)
-			}
+			held := reserve(t, blue, "ranged", api)
 			if tt.referenced {
 				r[held.ID] = svc("payments", "other")
 			}
@@ -138,10 +134,7 @@ func TestReserveOwnBeforeAdopted(t *testing.T) {
 	ctx := context.Background()
 	e, blue, green := adoptEnv(t, nil, "blue")
 	api := svc("payments", "api")
-	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := reserve(t, blue, "ranged", api)
 	// Green books its own while blue's names another Service.
 	retag(t, e, held.ID, func(en *Entry) { en.Service = svc("payments", "tmp") })
 	own, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
@@ -171,10 +164,7 @@ func TestReserveAdoptionDryRunWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	e, blue, green := adoptEnv(t, nil, "blue")
 	api := svc("payments", "api")
-	held, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: api})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := reserve(t, blue, "ranged", api)
 	before := mustIP(t, e, held.ID).Tags
 	dry, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api, DryRun: true})
 	if err != nil || dry.ID != held.ID || dry.AdoptedFrom != "blue" {
@@ -183,4 +173,18 @@ func TestReserveAdoptionDryRunWritesNothing(t *testing.T) {
 	if after := mustIP(t, e, held.ID).Tags; !SameTags(after, before) {
 		t.Fatalf("dry run wrote %v", after)
 	}
+}
+
+// reserve books svc's address in pool of a.
+func reserve(t *testing.T, a *Allocator, pool string, svc types.NamespacedName) *Reservation {
+	t.Helper()
+	p, ok := a.Config().Pool(pool)
+	if !ok {
+		t.Fatalf("no pool %q", pool)
+	}
+	r, err := a.Reserve(context.Background(), Request{Pool: p, Service: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -67,11 +66,8 @@ func Handover(ctx context.Context, o HandoverOptions, out io.Writer) error {
 	if o.To != cfg.ClusterName {
 		return fmt.Errorf("--to %q is not the clusterName of %s (%q): run handover with the receiving cluster's pool file, whose pools say where the reservations go", o.To, o.ConfigFile, cfg.ClusterName)
 	}
-	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, ClientOptions: o.ScalewayOptions})
+	cloud, err := resolvedCloud(ctx, cfg, o.ScalewayOptions)
 	if err != nil {
-		return fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
-	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
 		return err
 	}
 	now := time.Now

@@ -58,11 +58,8 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, ClientOptions: o.ScalewayOptions})
+	cloud, err := resolvedCloud(ctx, cfg, o.ScalewayOptions)
 	if err != nil {
-		return fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
-	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
 		return err
 	}
 	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg})
@@ -107,6 +104,19 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		fmt.Fprintln(out, "\n(bring-your-own IPs show their IPAM holder only: pass --kubeconfig to name the Services using them)")
 	}
 	return nil
+}
+
+// resolvedCloud is the Scaleway client of a one-off command, with the pool
+// file's pools resolved against the live Private Networks.
+func resolvedCloud(ctx context.Context, cfg *ipam.Config, opts []scw.ClientOption) (scaleway.Cloud, error) {
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, ClientOptions: opts})
+	if err != nil {
+		return nil, fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
+	}
+	if err := cfg.Resolve(ctx, cloud); err != nil {
+		return nil, err
+	}
+	return cloud, nil
 }
 
 // liveUsers maps each IPAM ID live LoadBalancer Services reference to the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,22 +72,7 @@ func TestAdoptionAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
 				green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
 				gp, _ := green.Config().Pool("general")
-				var wg sync.WaitGroup
-				var rep Report
-				var res *ipam.Reservation
-				var serr, aerr error
-				wg.Add(2)
-				go func() {
-					defer wg.Done()
-					defer s.finish("sweeper")
-					rep, serr = sw.Sweep(context.Background())
-				}()
-				go func() {
-					defer wg.Done()
-					defer s.finish("admission")
-					res, aerr = green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api})
-				}()
-				wg.Wait()
+				rep, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
 				if serr != nil || aerr != nil {
 					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
 				}
@@ -156,21 +140,7 @@ func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
 			green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
 			gp, _ := green.Config().Pool("general")
-			var wg sync.WaitGroup
-			var res *ipam.Reservation
-			var serr, aerr error
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				defer s.finish("sweeper")
-				_, serr = sw.Sweep(context.Background())
-			}()
-			go func() {
-				defer wg.Done()
-				defer s.finish("admission")
-				res, aerr = green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api})
-			}()
-			wg.Wait()
+			_, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
 			if serr != nil || aerr != nil {
 				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
 			}

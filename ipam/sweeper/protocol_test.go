@@ -106,6 +106,16 @@ func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
 	return c.Cloud.ReleaseIP(ctx, id)
 }
 
+// race runs a sweep and a reservation at once, each party's calls gated by
+// s, and returns what each ended with.
+func race(s *schedule, sw *Sweeper, alloc *ipam.Allocator, req ipam.Request) (rep Report, res *ipam.Reservation, serr, aerr error) {
+	run(s, map[string]func(){
+		"sweeper":   func() { rep, serr = sw.Sweep(context.Background()) },
+		"admission": func() { res, aerr = alloc.Reserve(context.Background(), req) },
+	})
+	return rep, res, serr, aerr
+}
+
 // interleavings are every order of the sweeper's re-read and release and
 // the admission's sticky read (read: its listing of the Service, or its
 // re-read of the index's candidate) and take-back, each party's own order
@@ -189,22 +199,7 @@ func releaseProtocol(t *testing.T, read string) {
 					}
 				}
 
-				var wg sync.WaitGroup
-				var rep Report
-				var res *ipam.Reservation
-				var serr, aerr error
-				wg.Add(2)
-				go func() {
-					defer wg.Done()
-					defer s.finish("sweeper")
-					rep, serr = sw.Sweep(context.Background())
-				}()
-				go func() {
-					defer wg.Done()
-					defer s.finish("admission")
-					res, aerr = alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc})
-				}()
-				wg.Wait()
+				rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: svc})
 				if serr != nil || aerr != nil {
 					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
 				}
