@@ -271,6 +271,12 @@ func (h Holder) String() string {
 	return "another reservation"
 }
 
+// entry is the part of the ledger the holder keeps: what the release
+// protocol (Retention) decides from.
+func (h Holder) entry() Entry {
+	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
+}
+
 func holderOf(ip *scaleway.IP) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if e, ok := ParseEntry(ip.Tags); ok {

@@ -179,7 +179,7 @@ func (v *Inventory) Report() []PoolReport {
 					ar.Holder += ", attached to " + h.Resource.String()
 				}
 				if !h.RetainedSince.IsZero() {
-					ar.RetainedUntil = v.policy.release(p, Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID})
+					ar.RetainedUntil = v.policy.release(p, h.entry())
 				}
 				use := uses[h.Service.Namespace]
 				if use == nil {

@@ -100,7 +100,7 @@ func (y *yielder) unsure(ctx context.Context, p *Pool, all []held) bool {
 			}
 			continue
 		}
-		if a.policy.Expired(p, Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}, now) {
+		if a.policy.Expired(p, h.entry(), now) {
 			return true
 		}
 	}
@@ -241,7 +241,7 @@ func (y *yielder) sort(ctx context.Context, pool *Pool, all []held, now time.Tim
 		if err != nil {
 			return nil, nil, nil, nil, cacheError(err)
 		}
-		e := Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
+		e := h.entry()
 		switch {
 		case len(refs) > 0:
 			live = append(live, h)

@@ -275,6 +275,14 @@ func TestFullPoolsYield(t *testing.T) {
 		if w.entry(a).ReleaseAt.IsZero() || !w.entry(b).ReleaseAt.IsZero() || !w.entry(other).ReleaseAt.IsZero() {
 			t.Fatalf("brought forward: ci/a %v, ci/b %v, payments/oldest %v; want ci/a's only", w.entry(a).ReleaseAt, w.entry(b).ReleaseAt, w.entry(other).ReleaseAt)
 		}
+		// A retry that comes after the release was expected, before a
+		// (slow) cycle made it, waits for it rather than bring ci/b's
+		// forward too.
+		w.clock.Step(81 * time.Second)
+		_, resp = w.try(m, "ci", "c", dc, false)
+		if resp.Allowed || !strings.Contains(resp.Result.Message, "being released") || !w.entry(b).ReleaseAt.IsZero() {
+			t.Fatalf("a late retry: %+v, ci/b release-at %v; want it to wait for ci/a's release", resp.Result, w.entry(b).ReleaseAt)
+		}
 		// Other namespaces are not held to ci's share.
 		w.admit(m, "payments", "more", dc)
 	})
