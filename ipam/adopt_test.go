@@ -61,7 +61,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	if got.ID != held.ID || !got.Reused || got.Booked || got.AdoptedFrom != "blue" {
 		t.Fatalf("adoption = %+v, want %s reused from blue", got, held.ID)
 	}
-	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=green", "scw-lb-ipam/pool=ranged", "scw-lb-ipam/service=payments/api"}
+	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=green", "scw-lb-ipam/pool=ranged", "scw-lb-ipam/service=payments/api", "scw-lb-ipam/namespace=payments"}
 	if tags := mustIP(t, e, held.ID).Tags; !SameTags(tags, want) {
 		t.Fatalf("tags after adoption = %v, want %v (one write: cluster, pool, no uid, no orphaned-since)", tags, want)
 	}
@@ -93,10 +93,28 @@ func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
 		edit       func(*Entry)
 		adopted    bool
 	}{
-		{name: "retained, release far", adoptFrom: "blue", edit: func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) }, adopted: true},
-		{name: "pending, release far", adoptFrom: "blue", edit: func(en *Entry) { en.OrphanedSince = now.Add(-time.Minute) }, adopted: true},
+		{name: "retained, release far", adoptFrom: "blue", edit: func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour), now.Add(23*time.Hour)
+		}, adopted: true},
+		{name: "pending, release far", adoptFrom: "blue", edit: func(en *Entry) {
+			en.OrphanedSince, en.ReleaseAt = now.Add(-time.Minute), now.Add(9*time.Minute)
+		}, adopted: true},
 		// Within the margin of its release by blue's sweeper: never.
-		{name: "retained, release within the margin", adoptFrom: "blue", edit: func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-24*time.Hour+30*time.Second) }},
+		{name: "retained, release within the margin", adoptFrom: "blue", edit: func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-24*time.Hour+30*time.Second), now.Add(30*time.Second)
+		}},
+		// Blue's retention is an hour, green's a day: blue's ledger says
+		// when, not green's pool file.
+		{name: "retained, blue's shorter retention within the margin", adoptFrom: "blue", edit: func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour+30*time.Second), now.Add(30*time.Second)
+		}},
+		// Retained by an older version of blue: no release time to judge.
+		{name: "retained without release-at", adoptFrom: "blue", edit: func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) }},
+		{name: "live without release-at", adoptFrom: "blue", edit: func(en *Entry) { en.UID = "u" }, adopted: true},
+		// A stale release time (before orphaned-since): nobody acts on it.
+		{name: "retained with a stale release-at", adoptFrom: "blue", edit: func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour), now.Add(-2*time.Hour)
+		}},
 		{name: "cluster not listed", adoptFrom: "red", edit: func(en *Entry) {}},
 		{name: "another Service's", adoptFrom: "blue", edit: func(en *Entry) { en.Service = svc("payments", "web") }},
 		{name: "referenced by another live Service", adoptFrom: "blue", referenced: true},
@@ -122,6 +140,54 @@ func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
 			}
 			if !tt.adopted && !SameTags(mustIP(t, e, held.ID).Tags, before) {
 				t.Fatalf("blue's reservation was re-tagged: %v", mustIP(t, e, held.ID).Tags)
+			}
+		})
+	}
+}
+
+// TestValidateIDAdoptsARestoredManifest: a manifest restored into green
+// (Velero, kubectl get -o yaml | kubectl apply) carries blue's IPAM ID in
+// private-ip-ids; the same Service's reservation in a pool that adopts
+// from blue goes through adoption, as the CREATE without the annotation
+// does, and one too close to blue's release gets a fresh address.
+func TestValidateIDAdoptsARestoredManifest(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	for _, tt := range []struct {
+		name    string
+		edit    func(*Entry)
+		adopted bool
+		reason  Reason // of the refusal when not adopted
+	}{
+		{"live in blue", func(en *Entry) { en.UID = "uid-blue" }, true, ""},
+		{"retained in blue, release far", func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour), now.Add(time.Hour)
+		}, true, ""},
+		{"retained in blue, release within the margin", func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour), now.Add(30*time.Second)
+		}, false, ReasonReleasing},
+		{"another Service's", func(en *Entry) { en.Service = svc("payments", "web") }, false, ReasonIDNotUsable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, blue, green := adoptEnv(t, nil, "blue")
+			api := svc("payments", "api")
+			held := reserve(t, blue, "ranged", api)
+			retag(t, e, held.ID, tt.edit)
+			got, err := green.ValidateID(ctx, IDRequest{ID: held.ID, Service: api})
+			if !tt.adopted {
+				if ReasonOf(err) != tt.reason {
+					t.Fatalf("ValidateID = %+v, %v; want refused %s", got, err, tt.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != held.ID || !got.Reused || got.AdoptedFrom != "blue" || got.BringYourOwn {
+				t.Fatalf("ValidateID = %+v, want %s adopted from blue", got, held.ID)
+			}
+			if en, _ := ParseEntry(mustIP(t, e, held.ID).Tags); en.Cluster != "green" || !en.OrphanedSince.IsZero() || en.UID != "" {
+				t.Fatalf("ledger after adoption: %+v", en)
 			}
 		})
 	}

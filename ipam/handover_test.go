@@ -25,25 +25,34 @@ func TestHandover(t *testing.T) {
 		retag(t, e, r.ID, edit)
 		return r.ID
 	}
-	retained := func(en *Entry) { en.UID, en.OrphanedSince = "uid-"+en.Service.Name, now.Add(-time.Hour) }
+	// Blue's ledger says when it releases each: a day after orphaned-since
+	// (blue's retention), whatever green's pool file says.
+	retained := func(en *Entry) {
+		en.UID, en.OrphanedSince, en.ReleaseAt = "uid-"+en.Service.Name, now.Add(-time.Hour), now.Add(23*time.Hour)
+	}
 	api := book(blue, "payments", "api", retained)
 	web := book(blue, "shop", "web", retained)
 	book(blue, "payments", "live", func(en *Entry) { en.UID = "uid-live" })
-	closing := book(blue, "payments", "closing", func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-24*time.Hour+30*time.Second) })
+	closing := book(blue, "payments", "closing", func(en *Entry) {
+		en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-24*time.Hour+30*time.Second), now.Add(30*time.Second)
+	})
+	// Retained by an older version of blue (no release-at): green cannot
+	// tell when blue releases it.
+	old := book(blue, "payments", "old", func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) })
 	// Another cluster's, in the same pool: never read into a write.
 	red := book(blue, "payments", "red", func(en *Entry) { en.Cluster, en.UID, en.OrphanedSince = "red", "u", now.Add(-time.Hour) })
 	redTags := mustIP(t, e, red).Tags
 	cfg, policy := green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}
 
 	tagsBefore := map[string][]string{}
-	for _, id := range []string{api, web, closing} {
+	for _, id := range []string{api, web, closing, old} {
 		tagsBefore[id] = mustIP(t, e, id).Tags
 	}
-	dry, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", DryRun: true, Now: now})
+	dry, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", DryRun: true, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := handedList(dry); got != fmt.Sprintf("%s payments/api ranged; %s shop/web ranged; %s payments/closing ranged skipped", api, web, closing) {
+	if got := handedList(dry); got != fmt.Sprintf("%s payments/api ranged; %s shop/web ranged; %s payments/closing ranged skipped; %s payments/old ranged skipped", api, web, closing, old) {
 		t.Fatalf("dry run: %s", got)
 	}
 	for id, before := range tagsBefore {
@@ -52,23 +61,25 @@ func TestHandover(t *testing.T) {
 		}
 	}
 
-	moved, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", Namespace: "payments", Now: now})
+	moved, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", Namespace: "payments", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := handedList(moved); got != fmt.Sprintf("%s payments/api ranged; %s payments/closing ranged skipped", api, closing) {
+	if got := handedList(moved); got != fmt.Sprintf("%s payments/api ranged; %s payments/closing ranged skipped; %s payments/old ranged skipped", api, closing, old) {
 		t.Fatalf("handover of payments: %s", got)
 	}
-	want := Entry{Cluster: "green", Pool: "ranged", Service: svc("payments", "api"), UID: "uid-api", OrphanedSince: now}
+	// Green's retention from the move, written in green's ledger.
+	want := Entry{Cluster: "green", Pool: "ranged", Service: svc("payments", "api"), UID: "uid-api", OrphanedSince: now,
+		ReleaseAt: now.Add(pool(t, green, "ranged").Retention.Duration)}
 	if got := mustIP(t, e, api).Tags; !SameTags(got, want.Tags()) {
 		t.Fatalf("moved tags = %v, want %v", got, want.Tags())
 	}
-	for id, before := range map[string][]string{web: tagsBefore[web], closing: tagsBefore[closing], red: redTags} {
+	for id, before := range map[string][]string{web: tagsBefore[web], closing: tagsBefore[closing], old: tagsBefore[old], red: redTags} {
 		if !SameTags(mustIP(t, e, id).Tags, before) {
 			t.Fatalf("%s was re-tagged: %v", id, mustIP(t, e, id).Tags)
 		}
 	}
-	if _, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "green", Now: now}); err == nil {
+	if _, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "green"}); err == nil {
 		t.Fatal("a handover from the pool file's own cluster was accepted")
 	}
 }
@@ -82,10 +93,10 @@ func TestHandoverRereadsBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retag(t, e, r.ID, func(en *Entry) { en.UID, en.OrphanedSince = "u", time.Now().Add(-time.Hour) })
+	retag(t, e, r.ID, func(en *Entry) { en.UID, en.OrphanedSince, en.ReleaseAt = "u", time.Now().Add(-time.Hour), time.Now().Add(time.Hour) })
 	// Blue takes it back between the listing and the re-read.
 	cloud := rereadHook{Cloud: e.cloud, before: func() { retag(t, e, r.ID, func(en *Entry) { en.OrphanedSince = time.Time{} }) }}
-	got, err := Handover(ctx, cloud, green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}, HandoverRequest{From: "blue", Now: time.Now()})
+	got, err := Handover(ctx, cloud, green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}, HandoverRequest{From: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +105,58 @@ func TestHandoverRereadsBeforeWriting(t *testing.T) {
 	}
 	if en, _ := ParseEntry(mustIP(t, e, r.ID).Tags); en.Cluster != "blue" || !en.OrphanedSince.IsZero() {
 		t.Fatalf("ledger after the handover: %+v, want blue's take-back", en)
+	}
+}
+
+// TestHandoverReadsTheClockBeforeEachWrite: a run lasts as long as its
+// calls; a reservation whose release came within the margin while the run
+// went through the others is left, as blue's sweeper may be releasing it.
+// Each move's retention starts at its own write.
+func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	start := time.Now().Truncate(time.Second)
+	var ids []string
+	for i, name := range []string{"a", "b", "c"} {
+		r, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: svc("payments", name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Released by blue 3, 4 and 5 minutes after the run starts.
+		retag(t, e, r.ID, func(en *Entry) {
+			en.UID, en.OrphanedSince, en.ReleaseAt = "u", start.Add(-time.Hour), start.Add(time.Duration(3+i)*time.Minute)
+		})
+		ids = append(ids, r.ID)
+	}
+	// Each read of the clock is a minute later: the run's writes come
+	// at 2, 4 and 6 minutes (the listing's judgement reads it too).
+	now := start
+	clock := func() time.Time { now = now.Add(time.Minute); return now }
+	policy := Retention{PendingGrace: time.Hour, Margin: 30 * time.Second}
+	got, err := Handover(ctx, e.cloud, green.Config(), policy, HandoverRequest{From: "blue", Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("handed %+v", got)
+	}
+	for i, h := range got {
+		en, _ := ParseEntry(mustIP(t, e, ids[i]).Tags)
+		moved := h.Skipped == ""
+		if moved != (en.Cluster == "green") {
+			t.Fatalf("%s reported %+v, ledger %+v", ids[i], h, en)
+		}
+		if moved && en.ReleaseAt.Before(en.OrphanedSince.Add(pool(t, green, "ranged").Retention.Duration)) {
+			t.Fatalf("%s moved with %+v: not green's retention from its write", ids[i], en)
+		}
+		if !moved && h.Skipped != "its release by cluster blue is due within the safety margin" {
+			t.Fatalf("%s skipped: %q", ids[i], h.Skipped)
+		}
+	}
+	// a's release (3 min) was more than the margin away at its write (2
+	// min); b's (4 min) not at its write (4 min), c's (5 min) not at 6.
+	if got[0].Skipped != "" || got[1].Skipped == "" || got[2].Skipped == "" {
+		t.Fatalf("handed %+v, want a moved, b and c left", got)
 	}
 }
 

@@ -23,6 +23,8 @@ type indexed struct {
 	service  types.NamespacedName
 	used     bool // uid back-filled: a live Service had it
 	orphaned time.Time
+	// releaseAt is the ledger's release-at (see Entry.ReleaseAt).
+	releaseAt time.Time
 	// learned is when this replica learned it: the start of the listing
 	// that showed it, or its own write.
 	learned time.Time
@@ -36,7 +38,7 @@ func indexEntry(ip *scaleway.IP, cluster string, learned time.Time) (*indexed, b
 		return nil, false
 	}
 	return &indexed{id: ip.ID, address: ip.Address, pool: e.Pool, service: e.Service, used: e.UID != "",
-		orphaned: e.OrphanedSince, learned: learned}, true
+		orphaned: e.OrphanedSince, releaseAt: e.ReleaseAt, learned: learned}, true
 }
 
 // index is the reservation index of one subnet: this cluster's
@@ -162,7 +164,7 @@ func (v *Inventory) candidates(req Request) (ids []string, known map[string]bool
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
 func mayBeReusable(policy Retention, cfg *Config, subnetID string, r *indexed, now time.Time) bool {
-	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned}
+	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned, ReleaseAt: r.releaseAt}
 	if r.used {
 		e.UID = "used"
 	}

@@ -22,10 +22,14 @@ const (
 	TagService       = "scw-lb-ipam/service="
 	TagUID           = "scw-lb-ipam/uid="
 	TagOrphanedSince = "scw-lb-ipam/orphaned-since="
-	// TagReleaseAt brings a retained reservation's release forward: an
-	// admission that found its pool (or its namespace's share) full set it
-	// (see Retention).
+	// TagReleaseAt is when a retained reservation is released: written
+	// with orphaned-since by whoever starts the retention, and read by
+	// every reader, whatever its own pool file says (see Retention).
 	TagReleaseAt = "scw-lb-ipam/release-at="
+	// TagNamespace makes one namespace's reservations one listing (shares);
+	// it repeats the service tag's namespace, which a tag filter cannot
+	// match by prefix.
+	TagNamespace = "scw-lb-ipam/namespace="
 )
 
 // Entry is the ledger read from (or written to) the tags of one IP.
@@ -38,10 +42,14 @@ type Entry struct {
 	UID string
 	// OrphanedSince is the zero time while a live Service references the IP.
 	OrphanedSince time.Time
-	// ReleaseAt, when set, is an earlier release than OrphanedSince plus
-	// the retention: the reservation yields to a full pool. It means
-	// nothing without OrphanedSince, and goes with it.
+	// ReleaseAt is when the retained reservation is released: the ledger
+	// says when. It means nothing without OrphanedSince, and goes with it.
+	// Zero on a reservation retained by an older version (see
+	// Retention.When); one before OrphanedSince is stale.
 	ReleaseAt time.Time
+	// Namespace is the namespace tag as read: empty on a reservation
+	// booked before the tag existed. Tags always writes Service's.
+	Namespace string
 	// Other holds tags that are not ours, kept untouched on every rewrite.
 	Other []string
 }
@@ -71,6 +79,8 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 			if ts, err := time.Parse(time.RFC3339, t[len(TagReleaseAt):]); err == nil {
 				e.ReleaseAt = ts
 			}
+		case strings.HasPrefix(t, TagNamespace):
+			e.Namespace = t[len(TagNamespace):]
 		default:
 			e.Other = append(e.Other, t)
 		}
@@ -80,7 +90,7 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 
 // Tags renders the entry, ours first in a fixed order, then the foreign tags.
 func (e Entry) Tags() []string {
-	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String()}
+	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String(), NamespaceTag(e.Service.Namespace)}
 	if e.UID != "" {
 		tags = append(tags, TagUID+e.UID)
 	}
@@ -109,6 +119,17 @@ func (e Entry) Owns(cluster string) bool { return e.Cluster == cluster }
 
 // ServiceTag is the tag that finds a Service's reservations with ListIPs.
 func ServiceTag(svc types.NamespacedName) string { return TagService + svc.String() }
+
+// NamespaceTag is the tag that finds a namespace's reservations with
+// ListIPs.
+func NamespaceTag(ns string) string { return TagNamespace + ns }
+
+// Complete reports whether the entry holds every tag this version writes:
+// the namespace tag, and with orphaned-since a release-at at or after it.
+// The sweeper rewrites the others (see Retention.Settle).
+func (e Entry) Complete() bool {
+	return e.Namespace == e.Service.Namespace && (e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince))
+}
 
 // SameTags reports whether two tag lists hold the same tags in any order:
 // the sweeper releases an IP only if its tags did not change since it decided.
@@ -253,7 +274,7 @@ type Holder struct {
 	// RetainedSince is when the sweeper found the reservation unreferenced;
 	// zero while a Service uses it.
 	RetainedSince time.Time
-	// ReleaseAt is set when the reservation yields early to a full pool.
+	// ReleaseAt is the ledger's release time (see Entry.ReleaseAt).
 	ReleaseAt time.Time
 	// UID is the back-filled uid of the Service, empty while pending.
 	UID string

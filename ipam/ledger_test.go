@@ -9,9 +9,10 @@ import (
 
 func TestEntryRoundTrip(t *testing.T) {
 	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	e := Entry{Cluster: "prod-par", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: "api"}, UID: "u-1", OrphanedSince: since, Other: []string{"team=payments"}}
+	e := Entry{Cluster: "prod-par", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: "api"}, UID: "u-1", OrphanedSince: since, ReleaseAt: since.Add(time.Hour), Other: []string{"team=payments"}}
 	tags := e.Tags()
-	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=prod-par", "scw-lb-ipam/pool=dc-link", "scw-lb-ipam/service=payments/api", "scw-lb-ipam/uid=u-1", "scw-lb-ipam/orphaned-since=2026-11-22T10:00:00Z", "team=payments"}
+	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=prod-par", "scw-lb-ipam/pool=dc-link", "scw-lb-ipam/service=payments/api", "scw-lb-ipam/namespace=payments",
+		"scw-lb-ipam/uid=u-1", "scw-lb-ipam/orphaned-since=2026-11-22T10:00:00Z", "scw-lb-ipam/release-at=2026-11-22T11:00:00Z", "team=payments"}
 	if len(tags) != len(want) {
 		t.Fatalf("tags = %v", tags)
 	}
@@ -21,7 +22,8 @@ func TestEntryRoundTrip(t *testing.T) {
 		}
 	}
 	got, ok := ParseEntry(tags)
-	if !ok || got.Cluster != e.Cluster || got.Pool != e.Pool || got.Service != e.Service || got.UID != e.UID || !got.OrphanedSince.Equal(since) || len(got.Other) != 1 {
+	if !ok || got.Cluster != e.Cluster || got.Pool != e.Pool || got.Service != e.Service || got.UID != e.UID || !got.OrphanedSince.Equal(since) ||
+		!got.ReleaseAt.Equal(e.ReleaseAt) || got.Namespace != "payments" || !got.Complete() || len(got.Other) != 1 {
 		t.Fatalf("round trip = %+v, %v", got, ok)
 	}
 }

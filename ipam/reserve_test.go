@@ -29,7 +29,7 @@ func TestReserveIPAMChooses(t *testing.T) {
 	if !ok {
 		t.Fatal("not booked in the emulator")
 	}
-	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=test", "scw-lb-ipam/pool=small", "scw-lb-ipam/service=web/front"}
+	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=test", "scw-lb-ipam/pool=small", "scw-lb-ipam/service=web/front", "scw-lb-ipam/namespace=web"}
 	if !SameTags(ip.Tags, want) {
 		t.Fatalf("tags = %v, want %v", ip.Tags, want)
 	}

@@ -12,14 +12,18 @@ const DefaultPendingGrace = 10 * time.Minute
 // Retention is the release protocol that admissions and the sweeper share,
 // so that they never both act on one retained IP:
 //
-//	orphaned-since ─────────────── release-Margin ──────── release ───▶
+//	orphaned-since ─────────────── release-at − Margin ──── release-at ───▶
 //	  admissions may take it back │ nobody touches it │ the sweeper may release it
 //
-// An admission takes a retained IP back only while its release is more than
-// Margin away; the sweeper releases only once the release time has passed.
-// Margin is at least twice the admission deadline, so an admission that
-// decided to take an IP back has written its tags (or given up) long before
-// the sweeper may decide to release it, and the sweeper's re-read sees them.
+// The ledger says when: whoever starts a retention (the sweeper, handover)
+// writes release-at with orphaned-since, and every reader judges against
+// that tag, never against its own pool file, pending grace or flags, which
+// may differ (another cluster, another version, an edited pool file). An
+// admission takes a retained IP back only while release-at is more than
+// Margin away; the sweeper releases only once it has passed. Margin is at
+// least twice the admission deadline, so an admission that decided to take
+// an IP back has written its tags (or given up) long before the sweeper may
+// decide to release it, and the sweeper's re-read sees them.
 //
 // A full pool brings one retained reservation's release forward (Yield): an
 // admission sets release-at to Margin from now, which moves the whole dead
@@ -37,8 +41,9 @@ type Retention struct {
 }
 
 // Of is how long an unreferenced reservation of pool p is kept after
-// orphaned-since; p is nil when its pool is no longer in the pool file (see
-// Config.PoolOf, which admissions and the sweeper both resolve it with).
+// orphaned-since, by this install's pool file and flags: what the sweeper
+// writes as release-at when it starts a retention. p is nil when its pool
+// is no longer in the pool file (see Config.PoolOf).
 func (r Retention) Of(p *Pool, e Entry) time.Duration {
 	switch {
 	case e.UID == "":
@@ -49,27 +54,69 @@ func (r Retention) Of(p *Pool, e Entry) time.Duration {
 	return DefaultRetention
 }
 
-// Reusable reports whether an admission at now may take the reservation of
-// pool p back: it is not orphaned, or its release is more than Margin away.
-// A pool with retention 0 is not sticky, and a removed pool's reservations
-// are never handed out again.
+// Start is e retained from now: orphaned-since and release-at in one write.
+func (r Retention) Start(p *Pool, e Entry, now time.Time) Entry {
+	e.OrphanedSince = now
+	e.ReleaseAt = now.Add(r.Of(p, e))
+	return e
+}
+
+// When is the release time of one of this cluster's retained reservations:
+// its release-at. One retained by an older version has none yet: this
+// cluster computes it from its own pool file until the sweeper writes it
+// (Settle). ok is false when there is no time to act on: not retained, or
+// a release-at before orphaned-since (stale: left by an older version or
+// a hand edit), which nobody acts on until the sweeper rewrites it.
+func (r Retention) When(p *Pool, e Entry) (at time.Time, ok bool) {
+	if e.OrphanedSince.IsZero() {
+		return time.Time{}, false
+	}
+	if e.ReleaseAt.IsZero() {
+		return e.OrphanedSince.Add(r.Of(p, e)), true
+	}
+	return e.ReleaseAt, !e.ReleaseAt.Before(e.OrphanedSince)
+}
+
+// Settle is the sweeper's rewrite of a retained entry's release time when
+// the ledger lacks one (see When): an older version's gets the time this
+// cluster already computed for it; a stale one gets that time, but never
+// less than Margin from now, as nobody may take it back meanwhile. changed
+// is false when e already has a release time.
+func (r Retention) Settle(p *Pool, e Entry, now time.Time) (settled Entry, changed bool) {
+	if e.OrphanedSince.IsZero() || (!e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince)) {
+		return e, false
+	}
+	at := e.OrphanedSince.Add(r.Of(p, e))
+	if !e.ReleaseAt.IsZero() {
+		at = later(at, now.Add(r.Margin))
+	}
+	e.ReleaseAt = at
+	return e, true
+}
+
+// Reusable reports whether an admission at now may take this cluster's
+// reservation of pool p back: it is not orphaned, or its release is more
+// than Margin away. A pool with retention 0 is not sticky, and a removed
+// pool's reservations are never handed out again.
 func (r Retention) Reusable(p *Pool, e Entry, now time.Time) bool {
 	if e.OrphanedSince.IsZero() {
 		return true
 	}
-	return p != nil && r.Of(p, e) > 0 && now.Add(r.Margin).Before(r.release(p, e))
+	at, ok := r.When(p, e)
+	return ok && p != nil && r.Of(p, e) > 0 && now.Add(r.Margin).Before(at)
 }
 
-// release is when the sweeper may release an orphaned reservation: after
-// its retention, or at its release-at when a full pool brought it forward.
-func (r Retention) release(p *Pool, e Entry) time.Time {
-	at := e.OrphanedSince.Add(r.Of(p, e))
-	// Yield sets release-at at least two margins after orphaned-since;
-	// one earlier is left from another retention, and ignored.
-	if !e.ReleaseAt.IsZero() && e.ReleaseAt.Before(at) && !e.ReleaseAt.Before(e.OrphanedSince.Add(r.Margin)) {
-		return e.ReleaseAt
+// Adoptable reports whether pool p may take over another cluster's
+// reservation at now (adoptFrom, handover): live there, or retained with a
+// release-at more than Margin away. Only the tag tells another cluster's
+// release: one without it (an older version's) is never adopted while
+// retained, as this cluster's pool file says nothing of when the other
+// releases it.
+func (r Retention) Adoptable(p *Pool, e Entry, now time.Time) bool {
+	if e.OrphanedSince.IsZero() {
+		return true
 	}
-	return at
+	return p != nil && !e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince) && now.Add(r.Margin).Before(e.ReleaseAt)
 }
 
 // Yieldable reports whether a full pool may bring the release of a
@@ -93,7 +140,8 @@ func (r Retention) Yield(e Entry, now time.Time) Entry {
 // Margin of now: nobody takes it back any more, and the sweeper releases
 // it once due.
 func (r Retention) Releasing(p *Pool, e Entry, now time.Time) bool {
-	return !e.OrphanedSince.IsZero() && !now.Add(r.Margin).Before(r.release(p, e))
+	at, ok := r.When(p, e)
+	return ok && !now.Add(r.Margin).Before(at)
 }
 
 // RetryAfter is about how long until a reservation yielding at now is
@@ -109,10 +157,15 @@ func (r Retention) RetryAfter() time.Duration {
 // Expired reports whether the sweeper at now may release the reservation of
 // pool p.
 func (r Retention) Expired(p *Pool, e Entry, now time.Time) bool {
-	if e.OrphanedSince.IsZero() {
-		return false
+	at, ok := r.When(p, e)
+	return ok && !now.Before(at)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return !now.Before(r.release(p, e))
+	return b
 }
 
 // Check refuses retentions that leave no reuse window: a non-zero retention

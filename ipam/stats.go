@@ -178,8 +178,8 @@ func (v *Inventory) Report() []PoolReport {
 				if h.Resource != nil {
 					ar.Holder += ", attached to " + h.Resource.String()
 				}
-				if !h.RetainedSince.IsZero() {
-					ar.RetainedUntil = v.policy.release(p, h.entry())
+				if at, ok := v.policy.When(p, h.entry()); ok {
+					ar.RetainedUntil = at
 				}
 				use := uses[h.Service.Namespace]
 				if use == nil {

@@ -205,6 +205,10 @@ func (a *Allocator) candidate(ctx context.Context, cfg *Config, pool *Pool, svc 
 	if ip.Resource != nil && ip.Resource.Type != scaleway.ResourceLoadBalancer {
 		return false, nil
 	}
+	if !mine {
+		// Another cluster's release is judged from its ledger alone.
+		return a.policy.Adoptable(pool, e, now), nil
+	}
 	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	return a.policy.Reusable(p, e, now), nil
 }

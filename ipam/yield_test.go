@@ -71,19 +71,55 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestStaleReleaseAtIgnored: a release-at from an earlier retention (kept
-// by a replica that did not know the tag when it took the IP back) does
-// not cut the next retention short; one a full pool set does.
-func TestStaleReleaseAtIgnored(t *testing.T) {
-	r := Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second}
+// TestTheLedgerSaysWhen: every reader judges a retained reservation by
+// its release-at, whatever its own retention; one without it (an older
+// version's) is judged by this cluster's retention and never adopted; a
+// stale one (before orphaned-since) is acted on by nobody until the
+// sweeper gives it a time at least a margin away.
+func TestTheLedgerSaysWhen(t *testing.T) {
+	const margin = 20 * time.Second
+	r := Retention{PendingGrace: DefaultPendingGrace, Margin: margin}
+	// This cluster keeps a day; the ledger may say otherwise.
 	p := &Pool{Name: "p", Retention: Duration{Duration: 24 * time.Hour}}
 	orphaned := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	stale := Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(-time.Hour)}
-	if now := orphaned.Add(time.Minute); r.Expired(p, stale, now) || !r.Reusable(p, stale, now) {
-		t.Fatalf("a stale release-at cut the retention short: expired=%v reusable=%v", r.Expired(p, stale, now), r.Reusable(p, stale, now))
+	at := func(d time.Duration) time.Time { return orphaned.Add(d) }
+	for _, tt := range []struct {
+		name    string
+		release time.Time // the tag; zero for none
+		now     time.Time
+		// What each reader concludes.
+		reusable, adoptable, releasing, expired bool
+		settled                                 time.Time // zero: Settle changes nothing
+	}{
+		{name: "an hour's release, far", release: at(time.Hour), now: at(time.Minute), reusable: true, adoptable: true},
+		{name: "an hour's release, inside the margin", release: at(time.Hour), now: at(time.Hour - margin/2), releasing: true},
+		{name: "an hour's release, due", release: at(time.Hour), now: at(time.Hour), releasing: true, expired: true},
+		{name: "a week's release, past this cluster's day", release: at(7 * 24 * time.Hour), now: at(25 * time.Hour), reusable: true, adoptable: true},
+		{name: "older version, within this cluster's day", now: at(time.Hour), reusable: true, settled: at(24 * time.Hour)},
+		{name: "older version, past this cluster's day", now: at(25 * time.Hour), releasing: true, expired: true, settled: at(24 * time.Hour)},
+		{name: "stale, right after orphaning", release: at(-time.Hour), now: at(time.Minute), settled: at(24 * time.Hour)},
+		{name: "stale, past the day", release: at(-time.Hour), now: at(25 * time.Hour), settled: at(25*time.Hour + margin)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: tt.release}
+			got := [4]bool{r.Reusable(p, e, tt.now), r.Adoptable(p, e, tt.now), r.Releasing(p, e, tt.now), r.Expired(p, e, tt.now)}
+			if want := [4]bool{tt.reusable, tt.adoptable, tt.releasing, tt.expired}; got != want {
+				t.Fatalf("reusable, adoptable, releasing, expired = %v, want %v", got, want)
+			}
+			settled, changed := r.Settle(p, e, tt.now)
+			if changed != !tt.settled.IsZero() || changed && !settled.ReleaseAt.Equal(tt.settled) {
+				t.Fatalf("Settle = %v (changed %v), want %v", settled.ReleaseAt, changed, tt.settled)
+			}
+		})
 	}
-	yielded := r.Yield(stale, orphaned.Add(time.Hour))
-	if at := orphaned.Add(time.Hour + 20*time.Second); !r.Expired(p, yielded, at) || r.Reusable(p, yielded, at.Add(-10*time.Second)) {
+	// A full pool's early release is honoured by the sweeper and every
+	// admission once written.
+	yielded := r.Yield(Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, at(time.Hour))
+	if due := at(time.Hour + margin); !r.Expired(p, yielded, due) || r.Reusable(p, yielded, due.Add(-margin/2)) {
 		t.Fatal("a release brought forward by a full pool is not honoured")
+	}
+	// The sweeper starts a retention with its release time.
+	if e := r.Start(p, Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
+		t.Fatalf("Start = %+v", e)
 	}
 }

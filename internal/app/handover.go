@@ -70,12 +70,8 @@ func Handover(ctx context.Context, o HandoverOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
 	policy := ipam.Retention{PendingGrace: o.PendingGrace, Margin: 2 * o.WebhookTimeout}
-	handed, err := ipam.Handover(ctx, cloud, cfg, policy, ipam.HandoverRequest{From: o.From, Namespace: o.Namespace, DryRun: o.DryRun, Now: now()})
+	handed, err := ipam.Handover(ctx, cloud, cfg, policy, ipam.HandoverRequest{From: o.From, Namespace: o.Namespace, DryRun: o.DryRun, Now: o.Now})
 	verb := "moved"
 	if o.DryRun {
 		verb = "would move"

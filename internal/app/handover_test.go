@@ -44,7 +44,7 @@ func TestHandoverCommand(t *testing.T) {
 	}
 	// The other cluster's live reservation (ids["staging"]) stays.
 	staging, _ := srv.IP(ids["staging"])
-	tags := ipam.Entry{Cluster: "staging", Pool: "dc-link", Service: types.NamespacedName{Namespace: "web", Name: "gone"}, UID: "u9", OrphanedSince: now.Add(-time.Hour)}.Tags()
+	tags := ipam.Entry{Cluster: "staging", Pool: "dc-link", Service: types.NamespacedName{Namespace: "web", Name: "gone"}, UID: "u9", OrphanedSince: now.Add(-time.Hour), ReleaseAt: now.Add(time.Hour)}.Tags()
 	gone, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr("172.16.35.14"), tags, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestHandoverCommand(t *testing.T) {
 		t.Fatalf("printed:\n%s", out.String())
 	}
 	ip, _ := srv.IP(gone)
-	if e, _ := ipam.ParseEntry(ip.Tags); e.Cluster != "prod" || e.UID != "u9" || !e.OrphanedSince.Equal(now) {
+	if e, _ := ipam.ParseEntry(ip.Tags); e.Cluster != "prod" || e.UID != "u9" || !e.OrphanedSince.Equal(now) || !e.ReleaseAt.Equal(now.Add(cfg.Pools[0].Retention.Duration)) {
 		t.Fatalf("ledger after the handover: %+v", e)
 	}
 	if ip, _ := srv.IP(ids["staging"]); !ipam.SameTags(ip.Tags, staging.Tags) {

@@ -273,6 +273,7 @@ func (o Options) certsOptions(log logr.Logger) certs.Options {
 func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
 	s := o.Sweep
 	s.Cloud, s.Config, s.Excluded, s.Claims = cloud, alloc.Config, o.Webhook.Excluded, leases
+	s.Margin = o.margin()
 	s.Metrics, s.Log = sweeper.NewMetrics(reg), log.WithName("sweeper")
 	return s
 }

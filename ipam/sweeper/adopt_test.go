@@ -17,14 +17,37 @@ import (
 // adoptionMargin is the release protocol's margin in these tests.
 const adoptionMargin = 20 * time.Second
 
+// green is how cluster green is installed: its pool general's retention,
+// its pending grace and its release margin, each of which may differ from
+// prod's (1h, DefaultPendingGrace, adoptionMargin): a reader judges prod's
+// release from prod's ledger, never from these.
+type green struct {
+	name      string
+	retention string
+	grace     time.Duration
+	margin    time.Duration
+}
+
+// greens are the installs the adoption interleavings run with.
+var greens = []green{
+	{"same install", "1h", DefaultPendingGrace, adoptionMargin},
+	{"longer retention, grace and margin", "24h", 3 * DefaultPendingGrace, 2 * adoptionMargin},
+	{"shorter retention, grace and margin", "30m", DefaultPendingGrace / 2, adoptionMargin / 2},
+}
+
 // adopter is an admission of cluster green, on the world's networks with
 // the world's pools, each adopting from the world's cluster: a cluster
-// migration from it. cloud is what the admission calls.
-func (w *world) adopter(cloud scaleway.Cloud) *ipam.Allocator {
+// migration from it. cloud is what the admission calls; g (the first of
+// greens when omitted) is green's install.
+func (w *world) adopter(cloud scaleway.Cloud, g ...green) *ipam.Allocator {
 	w.t.Helper()
+	inst := greens[0]
+	if len(g) > 0 {
+		inst = g[0]
+	}
 	file := fixtures.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h, adoptFrom: ["+w.cfg.ClusterName+"]}\n"+
-		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h, adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
+		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: "+inst.retention+", adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
 	cfg, err := ipam.ParseConfig([]byte(file))
 	if err != nil {
 		w.t.Fatal(err)
@@ -34,7 +57,7 @@ func (w *world) adopter(cloud scaleway.Cloud) *ipam.Allocator {
 	}
 	// Green's Services: none yet.
 	return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, Clock: w.clock,
-		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: adoptionMargin}})
+		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}})
 }
 
 // TestAdoptionAndTheOtherClustersReleaseEveryInterleaving drives cluster
@@ -45,63 +68,77 @@ func (w *world) adopter(cloud scaleway.Cloud) *ipam.Allocator {
 // released, then or by prod's later cycles; inside the retention it is
 // adopted, once due it is released.
 func TestAdoptionAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
-	zones := []struct {
-		name             string
-		before           time.Duration // before the release
-		adopted, release bool
-	}{
-		{"inside the retention", adoptionMargin + time.Minute, true, false},
-		{"inside the margin", adoptionMargin / 2, false, false},
-		{"release due", -time.Minute, false, true},
-	}
-	for _, z := range zones {
-		for _, order := range interleavings("ListIPs") {
-			t.Run(z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
-				w := newWorld(t)
-				api := types.NamespacedName{Namespace: "payments", Name: "api"}
-				x := w.book("general", api.Namespace, api.Name)
-				live := w.live(api.Namespace, api.Name, x.ID)
-				w.sweep(w.sweeper()) // uid back-filled
-				w.remove(live)
-				w.sweep(w.sweeper()) // orphaned-since set
-				p, _ := w.cfg.Pool("general")
-				release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
-				w.clock.SetTime(release.Add(-z.before))
-
-				s := newSchedule(order)
-				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-				green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
-				gp, _ := green.Config().Pool("general")
-				rep, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
-				if serr != nil || aerr != nil {
-					t.Fatalf("sweep: %v, admission: %v", serr, aerr)
-				}
-				if !w.exists(res.ID) {
-					t.Fatalf("the admission handed out %s (adopted from %q), which is released", res.ID, res.AdoptedFrom)
-				}
-				adopted, released := res.ID == x.ID, slices.Contains(rep.Released, x.ID)
-				if adopted != z.adopted || released != z.release {
-					t.Fatalf("adopted=%v released=%v, want adopted=%v released=%v", adopted, released, z.adopted, z.release)
-				}
-				if !adopted {
-					return
-				}
-				if e := w.entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.cfg.ClusterName {
-					t.Fatalf("adopted %+v, ledger %+v", res, e)
-				}
-				// Prod's cycles, long past the retention it had: never
-				// released, never re-tagged.
-				w.clock.Step(48 * time.Hour)
-				for range 2 {
-					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) {
-						t.Fatal("prod released the IP green adopted")
-					}
-				}
-				if e := w.entry(x.ID); e.Cluster != "green" {
-					t.Fatalf("prod's cycles re-tagged it: %+v", e)
-				}
-			})
+	for _, g := range greens {
+		// Inside both margins: prod's release is as close to green as it
+		// is to prod.
+		inside := min(adoptionMargin, g.margin) / 2
+		zones := []struct {
+			name             string
+			before           time.Duration // before the release
+			adopted, release bool
+		}{
+			{"inside the retention", max(adoptionMargin, g.margin) + time.Minute, true, false},
+			{"inside the margin", inside, false, false},
+			{"release due", -time.Minute, false, true},
 		}
+		for _, z := range zones {
+			for _, order := range interleavings("ListIPs") {
+				t.Run(g.name+"/"+z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
+					adoptionRace(t, g, z.before, z.adopted, z.release, order)
+				})
+			}
+		}
+	}
+}
+
+// adoptionRace is one run of TestAdoptionAndTheOtherClustersReleaseEveryInterleaving:
+// green installed as g adopts at before prod's release, in order.
+func adoptionRace(t *testing.T, g green, before time.Duration, wantAdopted, wantReleased bool, order []string) {
+	w := newWorld(t)
+	api := types.NamespacedName{Namespace: "payments", Name: "api"}
+	x := w.book("general", api.Namespace, api.Name)
+	live := w.live(api.Namespace, api.Name, x.ID)
+	w.sweep(w.sweeper()) // uid back-filled
+	w.remove(live)
+	w.sweep(w.sweeper()) // orphaned-since set
+	p, _ := w.cfg.Pool("general")
+	release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
+	if at := w.entry(x.ID).ReleaseAt; !at.Equal(release) {
+		t.Fatalf("prod's ledger says release-at %v, want orphaned-since + prod's retention %v", at, release)
+	}
+	w.clock.SetTime(release.Add(-before))
+
+	s := newSchedule(order)
+	sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
+	green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s}, g)
+	gp, _ := green.Config().Pool("general")
+	rep, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
+	if serr != nil || aerr != nil {
+		t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+	}
+	if !w.exists(res.ID) {
+		t.Fatalf("the admission handed out %s (adopted from %q), which is released", res.ID, res.AdoptedFrom)
+	}
+	adopted, released := res.ID == x.ID, slices.Contains(rep.Released, x.ID)
+	if adopted != wantAdopted || released != wantReleased {
+		t.Fatalf("adopted=%v released=%v, want adopted=%v released=%v", adopted, released, wantAdopted, wantReleased)
+	}
+	if !adopted {
+		return
+	}
+	if e := w.entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.cfg.ClusterName {
+		t.Fatalf("adopted %+v, ledger %+v", res, e)
+	}
+	// Prod's cycles, long past the retention it had: never
+	// released, never re-tagged.
+	w.clock.Step(48 * time.Hour)
+	for range 2 {
+		if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) {
+			t.Fatal("prod released the IP green adopted")
+		}
+	}
+	if e := w.entry(x.ID); e.Cluster != "green" {
+		t.Fatalf("prod's cycles re-tagged it: %+v", e)
 	}
 }
 

@@ -26,7 +26,7 @@ func (w *world) retained(n int) {
 	w.t.Helper()
 	for i := range n {
 		tags := ipam.Entry{Cluster: w.cfg.ClusterName, Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: fmt.Sprint("gone-", i)},
-			UID: fmt.Sprint("uid-gone-", i), OrphanedSince: w.clock.Now().Add(-time.Minute)}.Tags()
+			UID: fmt.Sprint("uid-gone-", i), OrphanedSince: w.clock.Now().Add(-time.Minute), ReleaseAt: w.clock.Now().Add(59 * time.Minute)}.Tags()
 		if _, err := w.srv.AddIP(w.pns["edge"].ID, netip.Addr{}, tags, nil); err != nil {
 			w.t.Fatal(err)
 		}

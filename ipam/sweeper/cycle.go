@@ -27,13 +27,18 @@ type Report struct {
 	Tagged     int // orphaned-since set
 	Untagged   int // orphaned-since cleared
 	Backfilled int // uid tag written
-	Released   []string
+	// Settled counts retained IPs given the release time (release-at) the
+	// ledger lacked: an older version's, or a stale one (see
+	// ipam.Retention.Settle).
+	Settled  int
+	Released []string
 	// EarlyReleased counts, by pool, the released reservations whose release
 	// a full pool had brought forward (release-at).
 	EarlyReleased map[string]int
-	// NextRelease is the earliest release brought forward and not yet due:
-	// Start runs a cycle then rather than up to an Interval later, as the
+	// NextRelease is the earliest release-at after the cycle started:
+	// Start runs a cycle then rather than up to an Interval later, as an
 	// admission that brought it forward told its client to retry by then.
+	// Never a past time: the loop wakes for the future only.
 	NextRelease  time.Time
 	WouldRelease []string // report-only, or over the cap
 	Shared       int      // IPs referenced by more than one Service

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -95,7 +96,8 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 			next.UID = string(r.uid)
 		}
 	}
-	if next.OrphanedSince.Equal(e.OrphanedSince) && next.UID == e.UID {
+	// The namespace tag is back-filled by the same write (Tags writes it).
+	if next.OrphanedSince.IsZero() && e.OrphanedSince.IsZero() && next.UID == e.UID && e.Complete() {
 		return
 	}
 	if listed && !unchanged(ctx, &s.o, ip, rep) {
@@ -151,25 +153,32 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		if !unchanged(ctx, &s.o, ip, rep) {
 			return false, 0
 		}
-		// A release-at left from an earlier retention (written by a
-		// replica that did not know the tag) must not cut this one short.
-		e.OrphanedSince, e.ReleaseAt = s.o.Clock.Now(), time.Time{}
+		// The ledger says when: release-at goes with orphaned-since, in
+		// one write (any release-at left from an earlier retention is
+		// replaced).
+		p, _ := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
+		e = s.policy.Start(p, e, s.o.Clock.Now())
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
 			return false, 0
 		}
 		rep.Tagged++
-		log.V(1).Info("no live Service references this IP; retention starts")
+		c.wake(e.ReleaseAt)
+		log.V(1).Info("no live Service references this IP; retention starts", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
 		return false, 0
 	}
 	pool, known := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	retention = s.policy.Of(pool, e)
 	// Decided with the clock read when the cycle started (see Sweep).
 	if !s.policy.Expired(pool, e, c.start) {
-		if at := e.ReleaseAt; !at.IsZero() && (rep.NextRelease.IsZero() || at.Before(rep.NextRelease)) {
-			rep.NextRelease = at
+		if !e.Complete() {
+			// Due, an older version's reservation is released as it was;
+			// until then the ledger is given its release time.
+			c.settle(ctx, ip, e, pool, log)
+			return false, 0
 		}
+		c.wake(e.ReleaseAt)
 		return false, 0
 	}
 	if ip.Resource != nil {
@@ -186,6 +195,36 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		return false, 0
 	}
 	return true, retention
+}
+
+// settle writes what the ledger of a retained IP lacks: the release time
+// of a reservation retained by an older version (the one this cluster
+// already computes for it) or a stale one's (see Retention.Settle), and the
+// namespace tag. Re-read first, as every rewrite of the cycle.
+func (c *cycle) settle(ctx context.Context, ip *scaleway.IP, e ipam.Entry, pool *ipam.Pool, log logr.Logger) {
+	s, rep := c.s, c.rep
+	if !unchanged(ctx, &s.o, ip, rep) {
+		return
+	}
+	e, _ = s.policy.Settle(pool, e, s.o.Clock.Now())
+	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
+		rep.Errors++
+		log.Error(err, "writing the release time of a retained IP")
+		return
+	}
+	rep.Settled++
+	c.wake(e.ReleaseAt)
+	log.V(1).Info("the ledger now says when this retained IP is released", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+}
+
+// wake notes a release for the loop to wake up for (Report.NextRelease):
+// only one after the cycle started. One already due is released by this
+// cycle or waits for the next tick (attached, over the cap): a past time
+// would wake the loop at once, again and again.
+func (c *cycle) wake(at time.Time) {
+	if at.After(c.start) && (c.rep.NextRelease.IsZero() || at.Before(c.rep.NextRelease)) {
+		c.rep.NextRelease = at
+	}
 }
 
 // wouldRelease reports an IP due for release that is kept: report-only, or

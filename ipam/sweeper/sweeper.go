@@ -65,6 +65,10 @@ type Options struct {
 	// PendingGrace is the retention of a reservation whose Service never
 	// existed (the admission was booked, then the create failed).
 	PendingGrace time.Duration
+	// Margin is the release protocol's dead zone (twice the webhook
+	// timeout, see ipam.Retention): a stale release time is rewritten no
+	// sooner than that from now.
+	Margin time.Duration
 	// MaxReleasesPerCycle caps releases in one cycle: a sudden mass of
 	// orphans is more likely a bug or an outage than real deletions.
 	MaxReleasesPerCycle int
@@ -143,7 +147,7 @@ func New(o Options) *Sweeper {
 	if o.ConvergenceGrace <= 0 {
 		o.ConvergenceGrace = DefaultConvergenceGrace
 	}
-	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{},
+	return &Sweeper{o: o, policy: ipam.Retention{PendingGrace: o.PendingGrace, Margin: o.Margin}, trigger: make(chan struct{}, 1), reported: map[types.UID]bool{},
 		notConverged: map[types.UID]*notConverged{}, backfills: newBackfillQueue()}
 }
 
