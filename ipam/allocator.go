@@ -171,8 +171,26 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 	if err != nil {
 		return nil, err
 	}
+	share := a.Config().ShareOf(p)
+	var held []*scaleway.IP // the namespace's, when it has a share
+	if sticky != nil && share > 0 && !req.DryRun && pending(sticky) {
+		// A booking no Service was given (an answer lost, then the
+		// admission failed) counts against the share like a new one: taken
+		// back beyond it, the namespace would end over it. Left to the
+		// sweeper's pending grace, it does not count as this Service's.
+		if held, err = a.yield.holdings(ctx, req); err != nil {
+			return nil, err
+		}
+		if !within(held, sticky.ID, share) {
+			sticky = nil
+		}
+	}
 	if sticky != nil {
-		return a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)
+		res, err := a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)
+		if err != errGone {
+			return res, err
+		}
+		// Released between the re-read and the write: a fresh one.
 	}
 	switch {
 	case p.Disabled:
@@ -180,9 +198,13 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 	case !req.Address.IsValid() && !p.AutoAssigns():
 		return nil, refuse(ReasonAddressRequired, "pool %q hands out only explicitly requested addresses (autoAssign: false); set scw-lb-ipam.io/address to an address in %s", p.Name, describeRanges(p))
 	}
-	share := a.Config().ShareOf(p)
 	if share > 0 {
-		if err := a.yield.share(ctx, req, share); err != nil {
+		if held == nil {
+			if held, err = a.yield.holdings(ctx, req); err != nil {
+				return nil, err
+			}
+		}
+		if err := a.yield.share(ctx, req, share, held); err != nil {
 			return nil, err
 		}
 	}

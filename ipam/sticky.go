@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -266,6 +267,10 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 			e.Cluster, e.UID = cluster, ""
 		}
 		updated, err := a.cloud.SetTags(ctx, ip.ID, e.Tags())
+		if scaleway.Classify(err) == scaleway.KindNotFound {
+			a.inv.forget(ip.ID, ip.Address)
+			return nil, errGone
+		}
 		if err != nil {
 			return nil, apiError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)
 		}
@@ -275,6 +280,18 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 	}
 	a.inv.record(pool, ip)
 	return res, nil
+}
+
+// errGone: the reservation to take back was released after it was read
+// (another cluster's sweeper, whose release the ledger misstated); the
+// request books a fresh one instead of failing on the API's "not found".
+var errGone = errors.New("the reservation was released since it was read")
+
+// pending reports whether ip is a booking whose Service was never seen
+// using it (no uid back-filled).
+func pending(ip *scaleway.IP) bool {
+	e, _ := ParseEntry(ip.Tags)
+	return e.UID == ""
 }
 
 func orphanedSince(ip *scaleway.IP) time.Time {

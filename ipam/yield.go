@@ -24,12 +24,26 @@ import (
 // the margin has passed, re-reading it first, and the client's retry books.
 type yielder struct {
 	a *Allocator
-	// mu guards asked: the Services a release was brought forward for, and
-	// until when a retry of theirs waits for it rather than bringing
-	// another one forward. Per replica: a Service whose retries alternate
-	// between replicas brings at most one forward on each.
+	// mu guards asked: per Service and pool, the reservation whose release
+	// was brought forward for it, and until when a retry waits for it
+	// rather than bringing another one forward. Per replica: a Service
+	// whose retries alternate between replicas brings at most one forward
+	// on each.
 	mu    sync.Mutex
-	asked map[types.NamespacedName]time.Time
+	asked map[askKey]asked
+}
+
+// askKey is one Service's request in one pool: a Service asking two full
+// pools waits for a release in each.
+type askKey struct {
+	svc  types.NamespacedName
+	pool string
+}
+
+// asked is a release brought forward for a request.
+type asked struct {
+	id    string
+	until time.Time
 }
 
 // held is one booked address of a pool, as the ledger describes it.
@@ -108,13 +122,9 @@ func (y *yielder) unsure(ctx context.Context, p *Pool, all []held) bool {
 }
 
 // share keeps a namespace to n addresses of the request's pool, its live
-// and retained reservations counted. It lists them afresh: another
-// replica's bookings count too.
-func (y *yielder) share(ctx context.Context, req Request, n int) error {
-	ips, err := y.holdings(ctx, req)
-	if err != nil {
-		return err
-	}
+// and retained reservations counted, from held: one fresh listing of the
+// namespace's (see holdings), where another replica's bookings count too.
+func (y *yielder) share(ctx context.Context, req Request, n int, ips []*scaleway.IP) error {
 	if len(ips) < n {
 		return nil
 	}
@@ -123,6 +133,13 @@ func (y *yielder) share(ctx context.Context, req Request, n int) error {
 	return y.makeRoom(ctx, req, what, "of them", heldOf(ips), func(live []held) error {
 		return refuse(ReasonShareExhausted, "%s, all used by its live Services: %s; delete one of them or ask for another pool", what, services(live))
 	})
+}
+
+// within reports whether id is among the n oldest of ips: a reservation
+// the namespace's share has room for, in every order of bookings.
+func within(ips []*scaleway.IP, id string, n int) bool {
+	i := slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == id })
+	return i >= 0 && i < n
 }
 
 // confirm checks a booking against the namespace's share once it is made:
@@ -137,7 +154,7 @@ func (y *yielder) share(ctx context.Context, req Request, n int) error {
 // kept closed, as a cache that cannot answer is.
 func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservation) error {
 	ips, err := y.holdings(ctx, req)
-	if err == nil && slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == res.ID }) < n {
+	if err == nil && within(ips, res.ID, n) {
 		return nil
 	}
 	// On a context of its own: an admission whose deadline ran out while
@@ -158,11 +175,14 @@ func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservat
 const giveBackTimeout = 5 * time.Second
 
 // holdings lists this cluster's reservations of the request's namespace
-// in its pool, oldest booking first.
+// in its pool, oldest booking first: one listing of the namespace's tag on
+// the pool's network, whatever the other namespaces hold there. A
+// reservation booked before the tag existed is counted once the sweeper
+// has back-filled it.
 func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, error) {
 	cluster := y.a.Config().ClusterName
 	v6 := req.Pool.IPFamily == IPv6
-	ips, err := y.a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{TagCluster + cluster}, IPv6: &v6, OldestFirst: true})
+	ips, err := y.a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{NamespaceTag(req.Service.Namespace)}, IPv6: &v6, OldestFirst: true})
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("counting the addresses namespace %s holds in pool %q", req.Service.Namespace, req.Pool.Name), err)
 	}
@@ -181,81 +201,108 @@ func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, er
 // cluster's retained reservations are among them, the oldest that may yield
 // is brought forward (or one already is) and the answer is a retryable
 // refusal that says so; when all are in use, allInUse words the refusal.
+// Its Scaleway calls are one re-read and one write: the candidates are
+// chosen from what the listing showed (see sortHeld).
 func (y *yielder) makeRoom(ctx context.Context, req Request, what, among string, all []held, allInUse func(live []held) error) error {
 	a, now := y.a, y.a.clock.Now()
-	live, retained, releasing, settling, err := y.sort(ctx, req.Pool, all, now)
+	hs, err := y.sortHeld(ctx, req.Pool, all, now)
 	if err != nil {
 		return err
 	}
-	n := len(retained) + len(releasing)
-	if n+len(settling) == 0 {
-		return allInUse(live)
+	n := len(hs.yieldable) + len(hs.releasing) + len(hs.notYet)
+	if n+len(hs.settling) == 0 {
+		return allInUse(hs.live)
 	}
 	wait := a.policy.RetryAfter()
 	head := fmt.Sprintf("%s; %d %s are retained for deleted Services", what, n, among)
 	if n == 0 {
-		return yielding(wait, "%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created); nothing was reserved, retry in ~%s", what, len(settling), among, seconds(wait))
+		return yielding(wait, "%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created); nothing was reserved, retry in ~%s", what, len(hs.settling), among, seconds(wait))
 	}
-	if until, ok := y.waiting(req.Service, now); ok {
-		return yielding(until.Sub(now), "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(until.Sub(now)))
-	}
-	slices.SortFunc(retained, func(x, y held) int {
-		return cmp.Or(x.RetainedSince.Compare(y.RetainedSince), x.addr.Compare(y.addr))
-	})
 	if req.DryRun {
-		// Not retryable: nothing was brought forward, so a client's retries
-		// (client-go retries a 429 with Retry-After, dry run or not) would
-		// wait for a release that never comes.
-		if len(retained) > 0 {
-			return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, retained[0].addr, retained[0].Service, seconds(wait))
+		// Before anything remembered: nothing was brought forward for a
+		// dry run, and not retryable, as a client's retries (client-go
+		// retries a 429 with Retry-After, dry run or not) would wait for a
+		// release that never comes.
+		if len(hs.yieldable) > 0 {
+			return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, hs.yieldable[0].addr, hs.yieldable[0].Service, seconds(wait))
 		}
 		return refuse(ReasonWouldYield, "%s and being released; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, seconds(wait))
 	}
-	for _, h := range retained {
+	key := askKey{req.Service, req.Pool.Name}
+	if until, ok := y.waiting(key, all, now); ok {
+		return yielding(until.Sub(now), "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(until.Sub(now)))
+	}
+	if len(hs.yieldable) > 0 {
+		h := hs.yieldable[0]
 		ok, err := y.bringForward(ctx, req.Pool, h, now)
 		if err != nil {
 			return err
 		}
-		if ok {
-			y.ask(req.Service, now.Add(wait))
-			return yielding(wait, "%s; the oldest (%s, of the deleted %s) is being released; nothing was reserved, retry in ~%s", head, h.addr, h.Service, seconds(wait))
+		if !ok {
+			// Changed since the listing (taken back, attached): the view
+			// knows now, and the retry chooses again.
+			return yielding(time.Second, "%s; the oldest (%s) changed since the pool was listed; nothing was reserved, retry in a moment", head, h.addr)
 		}
+		y.ask(key, h.IPID, now.Add(wait))
+		return yielding(wait, "%s; the oldest (%s, of the deleted %s) is being released; nothing was reserved, retry in ~%s", head, h.addr, h.Service, seconds(wait))
 	}
-	if len(releasing) == 0 {
+	if len(hs.releasing) == 0 {
 		return yielding(wait, "%s, none of which may be released yet (deleted within the last %s, when a re-create may still take them back, or still attached to a Load Balancer being deleted); nothing was reserved, retry in ~%s", head, seconds(a.policy.Margin), seconds(wait))
 	}
 	return yielding(wait, "%s and already being released; nothing was reserved, retry in ~%s", head, seconds(wait))
 }
 
-// sort splits what holds a pool by what this cluster's reservations among
-// them may do; the rest (another cluster's, someone else's) are never
+// holders is what holds a full pool, by what this cluster's reservations
+// among them may do; the rest (another cluster's, someone else's) are never
 // touched.
-func (y *yielder) sort(ctx context.Context, pool *Pool, all []held, now time.Time) (live, retained, releasing, settling []held, err error) {
+type holders struct {
+	live []held
+	// yieldable may have their release brought forward, oldest first.
+	yieldable []held
+	// releasing are inside their dead zone already.
+	releasing []held
+	// notYet are retained but may not yield yet: attached to a Load
+	// Balancer being deleted, orphaned within the margin, or with a stale
+	// release time the sweeper is to rewrite.
+	notYet []held
+	// settling belong to no live Service and are not retained yet.
+	settling []held
+}
+
+// sortHeld sorts what holds a pool from the listing alone: only the one
+// chosen to yield is re-read (bringForward), so a pool full of attached or
+// just-deleted reservations costs no call per reservation.
+func (y *yielder) sortHeld(ctx context.Context, pool *Pool, all []held, now time.Time) (hs holders, err error) {
 	a := y.a
-	cluster := a.Config().ClusterName
+	cfg := a.Config()
 	for _, h := range all {
-		if h.Cluster != cluster || h.IPID == "" {
+		if h.Cluster != cfg.ClusterName || h.IPID == "" {
 			continue
 		}
 		refs, err := a.refs.ReferencedBy(ctx, h.IPID)
 		if err != nil {
-			return nil, nil, nil, nil, cacheError(err)
+			return holders{}, cacheError(err)
 		}
 		e := h.entry()
 		switch {
 		case len(refs) > 0:
-			live = append(live, h)
+			hs.live = append(hs.live, h)
 		case h.RetainedSince.IsZero():
 			// Unreferenced, not yet marked by the sweeper: a Service just
 			// deleted, or one being created. Neither yields yet.
-			settling = append(settling, h)
+			hs.settling = append(hs.settling, h)
 		case a.policy.Releasing(pool, e, now):
-			releasing = append(releasing, h)
+			hs.releasing = append(hs.releasing, h)
+		case h.Resource != nil || !a.policy.Yieldable(pool, e, now):
+			hs.notYet = append(hs.notYet, h)
 		default:
-			retained = append(retained, h)
+			hs.yieldable = append(hs.yieldable, h)
 		}
 	}
-	return live, retained, releasing, settling, nil
+	slices.SortFunc(hs.yieldable, func(x, y held) int {
+		return cmp.Or(x.RetainedSince.Compare(y.RetainedSince), x.addr.Compare(y.addr))
+	})
+	return hs, nil
 }
 
 // bringForward re-reads one retained reservation and, if it may still
@@ -263,19 +310,25 @@ func (y *yielder) sort(ctx context.Context, pool *Pool, all []held, now time.Tim
 // not orphaned within the margin), sets its release-at. The re-read keeps
 // a reservation a re-create took back since the listing out of it; the
 // margin covers one taking it back between the re-read and the write
-// (see Retention).
+// (see Retention). What the re-read shows goes into the view, so that a
+// retry does not choose from the same stale listing again.
 func (y *yielder) bringForward(ctx context.Context, pool *Pool, h held, now time.Time) (bool, error) {
 	a := y.a
 	cfg := a.Config()
 	ip, err := a.cloud.GetIP(ctx, h.IPID)
 	if scaleway.Classify(err) == scaleway.KindNotFound {
+		a.inv.forget(h.IPID, h.addr)
 		return false, nil
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return false, yielding(time.Second, "pool %q is full and the admission's deadline ran out while it made room; nothing was reserved, retry in a moment", pool.Name)
+		}
 		return false, apiError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.addr, pool.Name), err)
 	}
 	e, ok := ParseEntry(ip.Tags)
-	if !ok || !e.Owns(cfg.ClusterName) || ip.Resource != nil {
+	if !ok || !e.Owns(cfg.ClusterName) {
+		a.inv.record(pool, ip)
 		return false, nil
 	}
 	refs, err := a.refs.ReferencedBy(ctx, ip.ID)
@@ -283,7 +336,8 @@ func (y *yielder) bringForward(ctx context.Context, pool *Pool, h held, now time
 		return false, cacheError(err)
 	}
 	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
-	if len(refs) > 0 || !a.policy.Yieldable(p, e, now) {
+	if len(refs) > 0 || ip.Resource != nil || !a.policy.Yieldable(p, e, now) {
+		a.inv.record(pool, ip)
 		return false, nil
 	}
 	updated, err := a.cloud.SetTags(ctx, ip.ID, a.policy.Yield(e, now).Tags())
@@ -297,33 +351,42 @@ func (y *yielder) bringForward(ctx context.Context, pool *Pool, h held, now time
 	return true, nil
 }
 
-// waiting reports until when a retry of svc waits for a release brought
-// forward for it (a second from now at least, once that is past),
-// forgetting those long past.
-func (y *yielder) waiting(svc types.NamespacedName, now time.Time) (time.Time, bool) {
+// waiting reports until when a retry of the request waits for the release
+// brought forward for it (a second from now at least, once that is past),
+// forgetting those long past. Once the listing no longer holds that
+// reservation it was released: the request books, or, the pool full
+// again, brings another forward.
+func (y *yielder) waiting(key askKey, all []held, now time.Time) (time.Time, bool) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	// Kept a while past the expected release: a slow cycle (or one at its
 	// cap of releases) must not make the next retry bring another forward.
-	for k, until := range y.asked {
-		if !now.Before(until.Add(y.a.policy.RetryAfter())) {
+	for k, a := range y.asked {
+		if !now.Before(a.until.Add(y.a.policy.RetryAfter())) {
 			delete(y.asked, k)
 		}
 	}
-	until, ok := y.asked[svc]
-	if soon := now.Add(time.Second); until.Before(soon) {
-		until = soon
+	a, ok := y.asked[key]
+	if !ok {
+		return time.Time{}, false
 	}
-	return until, ok
+	if !slices.ContainsFunc(all, func(h held) bool { return h.IPID == a.id }) {
+		delete(y.asked, key)
+		return time.Time{}, false
+	}
+	if soon := now.Add(time.Second); a.until.Before(soon) {
+		return soon, true
+	}
+	return a.until, true
 }
 
-func (y *yielder) ask(svc types.NamespacedName, until time.Time) {
+func (y *yielder) ask(key askKey, id string, until time.Time) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	if y.asked == nil {
-		y.asked = map[types.NamespacedName]time.Time{}
+		y.asked = map[askKey]asked{}
 	}
-	y.asked[svc] = until
+	y.asked[key] = asked{id: id, until: until}
 }
 
 func yielding(after time.Duration, format string, args ...any) *Error {

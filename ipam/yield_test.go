@@ -2,10 +2,13 @@ package ipam
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -121,5 +124,96 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 	// The sweeper starts a retention with its release time.
 	if e := r.Start(p, Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
 		t.Fatalf("Start = %+v", e)
+	}
+}
+
+// TestFullPoolCallsStayConstant: a CREATE in a pool full of retained
+// reservations costs a constant number of Scaleway calls whatever how many
+// hold it: the candidates are chosen from the listing (attached ones and
+// those orphaned within the margin are not re-read), and only the chosen
+// one is re-read and written. Before, each retained reservation was
+// re-read in turn, one GetIP each, until one could yield.
+func TestFullPoolCallsStayConstant(t *testing.T) {
+	const n = 64
+	for _, tt := range []struct {
+		name     string
+		attached bool
+		ago      time.Duration // orphaned that long ago
+		yields   bool
+	}{
+		{"none attached", false, time.Hour, true},
+		{"all attached", true, time.Hour, false},
+		{"all orphaned within the margin", false, 10 * time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, "dc=172.16.32.0/22")
+			cfg := e.config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
+			a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Retention: Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
+			now := time.Now()
+			for i := range n {
+				orphaned := now.Add(-tt.ago)
+				tags := Entry{Cluster: "test", Pool: "full", Service: svc("old", fmt.Sprint("s-", i)), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(24 * time.Hour)}.Tags()
+				var res *ipamtest.Resource
+				if tt.attached {
+					res = &ipamtest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
+				}
+				if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(i)}), tags, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A running replica's background refresh has listed the pool.
+			if err := a.Inventory().Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.srv.ResetCounts()
+			_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "full"), Service: svc("payments", "new")})
+			if ReasonOf(err) != ReasonYielding {
+				t.Fatalf("Reserve: %v, want a retryable refusal", err)
+			}
+			var calls int
+			for _, op := range countedOps {
+				calls += e.srv.Count(op)
+			}
+			if calls > 4 || e.srv.Count(ipamtest.OpGetIP) > 1 {
+				t.Fatalf("%d calls (%s) with %d retained reservations; want at most 4, one re-read", calls, e.calls(countedOps...), n)
+			}
+			if yielded := e.srv.Count(ipamtest.OpUpdateIP) == 1; yielded != tt.yields {
+				t.Fatalf("brought one forward: %v, want %v (%s)", yielded, tt.yields, e.calls(countedOps...))
+			}
+		})
+	}
+}
+
+// TestShareCountsFromTheNamespacesListing: a CREATE in a pool with a share
+// lists the namespace's reservations, not the cluster's on the network:
+// its calls do not grow with the other namespaces' reservations. Before,
+// each count paged through every reservation of the cluster there, twice
+// per CREATE.
+func TestShareCountsFromTheNamespacesListing(t *testing.T) {
+	const others = 2000
+	ctx := context.Background()
+	e := newEnv(t, "wide=172.16.64.0/18")
+	cfg := e.config(t, poolFile(`  - {name: capped, privateNetworkID: "{{wide}}", maxPerNamespace: 4}`+"\n"))
+	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg})
+	for i := range others {
+		tags := Entry{Cluster: "test", Pool: "capped", Service: svc(fmt.Sprint("team-", i%50), fmt.Sprint("s-", i)), UID: "u"}.Tags()
+		if _, err := e.srv.AddIP(e.pns["wide"].ID, netip.Addr{}, tags, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Reserve(ctx, Request{Pool: pool(t, a, "capped"), Service: svc("ci", "warm")}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.ResetCounts()
+	if _, err := a.Reserve(ctx, Request{Pool: pool(t, a, "capped"), Service: svc("ci", "new")}); err != nil {
+		t.Fatal(err)
+	}
+	// The Service's own reservations (a pool IPAM chooses in keeps no
+	// index), the namespace's before the booking and after it (the
+	// confirmation), the booking: one page each (50 IPs), where the
+	// cluster's on the network are 41.
+	if got := e.calls(countedOps...); got != "ListIPs=3 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		t.Fatalf("calls with %d reservations of other namespaces: %s", others, got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -462,5 +463,48 @@ func TestCycleReadsTheServiceStore(t *testing.T) {
 	}
 	if !w.entry(gone.ID).OrphanedSince.Equal(w.clock.Now()) || w.entry(kept.ID).UID != string(svc.UID) {
 		t.Fatalf("ledger: kept %+v, gone %+v", w.entry(kept.ID), w.entry(gone.ID))
+	}
+}
+
+// TestStartNeverWakesForThePast: a release-at older than orphaned-since
+// (a rollback across the version that added the tag, a hand edit) and a
+// release that is due but cannot happen (still attached) are no reason
+// to run another cycle: the loop wakes for releases in the future only.
+// Each listing costs the API key every webhook uses.
+func TestStartNeverWakesForThePast(t *testing.T) {
+	w := newWorld(t)
+	now := time.Now()
+	add := func(name string, e ipam.Entry, attach bool) string {
+		t.Helper()
+		e.Cluster, e.Pool, e.Service, e.UID = w.cfg.ClusterName, "general", types.NamespacedName{Namespace: "payments", Name: name}, "uid-"+name
+		id, err := w.srv.AddIP(w.pns["edge"].ID, netip.Addr{}, e.Tags(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attach {
+			if err := w.srv.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-" + name, Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id
+	}
+	stale := add("stale", ipam.Entry{OrphanedSince: now.Add(-10 * time.Minute), ReleaseAt: now.Add(-time.Hour)}, false)
+	add("attached", ipam.Entry{OrphanedSince: now.Add(-2 * time.Hour), ReleaseAt: now.Add(-time.Hour)}, true)
+	s := w.sweeper(func(o *Options) {
+		o.Clock, o.Interval, o.Margin = clock.RealClock{}, time.Hour, 20*time.Second
+	})
+	w.srv.ResetCounts()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.srv.Counts()[ipamtest.OpListIPs]; n != 1 {
+		t.Fatalf("%d listings in 2 s with a one-hour interval; want the first cycle's only", n)
+	}
+	// The stale one now has a time, at least the margin away, and was not
+	// released.
+	if e := w.entry(stale); !w.exists(stale) || e.ReleaseAt.Before(now.Add(20*time.Second)) || !e.Complete() {
+		t.Fatalf("the stale release time became %v (orphaned-since %v)", e.ReleaseAt, e.OrphanedSince)
 	}
 }

@@ -181,8 +181,11 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 // yieldWorld is a world whose admissions go through the real mutator with
 // a 20 s margin and a one-minute sweep: a refusal asks for a retry in
 // 80 s. Namespace ci is opted in beside payments.
-func yieldWorld(t *testing.T) (*world, *webhook.ServiceMutator) {
-	w := newWorldWith(t, tiny)
+func yieldWorld(t *testing.T) (*world, *webhook.ServiceMutator) { return yieldWorldWith(t, tiny) }
+
+// yieldWorldWith is yieldWorld with these pools beside the world's.
+func yieldWorldWith(t *testing.T, pools string) (*world, *webhook.ServiceMutator) {
+	w := newWorldWith(t, pools)
 	if err := w.kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{request.LabelEnabled: "true"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +310,56 @@ func (w *world) broughtForward(id string) bool {
 	e := w.entry(id)
 	p, _ := w.cfg.Pool(e.Pool)
 	return e.ReleaseAt.Before(e.OrphanedSince.Add(p.Retention.Duration))
+}
+
+// tinyNodes is a pool of two addresses on the nodes' network: with tiny, a
+// Service may ask for two full pools.
+const tinyNodes = "  - {name: tiny-nodes, privateNetworkID: {{nodes}}, ranges: [172.16.3.251-172.16.3.252], retention: 24h}\n"
+
+// TestTwoFullPoolsYieldOneReleaseEach: a Service asking for two full pools
+// gets a release brought forward in each, one after the other, and then
+// both addresses; a release remembered in one pool is no answer in the
+// other. A dry run in between is never told to retry.
+func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
+	w, m := yieldWorldWith(t, tiny+tinyNodes)
+	both := map[string]string{request.AnnotationPool: "tiny,tiny-nodes"}
+	x := w.retainedIn(m, "tiny", "payments", "old-a")
+	y := w.retainedIn(m, "tiny-nodes", "payments", "old-b")
+	w.admit(m, "ci", "live", both)
+	w.clock.Step(time.Hour)
+
+	_, resp := w.try(m, "payments", "new", both, false)
+	wantYield(t, resp, 80, `pool "tiny" is full`, "(172.16.35.251, of the deleted payments/old-a) is being released")
+	// A dry run now: its answer must not be the retry remembered for the
+	// CREATE, and it writes nothing.
+	if _, resp := w.try(m, "payments", "new", both, true); resp.Allowed || resp.Result.Code == http.StatusTooManyRequests || !strings.Contains(resp.Result.Message, "nothing was changed (dry run)") {
+		t.Fatalf("a dry run after the CREATE's refusal: %+v; want a non-retryable answer", resp.Result)
+	}
+	if !w.broughtForward(x) || w.broughtForward(y) {
+		t.Fatalf("brought forward: tiny's %v, tiny-nodes' %v; want tiny's only", w.broughtForward(x), w.broughtForward(y))
+	}
+	w.clock.Step(21 * time.Second)
+	if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{x}) {
+		t.Fatalf("released %v, want %s", rep.Released, x)
+	}
+	// The retry books in tiny, and finds tiny-nodes full: nothing was
+	// brought forward there yet, so it is now.
+	_, resp = w.try(m, "payments", "new", both, false)
+	wantYield(t, resp, 80, `pool "tiny-nodes" is full`, "(172.16.3.251, of the deleted payments/old-b) is being released")
+	if !w.broughtForward(y) {
+		t.Fatal("tiny-nodes' oldest was not brought forward: the Service would wait for ever")
+	}
+	// Until it is released, a retry waits for it.
+	_, resp = w.try(m, "payments", "new", both, false)
+	wantYield(t, resp, 80, `pool "tiny-nodes" is full`, "the oldest is being released for this Service")
+	w.clock.Step(21 * time.Second)
+	if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{y}) {
+		t.Fatalf("released %v, want %s", rep.Released, y)
+	}
+	svc, _ := w.admit(m, "payments", "new", both)
+	if got := svc.Annotations[request.AnnotationAddresses]; got != "172.16.35.251,172.16.3.251" {
+		t.Fatalf("the Service got %q, want both released addresses", got)
+	}
 }
 
 func share(w *world, pool string, n int) {
