@@ -217,3 +217,41 @@ func TestShareCountsFromTheNamespacesListing(t *testing.T) {
 		t.Fatalf("calls with %d reservations of other namespaces: %s", others, got)
 	}
 }
+
+// TestShareHoldsForALostBookingTakenBack: namespace ci holds its share of
+// 2 with live Services when a booking of ci/c whose answer was lost (its
+// admission failed, the booking stayed) is found by ci/c's retry. Taken
+// back, it would give the namespace a third address; it counts like a new
+// booking, and is left to the sweeper's pending grace.
+func TestShareHoldsForALostBookingTakenBack(t *testing.T) {
+	ctx := context.Background()
+	r := refs{}
+	e, a := allocEnv(t, r)
+	p := pool(t, a, "auto")
+	two := 2
+	p.MaxPerNamespace = &two
+	for _, name := range []string{"a", "b"} {
+		res, err := a.Reserve(ctx, Request{Pool: p, Service: svc("ci", name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r[res.ID] = svc("ci", name)
+	}
+	// The lost answer's booking: the newest of the namespace's.
+	lost, err := e.cloud.BookIP(ctx, scaleway.BookRequest{PrivateNetworkID: p.PrivateNetworkID,
+		Tags: Entry{Cluster: "test", Pool: "auto", Service: svc("ci", "c")}.Tags()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Reserve(ctx, Request{Pool: p, Service: svc("ci", "c")})
+	if err == nil {
+		t.Fatalf("ci/c was given %s (the lost booking %s): namespace ci holds 3 of its share of 2", res.ID, lost.ID)
+	}
+	if ReasonOf(err) != ReasonYielding {
+		t.Fatalf("Reserve: %v, want a retryable refusal while the booking nobody holds settles", err)
+	}
+	held, err := a.yield.holdings(ctx, Request{Pool: p, Service: svc("ci", "c")})
+	if err != nil || len(held) != 3 {
+		t.Fatalf("holdings %d, %v: the lost booking must stay for the sweeper", len(held), err)
+	}
+}

@@ -33,6 +33,10 @@ type StatusOptions struct {
 	ScalewayOptions []scw.ClientOption
 	// Services reads Services instead of --kubeconfig (tests).
 	Services client.Reader
+	// PendingGrace is the install's: "retained until" of a pending
+	// reservation retained by an older version, which has no release-at
+	// yet. Every other release time is the ledger's.
+	PendingGrace time.Duration
 }
 
 // ParseStatusFlags reads the flags of "status".
@@ -42,6 +46,7 @@ func ParseStatusFlags(args []string) (StatusOptions, error) {
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file")
 	fs.StringVar(&o.Output, "o", "table", "output: table or json")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to name the Services using bring-your-own IPs (read-only)")
+	fs.DurationVar(&o.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "the install's --pending-grace, for reservations retained by an older version (every other release time is read from IPAM)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -62,7 +67,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg})
+	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: o.PendingGrace}})
 	if err := inv.Refresh(ctx); err != nil {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}

@@ -296,3 +296,43 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusReadsTheReleaseTime: "retained until" is the ledger's
+// release-at, written by the sweeper with the install's pending grace
+// (here 30 min, not the default 10) or brought forward by a full pool;
+// status has neither the install's flags nor its clock to compute it.
+// A reservation retained by an older version (no release-at yet) is
+// computed with --pending-grace.
+func TestStatusReadsTheReleaseTime(t *testing.T) {
+	srv, o, _ := statusWorld(t)
+	cfg, _, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphaned := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	svc := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "payments", Name: name} }
+	for addr, e := range map[string]ipam.Entry{
+		"172.16.35.15": {Service: svc("pending"), OrphanedSince: orphaned, ReleaseAt: orphaned.Add(30 * time.Minute)},
+		"172.16.35.16": {Service: svc("yielding"), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(2 * time.Hour)},
+		"172.16.35.17": {Service: svc("older"), OrphanedSince: orphaned},
+	} {
+		e.Cluster, e.Pool = "prod", "dc-link"
+		if _, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr(addr), e.Tags(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.PendingGrace = 20 * time.Minute
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"retained until 2026-11-22T08:30:00Z (payments/pending)",
+		"retained until 2026-11-22T10:00:00Z (payments/yielding)",
+		"retained until 2026-11-22T08:20:00Z (payments/older)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
