@@ -140,6 +140,11 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("handed %+v", got)
 	}
+	// a's release (3 min) was more than the margin away at its write (2
+	// min); b's (4 min) not at its write (4 min), c's (5 min) not at 6.
+	if got[0].Skipped != "" || got[1].Skipped == "" || got[2].Skipped == "" {
+		t.Fatalf("handed %+v, want a moved, b and c left", got)
+	}
 	for i, h := range got {
 		en, _ := ParseEntry(mustIP(t, e, ids[i]).Tags)
 		moved := h.Skipped == ""
@@ -152,11 +157,6 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 		if !moved && h.Skipped != "its release by cluster blue is due within the safety margin" {
 			t.Fatalf("%s skipped: %q", ids[i], h.Skipped)
 		}
-	}
-	// a's release (3 min) was more than the margin away at its write (2
-	// min); b's (4 min) not at its write (4 min), c's (5 min) not at 6.
-	if got[0].Skipped != "" || got[1].Skipped == "" || got[2].Skipped == "" {
-		t.Fatalf("handed %+v, want a moved, b and c left", got)
 	}
 }
 
