@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,16 +111,36 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 {
+		switch {
+		case errors.Is(err, strconv.ErrRange), err == nil && (n > maxDays || n < -maxDays):
+			return 0, outOfRange(s)
+		case err != nil || n < 0:
 			return 0, fmt.Errorf("duration %q: days must be a whole number such as \"7d\"", s)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		// time.ParseDuration words an overflow as it words a typo.
+		if goDuration.MatchString(s) {
+			return 0, outOfRange(s)
+		}
 		return 0, fmt.Errorf("duration %q: use a form such as \"90m\", \"24h\" or \"7d\"", s)
 	}
 	return v, nil
+}
+
+// maxDays is the longest whole number of days a time.Duration holds;
+// more used to wrap around silently ("213504d" was 25m26s).
+const maxDays = int(math.MaxInt64 / int64(24*time.Hour))
+
+// goDuration is the syntax time.ParseDuration reads: a string it matches
+// but refuses does not fit a time.Duration.
+var goDuration = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+func outOfRange(s string) error {
+	return fmt.Errorf("duration %q is out of range: the longest is %dd (%dh, about %d years); write %dd or less",
+		s, maxDays, int64(math.MaxInt64)/int64(time.Hour), maxDays/365, maxDays)
 }
 
 // ParseConfig reads a pool file strictly (unknown fields are errors) and

@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -90,6 +91,28 @@ func TestPoolDefaultsRetention(t *testing.T) {
 	}
 }
 
+// TestPoolLongestRetention: the longest retention in each unit is kept
+// as written; one unit more is refused (TestParseConfigErrors), not
+// wrapped around to minutes.
+func TestPoolLongestRetention(t *testing.T) {
+	for _, tt := range []struct {
+		retention string
+		want      time.Duration
+	}{
+		{"106751d", 106751 * 24 * time.Hour},
+		{"2562047h", 2562047 * time.Hour},
+		{"2562047h47m16.854775807s", time.Duration(math.MaxInt64)},
+	} {
+		c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "    retention: "+tt.retention+"\n", 1)))
+		if err != nil {
+			t.Fatalf("retention %s: %v", tt.retention, err)
+		}
+		if g, _ := c.Pool("general"); g.Retention.Duration != tt.want {
+			t.Errorf("retention %s = %v, want %v", tt.retention, g.Retention, tt.want)
+		}
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	base := func(pools string) string {
 		return "clusterName: prod-par\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" + pools
@@ -134,6 +157,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"manual default", base(pool("a", pnA, "default: true", "autoAssign: false")), []string{"autoAssign: false cannot be the default"}},
 		{"negative retention", base(pool("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
 		{"bad retention", base(pool("a", pnA, "retention: soon")), []string{"soon", "24h"}},
+		{"retention past the longest in days", base(pool("a", pnA, "retention: 213504d")), []string{`"213504d"`, "out of range", "the longest is 106751d"}},
+		{"retention days past an int", base(pool("a", pnA, "retention: 99999999999999999999d")), []string{`"99999999999999999999d"`, "out of range", "106751d"}},
+		{"retention past the longest in hours", base(pool("a", pnA, "retention: 2562048h")), []string{`"2562048h"`, "out of range", "the longest is 106751d"}},
+		{"retention past the longest in a Go form", base(pool("a", pnA, "retention: 2562047h47m17s")), []string{`"2562047h47m17s"`, "out of range", "106751d"}},
+		{"negative retention past the longest", base(pool("a", pnA, "retention: -2562048h")), []string{`"-2562048h"`, "out of range"}},
 		{"negative share", base(pool("a", pnA, "maxPerNamespace: -1")), []string{"pools[0] (a).maxPerNamespace", "-1 is negative", "0 for no cap"}},
 		{"negative default share", base(pool("a", pnA)) + "defaultMaxPerNamespace: -2\n", []string{"defaultMaxPerNamespace", "-2 is negative"}},
 		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},

@@ -38,26 +38,44 @@ func (v *Inventory) Stats() []PoolStats {
 	cfg := v.Config()
 	out := make([]PoolStats, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
-		st := PoolStats{Pool: p.Name, Total: p.Total()}
-		var holders map[netip.Addr]Holder
-		holders, st.Listed = v.existing(p).holdersIn(p)
-		st.Known = !st.Listed.IsZero()
-		for _, h := range holders {
-			if h.Cluster == cfg.ClusterName {
-				st.UsedByCluster++
-				if !h.RetainedSince.IsZero() {
-					st.Retained++
-				}
-			} else {
-				st.UsedByOthers++
-			}
-		}
-		if used := st.UsedByCluster + st.UsedByOthers; st.Total > used {
-			st.Free = st.Total - used
-		}
+		holders, listed := v.existing(p).holdersIn(p)
+		st := statsOf(p, cfg.ClusterName, holders)
+		st.Listed, st.Known = listed, !listed.IsZero()
 		out = append(out, st)
 	}
 	return out
+}
+
+// PoolStatsOf is the occupancy of pool p in ips, a listing of its Private
+// Network, as cluster sees it: for a command that has no Inventory.
+func PoolStatsOf(p *Pool, cluster string, ips []*scaleway.IP) PoolStats {
+	holders := map[netip.Addr]Holder{}
+	for _, ip := range ips {
+		if p.Contains(ip.Address) {
+			holders[ip.Address] = holderOf(ip)
+		}
+	}
+	st := statsOf(p, cluster, holders)
+	st.Known = true
+	return st
+}
+
+func statsOf(p *Pool, cluster string, holders map[netip.Addr]Holder) PoolStats {
+	st := PoolStats{Pool: p.Name, Total: p.Total()}
+	for _, h := range holders {
+		if h.Cluster == cluster {
+			st.UsedByCluster++
+			if !h.RetainedSince.IsZero() {
+				st.Retained++
+			}
+		} else {
+			st.UsedByOthers++
+		}
+	}
+	if used := st.UsedByCluster + st.UsedByOthers; st.Total > used {
+		st.Free = st.Total - used
+	}
+	return st
 }
 
 // holdersIn copies the booked addresses of pool p from its subnet's view;

@@ -81,9 +81,13 @@ func (y *yielder) full(ctx context.Context, req Request, exhaustedErr error, rel
 		}
 	}
 	total := req.Pool.Total()
-	what := fmt.Sprintf("pool %q is full", req.Pool.Name)
+	what := FullPool(req.Pool.Name)
 	return y.makeRoom(ctx, req, what, fmt.Sprintf("of its %d addresses", total), all, func([]held) error { return exhaustedErr })
 }
+
+// FullPool begins the refusal over a pool full of reservations, some of
+// them retained: preflight knows the webhook's dry-run answer by it.
+func FullPool(name string) string { return fmt.Sprintf("pool %q is full", name) }
 
 // errBookAgain: a fresh listing shows room in a pool that looked full.
 var errBookAgain = errors.New("the pool has room after a listing; book again")

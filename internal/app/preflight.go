@@ -111,6 +111,10 @@ type preflight struct {
 	// webhooks are the names in our webhook configuration: a dry run's
 	// failure names the webhook that failed it.
 	webhooks []string
+	// yielding are the pools found full with this cluster's retained
+	// reservations among the holders: healthy, as the oldest yields to a
+	// new Service, though the dry run is denied and no canary fits.
+	yielding map[string]ipam.PoolStats
 }
 
 func (p *preflight) ok(check, detail string) {
@@ -145,7 +149,7 @@ func Preflight(ctx context.Context, o PreflightOptions, out io.Writer) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	p := &preflight{o: o, passed: map[string]bool{}}
+	p := &preflight{o: o, passed: map[string]bool{}, yielding: map[string]ipam.PoolStats{}}
 	p.run(ctx)
 	if err := p.print(out); err != nil {
 		return err
@@ -183,6 +187,8 @@ func poolNetworkCheck(pool string) string { return "pool " + pool + " network" }
 func poolIPAMCheck(pool string) string { return "pool " + pool + " IPAM" }
 
 func poolCanaryCheck(pool string) string { return "pool " + pool + " canary" }
+
+func poolFullCheck(pool string) string { return "pool " + pool + " full" }
 
 func (p *preflight) run(ctx context.Context) {
 	cfg, _, parseErr := loadConfig(p.o.ConfigFile)

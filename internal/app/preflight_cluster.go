@@ -230,6 +230,10 @@ func (p *preflight) dryRun(ctx context.Context, pool *ipam.Pool) {
 		warnings = p.o.Warnings()[before:]
 	}
 	where := fmt.Sprintf("a dry-run create of LoadBalancer Service %s/%s (pool %s)", p.o.Namespace, name, pool.Name)
+	if _, yielding := p.yielding[pool.Name]; yielding && err != nil && deniedAsFull(err, p.webhooks, pool) {
+		p.ok(checkDryRun, fmt.Sprintf("the webhook answered %s in %s: pool %s is full of retained reservations (see %s), and it denied the dry run as a CREATE would be asked to wait for the oldest's early release: %s", name, p.o.Namespace, pool.Name, poolFullCheck(pool.Name), err))
+		return
+	}
 	if err != nil {
 		problem, fix := p.dryRunFailure(err)
 		p.fail(checkDryRun, where+": "+problem, fix)
@@ -251,6 +255,16 @@ var quotaExceeded = regexp.MustCompile(`exceeded quota: ([^,]+)`)
 // webhookNamed finds the webhook an admission error names, as in
 // `failed calling webhook "x"` and `admission webhook "x" denied`.
 var webhookNamed = regexp.MustCompile(`(failed calling webhook|admission webhook) "([^"]+)"`)
+
+// deniedAsFull reports whether err is one of webhooks' denials of the dry
+// run saying that pool is full: its words for a pool with this cluster's
+// retained reservations among the holders, where a CREATE would make room
+// (an exhausted pool's are others).
+func deniedAsFull(err error, webhooks []string, pool *ipam.Pool) bool {
+	msg := err.Error()
+	m := webhookNamed.FindStringSubmatch(msg)
+	return m != nil && m[1] == "admission webhook" && slices.Contains(webhooks, m[2]) && strings.Contains(msg, ipam.FullPool(pool.Name))
+}
 
 // dryRunFailure says who refused the dry run, from the apiserver's error:
 // our webhook, another webhook or policy, a ResourceQuota, or RBAC.

@@ -262,6 +262,11 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 		}
 	}
 	p.ok(check, fmt.Sprintf("%d addresses booked in %s", len(used), pool.Prefix()))
+	if st := ipam.PoolStatsOf(pool, p.cfg.ClusterName, ips); st.Total > 0 && st.Free == 0 && st.Retained > 0 {
+		p.yielding[pool.Name] = st
+		p.info(poolFullCheck(pool.Name), fmt.Sprintf("all %d addresses are booked, %d of them this cluster's reservations retained for deleted Services: "+
+			"a new Service's CREATE has the oldest released early and books on its retry, so the pool is full but not exhausted (scw-lb-ipam status lists them)", st.Total, st.Retained))
+	}
 	if p.o.Write {
 		p.canary(ctx, pool, used)
 	}
@@ -272,6 +277,10 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 // takes it for this cluster's orphan and releases it after the retention.
 func (p *preflight) canary(ctx context.Context, pool *ipam.Pool, used map[netip.Addr]bool) {
 	check := poolCanaryCheck(pool.Name)
+	if st, ok := p.yielding[pool.Name]; ok {
+		p.info(check, fmt.Sprintf("not booked: the pool is full (see %s), and a canary would wait for one of its %d retained reservations to be released early; the other pools' canaries check the key's booking rights", poolFullCheck(pool.Name), st.Retained))
+		return
+	}
 	entry := ipam.Entry{
 		Cluster:       p.cfg.ClusterName,
 		Pool:          pool.Name,

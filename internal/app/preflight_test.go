@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -796,5 +797,85 @@ func TestPreflightLBNetworks(t *testing.T) {
 	out, _ = w.run(t)
 	if l := checkLines(t, out)["Load Balancer networks"]; !strings.HasPrefix(l, "ok  Load Balancer networks: a Service of namespace payments asking every pool it may use needs 5 of a Load Balancer's 8 Private Networks") {
 		t.Errorf("line %q\n%s", l, out)
+	}
+}
+
+// TestPreflightFullPool: a pool full of this cluster's retained
+// reservations is healthy (a new Service makes the oldest yield), so
+// preflight passes and says how many yield; full of live reservations or
+// of other holders it fails, with and without --write.
+func TestPreflightFullPool(t *testing.T) {
+	orphaned := time.Now().Add(-2 * time.Hour)
+	entry := func(cluster string, i int, retained bool) []string {
+		e := ipam.Entry{Cluster: cluster, Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: fmt.Sprintf("old-%d", i)}, UID: fmt.Sprintf("uid-%d", i)}
+		if retained {
+			e.OrphanedSince = orphaned
+		}
+		return e.Tags()
+	}
+	// What the webhook answers the dry run of a CREATE in each pool.
+	const (
+		wouldYield = `scw-lb-ipam: pool "dc-link" is full; %d of its 10 addresses are retained for deleted Services; a CREATE would release the oldest (172.16.35.10, of the deleted payments/old-0) early and ask to be retried in ~80 s; nothing was changed (dry run)`
+		exhausted  = `scw-lb-ipam: pool "dc-link" is exhausted (10/10 used); ask for another pool, or free addresses in it (scw-lb-ipam status shows who holds them)`
+	)
+	for _, tt := range []struct {
+		name     string
+		holder   func(i int) []string // the tags of the IP at 172.16.35.10+i
+		denial   string
+		retained int // 0: preflight fails
+	}{
+		{"retained reservations of this cluster", func(i int) []string { return entry("prod", i, true) }, fmt.Sprintf(wouldYield, 10), 10},
+		{"one of them retained", func(i int) []string { return entry("prod", i, i == 0) }, fmt.Sprintf(wouldYield, 1), 1},
+		{"live reservations of this cluster", func(i int) []string { return entry("prod", i, false) }, exhausted, 0},
+		{"another cluster's retained reservations", func(i int) []string { return entry("blue", i, true) }, exhausted, 0},
+		{"someone else's", func(int) []string { return []string{"database"} }, exhausted, 0},
+	} {
+		for _, write := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, write %v", tt.name, write), func(t *testing.T) {
+				w := newPreflightWorld(t)
+				w.o.Write = write
+				for i := range 10 {
+					if _, err := w.srv.AddIP(w.pns["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(10 + i)}), tt.holder(i), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.mode = webhookRefused
+				w.dryRunErr = func(string) error {
+					return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+						Message: `admission webhook "services.scw-lb-ipam.io" denied the request: ` + tt.denial}}
+				}
+				out, err := w.run(t)
+				lines := checkLines(t, out)
+				if tt.retained == 0 {
+					if err == nil {
+						t.Fatalf("a pool full of what does not yield passed:\n%s", out)
+					}
+					if l := lines["webhook dry run"]; !strings.HasPrefix(l, "FAIL webhook dry run: ") || !strings.Contains(l, "the webhook answered and denied it") {
+						t.Errorf("dry run line %q", l)
+					}
+					if l := lines["pool dc-link canary"]; write && !strings.HasPrefix(l, "FAIL pool dc-link canary: pool dc-link has no free address to book a canary in (10/10 used)") {
+						t.Errorf("canary line %q", l)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("a pool full of retained reservations fails preflight: %v\n%s", err, out)
+				}
+				if l := lines["pool dc-link full"]; !strings.HasPrefix(l, fmt.Sprintf("info pool dc-link full: all 10 addresses are booked, %d of them this cluster's reservations retained for deleted Services", tt.retained)) {
+					t.Errorf("full line %q\n%s", l, out)
+				}
+				if l := lines["webhook dry run"]; !strings.HasPrefix(l, "ok  webhook dry run: the webhook answered") || !strings.Contains(l, "pool dc-link is full of retained reservations") || !strings.Contains(l, tt.denial) {
+					t.Errorf("dry run line %q", l)
+				}
+				if write {
+					if l := lines["pool dc-link canary"]; !strings.HasPrefix(l, "info pool dc-link canary: not booked") {
+						t.Errorf("canary line %q", l)
+					}
+					if n := w.srv.Count(ipamtest.OpBookIP); n != 1 {
+						t.Errorf("BookIP called %d times, want once (pool edge)", n)
+					}
+				}
+			})
+		}
 	}
 }

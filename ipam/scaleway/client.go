@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"time"
 
 	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
@@ -18,7 +19,7 @@ import (
 
 // DefaultPageSize is how many IPs one ListIPs page asks for; the webhook,
 // the sweeper and status all use it. ListIPs pages until total_count
-// whatever size the pages come back in.
+// whatever size the pages come back in (see listNewestFirst).
 const DefaultPageSize = 100
 
 // CallObserver is told about every HTTP call to Scaleway: the operation, the
@@ -156,46 +157,53 @@ func (c *scwCloud) GetIP(ctx context.Context, id string) (*IP, error) {
 // ListIPPages), and returns them all.
 func (c *scwCloud) ListIPs(ctx context.Context, f ListFilter) ([]*IP, error) {
 	var out []*IP
-	err := c.ListIPPages(ctx, f, func(page []*IP) error {
+	err := c.listNewestFirst(ctx, f, func(page []*IP) error {
 		out = append(out, page...)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if f.OldestFirst {
+		slices.Reverse(out)
+	}
 	return out, nil
 }
 
-// ListIPPages hands fn every page, Options.PageSize IPs at a time, until
-// total_count IPs were seen or a page comes back empty. A short page is not
-// the end: the API may answer fewer than asked (a lower cap than
-// page_size), and stopping there would hide the rest. IPs booked or
-// released while paging shift the pages under us: one seen twice is handed
-// over once. An error of fn ends the listing with it.
+// ListIPPages hands fn every page, Options.PageSize IPs at a time, each IP
+// once: every IP that exists for the whole listing is handed over, however
+// many are booked or released meanwhile (see listNewestFirst for the limit). OldestFirst
+// hands the whole listing over as one page, as it is read newest first.
+// An error of fn ends the listing with it.
 func (c *scwCloud) ListIPPages(ctx context.Context, f ListFilter, fn func([]*IP) error) error {
-	seen := map[string]bool{}
-	for page := int32(1); ; page++ {
-		req := &ipamapi.ListIPsRequest{
-			Region:   c.region,
-			Page:     scw.Int32Ptr(page),
-			PageSize: scw.Uint32Ptr(c.pageSize),
-			Tags:     f.Tags,
-			IsIPv6:   f.IPv6,
-		}
-		if f.PrivateNetworkID != "" {
-			req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
-		}
-		if f.ProjectID != "" {
-			req.ProjectID = scw.StringPtr(f.ProjectID)
-		}
-		if f.OldestFirst {
-			req.OrderBy = ipamapi.ListIPsRequestOrderByCreatedAtAsc
-		}
-		var resp *ipamapi.ListIPsResponse
-		err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
-			resp, err = c.ipam.ListIPs(req, scw.WithContext(ctx))
+	if f.OldestFirst {
+		ips, err := c.ListIPs(ctx, f)
+		if err != nil {
 			return err
-		})
+		}
+		return fn(ips)
+	}
+	return c.listNewestFirst(ctx, f, fn)
+}
+
+// listNewestFirst pages through the IPs f matches, newest first, and hands
+// fn each IP once. IPAM pages by offset, so a change between two pages
+// moves the IPs behind it. Newest first, a booking lands in front of every
+// page and only pushes IPs onto a page still to come (handed once); a
+// release pulls the IPs behind it one place forward, the first of the next
+// page into one already read, and total_count drops by one. Oldest first,
+// a booking would land behind the listing and hide such a drop; so can an
+// IP re-tagged into f (an adoption, a handover), which keeps its place.
+//
+// A short page is not the end: the API may answer fewer than asked (a lower
+// cap than page_size), so offsets are counted in the longest page seen.
+// Nothing changed, the listing costs no call more than its pages; a drop of
+// d costs ceil(d / page size) + 1 calls more.
+func (c *scwCloud) listNewestFirst(ctx context.Context, f ListFilter, fn func([]*IP) error) error {
+	seen := map[string]bool{}
+	stride, total := 1, uint64(0) // total is the previous answer's total_count
+	for page := int32(1); ; page++ {
+		resp, err := c.listPage(ctx, f, page)
 		if err != nil {
 			return err
 		}
@@ -209,10 +217,40 @@ func (c *scwCloud) ListIPPages(ctx context.Context, f ListFilter, fn func([]*IP)
 		if err := fn(out); err != nil {
 			return err
 		}
-		if len(resp.IPs) == 0 || uint64(len(seen)) >= resp.TotalCount {
+		stride = max(stride, len(resp.IPs))
+		if resp.TotalCount < total {
+			// Releases pulled up to a drop's worth of IPs into pages read: read them again.
+			back := (total - resp.TotalCount + uint64(stride) - 1) / uint64(stride)
+			page = int32(max(0, int64(page)-1-int64(back)))
+		} else if uint64(page-1)*uint64(stride)+uint64(len(resp.IPs)) >= resp.TotalCount {
 			return nil
 		}
+		total = resp.TotalCount
 	}
+}
+
+// listPage reads one page of the IPs f matches, newest first.
+func (c *scwCloud) listPage(ctx context.Context, f ListFilter, page int32) (*ipamapi.ListIPsResponse, error) {
+	req := &ipamapi.ListIPsRequest{
+		Region:   c.region,
+		Page:     scw.Int32Ptr(page),
+		PageSize: scw.Uint32Ptr(c.pageSize),
+		Tags:     f.Tags,
+		IsIPv6:   f.IPv6,
+		OrderBy:  ipamapi.ListIPsRequestOrderByCreatedAtDesc,
+	}
+	if f.PrivateNetworkID != "" {
+		req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
+	}
+	if f.ProjectID != "" {
+		req.ProjectID = scw.StringPtr(f.ProjectID)
+	}
+	var resp *ipamapi.ListIPsResponse
+	err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {
+		resp, err = c.ipam.ListIPs(req, scw.WithContext(ctx))
+		return err
+	})
+	return resp, err
 }
 
 func (c *scwCloud) SetTags(ctx context.Context, id string, tags []string) (*IP, error) {

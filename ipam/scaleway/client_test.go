@@ -1,16 +1,21 @@
 package scaleway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,4 +274,126 @@ func TestListIPsPages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestListIPsAcrossReleases: IPAM pages by offset, so an IP released
+// between two pages from a page already read moves every later IP one
+// place towards the front, and the first IP of the next page slides into
+// the page already read; total_count shrinks with it. Every IP that exists
+// for the whole listing is still listed, exactly once.
+func TestListIPsAcrossReleases(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		oldestFirst bool
+		// after this many ListIPs answers, release release of the IPs they
+		// listed (from the first on) and book book new ones
+		after, release, book int
+		calls                int
+	}{
+		// 250 IPs in pages of 50: 5 pages when nothing changes.
+		{name: "one released from page 1", after: 1, release: 1, calls: 7},
+		{name: "more than a page released from pages 1 and 2", after: 2, release: 60, calls: 7},
+		{name: "every IP of page 1 released", after: 1, release: 50, calls: 6},
+		{name: "oldest first, one released from page 1 and one booked", oldestFirst: true, after: 1, release: 1, book: 1, calls: 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "dc=172.16.32.0/22")
+			whole := map[string]bool{}
+			for range 250 {
+				id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				whole[id] = true
+			}
+			var mu sync.Mutex
+			var listed []string // by the answers so far, in order
+			answers := 0
+			proxy := httptest.NewServer(&httputil.ReverseProxy{
+				Rewrite: func(r *httputil.ProxyRequest) {
+					target, _ := url.Parse(e.srv.URL())
+					r.SetURL(target)
+					mu.Lock()
+					defer mu.Unlock()
+					if !isListIPs(r.In) || answers != tt.after {
+						return
+					}
+					for _, id := range listed[:tt.release] {
+						if err := e.cloud.ReleaseIP(r.In.Context(), id); err != nil {
+							t.Error(err)
+						}
+						delete(whole, id)
+					}
+					for range tt.book {
+						if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil); err != nil {
+							t.Error(err)
+						}
+					}
+				},
+				ModifyResponse: func(resp *http.Response) error {
+					if !isListIPs(resp.Request) {
+						return nil
+					}
+					body, err := io.ReadAll(resp.Body)
+					if err != nil {
+						return err
+					}
+					resp.Body = io.NopCloser(bytes.NewReader(body))
+					var page struct {
+						IPs []struct {
+							ID string `json:"id"`
+						} `json:"ips"`
+					}
+					if err := json.Unmarshal(body, &page); err != nil {
+						return err
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					answers++
+					for _, ip := range page.IPs {
+						listed = append(listed, ip.ID)
+					}
+					return nil
+				},
+			})
+			t.Cleanup(proxy.Close)
+			cloud, err := New(context.Background(), Options{Region: "fr-par", PageSize: 50, ClientOptions: []scw.ClientOption{
+				scw.WithAPIURL(proxy.URL), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{clusterTag}, OldestFirst: tt.oldestFirst})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			calls := answers
+			mu.Unlock()
+			got := map[string]int{}
+			for _, ip := range ips {
+				got[ip.ID]++
+			}
+			missing := 0
+			for id := range whole {
+				if got[id] != 1 {
+					missing++
+					t.Errorf("%s, there for the whole listing, listed %d times", id, got[id])
+				}
+			}
+			if missing > 0 {
+				t.Fatalf("%d of the %d IPs there for the whole listing not listed once (%d listed, %d ListIPs calls)", missing, len(whole), len(ips), calls)
+			}
+			if tt.oldestFirst && !slices.IsSortedFunc(ips, func(a, b *IP) int { return a.CreatedAt.Compare(b.CreatedAt) }) {
+				t.Error("not listed oldest first")
+			}
+			if calls != tt.calls {
+				t.Errorf("%d ListIPs calls, want %d", calls, tt.calls)
+			}
+		})
+	}
+}
+
+// isListIPs reports whether r asks for a page of ListIPs.
+func isListIPs(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/ipam/v1/regions/fr-par/ips")
 }
