@@ -138,6 +138,7 @@ func (r *report) callsPerAdmission() {
 		r.printf("  %-38s %5d  %-36s %s\n", row.name, med.n, med.detail, g)
 	}
 	r.check("pool and address CREATEs make 1 Scaleway call per IP in steady state", allMet, strings.Join(single, ", "))
+	r.fullPoolRows()
 	r.printf("\n")
 }
 

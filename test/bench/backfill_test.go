@@ -175,7 +175,8 @@ func (r *report) backfilled(svcs []*corev1.Service) {
 }
 
 // release gives the seeded reservations back, so that the replicas' index
-// refresh in the later rows lists what it did before.
+// refresh and the sweeper's cycles in the later rows list what they did
+// before.
 func (r *report) release(ids []string) {
 	ctx := context.Background()
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: "fr-par", ClientOptions: r.env.ScalewayOptions()})
@@ -189,7 +190,9 @@ func (r *report) release(ids []string) {
 	for range 8 {
 		wg.Go(func() {
 			for id := range work {
-				if err := cloud.ReleaseIP(ctx, id); err != nil {
+				// One the sweeper released meanwhile (a full pool
+				// brought its release forward) is gone already.
+				if err := cloud.ReleaseIP(ctx, id); err != nil && scaleway.Classify(err) != scaleway.KindNotFound {
 					mu.Lock()
 					failed = err
 					mu.Unlock()

@@ -101,6 +101,20 @@ func BenchmarkReport(b *testing.B) {
 	fmt.Print("\n" + r.out.String())
 }
 
+// BenchmarkCalls prints the table of Scaleway calls per admission alone,
+// full pools and shares included, on a control plane of its own: a change
+// to what an admission calls is measured in a few minutes. Run it with
+// -benchtime=1x.
+func BenchmarkCalls(b *testing.B) {
+	r := startReport(b)
+	defer r.env.Stop()
+	r.callsPerAdmission()
+	for _, g := range r.goals {
+		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
+	}
+	fmt.Print("\n" + r.out.String())
+}
+
 // BenchmarkBackfill prints the uid back-fill's rows and goal alone, on a
 // control plane of their own: a change to the back-fill is measured in a
 // few minutes. Run it with -benchtime=1x.
@@ -118,7 +132,7 @@ func BenchmarkBackfill(b *testing.B) {
 // measurements share.
 func startReport(b *testing.B) *report {
 	env, err := testenv.Start(testenv.Options{
-		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/20", "edge=10.10.0.0/16"},
+		PrivateNetworks: append([]string{"nodes=172.16.0.0/22", "dc=172.16.32.0/20", "edge=10.10.0.0/16"}, yieldNetworks()...),
 		// dc-link's ranges hold what the measurements book in it (~1,800).
 		PoolFile: `clusterName: bench
 region: fr-par
@@ -126,7 +140,7 @@ clusterPrivateNetworkID: {{nodes}}
 pools:
   - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.33.0-172.16.46.255"]}
   - {name: general, privateNetworkID: {{edge}}}
-`,
+` + yieldPools(),
 		Namespaces: map[string]bool{"opted": true, "plain": false},
 		Args:       []string{"--sweep-interval", "1h"},
 		// The admission path alone: no Load Balancers made meanwhile.
