@@ -93,7 +93,9 @@ func TestHandoverRereadsBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retag(t, e, r.ID, func(en *Entry) { en.UID, en.OrphanedSince, en.ReleaseAt = "u", time.Now().Add(-time.Hour), time.Now().Add(time.Hour) })
+	retag(t, e, r.ID, func(en *Entry) {
+		en.UID, en.OrphanedSince, en.ReleaseAt = "u", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	})
 	// Blue takes it back between the listing and the re-read.
 	cloud := rereadHook{Cloud: e.cloud, before: func() { retag(t, e, r.ID, func(en *Entry) { en.OrphanedSince = time.Time{} }) }}
 	got, err := Handover(ctx, cloud, green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}, HandoverRequest{From: "blue"})
