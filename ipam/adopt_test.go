@@ -2,12 +2,14 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // adoptEnv is two clusters on one emulator, the same pools but for their
@@ -253,4 +255,57 @@ func reserve(t *testing.T, a *Allocator, pool string, svc types.NamespacedName) 
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestAdoptionInAPoolWithAShare: a share counts this cluster's
+// reservations; blue's pending booking of the Service is adopted in a
+// pool with one as in any other (the check for a lost booking taken back
+// applies to this cluster's own).
+func TestAdoptionInAPoolWithAShare(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	two := 2
+	pool(t, green, "ranged").MaxPerNamespace = &two
+	api := svc("payments", "api")
+	held := reserve(t, blue, "ranged", api) // pending in blue: no uid yet
+	got, err := green.Reserve(ctx, Request{Pool: pool(t, green, "ranged"), Service: api})
+	if err != nil || got.ID != held.ID || got.AdoptedFrom != "blue" {
+		t.Fatalf("green's CREATE: %+v %v; want %s adopted from blue", got, err, held.ID)
+	}
+	if en, _ := ParseEntry(mustIP(t, e, held.ID).Tags); en.Cluster != "green" || en.Namespace != "payments" {
+		t.Fatalf("ledger after adoption: %+v", en)
+	}
+}
+
+// TestValidateIDOfAReservationReleasedMeanwhile: a restored manifest
+// names blue's reservation, which blue's sweeper releases between green's
+// read and its write: the Service gets a fresh address from the pool, not
+// the API's "not found".
+func TestValidateIDOfAReservationReleasedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	api := svc("payments", "api")
+	held := reserve(t, blue, "ranged", api)
+	cloud := releaseBeforeWrite{Cloud: e.cloud, release: func() {
+		if err := e.cloud.ReleaseIP(ctx, held.ID); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	g := NewAllocator(AllocatorOptions{Cloud: cloud, Config: green.Config(), Retention: Retention{PendingGrace: time.Hour, Margin: time.Minute}})
+	_, err := g.ValidateID(ctx, IDRequest{ID: held.ID, Service: api})
+	var ie *Error
+	if !errors.As(err, &ie) || ie.Reason != ReasonReleasing || ie.Fallback == nil || ie.Fallback.Name != "ranged" {
+		t.Fatalf("ValidateID: %v; want ReservationReleasing with pool ranged to book anew in", err)
+	}
+}
+
+// releaseBeforeWrite runs release before the first SetTags.
+type releaseBeforeWrite struct {
+	scaleway.Cloud
+	release func()
+}
+
+func (c releaseBeforeWrite) SetTags(ctx context.Context, id string, tags []string) (*scaleway.IP, error) {
+	c.release()
+	return c.Cloud.SetTags(ctx, id, tags)
 }

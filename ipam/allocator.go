@@ -173,7 +173,7 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 	}
 	share := a.Config().ShareOf(p)
 	var held []*scaleway.IP // the namespace's, when it has a share
-	if sticky != nil && share > 0 && !req.DryRun && pending(sticky) {
+	if sticky != nil && share > 0 && !req.DryRun && pending(sticky) && owned(sticky, a.Config().ClusterName) {
 		// A booking no Service was given (an answer lost, then the
 		// admission failed) counts against the share like a new one: taken
 		// back beyond it, the namespace would end over it. Left to the

@@ -30,6 +30,10 @@ const (
 	// it repeats the service tag's namespace, which a tag filter cannot
 	// match by prefix.
 	TagNamespace = "scw-lb-ipam/namespace="
+	// TagEarlyRelease marks a release-at a full pool brought forward (see
+	// Retention.Yield): the sweeper never moves it back to the pool file's
+	// retention.
+	TagEarlyRelease = "scw-lb-ipam/early-release"
 )
 
 // Entry is the ledger read from (or written to) the tags of one IP.
@@ -50,6 +54,9 @@ type Entry struct {
 	// Namespace is the namespace tag as read: empty on a reservation
 	// booked before the tag existed. Tags always writes Service's.
 	Namespace string
+	// Early: ReleaseAt was brought forward by a full pool or share; it
+	// goes with ReleaseAt.
+	Early bool
 	// Other holds tags that are not ours, kept untouched on every rewrite.
 	Other []string
 }
@@ -81,6 +88,8 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 			}
 		case strings.HasPrefix(t, TagNamespace):
 			e.Namespace = t[len(TagNamespace):]
+		case t == TagEarlyRelease:
+			e.Early = true
 		default:
 			e.Other = append(e.Other, t)
 		}
@@ -98,6 +107,9 @@ func (e Entry) Tags() []string {
 		tags = append(tags, TagOrphanedSince+ceilSecond(e.OrphanedSince).Format(time.RFC3339))
 		if !e.ReleaseAt.IsZero() {
 			tags = append(tags, TagReleaseAt+ceilSecond(e.ReleaseAt).Format(time.RFC3339))
+			if e.Early {
+				tags = append(tags, TagEarlyRelease)
+			}
 		}
 	}
 	return append(tags, e.Other...)

@@ -55,10 +55,39 @@ func (r Retention) Of(p *Pool, e Entry) time.Duration {
 }
 
 // Start is e retained from now: orphaned-since and release-at in one write.
+// Both are whole seconds, as the tags hold them: read back, release-at is
+// orphaned-since plus the retention exactly (see Follow).
 func (r Retention) Start(p *Pool, e Entry, now time.Time) Entry {
-	e.OrphanedSince = now
-	e.ReleaseAt = now.Add(r.Of(p, e))
+	e.OrphanedSince = ceilSecond(now)
+	e.ReleaseAt = e.OrphanedSince.Add(r.Of(p, e))
+	e.Early = false
 	return e
+}
+
+// Follow is the sweeper's rewrite of a retained reservation's release-at
+// after the pool file changed its retention (or the pending grace): later
+// at any time, earlier only to a time more than Margin from now, as an
+// early release does, so that an admission that read the old time never
+// takes back an IP being released. A release a full pool brought forward
+// is left as it is. changed is false when there is nothing to rewrite.
+func (r Retention) Follow(p *Pool, e Entry, now time.Time) (followed Entry, changed bool) {
+	at, ok := r.When(p, e)
+	if !ok || e.ReleaseAt.IsZero() || e.Early {
+		return e, false
+	}
+	want := ceilSecond(e.OrphanedSince.Add(r.Of(p, e)))
+	if want.Before(at) {
+		// Earlier: never into the dead zone of an admission that read at.
+		want = later(want, ceilSecond(now.Add(r.Margin)))
+		if !want.Before(at) {
+			return e, false
+		}
+	}
+	if want.Equal(at) {
+		return e, false
+	}
+	e.ReleaseAt = want
+	return e, true
 }
 
 // When is the release time of one of this cluster's retained reservations:
@@ -132,7 +161,7 @@ func (r Retention) Yieldable(p *Pool, e Entry, now time.Time) bool {
 // Yield is e with its release brought forward to Margin after now: every
 // admission that reads it from now on finds it inside its dead zone.
 func (r Retention) Yield(e Entry, now time.Time) Entry {
-	e.ReleaseAt = now.Add(r.Margin)
+	e.ReleaseAt, e.Early = now.Add(r.Margin), true
 	return e
 }
 

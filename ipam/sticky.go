@@ -294,6 +294,12 @@ func pending(ip *scaleway.IP) bool {
 	return e.UID == ""
 }
 
+// owned reports whether ip is cluster's (not one adopted from another).
+func owned(ip *scaleway.IP, cluster string) bool {
+	e, _ := ParseEntry(ip.Tags)
+	return e.Owns(cluster)
+}
+
 func orphanedSince(ip *scaleway.IP) time.Time {
 	e, _ := ParseEntry(ip.Tags)
 	return e.OrphanedSince

@@ -130,7 +130,12 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest
 			return nil, err
 		}
 	}
-	return a.takeBack(ctx, pool, req.Service, ip, req.DryRun)
+	res, err := a.takeBack(ctx, pool, req.Service, ip, req.DryRun)
+	if err == errGone {
+		return nil, &Error{Reason: ReasonReleasing, Fallback: pool, Err: err,
+			Message: "IPAM IP " + ip.ID + " (" + ip.Address.String() + ") of Service " + req.Service.String() + " was released as it was taken back; a fresh address from pool " + pool.Name + " is reserved instead"}
+	}
+	return res, err
 }
 
 // PrivateNetworkExists asks VPC whether a Private Network a Service names

@@ -33,11 +33,13 @@ type yielder struct {
 	asked map[askKey]asked
 }
 
-// askKey is one Service's request in one pool: a Service asking two full
-// pools waits for a release in each.
+// askKey is one Service's request in one pool, for the pool or for the
+// namespace's share of it (each judged from a listing of its own): a
+// Service asking two full pools waits for a release in each.
 type askKey struct {
 	svc  types.NamespacedName
 	pool string
+	of   string
 }
 
 // asked is a release brought forward for a request.
@@ -219,6 +221,9 @@ func (y *yielder) makeRoom(ctx context.Context, req Request, what, among string,
 	}
 	wait := a.policy.RetryAfter()
 	head := fmt.Sprintf("%s; %d %s are retained for deleted Services", what, n, among)
+	if req.DryRun && n == 0 {
+		return refuse(ReasonWouldYield, "%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created); a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", what, len(hs.settling), among, seconds(wait))
+	}
 	if n == 0 {
 		return yielding(wait, "%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created); nothing was reserved, retry in ~%s", what, len(hs.settling), among, seconds(wait))
 	}
@@ -232,7 +237,7 @@ func (y *yielder) makeRoom(ctx context.Context, req Request, what, among string,
 		}
 		return refuse(ReasonWouldYield, "%s and being released; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, seconds(wait))
 	}
-	key := askKey{req.Service, req.Pool.Name}
+	key := askKey{req.Service, req.Pool.Name, among}
 	if until, ok := y.waiting(key, all, now); ok {
 		return yielding(until.Sub(now), "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(until.Sub(now)))
 	}

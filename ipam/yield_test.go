@@ -121,6 +121,28 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 	if due := at(time.Hour + margin); !r.Expired(p, yielded, due) || r.Reusable(p, yielded, due.Add(-margin/2)) {
 		t.Fatal("a release brought forward by a full pool is not honoured")
 	}
+	// The sweeper follows the pool file: later at once, earlier no sooner
+	// than the margin from now, an early release never.
+	for _, tt := range []struct {
+		name      string
+		e         Entry
+		retention time.Duration
+		now       time.Time
+		want      time.Time // zero: unchanged
+	}{
+		{"longer", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 24 * time.Hour, at(2 * time.Hour), at(24 * time.Hour)},
+		{"shorter, far", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(time.Minute), at(time.Hour)},
+		{"shorter, past", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(2 * time.Hour), at(2*time.Hour + margin)},
+		{"shorter, already inside the margin", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 30 * time.Minute, at(time.Hour - margin/2), time.Time{}},
+		{"same", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, 24 * time.Hour, at(time.Hour), time.Time{}},
+		{"early release", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour), Early: true}, 24 * time.Hour, at(time.Minute), time.Time{}},
+	} {
+		q := &Pool{Name: "q", Retention: Duration{Duration: tt.retention}}
+		got, changed := r.Follow(q, tt.e, tt.now)
+		if changed != !tt.want.IsZero() || changed && !got.ReleaseAt.Equal(tt.want) {
+			t.Errorf("Follow %s: %v (changed %v), want %v", tt.name, got.ReleaseAt, changed, tt.want)
+		}
+	}
 	// The sweeper starts a retention with its release time.
 	if e := r.Start(p, Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
 		t.Fatalf("Start = %+v", e)

@@ -30,8 +30,12 @@ type Report struct {
 	// Settled counts retained IPs given the release time (release-at) the
 	// ledger lacked: an older version's, or a stale one (see
 	// ipam.Retention.Settle).
-	Settled  int
-	Released []string
+	Settled int
+	// LedgerDeferred counts the IPs whose ledger-only write (a release
+	// time, the namespace tag) was left to a later cycle (see
+	// MaxLedgerWritesPerCycle).
+	LedgerDeferred int
+	Released       []string
 	// EarlyReleased counts, by pool, the released reservations whose release
 	// a full pool had brought forward (release-at).
 	EarlyReleased map[string]int

@@ -28,6 +28,9 @@ type cycle struct {
 	listed map[string]listedIP
 	// releases are due once the listing has ended.
 	releases []pendingRelease
+	// ledgerWrites counts the writes that only complete the ledger (see
+	// budget).
+	ledgerWrites int
 }
 
 // listedIP is what the monitor reads of a listed IP.
@@ -66,7 +69,11 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep, true)
+		refs := c.view.refs(ip.ID)
+		if next := liveEntry(entry, refs); entry.OrphanedSince.IsZero() && next.UID == entry.UID && !entry.Complete() && !c.budget() {
+			return // the namespace tag alone: a later cycle writes it
+		}
+		s.referenced(ctx, ip, entry, refs, rep, true)
 		return
 	}
 	rep.Orphaned++
@@ -87,15 +94,7 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
 		}
 	}
-	next := e
-	next.OrphanedSince, next.ReleaseAt = time.Time{}, time.Time{}
-	// The uid follows the Service of the tag: a re-created Service that took
-	// its IP back has a new one.
-	for _, r := range refs {
-		if r.key == e.Service && r.uid != "" {
-			next.UID = string(r.uid)
-		}
-	}
+	next := liveEntry(e, refs)
 	// The namespace tag is back-filled by the same write (Tags writes it).
 	if next.OrphanedSince.IsZero() && e.OrphanedSince.IsZero() && next.UID == e.UID && e.Complete() {
 		return
@@ -114,6 +113,20 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	if next.UID != e.UID {
 		rep.Backfilled++
 	}
+}
+
+// liveEntry is the ledger of an IP live Services reference: not retained,
+// and the uid of the Service of the tag (a re-created Service that took
+// its IP back has a new one).
+func liveEntry(e ipam.Entry, refs []liveRef) ipam.Entry {
+	next := e
+	next.OrphanedSince, next.ReleaseAt, next.Early = time.Time{}, time.Time{}, false
+	for _, r := range refs {
+		if r.key == e.Service && r.uid != "" {
+			next.UID = string(r.uid)
+		}
+	}
+	return next
 }
 
 // unchanged re-reads a listed IP right before the cycle rewrites its
@@ -175,7 +188,12 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		if !e.Complete() {
 			// Due, an older version's reservation is released as it was;
 			// until then the ledger is given its release time.
-			c.settle(ctx, ip, e, pool, log)
+			next, _ := s.policy.Settle(pool, e, s.o.Clock.Now())
+			c.rewrite(ctx, ip, next, log, "the ledger now says when this retained IP is released")
+			return false, 0
+		}
+		if next, changed := s.policy.Follow(pool, e, s.o.Clock.Now()); changed {
+			c.rewrite(ctx, ip, next, log, "the release time follows the pool file's retention")
 			return false, 0
 		}
 		c.wake(e.ReleaseAt)
@@ -197,24 +215,37 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 	return true, retention
 }
 
-// settle writes what the ledger of a retained IP lacks: the release time
-// of a reservation retained by an older version (the one this cluster
-// already computes for it) or a stale one's (see Retention.Settle), and the
-// namespace tag. Re-read first, as every rewrite of the cycle.
-func (c *cycle) settle(ctx context.Context, ip *scaleway.IP, e ipam.Entry, pool *ipam.Pool, log logr.Logger) {
+// rewrite writes the ledger of a retained IP whose release time is to
+// change (see ipam.Retention.Settle and Follow), with the namespace tag,
+// within the cycle's budget of such writes. Re-read first, as every
+// rewrite of the cycle.
+func (c *cycle) rewrite(ctx context.Context, ip *scaleway.IP, e ipam.Entry, log logr.Logger, why string) {
 	s, rep := c.s, c.rep
-	if !unchanged(ctx, &s.o, ip, rep) {
+	if !c.budget() || !unchanged(ctx, &s.o, ip, rep) {
 		return
 	}
-	e, _ = s.policy.Settle(pool, e, s.o.Clock.Now())
 	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 		rep.Errors++
-		log.Error(err, "writing the release time of a retained IP")
+		log.Error(err, "rewriting the release time of a retained IP")
 		return
 	}
 	rep.Settled++
 	c.wake(e.ReleaseAt)
-	log.V(1).Info("the ledger now says when this retained IP is released", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+	log.V(1).Info(why, "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+}
+
+// budget reports whether the cycle may make one more write that only
+// completes the ledger (a release time, the namespace tag), and counts it:
+// after an upgrade every reservation lacks one, and a cycle writing them
+// all (a re-read and a write each) would hold its releases back and spend
+// the API key the webhooks use. The rest waits for the next cycles.
+func (c *cycle) budget() bool {
+	if c.ledgerWrites >= MaxLedgerWritesPerCycle {
+		c.rep.LedgerDeferred++
+		return false
+	}
+	c.ledgerWrites++
+	return true
 }
 
 // wake notes a release for the loop to wake up for (Report.NextRelease):
@@ -264,7 +295,7 @@ func (c *cycle) release(ctx context.Context, r pendingRelease) {
 		return
 	}
 	rep.Released = append(rep.Released, ip.ID)
-	if early := !e.ReleaseAt.IsZero() && e.ReleaseAt.Before(e.OrphanedSince.Add(r.retention)); early {
+	if e.Early {
 		if rep.EarlyReleased == nil {
 			rep.EarlyReleased = map[string]int{}
 		}

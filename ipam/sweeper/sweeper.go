@@ -25,6 +25,10 @@ const (
 	DefaultPendingGrace = ipam.DefaultPendingGrace
 	DefaultMaxReleases  = 20
 	DefaultDebounce     = 5 * time.Second
+	// MaxLedgerWritesPerCycle caps the writes of a cycle that only
+	// complete the ledger (a release time, the namespace tag): a GetIP and
+	// an UpdateIP each, spread over cycles after an upgrade.
+	MaxLedgerWritesPerCycle = 100
 )
 
 // EventReasonIPSharedByServices is recorded on Services that reference the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -506,5 +507,92 @@ func TestStartNeverWakesForThePast(t *testing.T) {
 	// released.
 	if e := w.entry(stale); !w.exists(stale) || e.ReleaseAt.Before(now.Add(20*time.Second)) || !e.Complete() {
 		t.Fatalf("the stale release time became %v (orphaned-since %v)", e.ReleaseAt, e.OrphanedSince)
+	}
+}
+
+// TestReleaseTimeFollowsThePoolFile: the operator lengthens a pool's
+// retention after a reservation was retained under the old one: the next
+// cycle moves its release-at later, so the re-create two hours on gets
+// its address back. Shortened, it moves earlier, but never into the dead
+// zone of an admission that read the old time; a release a full pool
+// brought forward stays where it is.
+func TestReleaseTimeFollowsThePoolFile(t *testing.T) {
+	w := newWorld(t)
+	const margin = 20 * time.Second
+	sweeper := func() *Sweeper { return w.sweeper(func(o *Options) { o.Margin = margin }) }
+	retain := func(name string) (string, time.Time) {
+		t.Helper()
+		r := w.book("general", "payments", name)
+		live := w.live("payments", name, r.ID)
+		w.sweep(sweeper())
+		w.remove(live)
+		w.sweep(sweeper())
+		e := w.entry(r.ID)
+		return r.ID, e.OrphanedSince
+	}
+	p, _ := w.cfg.Pool("general") // 1h
+	x, orphaned := retain("x")
+	y, _ := retain("y")
+	// A full pool brought y's release forward.
+	policy := ipam.Retention{Margin: margin}
+	if _, err := w.cloud.SetTags(context.Background(), y, policy.Yield(w.entry(y), w.clock.Now().Add(time.Minute)).Tags()); err != nil {
+		t.Fatal(err)
+	}
+	yBefore := w.entry(y).ReleaseAt
+
+	p.Retention.Duration = 24 * time.Hour
+	w.sweep(sweeper())
+	if at := w.entry(x).ReleaseAt; !at.Equal(orphaned.Add(24 * time.Hour)) {
+		t.Fatalf("after the pool's retention went to 24h, release-at %v, want %v", at, orphaned.Add(24*time.Hour))
+	}
+	if at := w.entry(y).ReleaseAt; !at.Equal(yBefore) || !w.entry(y).Early {
+		t.Fatalf("the early release moved to %v (was %v)", at, yBefore)
+	}
+	w.clock.Step(2 * time.Hour)
+	reader := ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}
+	if !reader.Reusable(p, w.entry(x), w.clock.Now()) {
+		t.Fatal("two hours on, the reservation is not reusable under the 24h retention")
+	}
+
+	// Shortened to 30 minutes, two hours after orphaning: due at once by
+	// the pool file, written no sooner than the margin from now.
+	p.Retention.Duration = 30 * time.Minute
+	w.sweep(sweeper())
+	if at, want := w.entry(x).ReleaseAt, w.clock.Now().Add(margin); at.Before(want) || at.After(want.Add(time.Second)) {
+		t.Fatalf("after the pool's retention went to 30m, release-at %v, want the margin from now (%v)", at, want)
+	}
+	if !w.exists(x) {
+		t.Fatal("released inside the margin of the time an admission may have read")
+	}
+	w.clock.Step(margin + time.Second)
+	if rep := w.sweep(sweeper()); !slices.Contains(rep.Released, x) {
+		t.Fatalf("not released once the moved release time passed: %+v", rep)
+	}
+}
+
+// TestLedgerBackfillIsSpreadOverCycles: after an upgrade, every
+// reservation lacks release-at and the namespace tag; a cycle writes at
+// most MaxLedgerWritesPerCycle of them, the next ones the rest.
+func TestLedgerBackfillIsSpreadOverCycles(t *testing.T) {
+	w := newWorld(t)
+	n := MaxLedgerWritesPerCycle + 30
+	for i := range n {
+		// Written by an older version: neither release-at nor the
+		// namespace tag (dropped from the tags here).
+		e := ipam.Entry{Cluster: w.cfg.ClusterName, Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: fmt.Sprint("old-", i)},
+			UID: "u", OrphanedSince: w.clock.Now().Add(-time.Minute)}
+		tags := slices.DeleteFunc(e.Tags(), func(t string) bool { return strings.HasPrefix(t, ipam.TagNamespace) })
+		if _, err := w.srv.AddIP(w.pns["edge"].ID, netip.Addr{}, tags, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := w.sweep(w.sweeper())
+	second := w.sweep(w.sweeper())
+	if first.Settled != MaxLedgerWritesPerCycle || first.LedgerDeferred != 30 || second.Settled != 30 || second.LedgerDeferred != 0 {
+		t.Fatalf("settled %d then %d, deferred %d then %d; want %d then 30, 30 then 0",
+			first.Settled, second.Settled, first.LedgerDeferred, second.LedgerDeferred, MaxLedgerWritesPerCycle)
+	}
+	if third := w.sweep(w.sweeper()); third.Settled != 0 {
+		t.Fatalf("a third cycle rewrote %d ledgers", third.Settled)
 	}
 }

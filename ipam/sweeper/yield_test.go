@@ -366,3 +366,22 @@ func share(w *world, pool string, n int) {
 	p, _ := w.cfg.Pool(pool)
 	p.MaxPerNamespace = &n
 }
+
+// TestDryRunOnAPoolOfDeletedServicesIsNotRetried: a pool full of
+// reservations of Services just deleted (the sweeper has not marked them
+// retained yet) asks a CREATE to retry; a dry run is told what a CREATE
+// would get, without a retry that would wait for nothing.
+func TestDryRunOnAPoolOfDeletedServicesIsNotRetried(t *testing.T) {
+	w, m := yieldWorld(t)
+	pool := map[string]string{request.AnnotationPool: "tiny"}
+	for _, name := range []string{"a", "b"} {
+		svc, _ := w.admit(m, "payments", name, pool)
+		w.remove(svc)
+	}
+	if _, resp := w.try(m, "payments", "new", pool, true); resp.Allowed || resp.Result.Code == http.StatusTooManyRequests ||
+		!strings.Contains(resp.Result.Message, "not retained yet") || !strings.Contains(resp.Result.Message, "(dry run)") {
+		t.Fatalf("a dry run: %+v; want a non-retryable answer saying what a CREATE would get", resp.Result)
+	}
+	_, resp := w.try(m, "payments", "new", pool, false)
+	wantYield(t, resp, 80, "belong to no live Service and are not retained yet")
+}
