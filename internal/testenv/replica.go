@@ -311,14 +311,22 @@ func (r *Replica) Leading() bool {
 // Sweeps is the number of sweeper cycles this replica's current process
 // has run (it sweeps only while it leads).
 func (r *Replica) Sweeps() uint64 {
+	n, _ := r.SweepTime()
+	return n
+}
+
+// SweepTime is the number of sweeper cycles this replica's current process
+// has run and the time they took, from one reading of its metrics.
+func (r *Replica) SweepTime() (cycles uint64, took time.Duration) {
 	for _, f := range r.gather() {
 		if f.GetName() == "scw_lb_ipam_sweeper_cycle_duration_seconds" {
 			for _, m := range f.GetMetric() {
-				return m.GetHistogram().GetSampleCount()
+				h := m.GetHistogram()
+				return h.GetSampleCount(), time.Duration(h.GetSampleSum() * float64(time.Second))
 			}
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // Serving reports whether the replica's app.Serve is running.

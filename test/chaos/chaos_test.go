@@ -129,6 +129,8 @@ type run struct {
 	// journal is every operation of the run, to tell a violation's story.
 	journal    []journalEntry
 	violations []violation
+	// staleTags says where a stale release-at was written.
+	staleTags string
 }
 
 // violation is one breach of invariant n, recorded as it is seen.
@@ -199,17 +201,17 @@ func TestChaos(t *testing.T) {
 	deleteDelay := envLBDeleteDelay(t)
 	logs := &lockedBuffer{}
 	env, err := testenv.Start(testenv.Options{
-		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/22"},
+		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/22", "lab=172.16.40.0/22"},
 		PoolFile: fmt.Sprintf(`clusterName: chaos
 region: fr-par
 clusterPrivateNetworkID: {{nodes}}
 pools:
   - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.250"], retention: %s}
   - {name: general, privateNetworkID: {{edge}}, default: true, retention: %s}
-`+sharedPool, retention, retention),
+`+sharedPools, retention, retention),
 		Namespaces:    map[string]bool{"chaos-a": true, "chaos-b": true, churnNS: true, "plain": false},
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
-		Args:          []string{"--sweep-interval", "1s", "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
+		Args:          []string{"--sweep-interval", sweepInterval.String(), "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
 		Logs:          logs,
 		CCMDelay:      ccmDelay,
 		LBDeleteDelay: deleteDelay,
@@ -238,14 +240,18 @@ pools:
 	sampleDone := make(chan struct{})
 	go func() { defer close(sampleDone); r.sample(sampleCtx) }()
 
-	kills := &replicaChaos{env: env, done: &r.done, total: opsTotal}
+	kills := &replicaChaos{env: env, done: &r.done, total: opsTotal, killed: map[string]int{}}
 	killCtx, stopKills := context.WithCancel(context.Background())
-	killsDone := make(chan struct{})
-	go func() { defer close(killsDone); kills.run(killCtx) }()
+	var watchers sync.WaitGroup
+	watchers.Go(func() { kills.run(killCtx) })
+	// The sweeper's cycles, counted over the kills: the leader must not
+	// loop, whoever it is.
+	sweeps := newCycles(env)
+	watchers.Go(func() { sweeps.run(killCtx) })
 
 	// One more client churns Service names in a namespace of its own,
-	// held to its share of pool shared.
-	ch := &churn{r: r, denied: map[string]int{}}
+	// held to its share of pools shared and lab.
+	ch := newChurn(r)
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); ch.watch(watchCtx) }()
@@ -259,6 +265,10 @@ pools:
 		wg.Go(func() { r.client(seed, c, per) })
 	}
 	wg.Wait()
+	// A ledger fault once the clients are done, while the churn goes on:
+	// a stale release-at on reservations they just left.
+	stale := make(chan string, 1)
+	go func() { stale <- r.staleReleaseAt(3) }()
 	close(stopChurn)
 	<-churnDone
 	opsWall := time.Since(start)
@@ -281,7 +291,7 @@ pools:
 	stopWatching()
 	<-watchDone
 	stopKills()
-	<-killsDone
+	watchers.Wait()
 
 	kills.check(t)
 	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
@@ -289,10 +299,12 @@ pools:
 		_ = os.WriteFile(path+".journal", []byte(r.journalText()), 0o600)
 	}
 	settled := time.Since(settle)
+	r.staleTags = <-stale
 	addrs, sticky := r.liveAddresses(), r.stickiness()
 	results := r.invariants(ok3, logs.String(), addrs, sticky)
-	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills)
+	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills, sweeps)
 	ch.check(t, logs.String())
+	sweeps.check(t)
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
@@ -342,7 +354,9 @@ func (r *run) client(seed uint64, c, n int) {
 func (r *run) request(rng *rand.Rand) map[string]string {
 	switch rng.IntN(7) {
 	case 6:
-		return map[string]string{request.AnnotationPool: "shared"}
+		// The churn's pools: the others must never be denied for its
+		// retained reservations.
+		return map[string]string{request.AnnotationPool: churnPools[rng.IntN(len(churnPools))]}
 	case 0:
 		return map[string]string{request.AnnotationPool: "dc-link"}
 	case 5:
@@ -685,7 +699,7 @@ func (r *run) trail(id string) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos) {
+func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos, sweeps *cycles) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
 	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), the CCM stand-in's delay %s\n", deleteDelay, ccmDelay)
@@ -715,10 +729,12 @@ func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settl
 	}
 	sort.Strings(kinds)
 	fmt.Fprintf(&b, "%s) over %d Scaleway calls\n", strings.Join(kinds, " "), len(r.env.Emu.Requests()))
+	fmt.Fprintf(&b, "  stale release-at written behind the replicas' back: %s\n", r.staleTags)
 	fmt.Fprintf(&b, "  settled after the faults stopped in %s\n", settle.Round(time.Millisecond))
 	b.WriteString(sticky.summary())
 	b.WriteString(addrs.summary())
 	b.WriteString(kills.summary())
+	b.WriteString(sweeps.summary())
 	names := []string{"", "no IPAM ID referenced by two live Services", "no referenced IP ever released",
 		"after quiescence + retention, nothing of ours unreferenced", "every ID handed out was booked or validated",
 		"opted-out and excluded namespaces never modified", "the secret key in no log, event, warning or metric",

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,22 +19,38 @@ import (
 
 const (
 	// churnNS creates and deletes Services under names it never uses
-	// again, in pool shared, whose share per namespace is churnShare: a
-	// CI pipeline's preview environments.
+	// again, each asking an address of pool shared and one of pool lab
+	// (on another Private Network), whose share per namespace is
+	// churnShare in both: a CI pipeline's preview environments. The
+	// shares being equal, both fill at the same create, and that
+	// Service waits for a release in each.
 	churnNS    = "chaos-ci"
 	churnShare = 6
-	// sharedRetention is long enough that the churn meets its share before
-	// its first reservations go by themselves: an early release takes the
-	// margin twice (6 s once orphaned, 6 s once brought forward) plus the
-	// Load Balancer's deletion and a cycle. The settle waits for it.
+	// sharedRetention is long enough that the churn meets its shares
+	// before its first reservations go by themselves: an early release
+	// takes the margin twice (6 s once orphaned, 6 s once brought
+	// forward) plus the Load Balancer's deletion and a cycle, once per
+	// pool. The settle waits for it.
 	sharedRetention = 40 * time.Second
+	// churnRetry is the churn's pause after a refusal client-go did not
+	// retry away.
+	churnRetry = 500 * time.Millisecond
 )
 
-// sharedPool is small enough that the churn would fill it within its
-// retention, and big enough for the share plus what the other clients
-// ask of it.
-var sharedPool = fmt.Sprintf(`  - {name: shared, privateNetworkID: {{dc}}, ranges: ["172.16.34.1-172.16.34.24"], retention: %s, maxPerNamespace: %d}
-`, sharedRetention, churnShare)
+// churnPools are the pools every Service of the churn asks, in the order
+// its annotation names them.
+var churnPools = []string{"shared", "lab"}
+
+// sharedPools are small enough that the churn would fill them within
+// their retention, and big enough for the share plus what the other
+// clients ask of them: shared has 24 addresses on network dc, lab 12 on a
+// network of its own (a Service asks at most one address per network).
+var sharedPools = fmt.Sprintf(`  - {name: shared, privateNetworkID: {{dc}}, ranges: ["172.16.34.1-172.16.34.24"], retention: %s, maxPerNamespace: %d}
+  - {name: lab, privateNetworkID: {{lab}}, ranges: ["172.16.40.1-172.16.40.12"], retention: %s, maxPerNamespace: %d}
+`, sharedRetention, churnShare, sharedRetention, churnShare)
+
+// poolSizes are the addresses of each of churnPools, for the report.
+var poolSizes = map[string]int{"shared": 24, "lab": 12}
 
 // churn is the churning client and what it saw.
 type churn struct {
@@ -44,24 +61,29 @@ type churn struct {
 	// and seen only when its retries run out).
 	created int
 	denied  map[string]int
-	// most is the largest number of the churn namespace's reservations
-	// in pool shared that IPAM ever held at once (sampled) that a Service
+	// most is, per pool, the largest number of the churn namespace's
+	// reservations that IPAM ever held at once (sampled) that a Service
 	// was given: its uid back-filled, or a create or update returned it.
 	// booked counts the others too: a booking whose admission the
 	// apiserver had given up on (its answer came after the webhook
-	// timeout), or one over the share before its admission gave it back.
-	// No Service ever holds those; the sweeper releases them after the
-	// pending grace.
-	most, booked int
-	// over describes IPAM's reservations of the namespace the first time
-	// it held more than its share, to tell why.
-	over string
+	// timeout), one over the share before its admission gave it back, or
+	// one of the first pool that an admission gives back when the second
+	// refuses. No Service ever holds those; the sweeper releases them
+	// after the pending grace.
+	most, booked map[string]int
+	// over describes, per pool, IPAM's reservations of the namespace the
+	// first time it held more than its share there, to tell why.
+	over map[string]string
+}
+
+func newChurn(r *run) *churn {
+	return &churn{r: r, denied: map[string]int{}, most: map[string]int{}, booked: map[string]int{}, over: map[string]string{}}
 }
 
 // run creates Services under new names until stop is closed and it has
 // gone two past its share (a short run's other clients may end first),
 // or for two minutes at most: create, then delete the one before, so one
-// or two are live at a time and every deleted one's reservation is
+// or two are live at a time and every deleted one's reservations are
 // retained.
 func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 	var prev string
@@ -78,13 +100,18 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 		default:
 		}
 		name := fmt.Sprintf("preview-%d", i)
-		svc := fixtures.Service(churnNS, name, map[string]string{request.AnnotationPool: "shared"})
+		svc := fixtures.Service(churnNS, name, map[string]string{request.AnnotationPool: strings.Join(churnPools, ",")})
 		start := time.Now()
 		if err := c.r.kube.Create(ctx, svc); err != nil {
+			reason := c.r.denied(err)
 			c.mu.Lock()
-			c.denied[c.r.denied(err)]++
+			c.denied[reason]++
 			c.mu.Unlock()
-			c.r.note(churnNS+"/"+name, "create", start, nil, "denied")
+			// The whole answer: which pool, and what it was waiting for.
+			c.r.note(churnNS+"/"+name, "create", start, nil, "denied: "+truncate(err.Error(), 400))
+			// As a pipeline retries a failed job: later, not in a
+			// loop that would hammer an apiserver whose webhook is down.
+			time.Sleep(churnRetry)
 			continue
 		}
 		c.r.note(churnNS+"/"+name, "create", start, svc, "ok")
@@ -94,9 +121,9 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 		c.created++
 		c.mu.Unlock()
 		// A preview environment lives long enough for the sweeper to see
-		// it used (its uid back-filled): its reservation is then retained
-		// for the pool's retention, not the short pending grace of one
-		// no Service ever showed.
+		// it used (its uid back-filled): its reservations are then
+		// retained for the pools' retention, not the short pending grace
+		// of ones no Service ever showed.
 		c.backfilled(svc)
 		if prev != "" {
 			c.r.delete(ctx, churnNS, prev)
@@ -119,44 +146,71 @@ func (c *churn) backfilled(svc *corev1.Service) {
 }
 
 // watch samples IPAM until ctx ends: the churn namespace's reservations
-// (it asks pool shared alone), live and retained.
+// in each pool, live and retained.
 func (c *churn) watch(ctx context.Context) {
 	for ctx.Err() == nil {
-		var held []string
-		booked := 0
+		held, booked := map[string][]string{}, map[string]int{}
 		for _, ip := range c.r.env.Emu.IPs() {
 			e, ok := ipam.ParseEntry(ip.Tags)
 			if !ok || !e.Owns("chaos") || e.Service.Namespace != churnNS {
 				continue
 			}
-			booked++
+			booked[e.Pool]++
 			c.r.mu.Lock()
 			_, shown := c.r.shown[ip.ID]
 			c.r.mu.Unlock()
 			if shown || e.UID != "" {
-				held = append(held, fmt.Sprintf("%s %s %s", ip.ID, ip.Address, e.Service.Name))
+				held[e.Pool] = append(held[e.Pool], fmt.Sprintf("%s %s %s", ip.ID, ip.Address, e.Service.Name))
 			}
 		}
-		c.mu.Lock()
-		c.most, c.booked = max(c.most, len(held)), max(c.booked, booked)
-		first := len(held) > churnShare && c.over == ""
-		c.mu.Unlock()
-		if first {
-			for i, h := range held {
-				held[i] += " (" + c.r.trail(strings.Fields(h)[0]) + ")"
+		for pool, ips := range held {
+			c.mu.Lock()
+			c.most[pool] = max(c.most[pool], len(ips))
+			first := len(ips) > churnShare && c.over[pool] == ""
+			c.mu.Unlock()
+			if !first {
+				continue
+			}
+			for i, h := range ips {
+				ips[i] += " (" + c.r.trail(strings.Fields(h)[0]) + ")"
 			}
 			c.mu.Lock()
-			c.over = strings.Join(held, "\n      ")
+			c.over[pool] = strings.Join(ips, "\n      ")
 			c.mu.Unlock()
 		}
+		c.mu.Lock()
+		for pool, n := range booked {
+			c.booked[pool] = max(c.booked[pool], n)
+		}
+		c.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// check holds the churn to its share and the others clear of its churn:
-// the churn namespace never held more than its share, nobody was denied
-// "exhausted", the churn went past its share (so the share did make room)
-// and at least one reservation was released early for it.
+// earlyReleases counts the sweeper's early releases in the replicas' logs,
+// by pool: those of the churn namespace's reservations, and all.
+func earlyReleases(logs string) (churned, all map[string]int) {
+	churned, all = map[string]int{}, map[string]int{}
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, "released early") {
+			continue
+		}
+		var l struct{ Pool, Service string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			l.Pool = "(unparsed)"
+		}
+		all[l.Pool]++
+		if strings.HasPrefix(l.Service, churnNS+"/") {
+			churned[l.Pool]++
+		}
+	}
+	return churned, all
+}
+
+// check holds the churn to its shares and the others clear of its churn:
+// in each pool, the churn namespace never held more than its share and
+// went past it (so the share did make room) with at least one of its
+// reservations released early; nobody was denied "exhausted".
 func (c *churn) check(t *testing.T, logs string) {
 	t.Helper()
 	c.mu.Lock()
@@ -164,16 +218,21 @@ func (c *churn) check(t *testing.T, logs string) {
 	c.r.mu.Lock()
 	exhausted := c.r.denials["pool exhausted"]
 	c.r.mu.Unlock()
-	early := strings.Count(logs, "released early")
-	fmt.Printf("  churn in %s (share %d of pool shared, 24 addresses): %d Services admitted, at most %d reservations held at once (%d booked, counting those no Service was given), %d released early; refusals: %v\n",
-		churnNS, churnShare, c.created, c.most, c.booked, early, c.denied)
-	if c.most > churnShare {
-		t.Errorf("namespace %s held %d addresses of pool shared, more than its share of %d; the first time:\n      %s", churnNS, c.most, churnShare, c.over)
+	churned, all := earlyReleases(logs)
+	fmt.Printf("  churn in %s (asks %s, share %d in each): %d Services admitted; refusals: %s\n",
+		churnNS, strings.Join(churnPools, ","), churnShare, c.created, sortedCounts(c.denied))
+	for _, pool := range churnPools {
+		fmt.Printf("    pool %s (%d addresses): at most %d/%d held at once (%d booked, counting those no Service was given); released early: %d of the churn's, %d in all\n",
+			pool, poolSizes[pool], c.most[pool], churnShare, c.booked[pool], churned[pool], all[pool])
+		if c.most[pool] > churnShare {
+			t.Errorf("namespace %s held %d addresses of pool %s, more than its share of %d; the first time:\n      %s", churnNS, c.most[pool], pool, churnShare, c.over[pool])
+		}
+		if c.created <= churnShare || churned[pool] == 0 {
+			t.Errorf("vacuous in pool %s: the churn made %d Services (share %d) and %d of its reservations there were released early", pool, c.created, churnShare, churned[pool])
+		}
 	}
-	if exhausted > 0 || c.denied["pool exhausted"] > 0 {
-		t.Errorf("denied \"exhausted\": %d of the other clients' operations, %d of the churn's", exhausted, c.denied["pool exhausted"])
-	}
-	if c.created <= churnShare || early == 0 {
-		t.Errorf("vacuous: the churn made %d Services (share %d) and %d reservations were released early", c.created, churnShare, early)
+	// The run's count has the churn's refusals too.
+	if exhausted > 0 {
+		t.Errorf("denied \"exhausted\": %d of the other clients' operations, %d of the churn's", exhausted-c.denied["pool exhausted"], c.denied["pool exhausted"])
 	}
 }

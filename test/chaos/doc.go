@@ -2,12 +2,14 @@
 // real control plane while the Scaleway emulator injects faults, Load
 // Balancers are deleted late (as Scaleway's) and the CCM stand-in runs with
 // its delay, then checks the design's eight invariants from the emulator's
-// audit log and the apiserver's state. CHAOS_OPS, CHAOS_CLIENTS and
-// CHAOS_SEED size and replay a run, CHAOS_LB_DELETE_DELAY sets how long a
-// deleted Load Balancer holds its IPs; make test runs a short one, make
-// chaos the full one. CHAOS_DEBUG=<file> keeps the replicas' logs in that
-// file and the clients' operations in <file>.journal, and prints each
-// create that did not get its previous address back.
+// audit log and the apiserver's state, and that the sweeper's leader never
+// ran more cycles than its interval and triggers account for. CHAOS_OPS,
+// CHAOS_CLIENTS and CHAOS_SEED size and replay a run, CHAOS_LB_DELETE_DELAY
+// sets how long a deleted Load Balancer holds its IPs; make test runs a
+// short one, make chaos the full one. CHAOS_DEBUG=<file> keeps the
+// replicas' logs in that file and the clients' operations in
+// <file>.journal, and prints each create that did not get its previous
+// address back.
 //
 // A suite: only its tests import, and only internal/testenv and the layers
 // below.
