@@ -172,18 +172,9 @@ func (a *Allocator) Reserve(ctx context.Context, req Request) (*Reservation, err
 		return nil, err
 	}
 	share := a.Config().ShareOf(p)
-	var held []*scaleway.IP // the namespace's, when it has a share
-	if sticky != nil && share > 0 && !req.DryRun && pending(sticky) && owned(sticky, a.Config().ClusterName) {
-		// A booking no Service was given (an answer lost, then the
-		// admission failed) counts against the share like a new one: taken
-		// back beyond it, the namespace would end over it. Left to the
-		// sweeper's pending grace, it does not count as this Service's.
-		if held, err = a.yield.holdings(ctx, req); err != nil {
-			return nil, err
-		}
-		if !within(held, sticky.ID, share) {
-			sticky = nil
-		}
+	sticky, held, err := a.yield.lostBooking(ctx, req, share, sticky)
+	if err != nil {
+		return nil, err
 	}
 	if sticky != nil {
 		res, err := a.takeBack(ctx, req.Pool, req.Service, sticky, req.DryRun)

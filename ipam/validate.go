@@ -60,14 +60,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req IDRequest) (*Reservation
 		}
 	}
 	a.inv.learn(svc, ip, readAt)
-	e, ours := ParseEntry(ip.Tags)
-	if ours && (e.Service != svc || !e.Owns(cfg.ClusterName) && !slices.Contains(pool.AdoptFrom, e.Cluster)) {
-		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", id, ip.Address, e.Service, e.Cluster)
-	}
-	if ours {
-		// This Service's own, or its reservation in a cluster the pool
-		// adopts from (a manifest restored into the new cluster): the
-		// same path as a CREATE that names the pool.
+	if e, ours := ParseEntry(ip.Tags); ours {
 		return a.validateOurs(ctx, cfg, req, ip, e, pool)
 	}
 	if ip.Resource != nil && !slices.Contains(req.Own, id) {
@@ -106,8 +99,14 @@ func poolOfID(cfg *Config, namespace string, ip *scaleway.IP) (pool *Pool, allow
 }
 
 // validateOurs takes one of this Service's own reservations back, under the
-// same rules as the sticky path.
+// same rules as the sticky path; or its reservation in a cluster the pool
+// adopts from (a manifest restored into the new cluster), as a CREATE that
+// names the pool adopts it. Another Service's, or another cluster's, is
+// refused.
 func (a *Allocator) validateOurs(ctx context.Context, cfg *Config, req IDRequest, ip *scaleway.IP, e Entry, subnetPool *Pool) (*Reservation, error) {
+	if e.Service != req.Service || !e.Owns(cfg.ClusterName) && !slices.Contains(subnetPool.AdoptFrom, e.Cluster) {
+		return nil, refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", ip.ID, ip.Address, e.Service, e.Cluster)
+	}
 	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	if !known || !pool.Allows(req.Service.Namespace) || !e.Owns(cfg.ClusterName) {
 		// Another cluster's pool names are its own: the address space
