@@ -208,8 +208,8 @@ func earlyReleases(logs string) (churned, all map[string]int) {
 }
 
 // check holds the churn to its shares and the others clear of its churn:
-// in each pool, the churn namespace never held more than its share and
-// went past it (so the share did make room) with at least one of its
+// in each pool, the churn namespace never held more than its share; it
+// went past it (so the shares did make room) with at least one of its
 // reservations released early; nobody was denied "exhausted".
 func (c *churn) check(t *testing.T, logs string) {
 	t.Helper()
@@ -227,9 +227,17 @@ func (c *churn) check(t *testing.T, logs string) {
 		if c.most[pool] > churnShare {
 			t.Errorf("namespace %s held %d addresses of pool %s, more than its share of %d; the first time:\n      %s", churnNS, c.most[pool], pool, churnShare, c.over[pool])
 		}
-		if c.created <= churnShare || churned[pool] == 0 {
-			t.Errorf("vacuous in pool %s: the churn made %d Services (share %d) and %d of its reservations there were released early", pool, c.created, churnShare, churned[pool])
-		}
+	}
+	// Past its share in every pool, through early releases somewhere: the
+	// pool the churn asks first yields first, and by the time the second
+	// is full its oldest may have gone with its retention, which makes
+	// room as well (a long run shows it).
+	early := 0
+	for _, pool := range churnPools {
+		early += churned[pool]
+	}
+	if c.created <= churnShare || early == 0 {
+		t.Errorf("vacuous: the churn made %d Services (share %d) and %d of its reservations were released early", c.created, churnShare, early)
 	}
 	// The run's count has the churn's refusals too.
 	if exhausted > 0 {
