@@ -96,11 +96,7 @@ func TestAdoptionAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 func adoptionRace(t *testing.T, g green, before time.Duration, wantAdopted, wantReleased bool, order []string) {
 	w := newWorld(t)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
-	x := w.book("general", api.Namespace, api.Name)
-	live := w.live(api.Namespace, api.Name, x.ID)
-	w.sweep(w.sweeper()) // uid back-filled
-	w.remove(live)
-	w.sweep(w.sweeper()) // orphaned-since set
+	x := w.usedThenRetained("general", api)
 	p, _ := w.cfg.Pool("general")
 	release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
 	if at := w.entry(x.ID).ReleaseAt; !at.Equal(release) {

@@ -177,11 +177,7 @@ func releaseProtocol(t *testing.T, read string) {
 			t.Run(z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
 				w := newWorld(t)
 				svc := types.NamespacedName{Namespace: "payments", Name: "api"}
-				x := w.book("general", svc.Namespace, svc.Name)
-				live := w.live(svc.Namespace, svc.Name, x.ID)
-				w.sweep(w.sweeper()) // uid back-filled
-				w.remove(live)
-				w.sweep(w.sweeper()) // orphaned-since set
+				x := w.usedThenRetained("general", svc)
 				orphaned := w.entry(x.ID).OrphanedSince
 				p, _ := w.cfg.Pool("general")
 				w.clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))

@@ -90,6 +90,19 @@ func (w *world) book(pool, ns, name string) *ipam.Reservation {
 	return r
 }
 
+// usedThenRetained books an IP in pool for svc, lets the sweeper see a
+// live Service use it (uid back-filled), deletes the Service and lets the
+// sweeper retain it (orphaned-since and release-at set).
+func (w *world) usedThenRetained(pool string, svc types.NamespacedName) *ipam.Reservation {
+	w.t.Helper()
+	x := w.book(pool, svc.Namespace, svc.Name)
+	live := w.live(svc.Namespace, svc.Name, x.ID)
+	w.sweep(w.sweeper())
+	w.remove(live)
+	w.sweep(w.sweeper())
+	return x
+}
+
 // live creates a LoadBalancer Service referencing ids.
 func (w *world) live(ns, name string, ids ...string) *corev1.Service {
 	w.t.Helper()

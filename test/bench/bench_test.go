@@ -105,23 +105,19 @@ func BenchmarkReport(b *testing.B) {
 // full pools and shares included, on a control plane of its own: a change
 // to what an admission calls is measured in a few minutes. Run it with
 // -benchtime=1x.
-func BenchmarkCalls(b *testing.B) {
-	r := startReport(b)
-	defer r.env.Stop()
-	r.callsPerAdmission()
-	for _, g := range r.goals {
-		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
-	}
-	fmt.Print("\n" + r.out.String())
-}
+func BenchmarkCalls(b *testing.B) { alone(b, (*report).callsPerAdmission) }
 
 // BenchmarkBackfill prints the uid back-fill's rows and goal alone, on a
 // control plane of their own: a change to the back-fill is measured in a
 // few minutes. Run it with -benchtime=1x.
-func BenchmarkBackfill(b *testing.B) {
+func BenchmarkBackfill(b *testing.B) { alone(b, (*report).backfillRows) }
+
+// alone runs one phase of the report on a control plane of its own and
+// prints its rows and goals.
+func alone(b *testing.B, phase func(*report)) {
 	r := startReport(b)
 	defer r.env.Stop()
-	r.backfillRows()
+	phase(r)
 	for _, g := range r.goals {
 		r.printf("  %-9s %s: %s\n", g.mark, g.what, g.measured)
 	}
