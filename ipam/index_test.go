@@ -130,9 +130,9 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 // Another replica booked the Service's reservation after this replica's
 // last listing. Without a word of it, the re-create gets a fresh IP (the
-// sweeper reclaims the old one: ipam/sweeper's
-// TestRecreateUnseenByTheIndex); once the Service cache showed the ID on
-// the Service (Remember), the re-create gets it back.
+// sweeper reclaims the old one: TestRecreateUnseenByTheIndex in sweeper/);
+// once the Service cache showed the ID on the Service (Remember), the
+// re-create gets it back.
 func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()

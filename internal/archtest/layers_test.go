@@ -29,7 +29,7 @@ var layers = []layer{
 	{"test environment", []string{"internal/testenv"}},
 	{"test fixtures", []string{"internal/fixtures"}},
 	{"wiring", []string{"internal/app"}},
-	{"admission, release, TLS", []string{"webhook", "ipam/sweeper", "certs"}},
+	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
 	{"requests, claims", []string{"request", "ipam/claims"}},
 	{"CCM contract, allocator", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
 
 // sweepInterval is the replicas' --sweep-interval: short, so that a short

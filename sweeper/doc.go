@@ -13,5 +13,7 @@
 // no reservation), the Service side of the CCM's contract from ccm, and the
 // ledger, the release protocol and the Scaleway view from ipam and
 // ipam/scaleway; it must not import the webhook (the two share only what
-// lies below them) or anything under internal/.
+// lies below them) or anything under internal/. It sits at the top level
+// beside the webhook, not under ipam: like the webhook it reads requests,
+// a layer above ipam's rules.
 package sweeper
