@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // adoptEnv is two clusters on one emulator, the same pools but for their
@@ -46,7 +46,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	// Live in blue: used (uid back-filled) and attached to its Load
 	// Balancer.
 	retag(t, e, held.ID, func(en *Entry) { en.UID = "uid-blue" })
-	if err := e.srv.Attach(held.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
+	if err := e.srv.Attach(held.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// Green's index is fresh (its booking listed the subnet) but holds

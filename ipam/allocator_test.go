@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
-var countedOps = []ipamtest.Op{ipamtest.OpListIPs, ipamtest.OpBookIP, ipamtest.OpUpdateIP, ipamtest.OpGetIP, ipamtest.OpReleaseIP}
+var countedOps = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP, scalewaytest.OpUpdateIP, scalewaytest.OpGetIP, scalewaytest.OpReleaseIP}
 
 // allocEnv is an emulator with two Private Networks and a pool file over
 // them: "auto" lets IPAM choose, "ranged" picks from four addresses,

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // Credentials of the emulator; shaped like real ones, so the SDK accepts them.
@@ -26,15 +26,15 @@ const (
 // env is one emulator, a Cloud talking to it through the real SDK, and the
 // Private Networks a test's pool file refers to.
 type env struct {
-	srv   *ipamtest.Server
+	srv   *scalewaytest.Server
 	cloud scaleway.Cloud
-	pns   map[string]ipamtest.PrivateNetwork
+	pns   map[string]scalewaytest.PrivateNetwork
 }
 
 // newEnv starts an emulator with the named Private Networks ("name=cidr").
 func newEnv(t testing.TB, pns ...string) *env {
 	t.Helper()
-	srv, nets := fixtures.Emulator(t, ipamtest.Options{ProjectID: testProject, SecretKey: testSecretKey}, append([]string{"nodes=172.16.0.0/22"}, pns...)...)
+	srv, nets := fixtures.Emulator(t, scalewaytest.Options{ProjectID: testProject, SecretKey: testSecretKey}, append([]string{"nodes=172.16.0.0/22"}, pns...)...)
 	e := &env{srv: srv, pns: nets}
 	e.cloud = e.newCloud(t)
 	return e
@@ -111,7 +111,7 @@ func svc(ns, name string) types.NamespacedName {
 
 // calls returns the emulator's call counts as "Op=n" for the operations
 // that count in a test, for compact assertions.
-func (e *env) calls(ops ...ipamtest.Op) string {
+func (e *env) calls(ops ...scalewaytest.Op) string {
 	var parts []string
 	for _, op := range ops {
 		parts = append(parts, fmt.Sprintf("%s=%d", op, e.srv.Count(op)))

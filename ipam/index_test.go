@@ -12,8 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // indexed returns an allocator over allocEnv's pools whose indexes were
@@ -98,7 +98,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	if err != nil || second.ID == first.ID || !second.Booked || second.Reused {
 		t.Fatalf("after release: %+v %v", second, err)
 	}
-	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -116,14 +116,14 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 	// Attached to the previous Load Balancer since: the retryable refusal,
 	// nothing booked.
-	if err := e.srv.Attach(third.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.srv.Attach(third.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
 	beingDeleted(a, svc("web", "api"))
 	e.srv.ResetCounts()
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, third.Address.String(), "retry in a moment")
-	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -175,7 +175,7 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "db")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -196,7 +196,7 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
+	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || r.ID == "" || r.Booked {
 		t.Fatalf("%+v %v", r, err)
@@ -204,7 +204,7 @@ func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	if n := len(e.srv.IPs()); n != 1 {
 		t.Fatalf("%d IPs booked, want 1", n)
 	}
-	if got := e.calls(ipamtest.OpBookIP, ipamtest.OpListIPs); got != "BookIP=1 ListIPs=1" {
+	if got := e.calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=1 ListIPs=1" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -311,7 +311,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	if err != nil || again.ID != first.ID || !again.Reused {
 		t.Fatalf("retry after the listing landed: %+v %v (first %s)", again, err, first.ID)
 	}
-	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -566,7 +566,7 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 					}
 				}
 			}
-			books := e.srv.Count(ipamtest.OpBookIP)
+			books := e.srv.Count(scalewaytest.OpBookIP)
 			t.Logf("%d bookings for 40 reservations", books)
 			if tc.maxBooks < 1<<30 && books > tc.maxBooks {
 				t.Fatalf("%d bookings for 40 reservations: the replicas kept colliding", books)
@@ -590,7 +590,7 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	p := pool(t, mine, "small")
 	_, theirs := otherReplicaBooks(t, e, mine, p)
 	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
+	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -624,7 +624,7 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	// The other replica's booking, used by the Service since and attached
 	// to its Load Balancer.
 	tags := Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
-	used, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.3"), tags, &ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
+	used, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.3"), tags, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
 	if err != nil || used == pending.ID {
 		t.Fatal(used, err)
 	}
@@ -633,7 +633,7 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	e.srv.ResetCounts()
 	_, err = mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ReasonStillHeld, "10.10.0.3", "retry in a moment")
-	if got := e.calls(ipamtest.OpGetIP, ipamtest.OpBookIP); got != "GetIP=2 BookIP=0" {
+	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=2 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -726,7 +726,7 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 	for i := range 100 {
 		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
 	}
-	e.srv.FailNext(ipamtest.OpListIPs, 1000, ipamtest.Fault{Status: 403})
+	e.srv.FailNext(scalewaytest.OpListIPs, 1000, scalewaytest.Fault{Status: 403})
 	clk.Step(a.inv.ttl + time.Second)
 	if err := a.inv.Refresh(ctx); err == nil {
 		t.Fatal("the listings did not fail")
@@ -923,6 +923,6 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 		}
 		wg.Wait()
 		reservations := len(replicas) * inFlight * each
-		b.ReportMetric(float64(e.srv.Count(ipamtest.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
+		b.ReportMetric(float64(e.srv.Count(scalewaytest.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // TestStartRefreshesOnItsClock: the background refresh lists the pools'
@@ -27,13 +27,13 @@ func TestStartRefreshesOnItsClock(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	fixtures.Eventually(t, 10*time.Second, 5*time.Millisecond, "the listing at start", func() bool { return e.srv.Count(ipamtest.OpListIPs) == 1 && clk.HasWaiters() })
+	fixtures.Eventually(t, 10*time.Second, 5*time.Millisecond, "the listing at start", func() bool { return e.srv.Count(scalewaytest.OpListIPs) == 1 && clk.HasWaiters() })
 	time.Sleep(50 * time.Millisecond)
-	if n := e.srv.Count(ipamtest.OpListIPs); n != 1 {
+	if n := e.srv.Count(scalewaytest.OpListIPs); n != 1 {
 		t.Fatalf("%d listings before the clock moved, want 1", n)
 	}
 	clk.Step(30 * time.Minute)
-	fixtures.Eventually(t, 10*time.Second, 5*time.Millisecond, "the listing half a TTL later", func() bool { return e.srv.Count(ipamtest.OpListIPs) == 2 })
+	fixtures.Eventually(t, 10*time.Second, 5*time.Millisecond, "the listing half a TTL later", func() bool { return e.srv.Count(scalewaytest.OpListIPs) == 2 })
 	if st := a.inv.Stats(); len(st) != 1 || !st[0].Known || st[0].Total != 4 {
 		t.Fatalf("stats %+v", st)
 	}

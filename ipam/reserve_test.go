@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 func TestReserveIPAMChooses(t *testing.T) {
@@ -49,7 +49,7 @@ func TestReserveSpecificAddress(t *testing.T) {
 	wantRefusal(t, err, ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
 
 	// An address held by another resource names that resource.
-	if _, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.4"), nil, &ipamtest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
+	if _, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
@@ -62,7 +62,7 @@ func TestReserveSpecificAddress(t *testing.T) {
 	// The subnet's last two addresses belong to IPAM.
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
 	wantRefusal(t, err, ReasonAddressOutsidePool, "10.10.0.6")
-	if n := e.srv.Count(ipamtest.OpBookIP); n != 0 {
+	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("refused requests booked %d times", n)
 	}
 }
@@ -92,7 +92,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	}
 	// The index (from the first pick's listing) knows the Service has no
 	// reservation: no sticky lookup, the bookings alone.
-	if got := e.calls(ipamtest.OpBookIP, ipamtest.OpListIPs); got != "BookIP=2 ListIPs=0" {
+	if got := e.calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=2 ListIPs=0" {
 		t.Fatalf("calls: %s", got)
 	}
 	// Full now, of live Services: refused with counts, no booking.
@@ -100,7 +100,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	e.srv.ResetCounts()
 	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "three")})
 	wantRefusal(t, err, ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
-	if n := e.srv.Count(ipamtest.OpBookIP); n != 0 {
+	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("exhausted pool booked %d times", n)
 	}
 }
@@ -173,10 +173,10 @@ func TestReserveSticky(t *testing.T) {
 		t.Fatalf("referenced IP reused: %+v %v", notRef, err)
 	}
 	delete(r, first.ID)
-	if err := e.srv.Attach(notRef.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.srv.Attach(notRef.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
+	if err := e.srv.Attach(first.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
 		t.Fatal(err)
 	}
 	// The oldest reservation is still attached to the previous Load
@@ -204,13 +204,13 @@ func TestReserveSticky(t *testing.T) {
 	if err := e.srv.Detach(first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(first.ID, ipamtest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
+	if err := e.srv.Attach(first.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.srv.Detach(notRef.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(notRef.ID, ipamtest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
+	if err := e.srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
@@ -270,7 +270,7 @@ func TestReserveDryRunBooksNothing(t *testing.T) {
 			t.Fatalf("predicted %s", r.Address)
 		}
 	}
-	if n := e.srv.Count(ipamtest.OpBookIP) + e.srv.Count(ipamtest.OpUpdateIP); n != 0 {
+	if n := e.srv.Count(scalewaytest.OpBookIP) + e.srv.Count(scalewaytest.OpUpdateIP); n != 0 {
 		t.Fatalf("dry run wrote %d times", n)
 	}
 	if len(e.srv.IPs()) != 0 {
@@ -283,7 +283,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	ctx := context.Background()
 	// The booking happens, the answer is a 500: the allocator must find it
 	// rather than book a second address.
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 500, CommitThenFail: true})
+	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 		t.Fatalf("reservation = %+v", r)
 	}
 	// A lost answer with nothing behind it: booked on the second try.
-	e.srv.FailNext(ipamtest.OpBookIP, 1, ipamtest.Fault{Status: 503})
+	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 503})
 	r2, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("10.10.0.3") {
 		t.Fatalf("after 503: %+v %v", r2, err)
@@ -309,7 +309,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 
 func TestReserveUnavailable(t *testing.T) {
 	e, a := allocEnv(t, nil)
-	e.srv.FailNext(ipamtest.OpBookIP, 10, ipamtest.Fault{Status: 503})
+	e.srv.FailNext(scalewaytest.OpBookIP, 10, scalewaytest.Fault{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
@@ -346,7 +346,7 @@ func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 		}
 		seen[got[i].Address] = true
 	}
-	if b := e.srv.Count(ipamtest.OpBookIP); b != n {
+	if b := e.srv.Count(scalewaytest.OpBookIP); b != n {
 		t.Fatalf("%d bookings for %d reservations: picks collided", b, n)
 	}
 }

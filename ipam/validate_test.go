@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 func TestValidateID(t *testing.T) {
@@ -16,7 +16,7 @@ func TestValidateID(t *testing.T) {
 	ctx := context.Background()
 	edge, pay := e.pns["edge"].ID, e.pns["pay"].ID
 	free, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
-	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 	payOnly, _ := e.srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
 	nodes, _ := e.srv.AddIP(e.pns["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
 	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
@@ -89,8 +89,8 @@ func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
 	a.claims = heldBy(svc("web", "api"))
 	ctx := context.Background()
 	edge := e.pns["edge"].ID
-	lb, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &ipamtest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
-	vm, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	lb, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &scalewaytest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
+	vm, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 
 	live := a.refs
 	beingDeleted(a, svc("web", "api"))

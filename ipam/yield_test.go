@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // barrierCloud holds every BookIP until n of them have been made: the
@@ -176,9 +176,9 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			for i := range n {
 				orphaned := now.Add(-tt.ago)
 				tags := Entry{Cluster: "test", Pool: "full", Service: svc("old", fmt.Sprint("s-", i)), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(24 * time.Hour)}.Tags()
-				var res *ipamtest.Resource
+				var res *scalewaytest.Resource
 				if tt.attached {
-					res = &ipamtest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
+					res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
 				}
 				if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(i)}), tags, res); err != nil {
 					t.Fatal(err)
@@ -197,10 +197,10 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			for _, op := range countedOps {
 				calls += e.srv.Count(op)
 			}
-			if calls > 4 || e.srv.Count(ipamtest.OpGetIP) > 1 {
+			if calls > 4 || e.srv.Count(scalewaytest.OpGetIP) > 1 {
 				t.Fatalf("%d calls (%s) with %d retained reservations; want at most 4, one re-read", calls, e.calls(countedOps...), n)
 			}
-			if yielded := e.srv.Count(ipamtest.OpUpdateIP) == 1; yielded != tt.yields {
+			if yielded := e.srv.Count(scalewaytest.OpUpdateIP) == 1; yielded != tt.yields {
 				t.Fatalf("brought one forward: %v, want %v (%s)", yielded, tt.yields, e.calls(countedOps...))
 			}
 		})

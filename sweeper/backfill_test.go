@@ -15,8 +15,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // retained seeds n reservations of this cluster in the general pool's
@@ -40,10 +40,10 @@ func created(s *Sweeper, svc *corev1.Service) {
 
 // calls are the emulator's calls since its counts were reset, by operation,
 // /metadata aside.
-func (w *world) calls() map[ipamtest.Op]int {
-	out := map[ipamtest.Op]int{}
+func (w *world) calls() map[scalewaytest.Op]int {
+	out := map[scalewaytest.Op]int{}
 	for op, n := range w.srv.Counts() {
-		if n > 0 && op != ipamtest.OpMetadata {
+		if n > 0 && op != scalewaytest.OpMetadata {
 			out[op] = n
 		}
 	}
@@ -74,7 +74,7 @@ func TestBackfillReadsOnlyItsOwnIDs(t *testing.T) {
 			created(s, svc)
 			w.srv.ResetCounts()
 			rep := w.backfill(s)
-			want := map[ipamtest.Op]int{ipamtest.OpGetIP: 2, ipamtest.OpUpdateIP: 2}
+			want := map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2, scalewaytest.OpUpdateIP: 2}
 			if got := w.calls(); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("calls %v, want %v", got, want)
 			}
@@ -94,7 +94,7 @@ func TestBackfillReadsOnlyItsOwnIDs(t *testing.T) {
 				t.Fatalf("an empty round called %v", got)
 			}
 			created(s, svc)
-			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.calls()) != fmt.Sprint(map[ipamtest.Op]int{ipamtest.OpGetIP: 2}) {
+			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.calls()) != fmt.Sprint(map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2}) {
 				t.Fatalf("a Service already back-filled: %+v, calls %v", rep, w.calls())
 			}
 		})
@@ -193,7 +193,7 @@ func TestBackfillLeavesOthersToTheCycle(t *testing.T) {
 	if rep.Backfilled+rep.Untagged+rep.Errors != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := w.calls(); got[ipamtest.OpGetIP] != len(ids) || len(got) != 1 {
+	if got := w.calls(); got[scalewaytest.OpGetIP] != len(ids) || len(got) != 1 {
 		t.Fatalf("calls %v, want %d GetIP only", got, len(ids))
 	}
 	for id, tags := range before {
@@ -213,14 +213,14 @@ func TestBackfillErrorsAreCounted(t *testing.T) {
 	r := w.book("general", "payments", "api")
 	svc := w.live("payments", "api", r.ID)
 	created(s, svc)
-	w.srv.FailNext(ipamtest.OpUpdateIP, 10, ipamtest.Fault{Status: 500})
+	w.srv.FailNext(scalewaytest.OpUpdateIP, 10, scalewaytest.Fault{Status: 500})
 	if rep := w.backfill(s); rep.Errors != 1 || rep.Backfilled != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if got := testutil.ToFloat64(s.o.Metrics.errors); got != 1 {
 		t.Fatalf("scw_lb_ipam_sweeper_errors_total %v, want 1", got)
 	}
-	w.srv.FailNext(ipamtest.OpUpdateIP, 0, ipamtest.Fault{})
+	w.srv.FailNext(scalewaytest.OpUpdateIP, 0, scalewaytest.Fault{})
 	if rep := w.sweep(s); rep.Backfilled != 1 || w.entry(r.ID).UID != string(svc.UID) {
 		t.Fatalf("the next cycle did not write the uid: %+v", rep)
 	}
@@ -321,7 +321,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	if elapsed := w.clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
 		t.Fatalf("written by the periodic cycle (%s), not the back-fill", elapsed)
 	}
-	if got := w.calls(); got[ipamtest.OpListIPs] != 0 || got[ipamtest.OpGetIP] != 1 || got[ipamtest.OpUpdateIP] != 1 {
+	if got := w.calls(); got[scalewaytest.OpListIPs] != 0 || got[scalewaytest.OpGetIP] != 1 || got[scalewaytest.OpUpdateIP] != 1 {
 		t.Fatalf("calls %v, want one GetIP and one UpdateIP", got)
 	}
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // BenchmarkSweepCycle10k is one steady-state cycle over 10,000 reservations
@@ -74,9 +74,9 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			b.Fatalf("cycle: %+v %v", rep, err)
 		}
 		wall := time.Since(start)
-		b.ReportMetric(float64(w.srv.Count(ipamtest.OpListIPs)), "list-calls/op")
-		b.ReportMetric(float64(w.srv.Count(ipamtest.OpGetIP)+w.srv.Count(ipamtest.OpReleaseIP)), "release-calls/op")
-		b.ReportMetric(float64(w.srv.Count(ipamtest.OpUpdateIP)), "tag-calls/op")
+		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpListIPs)), "list-calls/op")
+		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpGetIP)+w.srv.Count(scalewaytest.OpReleaseIP)), "release-calls/op")
+		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpUpdateIP)), "tag-calls/op")
 		b.ReportMetric(wall.Seconds(), "wall-s/op")
 		b.StartTimer()
 	}

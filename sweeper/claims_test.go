@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // askedClaims is a claim store of one claim: it records what the cycle
@@ -40,7 +40,7 @@ func TestClaimKeptWhileTheServiceOrItsLoadBalancerRemains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.srv.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
+	if err := w.srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
 		t.Fatal(err)
 	}
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}

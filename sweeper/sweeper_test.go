@@ -28,20 +28,20 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // world is an emulator, a pool file, a Service cache and a clock.
 type world struct {
 	t     testing.TB
-	srv   *ipamtest.Server
+	srv   *scalewaytest.Server
 	cloud scaleway.Cloud
 	cfg   *ipam.Config
 	kube  client.Client
 	clock *clocktesting.FakeClock
-	pns   map[string]ipamtest.PrivateNetwork
+	pns   map[string]scalewaytest.PrivateNetwork
 }
 
 func newWorld(t testing.TB) *world { t.Helper(); return newWorldWith(t, "") }
@@ -50,7 +50,7 @@ func newWorld(t testing.TB) *world { t.Helper(); return newWorldWith(t, "") }
 func newWorldWith(t testing.TB, pools string) *world {
 	t.Helper()
 	w := &world{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
-	w.srv, w.pns = fixtures.Emulator(t, ipamtest.Options{SecretKey: ipamtest.TestSecretKey}, "nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
+	w.srv, w.pns = fixtures.Emulator(t, scalewaytest.Options{SecretKey: scalewaytest.TestSecretKey}, "nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
 	file := fixtures.PoolFile("clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n"+
 		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"+pools, w.pns)
@@ -183,7 +183,7 @@ func TestLifecycle(t *testing.T) {
 
 	w.remove(svc)
 	// The CCM still has the LB attached.
-	if err := w.srv.Attach(r.ID, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"}); err != nil {
+	if err := w.srv.Attach(r.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"}); err != nil {
 		t.Fatal(err)
 	}
 	rep = w.sweep(s)
@@ -287,7 +287,7 @@ func TestForeignAndBringYourOwnUntouched(t *testing.T) {
 		}
 	}
 	for _, ev := range w.srv.Audit() {
-		if ev.Kind != ipamtest.AuditBook {
+		if ev.Kind != scalewaytest.AuditBook {
 			t.Fatalf("the sweeper changed something: %+v", ev)
 		}
 	}
@@ -496,7 +496,7 @@ func TestStartNeverWakesForThePast(t *testing.T) {
 			t.Fatal(err)
 		}
 		if attach {
-			if err := w.srv.Attach(id, ipamtest.Resource{Type: "lb_server", ID: "lb-" + name, Name: name}); err != nil {
+			if err := w.srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-" + name, Name: name}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -513,7 +513,7 @@ func TestStartNeverWakesForThePast(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.srv.Counts()[ipamtest.OpListIPs]; n != 1 {
+	if n := w.srv.Counts()[scalewaytest.OpListIPs]; n != 1 {
 		t.Fatalf("%d listings in 2 s with a one-hour interval; want the first cycle's only", n)
 	}
 	// The stale one now has a time, at least the margin away, and was not

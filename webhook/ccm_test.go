@@ -10,7 +10,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -129,7 +129,7 @@ func TestCCMContract(t *testing.T) {
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
 		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
-		if n := h.srv.Count(ipamtest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
+		if n := h.srv.Count(scalewaytest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
 			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.srv.IPs()))
 		}
 	})

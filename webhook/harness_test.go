@@ -28,8 +28,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -40,8 +40,8 @@ const testProject = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
 // calls it, with the allocator talking to the emulator through the SDK.
 type harness struct {
 	t       testing.TB
-	srv     *ipamtest.Server
-	pns     map[string]ipamtest.PrivateNetwork
+	srv     *scalewaytest.Server
+	pns     map[string]scalewaytest.PrivateNetwork
 	kube    client.Client
 	url     string
 	events  *recordedEvents
@@ -68,7 +68,7 @@ pools:
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{t: t, events: &recordedEvents{}}
-	h.srv, h.pns = fixtures.Emulator(t, ipamtest.Options{ProjectID: testProject, SecretKey: ipamtest.TestSecretKey},
+	h.srv, h.pns = fixtures.Emulator(t, scalewaytest.Options{ProjectID: testProject, SecretKey: scalewaytest.TestSecretKey},
 		"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
 	cloud := fixtures.Cloud(t, h.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3}})
 	cfg, err := ipam.ParseConfig([]byte(fixtures.PoolFile(harnessPools, h.pns)))

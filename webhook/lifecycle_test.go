@@ -16,7 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -171,7 +171,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	if _, err := h.cloud.SetTags(ctx, x, e.Tags()); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.Attach(x, ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
+	if err := h.srv.Attach(x, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// A pending reservation of the same Service, booked later (a CREATE
@@ -328,7 +328,7 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 // Finding 7: a dry run writes nothing anywhere, Events included.
 func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
-	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &ipamtest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
+	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	h.srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {

@@ -14,12 +14,12 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // counted are the emulator operations whose counts the tests pin.
-var counted = []ipamtest.Op{ipamtest.OpListIPs, ipamtest.OpBookIP, ipamtest.OpGetIP, ipamtest.OpUpdateIP, ipamtest.OpReleaseIP}
+var counted = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP, scalewaytest.OpGetIP, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP}
 
 func (h *harness) calls() string {
 	var parts []string
@@ -249,7 +249,7 @@ func TestCreate(t *testing.T) {
 			}()},
 		{name: "address held by a resource", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
-				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &ipamtest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
+				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
 					h.t.Fatal(err)
 				}
 			},
@@ -277,7 +277,7 @@ func TestCreate(t *testing.T) {
 				return e
 			}()},
 		{name: "Scaleway unavailable", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
-			setup: func(h *harness) { h.srv.FailNext(ipamtest.OpBookIP, 100, ipamtest.Fault{Status: 503}) },
+			setup: func(h *harness) { h.srv.FailNext(scalewaytest.OpBookIP, 100, scalewaytest.Fault{Status: 503}) },
 			want: func() expect {
 				// A booking is not retried blindly (it may have happened):
 				// the Service's reservations are listed in between.

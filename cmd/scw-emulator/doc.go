@@ -1,5 +1,5 @@
 // Command scw-emulator serves the in-memory Scaleway API emulator of package
-// ipamtest on a local address, for the playground and for trying the
+// scalewaytest on a local address, for the playground and for trying the
 // controller against a Scaleway that costs nothing and can be seeded,
 // inspected and reset by restarting it.
 //
@@ -9,5 +9,5 @@
 // "scw-emulator listening on http://127.0.0.1:8081" once it serves, and
 // stops on SIGINT or SIGTERM.
 //
-// It imports only the emulator, ipam/ipamtest.
+// It imports only the emulator, ipam/scaleway/scalewaytest.
 package main

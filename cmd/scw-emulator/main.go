@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 func main() {
@@ -68,12 +68,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scw-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
-	region := fs.String("region", ipamtest.DefaultRegion, "region served")
-	projectID := fs.String("project-id", "", "project of seeded objects (default "+ipamtest.DefaultProjectID+")")
+	region := fs.String("region", scalewaytest.DefaultRegion, "region served")
+	projectID := fs.String("project-id", "", "project of seeded objects (default "+scalewaytest.DefaultProjectID+")")
 	secretKey := fs.String("secret-key", "", "the only X-Auth-Token accepted (default: any)")
 	seedFile := fs.String("seed-config", "", "YAML file of privateNetworks (name, subnets) and ips (privateNetwork, address, tags, resource) to create at start")
 	verbose := fs.Bool("v", false, "log every request to stderr")
-	lbDeleteDelay := fs.Duration("lb-delete-delay", ipamtest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
+	lbDeleteDelay := fs.Duration("lb-delete-delay", scalewaytest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
 	var pns pnFlags
 	fs.Var(&pns, "private-network", "create a Private Network NAME=CIDR[,CIDR] at start (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -83,14 +83,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	opts := ipamtest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey, LBDeleteDelay: *lbDeleteDelay}
+	opts := scalewaytest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey, LBDeleteDelay: *lbDeleteDelay}
 	if *verbose {
 		opts.Logf = log.New(stderr, "", log.LstdFlags|log.Lmicroseconds).Printf
 	}
-	srv := ipamtest.New(opts)
+	srv := scalewaytest.New(opts)
 	defer srv.Close()
 
-	byName := map[string]ipamtest.PrivateNetwork{}
+	byName := map[string]scalewaytest.PrivateNetwork{}
 	addPN := func(name string, subnets []string) error {
 		pn, err := srv.AddPrivateNetwork(name, subnets...)
 		if err != nil {
@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return srv.Close()
 }
 
-func seedFromFile(path string, srv *ipamtest.Server, addPN func(string, []string) error, byName map[string]ipamtest.PrivateNetwork, stdout io.Writer) error {
+func seedFromFile(path string, srv *scalewaytest.Server, addPN func(string, []string) error, byName map[string]scalewaytest.PrivateNetwork, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("seed config: %w", err)
@@ -150,9 +150,9 @@ func seedFromFile(path string, srv *ipamtest.Server, addPN func(string, []string
 				return fmt.Errorf("seed config %s: ips[%d]: %w", path, i, err)
 			}
 		}
-		var res *ipamtest.Resource
+		var res *scalewaytest.Resource
 		if r := ip.Resource; r != nil {
-			res = &ipamtest.Resource{Type: r.Type, ID: r.ID, Name: r.Name, MACAddress: r.MACAddress}
+			res = &scalewaytest.Resource{Type: r.Type, ID: r.ID, Name: r.Name, MACAddress: r.MACAddress}
 		}
 		id, err := srv.AddIP(pn.ID, addr, ip.Tags, res)
 		if err != nil {

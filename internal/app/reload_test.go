@@ -19,8 +19,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 func TestConfigReload(t *testing.T) {
@@ -114,14 +114,14 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	if err := os.WriteFile(path, second, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv.FailNext(ipamtest.OpGetPrivateNetwork, 1, ipamtest.Fault{Status: 503})
+	srv.FailNext(scalewaytest.OpGetPrivateNetwork, 1, scalewaytest.Fault{Status: 503})
 	r.check(context.Background())
 	if _, ok := r.alloc.Config().Pool("b"); ok {
 		t.Fatal("applied although Scaleway failed")
 	}
-	calls := srv.Count(ipamtest.OpGetPrivateNetwork)
+	calls := srv.Count(scalewaytest.OpGetPrivateNetwork)
 	r.check(context.Background()) // before the backoff: not tried
-	if n := srv.Count(ipamtest.OpGetPrivateNetwork) - calls; n != 0 {
+	if n := srv.Count(scalewaytest.OpGetPrivateNetwork) - calls; n != 0 {
 		t.Fatalf("%d GetPrivateNetwork calls before the backoff ran out, want 0", n)
 	}
 	clk.SetTime(clk.Now().Add(11 * time.Second))
@@ -173,9 +173,9 @@ func TestParseServeFlags(t *testing.T) {
 // reloadWorld is an emulator with the networks "nodes" and "dc", a Cloud
 // talking to it (opts with the emulator's URL and credentials added), and
 // the text of a pool file for the given pools lines.
-func reloadWorld(t *testing.T, opts scaleway.Options) (*ipamtest.Server, map[string]ipamtest.PrivateNetwork, scaleway.Cloud, func(pools string) string) {
+func reloadWorld(t *testing.T, opts scaleway.Options) (*scalewaytest.Server, map[string]scalewaytest.PrivateNetwork, scaleway.Cloud, func(pools string) string) {
 	t.Helper()
-	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	pns, err := srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22")
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func reloadWorld(t *testing.T, opts scaleway.Options) (*ipamtest.Server, map[str
 	opts.Region = "fr-par"
 	opts.ClientOptions = []scw.ClientOption{
 		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
-		scw.WithDefaultProjectID(ipamtest.DefaultProjectID),
+		scw.WithDefaultProjectID(scalewaytest.DefaultProjectID),
 	}
 	cloud, err := scaleway.New(context.Background(), opts)
 	if err != nil {
@@ -245,7 +245,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject +
-		", not in the credentials' Project " + ipamtest.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)"
+		", not in the credentials' Project " + scalewaytest.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)"
 	good := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n")
 	bad := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n  - {name: b, privateNetworkID: " + other.ID + "}\n")
 	path := filepath.Join(t.TempDir(), "pools.yaml")
@@ -260,7 +260,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 		}
 		o.Log, o.Metrics = logr.Discard(), prometheus.NewRegistry()
 		o.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()),
-			scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+			scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
 		// Serve resolves the pool file before it needs a cluster: the
 		// refusal comes without one.
 		err = Serve(context.Background(), o)

@@ -20,16 +20,16 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
 
 const statusSecret = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 
-func statusWorld(t *testing.T) (*ipamtest.Server, StatusOptions, map[string]string) {
+func statusWorld(t *testing.T) (*scalewaytest.Server, StatusOptions, map[string]string) {
 	t.Helper()
-	srv := ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: statusSecret})
+	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: statusSecret})
 	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
 	edge, _ := srv.AddPrivateNetwork("edge", "10.10.0.0/29")
@@ -45,7 +45,7 @@ pools:
 	}
 	orphaned := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	ids := map[string]string{}
-	add := func(key, pn, addr string, tags []string, res *ipamtest.Resource) {
+	add := func(key, pn, addr string, tags []string, res *scalewaytest.Resource) {
 		id, err := srv.AddIP(pn, netip.MustParseAddr(addr), tags, res)
 		if err != nil {
 			t.Fatal(err)
@@ -54,15 +54,15 @@ pools:
 	}
 	svc := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	add("api", dc.ID, "172.16.35.10", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "api"), UID: "u1"}.Tags(),
-		&ipamtest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"})
+		&scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"})
 	add("old", dc.ID, "172.16.35.11", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "old"), UID: "u2", OrphanedSince: orphaned}.Tags(), nil)
 	add("staging", dc.ID, "172.16.35.12", ipam.Entry{Cluster: "staging", Pool: "dc-link", Service: svc("web", "front")}.Tags(), nil)
-	add("vm", dc.ID, "172.16.35.13", nil, &ipamtest.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
+	add("vm", dc.ID, "172.16.35.13", nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
 	add("outside", dc.ID, "172.16.33.1", nil, nil) // on the PN, outside the pool's ranges
 	add("edge", edge.ID, "10.10.0.2", ipam.Entry{Cluster: "prod", Pool: "edge", Service: svc("web", "edge")}.Tags(), nil)
 	ids["pn:edge"] = edge.ID
 	o := StatusOptions{ConfigFile: file, Output: "table", ScalewayOptions: []scw.ClientOption{
-		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}}
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}}
 	return srv, o, ids
 }
 
@@ -103,7 +103,7 @@ func TestStatusTable(t *testing.T) {
 		}
 	}
 	for op, n := range srv.Counts() {
-		if op == ipamtest.OpBookIP || op == ipamtest.OpUpdateIP || op == ipamtest.OpReleaseIP {
+		if op == scalewaytest.OpBookIP || op == scalewaytest.OpUpdateIP || op == scalewaytest.OpReleaseIP {
 			if n > 0 {
 				t.Fatalf("status is read-only, but called %s", op)
 			}
@@ -180,7 +180,7 @@ func TestStatusErrors(t *testing.T) {
 	srv, o, _ := statusWorld(t)
 	wrongSecret := "00000000-1111-4222-8333-444444444444"
 	bad := o
-	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
 	err := Status(context.Background(), bad, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), wrongSecret) {
 		t.Errorf("wrong credentials: %v", err)
@@ -239,7 +239,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		}
 	}
 	// Only the ID the listing lacks is read.
-	if n := srv.Count(ipamtest.OpGetIP); n != 1 {
+	if n := srv.Count(scalewaytest.OpGetIP); n != 1 {
 		t.Errorf("%d GetIP calls, want 1 (the ID not in the pools' listing)", n)
 	}
 
@@ -281,7 +281,7 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"})
 	}
 	o.Services = fixtures.FakeKube().WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
-	srv.FailNext(ipamtest.OpGetIP, 1, ipamtest.Fault{Status: http.StatusForbidden})
+	srv.FailNext(scalewaytest.OpGetIP, 1, scalewaytest.Fault{Status: http.StatusForbidden})
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {
 		t.Fatalf("status aborted on one unreadable ID: %v", err)

@@ -16,25 +16,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // world is the emulator, a fake apiserver and the stand-in between them.
 type world struct {
-	emu         *ipamtest.Server
+	emu         *scalewaytest.Server
 	kube        client.Client
 	ccm         *Controller
-	nodes, pool ipamtest.PrivateNetwork
+	nodes, pool scalewaytest.PrivateNetwork
 }
 
 // newWorld builds a world; opts adjust the emulator's options.
-func newWorld(t *testing.T, opts ...func(*ipamtest.Options)) *world {
+func newWorld(t *testing.T, opts ...func(*scalewaytest.Options)) *world {
 	t.Helper()
-	var o ipamtest.Options
+	var o scalewaytest.Options
 	for _, f := range opts {
 		f(&o)
 	}
-	w := &world{emu: ipamtest.NewTestServer(t, o)}
+	w := &world{emu: scalewaytest.NewTestServer(t, o)}
 	var err error
 	if w.nodes, err = w.emu.AddPrivateNetwork("nodes", "172.16.0.0/22"); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func newWorld(t *testing.T, opts ...func(*ipamtest.Options)) *world {
 func (w *world) ops(from int) []string {
 	var out []string
 	for _, r := range w.emu.Requests()[from:] {
-		if r.Op != ipamtest.OpMetadata && strings.Contains(r.UserAgent, UserAgent) {
+		if r.Op != scalewaytest.OpMetadata && strings.Contains(r.UserAgent, UserAgent) {
 			out = append(out, string(r.Op))
 		}
 	}
@@ -330,8 +330,8 @@ func TestChangeDuringAPassIsActedOnNext(t *testing.T) {
 	// The move lands while the pass attaches X: before its status patch,
 	// whose answer is the moved object.
 	moved := false
-	w.emu.SetFaultFunc(func(op ipamtest.Op) *ipamtest.Fault {
-		if op == ipamtest.OpAttachLBPrivateNetwork && !moved {
+	w.emu.SetFaultFunc(func(op scalewaytest.Op) *scalewaytest.Fault {
+		if op == scalewaytest.OpAttachLBPrivateNetwork && !moved {
 			moved = true
 			cur := w.get(t, "api")
 			cur.Annotations[annotationPrivateIPIDs] = y

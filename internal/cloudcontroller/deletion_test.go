@@ -15,13 +15,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // lateDeletion makes the emulator keep a deleted Load Balancer to_delete
 // for d.
-func lateDeletion(d time.Duration) func(*ipamtest.Options) {
-	return func(o *ipamtest.Options) { o.LBDeleteDelay = d }
+func lateDeletion(d time.Duration) func(*scalewaytest.Options) {
+	return func(o *scalewaytest.Options) { o.LBDeleteDelay = d }
 }
 
 // reservedLB is a private LoadBalancer Service of namespace ns on the
@@ -36,13 +36,13 @@ func (w *world) reservedLB(name string, uid types.UID, id string) *corev1.Servic
 }
 
 // lbNamed is the emulator's Load Balancer named name (a Service's UID).
-func (w *world) lbNamed(name string) (ipamtest.LB, bool) {
+func (w *world) lbNamed(name string) (scalewaytest.LB, bool) {
 	for _, lb := range w.emu.LBs() {
 		if lb.Name == name {
 			return lb, true
 		}
 	}
-	return ipamtest.LB{}, false
+	return scalewaytest.LB{}, false
 }
 
 // waitGone waits (real time: the emulator's deletions run on it) until the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -70,5 +70,5 @@ Try it (from the repository):
 
 Ctrl-C stops everything and removes %s.
 `, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, request.LabelEnabled,
-		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, ipamtest.DefaultProjectID, pools, tmp)
+		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, scalewaytest.DefaultProjectID, pools, tmp)
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -135,8 +135,8 @@ type playgroundRun struct {
 
 // startEmulator starts the Scaleway emulator with cfg's Private Networks
 // and the bring-your-own example's IP booked.
-func startEmulator(cfg *ipam.Config) (*ipamtest.Server, string, error) {
-	emu := ipamtest.New(ipamtest.Options{Region: cfg.Region, SecretKey: SecretKey, LBDeleteDelay: ipamtest.ScalewayLBDeleteDelay})
+func startEmulator(cfg *ipam.Config) (*scalewaytest.Server, string, error) {
+	emu := scalewaytest.New(scalewaytest.Options{Region: cfg.Region, SecretKey: SecretKey, LBDeleteDelay: scalewaytest.ScalewayLBDeleteDelay})
 	emuURL, err := emu.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
@@ -202,7 +202,7 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	}
 	opts.RestConfig = r.cp.Config
 	opts.Log = r.log
-	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	opts.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
 	serveCtx, stopServe := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- app.Serve(serveCtx, opts) }()
@@ -251,7 +251,7 @@ func installChart(ctx context.Context, root, tmp string, poolData []byte, kube c
 // ctx or the webhook to end.
 func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, pools string, served chan error) error {
 	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
-	scwOpts := []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}
+	scwOpts := []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
 	ccm, err := cloudcontroller.New(cloudcontroller.Options{
 		Kube: r.cp.Kube, Scaleway: scwOpts, ClusterPrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Delay: time.Second,
 		Logf: func(format string, args ...any) { r.log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },

@@ -17,12 +17,12 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // seed creates the pool file's Private Networks, with its IDs, in the
 // emulator: each with the subnets its pools name, or one chosen for it.
-func seed(emu *ipamtest.Server, cfg *ipam.Config) error {
+func seed(emu *scalewaytest.Server, cfg *ipam.Config) error {
 	subnets := map[string][]string{cfg.ClusterPrivateNetworkID: nil}
 	order := []string{cfg.ClusterPrivateNetworkID}
 	for _, p := range cfg.Pools {

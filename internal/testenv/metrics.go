@@ -10,22 +10,22 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // Observer reads what the webhook did: its calls in the emulator's request
 // log and the replicas' metrics. Env embeds it, so that a test reads
 // env.Gauge(...) as before.
 type Observer struct {
-	emu      *ipamtest.Server
+	emu      *scalewaytest.Server
 	replicas []*Replica
 }
 
 // WebhookCalls are the emulator's calls since the request log held from
 // entries, per operation, less the CCM stand-in's, the console's and
 // /metadata.
-func (o *Observer) WebhookCalls(from int) map[ipamtest.Op]int {
-	out := map[ipamtest.Op]int{}
+func (o *Observer) WebhookCalls(from int) map[scalewaytest.Op]int {
+	out := map[scalewaytest.Op]int{}
 	for _, r := range o.WebhookRequests(from) {
 		out[r.Op]++
 	}
@@ -35,11 +35,11 @@ func (o *Observer) WebhookCalls(from int) map[ipamtest.Op]int {
 // WebhookRequests are the emulator's requests since entry from that the
 // webhook made: routed, not /metadata, not the CCM stand-in's nor the
 // console's.
-func (o *Observer) WebhookRequests(from int) []ipamtest.Request {
+func (o *Observer) WebhookRequests(from int) []scalewaytest.Request {
 	reqs := o.emu.Requests()
 	// Requests returns a copy: filtering it in place is safe.
-	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r ipamtest.Request) bool {
-		return r.Op == "" || r.Op == ipamtest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || strings.Contains(r.UserAgent, ConsoleUserAgent)
+	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r scalewaytest.Request) bool {
+		return r.Op == "" || r.Op == scalewaytest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || strings.Contains(r.UserAgent, ConsoleUserAgent)
 	})
 }
 
@@ -47,13 +47,13 @@ func (o *Observer) WebhookRequests(from int) []ipamtest.Request {
 // behalf of svc: every booking, a query naming its ledger tag, or a call
 // about an IP whose tags name it. Background listings by cluster tag (the
 // index refresh, the sweeper) and calls about other IPs are left out.
-func (o *Observer) CallsFor(from int, svc types.NamespacedName) map[ipamtest.Op]int {
+func (o *Observer) CallsFor(from int, svc types.NamespacedName) map[scalewaytest.Op]int {
 	tag := ipam.ServiceTag(svc)
-	out := map[ipamtest.Op]int{}
+	out := map[scalewaytest.Op]int{}
 	for _, r := range o.WebhookRequests(from) {
 		query, _ := url.QueryUnescape(r.Path)
 		ip, known := o.emu.IP(r.IPID)
-		if r.Op == ipamtest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
+		if r.Op == scalewaytest.OpBookIP || strings.Contains(query, tag) || known && slices.Contains(ip.Tags, tag) {
 			out[r.Op]++
 		}
 	}

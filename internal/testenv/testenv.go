@@ -23,14 +23,14 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // Credentials of the emulator.
 const (
-	AccessKey = ipamtest.TestAccessKey
-	SecretKey = ipamtest.TestSecretKey
+	AccessKey = scalewaytest.TestAccessKey
+	SecretKey = scalewaytest.TestSecretKey
 )
 
 // Options configures Start.
@@ -62,7 +62,7 @@ type Options struct {
 	CCMDelay time.Duration
 	// LBDeleteDelay is how long a deleted Load Balancer stays to_delete in
 	// the emulator, holding its IPs, before it is gone (see
-	// ipamtest.Options.LBDeleteDelay); default 3 s, so that every suite
+	// scalewaytest.Options.LBDeleteDelay); default 3 s, so that every suite
 	// sees Scaleway's asynchronous deletion (tens of seconds there). A
 	// negative value deletes at once.
 	LBDeleteDelay time.Duration
@@ -91,8 +91,8 @@ const (
 // Env is a running control plane with scw-lb-ipam replicas.
 type Env struct {
 	*ControlPlane
-	Emu      *ipamtest.Server
-	PNs      map[string]ipamtest.PrivateNetwork
+	Emu      *scalewaytest.Server
+	PNs      map[string]scalewaytest.PrivateNetwork
 	Replicas []*Replica
 	Observer
 
@@ -125,7 +125,7 @@ func Start(o Options) (_ *Env, err error) {
 	if err := RequireTools(bin, "`make tools` (make test does it)"); err != nil {
 		return nil, err
 	}
-	e := &Env{o: o, PNs: map[string]ipamtest.PrivateNetwork{}}
+	e := &Env{o: o, PNs: map[string]scalewaytest.PrivateNetwork{}}
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -183,8 +183,8 @@ func (o Options) withDefaults() Options {
 }
 
 // startEmulator starts the Scaleway emulator with o's Private Networks.
-func startEmulator(o Options) (*ipamtest.Server, map[string]ipamtest.PrivateNetwork, error) {
-	emu := ipamtest.New(ipamtest.Options{SecretKey: SecretKey, LBDeleteDelay: o.LBDeleteDelay})
+func startEmulator(o Options) (*scalewaytest.Server, map[string]scalewaytest.PrivateNetwork, error) {
+	emu := scalewaytest.New(scalewaytest.Options{SecretKey: SecretKey, LBDeleteDelay: o.LBDeleteDelay})
 	if _, err := emu.Start("127.0.0.1:0"); err != nil {
 		return nil, nil, err
 	}

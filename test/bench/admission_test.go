@@ -23,23 +23,23 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 // callCount is the Scaleway calls the emulator received since its counts
 // were reset, /metadata aside (the SDK's, once per client).
-func callCount(emu *ipamtest.Server) (total int, detail string) {
+func callCount(emu *scalewaytest.Server) (total int, detail string) {
 	counts := emu.Counts()
 	ops := make([]string, 0, len(counts))
 	for op, n := range counts {
-		if n > 0 && op != ipamtest.OpMetadata {
+		if n > 0 && op != scalewaytest.OpMetadata {
 			ops = append(ops, string(op))
 		}
 	}
 	sort.Strings(ops)
 	for i, op := range ops {
-		n := counts[ipamtest.Op(op)]
+		n := counts[scalewaytest.Op(op)]
 		total += n
 		ops[i] = fmt.Sprintf("%s=%d", op, n)
 	}
@@ -402,12 +402,12 @@ type emuCalls struct {
 
 // note records the bookings of reqs without counting them: the back-fill
 // of an IP booked before the counted window runs in it.
-func (e *emuCalls) note(reqs []ipamtest.Request) {
+func (e *emuCalls) note(reqs []scalewaytest.Request) {
 	if e.booked == nil {
 		e.booked = map[string]bool{}
 	}
 	for _, req := range reqs {
-		if req.Op == ipamtest.OpBookIP && req.IPID != "" {
+		if req.Op == scalewaytest.OpBookIP && req.IPID != "" {
 			e.booked[req.IPID] = true
 		}
 	}
@@ -416,7 +416,7 @@ func (e *emuCalls) note(reqs []ipamtest.Request) {
 // kindBackfillGetIP is the sweeper's read of a new Service's IP.
 const kindBackfillGetIP = "GetIP of a new IP (uid back-fill)"
 
-func (e *emuCalls) add(reqs []ipamtest.Request) {
+func (e *emuCalls) add(reqs []scalewaytest.Request) {
 	// An IP's ID is known only once booked: noting the window's bookings
 	// first marks no GetIP that came before its IP's.
 	e.note(reqs)
@@ -425,7 +425,7 @@ func (e *emuCalls) add(reqs []ipamtest.Request) {
 		if k == "" {
 			continue
 		}
-		if req.Op == ipamtest.OpGetIP && e.booked[req.IPID] {
+		if req.Op == scalewaytest.OpGetIP && e.booked[req.IPID] {
 			k, onPath = kindBackfillGetIP, false
 		}
 		e.byKind[k]++
@@ -433,20 +433,20 @@ func (e *emuCalls) add(reqs []ipamtest.Request) {
 			e.path++
 			e.pathTime += req.Duration
 		}
-		if req.Op == ipamtest.OpBookIP && req.Status == http.StatusConflict {
+		if req.Op == scalewaytest.OpBookIP && req.Status == http.StatusConflict {
 			e.conflicts++
 		}
 	}
 }
 
 // callKind names a request's kind, and tells whether admissions make it.
-func callKind(req ipamtest.Request) (kind string, onPath bool) {
+func callKind(req scalewaytest.Request) (kind string, onPath bool) {
 	switch req.Op {
-	case "", ipamtest.OpMetadata:
+	case "", scalewaytest.OpMetadata:
 		return "", false
-	case ipamtest.OpBookIP, ipamtest.OpGetIP:
+	case scalewaytest.OpBookIP, scalewaytest.OpGetIP:
 		return string(req.Op), true
-	case ipamtest.OpListIPs:
+	case scalewaytest.OpListIPs:
 		q := url.Values{}
 		if u, err := url.Parse(req.Path); err == nil {
 			q = u.Query()
@@ -468,7 +468,7 @@ func (e *emuCalls) pathKinds(admissions uint64) string  { return e.kinds(admissi
 func (e *emuCalls) otherKinds(admissions uint64) string { return e.kinds(admissions, false) }
 
 func (e *emuCalls) kinds(admissions uint64, onPath bool) string {
-	onPathKinds := map[string]bool{string(ipamtest.OpBookIP): true, string(ipamtest.OpGetIP): true, "ListIPs by Service": true}
+	onPathKinds := map[string]bool{string(scalewaytest.OpBookIP): true, string(scalewaytest.OpGetIP): true, "ListIPs by Service": true}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(e.byKind)) {
 		if onPathKinds[k] == onPath {

@@ -16,8 +16,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // backfillBurst is the size of the bursts of backfillRows.
@@ -90,10 +90,10 @@ func (r *report) backfillRows() {
 		for _, req := range r.env.Emu.Requests()[from:] {
 			k, _ := callKind(req)
 			switch {
-			case k == "" || req.Op == ipamtest.OpBookIP:
+			case k == "" || req.Op == scalewaytest.OpBookIP:
 			case k == "ListIPs of the cluster":
 				row.cluster++
-			case own[req.IPID] && (req.Op == ipamtest.OpGetIP || req.Op == ipamtest.OpUpdateIP):
+			case own[req.IPID] && (req.Op == scalewaytest.OpGetIP || req.Op == scalewaytest.OpUpdateIP):
 				row.backfill[k]++
 			default:
 				row.besides[k]++

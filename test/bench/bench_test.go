@@ -19,8 +19,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // rssEnv names a file holding BenchmarkWebhookRSS's output (test/chart);
@@ -220,10 +220,10 @@ func (r *report) sweeper() {
 			r.b.Fatal(err)
 		}
 		pages := (n + scaleway.DefaultPageSize - 1) / scaleway.DefaultPageSize
-		lists := row.counts[ipamtest.OpListIPs]
+		lists := row.counts[scalewaytest.OpListIPs]
 		res := row.res
 		line := fmt.Sprintf("  %-13s %8s %7d (%5d) %16d %9d %7.0f MB (+%4.0f) %11.0f MB (%4.0f MB) %8s", thousands(n), res.Wall.Round(time.Millisecond), lists, pages,
-			row.counts[ipamtest.OpGetIP]+row.counts[ipamtest.OpReleaseIP], row.counts[ipamtest.OpUpdateIP], mb(res.HWM), mb(res.HWM)-mb(res.RSSBefore),
+			row.counts[scalewaytest.OpGetIP]+row.counts[scalewaytest.OpReleaseIP], row.counts[scalewaytest.OpUpdateIP], mb(res.HWM), mb(res.HWM)-mb(res.RSSBefore),
 			mb(res.RSSBefore), mb(res.HeapBefore), row.emulatorCPU.Round(10*time.Millisecond))
 		if n == 100_000 {
 			met := res.Wall <= 10*time.Second && res.HWM <= 200e6 && lists == pages

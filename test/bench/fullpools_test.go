@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -172,9 +172,9 @@ func (r *report) seedYield() (seeded, attached []string) {
 	seed := func(pool, first string, n int, svc func(i int) types.NamespacedName, lb bool) {
 		addr := netip.MustParseAddr(first)
 		for i := range n {
-			var res *ipamtest.Resource
+			var res *scalewaytest.Resource
 			if lb {
-				res = &ipamtest.Resource{Type: "lb_server", Name: fmt.Sprint("deleted-lb-", i)}
+				res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("deleted-lb-", i)}
 			}
 			s := svc(i)
 			id, err := r.env.Emu.AddIP(r.env.PNs[pool].ID, addr, retainedTags(pool, s, "uid-"+s.Namespace+"-"+s.Name, since), res)
@@ -256,12 +256,12 @@ func (r *report) yieldCreate(kube kubernetes.Interface, row yieldRow, i int) yie
 	}
 	counts := map[string]int{}
 	for _, req := range r.env.Emu.Requests() {
-		if req.Time.Before(from) || req.Time.After(to) || req.Op == "" || req.Op == ipamtest.OpMetadata {
+		if req.Time.Before(from) || req.Time.After(to) || req.Op == "" || req.Op == scalewaytest.OpMetadata {
 			continue
 		}
 		run.calls++
 		counts[string(req.Op)]++
-		if req.Op != ipamtest.OpListIPs {
+		if req.Op != scalewaytest.OpListIPs {
 			continue
 		}
 		q := url.Values{}

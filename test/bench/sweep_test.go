@@ -29,8 +29,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
@@ -79,7 +79,7 @@ type sweepResult struct {
 type sweepRow struct {
 	n, orphans       int
 	res              sweepResult
-	counts           map[ipamtest.Op]int
+	counts           map[scalewaytest.Op]int
 	emulatorCPU      time.Duration
 	seed, childTotal time.Duration
 }
@@ -135,7 +135,7 @@ func sweepConfig(p sweepParams) string {
 // cycle over them in a child process.
 func sweepCycle(n, orphans int) (sweepRow, error) {
 	row := sweepRow{n: n, orphans: orphans}
-	emu := ipamtest.New(ipamtest.Options{SecretKey: testenv.SecretKey})
+	emu := scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})
 	if _, err := emu.Start("127.0.0.1:0"); err != nil {
 		return row, err
 	}
@@ -201,7 +201,7 @@ func sweepChild() error {
 	}
 	ctx := context.Background()
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
-		scw.WithAPIURL(p.URL), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(ipamtest.DefaultProjectID)}})
+		scw.WithAPIURL(p.URL), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}})
 	if err != nil {
 		return err
 	}

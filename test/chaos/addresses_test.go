@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // ccmLag bounds how long after a write of a Service the CCM stand-in may
@@ -73,19 +73,19 @@ func explains(moves []allowedMove, t time.Time, ok func(allowedMove) bool) bool 
 }
 
 // lbLog is the part of the audit log about one Load Balancer, as
-// ipamtest's LBAudit selects it, up to its deletion.
+// scalewaytest's LBAudit selects it, up to its deletion.
 type lbLog struct {
 	id, uid string // uid: its name, the UID of the Service it was made for
 	deleted time.Time
-	events  []ipamtest.AuditEvent // attaches and detaches while it was live
-	all     []ipamtest.AuditEvent // everything, its end included
+	events  []scalewaytest.AuditEvent // attaches and detaches while it was live
+	all     []scalewaytest.AuditEvent // everything, its end included
 }
 
 // byLoadBalancer splits the audit log by Load Balancer in one pass (what
 // LBAudit does for one), oldest first. An attach or detach made by the Load
 // Balancer API names it (LBID), one made through IPAM names it as the
 // lb_server resource; either carries its name.
-func byLoadBalancer(audit []ipamtest.AuditEvent) []*lbLog {
+func byLoadBalancer(audit []scalewaytest.AuditEvent) []*lbLog {
 	byID := map[string]*lbLog{}
 	var out []*lbLog
 	for _, ev := range audit {
@@ -107,12 +107,12 @@ func byLoadBalancer(audit []ipamtest.AuditEvent) []*lbLog {
 			lb.uid = ev.Resource.Name
 		}
 		switch {
-		case ev.Kind == ipamtest.AuditDeleteLB:
+		case ev.Kind == scalewaytest.AuditDeleteLB:
 			lb.deleted = ev.Time
 		case !lb.deleted.IsZero():
 			// Its end: the detaches of a Load Balancer being deleted are
 			// not a live one's address changing.
-		case ev.Kind == ipamtest.AuditAttach, ev.Kind == ipamtest.AuditDetach:
+		case ev.Kind == scalewaytest.AuditAttach, ev.Kind == scalewaytest.AuditDetach:
 			lb.events = append(lb.events, ev)
 		}
 	}
@@ -182,7 +182,7 @@ func (r *run) liveAddresses() *liveAddresses {
 // checkLiveAddresses checks the audit log: uids names the Service of each
 // UID, allowed are the allow-ip-change writes by Service UID, journal the
 // operations, pnName each Private Network's name.
-func checkLiveAddresses(audit []ipamtest.AuditEvent, uids map[string]string, allowed map[string][]allowedMove, journal []journalEntry, pnName map[string]string) *liveAddresses {
+func checkLiveAddresses(audit []scalewaytest.AuditEvent, uids map[string]string, allowed map[string][]allowedMove, journal []journalEntry, pnName map[string]string) *liveAddresses {
 	out := &liveAddresses{}
 	for _, moves := range allowed {
 		for _, m := range moves {
@@ -211,7 +211,7 @@ func checkLiveAddresses(audit []ipamtest.AuditEvent, uids map[string]string, all
 		for _, ev := range lb.events {
 			pn := ev.PrivateNetworkID
 			switch ev.Kind {
-			case ipamtest.AuditAttach:
+			case scalewaytest.AuditAttach:
 				out.attached++
 				had := cur[pn] != nil
 				before := slices.Sorted(maps.Keys(cur[pn]))
@@ -233,7 +233,7 @@ func checkLiveAddresses(audit []ipamtest.AuditEvent, uids map[string]string, all
 				}
 				out.violations = append(out.violations, fmt.Sprintf("Load Balancer %s of %s got %s (%s) on network %s at %s, after %v there, and no allow-ip-change write asked for it; %s",
 					lb.id, svc, ev.IPID, ev.Address, pnName[pn], stamp(ev.Time), before, story(lb, svc, journal, pnName)))
-			case ipamtest.AuditDetach:
+			case scalewaytest.AuditDetach:
 				if cur[pn] != nil {
 					delete(cur[pn], ev.IPID)
 				}

@@ -27,7 +27,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -659,7 +659,7 @@ func (r *run) unreferencedOurs() []string {
 
 // holderOf names the Service whose Load Balancer holds ip, if any, and
 // what that Service references now.
-func holderOf(resource string, services []corev1.Service, lbs []ipamtest.LB) string {
+func holderOf(resource string, services []corev1.Service, lbs []scalewaytest.LB) string {
 	if resource == "" {
 		return ""
 	}
@@ -689,7 +689,7 @@ func (r *run) trail(id string) string {
 		if ev.LBID != "" {
 			p += " lb " + ev.LBID
 		}
-		if ev.Kind == ipamtest.AuditTags || ev.Kind == ipamtest.AuditBook {
+		if ev.Kind == scalewaytest.AuditTags || ev.Kind == scalewaytest.AuditBook {
 			if e, ok := ipam.ParseEntry(ev.Tags); ok && (e.UID != "" || !e.OrphanedSince.IsZero()) {
 				p += fmt.Sprintf(" (uid %q, orphaned %s)", e.UID, e.OrphanedSince.Format("15:04:05"))
 			}

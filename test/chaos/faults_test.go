@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // faults injects rate of failures on every IPAM operation, seeded: server
@@ -30,9 +30,9 @@ func newFaults(seed uint64, rate float64, delay time.Duration) *faults {
 	return f
 }
 
-func (f *faults) inject(op ipamtest.Op) *ipamtest.Fault {
+func (f *faults) inject(op scalewaytest.Op) *scalewaytest.Fault {
 	switch op {
-	case ipamtest.OpBookIP, ipamtest.OpGetIP, ipamtest.OpListIPs, ipamtest.OpUpdateIP, ipamtest.OpReleaseIP:
+	case scalewaytest.OpBookIP, scalewaytest.OpGetIP, scalewaytest.OpListIPs, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP:
 	default:
 		return nil
 	}
@@ -46,26 +46,26 @@ func (f *faults) inject(op ipamtest.Op) *ipamtest.Fault {
 		return nil
 	}
 	x /= f.rate // which kind, uniformly
-	write := op == ipamtest.OpBookIP || op == ipamtest.OpUpdateIP || op == ipamtest.OpReleaseIP
+	write := op == scalewaytest.OpBookIP || op == scalewaytest.OpUpdateIP || op == scalewaytest.OpReleaseIP
 	switch {
 	case x < 0.25:
 		f.counts["503"].Add(1)
-		return &ipamtest.Fault{Status: 503}
+		return &scalewaytest.Fault{Status: 503}
 	case x < 0.45:
 		f.counts["500"].Add(1)
-		return &ipamtest.Fault{Status: 500}
+		return &scalewaytest.Fault{Status: 500}
 	case x < 0.65:
 		f.counts["429"].Add(1)
-		return &ipamtest.Fault{Status: 429, RetryAfter: time.Second}
+		return &scalewaytest.Fault{Status: 429, RetryAfter: time.Second}
 	case x < 0.80:
 		f.counts["timeout"].Add(1)
-		return &ipamtest.Fault{Delay: f.delay}
+		return &scalewaytest.Fault{Delay: f.delay}
 	case write:
 		f.counts["commit-then-fail"].Add(1)
-		return &ipamtest.Fault{Status: 500, CommitThenFail: true}
+		return &scalewaytest.Fault{Status: 500, CommitThenFail: true}
 	}
 	f.counts["503"].Add(1)
-	return &ipamtest.Fault{Status: 503}
+	return &scalewaytest.Fault{Status: 503}
 }
 
 func (f *faults) total() int64 {

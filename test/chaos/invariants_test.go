@@ -14,7 +14,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -136,7 +136,7 @@ func (r *run) nothingOursUnreferenced(e *ending) []string {
 func (r *run) everyIDBooked(e *ending) []string {
 	booked := map[string]bool{}
 	for _, ev := range r.env.Emu.Audit() {
-		if ev.Kind == ipamtest.AuditBook {
+		if ev.Kind == scalewaytest.AuditBook {
 			booked[ev.IPID] = true
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -65,7 +65,7 @@ func (h *history) attachedAt(t time.Time) bool {
 	return on
 }
 
-func histories(audit []ipamtest.AuditEvent) map[string]*history {
+func histories(audit []scalewaytest.AuditEvent) map[string]*history {
 	out := map[string]*history{}
 	for _, ev := range audit {
 		if ev.IPID == "" {
@@ -77,16 +77,16 @@ func histories(audit []ipamtest.AuditEvent) map[string]*history {
 			out[ev.IPID] = h
 		}
 		switch ev.Kind {
-		case ipamtest.AuditBook:
+		case scalewaytest.AuditBook:
 			h.booked, h.address = ev.Time, ev.Address
-		case ipamtest.AuditRelease:
+		case scalewaytest.AuditRelease:
 			h.released = ev.Time
 			continue
-		case ipamtest.AuditAttach, ipamtest.AuditDetach:
+		case scalewaytest.AuditAttach, scalewaytest.AuditDetach:
 			h.attach = append(h.attach, struct {
 				at       time.Time
 				attached bool
-			}{ev.Time, ev.Kind == ipamtest.AuditAttach})
+			}{ev.Time, ev.Kind == scalewaytest.AuditAttach})
 			continue
 		}
 		h.tags = append(h.tags, struct {

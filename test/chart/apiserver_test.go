@@ -34,7 +34,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -75,10 +75,10 @@ func TestServerSideDryRun(t *testing.T) {
 // selfManaged installs the chart's objects in self-managed mode (not the
 // Deployment: the binary runs as a local process) with one pool of the
 // given range, and returns what startBinary needs.
-func selfManaged(t testing.TB, poolRange string) (emu *ipamtest.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
+func selfManaged(t testing.TB, poolRange string) (emu *scalewaytest.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
 	t.Helper()
 	ctx := context.Background()
-	emu, values := chartValues(t, poolRange, func(*ipamtest.Server) string {
+	emu, values := chartValues(t, poolRange, func(*scalewaytest.Server) string {
 		return "scaleway:\n  existingSecret: scaleway-secret\n"
 	})
 	objs = render(t, []string{values})
@@ -108,11 +108,11 @@ const emulatorSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 // with the nodes' network and a pool's, and a values file for one pool of
 // the given range over them; scaleway gives the rest of the values (the
 // credentials' source, tests.*).
-func chartValues(t testing.TB, poolRange string, scaleway func(*ipamtest.Server) string) (emu *ipamtest.Server, values string) {
+func chartValues(t testing.TB, poolRange string, scaleway func(*scalewaytest.Server) string) (emu *scalewaytest.Server, values string) {
 	t.Helper()
 	ensureNamespace(t, namespace, nil)
 	ensureNamespace(t, "payments", map[string]string{request.LabelEnabled: "true"})
-	emu = ipamtest.NewTestServer(t, ipamtest.Options{SecretKey: emulatorSecretKey})
+	emu = scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: emulatorSecretKey})
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
 	values = filepath.Join(t.TempDir(), "values.yaml")
@@ -365,7 +365,7 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
 		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
-		"SCW_DEFAULT_PROJECT_ID="+ipamtest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
+		"SCW_DEFAULT_PROJECT_ID="+scalewaytest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func TestReadmeInstall(t *testing.T) {
 	fake := map[string]string{
 		"SCW_ACCESS_KEY":         "SCWABCDEFGHIJKLMNOPQ",
 		"SCW_SECRET_KEY":         emulatorSecretKey,
-		"SCW_DEFAULT_PROJECT_ID": ipamtest.DefaultProjectID,
+		"SCW_DEFAULT_PROJECT_ID": scalewaytest.DefaultProjectID,
 	}
 	var secretName string
 	for i, w := range create {
@@ -463,8 +463,8 @@ func TestReadmeInstall(t *testing.T) {
 		t.Fatalf("the README's Secret %s/%s: %v", namespace, secretName, err)
 	}
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), secret) })
-	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != ipamtest.DefaultProjectID {
-		t.Errorf("SCW_DEFAULT_PROJECT_ID = %q in the Secret, want %q", got, ipamtest.DefaultProjectID)
+	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != scalewaytest.DefaultProjectID {
+		t.Errorf("SCW_DEFAULT_PROJECT_ID = %q in the Secret, want %q", got, scalewaytest.DefaultProjectID)
 	}
 	// The keys the chart puts in a Secret of its own are the ones the pods
 	// need from an existing one.

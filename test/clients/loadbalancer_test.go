@@ -16,7 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -232,7 +232,7 @@ func (cp *controlPlane) ccmAttachCalls(from int, lb string) []string {
 		if !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || !strings.Contains(r.Path, lb) {
 			continue
 		}
-		if r.Op == ipamtest.OpAttachLBPrivateNetwork || r.Op == ipamtest.OpDetachLBPrivateNetwork {
+		if r.Op == scalewaytest.OpAttachLBPrivateNetwork || r.Op == scalewaytest.OpDetachLBPrivateNetwork {
 			out = append(out, fmt.Sprintf("%s %s %s → %d", r.Time.Format("15:04:05.000"), r.Op, r.Path, r.Status))
 		}
 	}

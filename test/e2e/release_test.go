@@ -20,7 +20,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
@@ -39,8 +39,8 @@ const (
 // installation is a release of the chart on the node, with the emulator
 // it talks to.
 type installation struct {
-	emu         *ipamtest.Server
-	pns         map[string]ipamtest.PrivateNetwork
+	emu         *scalewaytest.Server
+	pns         map[string]scalewaytest.PrivateNetwork
 	values      string
 	uninstalled bool
 }
@@ -52,7 +52,7 @@ type installation struct {
 // Service's address is released at the sweeper's next cycle.
 func install(t *testing.T, sets ...string) *installation {
 	t.Helper()
-	in := &installation{emu: ipamtest.New(ipamtest.Options{SecretKey: testenv.SecretKey})}
+	in := &installation{emu: scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})}
 	url, err := in.emu.Start(nodeIP + ":0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ scaleway:
   secretKey: %s
   projectID: %s
   apiURL: %s
-`, cluster.digest, in.pns["nodes"].ID, in.pns["dc"].ID, poolRange, optedIn, testenv.AccessKey, testenv.SecretKey, ipamtest.DefaultProjectID, url), 0o600); err != nil {
+`, cluster.digest, in.pns["nodes"].ID, in.pns["dc"].ID, poolRange, optedIn, testenv.AccessKey, testenv.SecretKey, scalewaytest.DefaultProjectID, url), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"install", release, chartDir(), "--namespace", namespace, "--create-namespace",

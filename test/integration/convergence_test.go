@@ -19,8 +19,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
@@ -385,15 +385,15 @@ func cycleCalls(t *testing.T) {
 			}
 		}
 		pages := (n + scaleway.DefaultPageSize - 1) / scaleway.DefaultPageSize
-		listings, writes, index := 0, map[ipamtest.Op]int{}, 0
+		listings, writes, index := 0, map[scalewaytest.Op]int{}, 0
 		for _, req := range reqs {
 			query, _ := url.QueryUnescape(req.Path)
 			switch {
-			case req.Op == ipamtest.OpListIPs && strings.Contains(query, "tags="+clusterTag) && !strings.Contains(query, "private_network_id="):
+			case req.Op == scalewaytest.OpListIPs && strings.Contains(query, "tags="+clusterTag) && !strings.Contains(query, "private_network_id="):
 				listings++
-			case req.Op == ipamtest.OpListIPs && strings.Contains(query, "private_network_id=") && !strings.Contains(query, "tags="):
+			case req.Op == scalewaytest.OpListIPs && strings.Contains(query, "private_network_id=") && !strings.Contains(query, "tags="):
 				index++
-			case req.Op == ipamtest.OpUpdateIP || req.Op == ipamtest.OpReleaseIP:
+			case req.Op == scalewaytest.OpUpdateIP || req.Op == scalewaytest.OpReleaseIP:
 				writes[req.Op]++
 			default:
 				t.Fatalf("a cycle made %s %s, which is neither its listing nor a ledger write", req.Method, query)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 // Retention and grace are seconds here so the sweeper's work fits a test:
@@ -76,7 +76,7 @@ pools:
 }
 
 // record keeps one scenario's line for the summary printed at the end.
-func (s *suite) record(t *testing.T, calls map[ipamtest.Op]int) {
+func (s *suite) record(t *testing.T, calls map[scalewaytest.Op]int) {
 	ops := make([]string, 0, len(calls))
 	total := 0
 	for op, n := range calls {

@@ -14,7 +14,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -123,7 +123,7 @@ func TestRetentionKeepsThenReleases(t *testing.T) {
 			return !ok
 		})
 		// Judged on the clocks that decide: the tag's and the release's.
-		i := slices.IndexFunc(s.Emu.Audit(), func(ev ipamtest.AuditEvent) bool { return ev.Kind == ipamtest.AuditRelease && ev.IPID == id })
+		i := slices.IndexFunc(s.Emu.Audit(), func(ev scalewaytest.AuditEvent) bool { return ev.Kind == scalewaytest.AuditRelease && ev.IPID == id })
 		if i < 0 {
 			t.Fatalf("no release of %s in the audit log", id)
 		}

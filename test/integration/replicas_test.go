@@ -18,8 +18,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/ipamtest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -209,7 +209,7 @@ func TestRecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			}
 			// The sweeper (every second, on either replica) lists and reads
 			// too: only "no booking, a re-read" is the admission's own.
-			if calls[ipamtest.OpBookIP] != 0 || calls[ipamtest.OpGetIP] == 0 {
+			if calls[scalewaytest.OpBookIP] != 0 || calls[scalewaytest.OpGetIP] == 0 {
 				t.Fatalf("the re-create's calls: %v, want a re-read and no booking", calls)
 			}
 			return

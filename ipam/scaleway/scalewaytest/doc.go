@@ -1,0 +1,26 @@
+// Package scalewaytest is an in-memory emulator of the parts of the
+// Scaleway API the project uses (IPAM v1, VPC v2, Account v3 projects, Load
+// Balancer v1 zoned Load Balancers and their Private Networks, /metadata),
+// served over real HTTP so that the real scaleway-sdk-go client can talk to
+// it. It sits beside ipam/scaleway, the client it fakes, as net/http/httptest
+// sits beside net/http.
+//
+// Unit tests, benchmarks and the local playground (cmd/scw-emulator) share it:
+// it answers with the status codes, JSON shapes and error bodies of the real
+// API (checked against recorded traffic by the fidelity test), keeps
+// per-operation call counts, a request log and an audit log of state changes,
+// and injects latency and faults on demand.
+//
+// One type per emulated API holds the handlers of its calls and its Go API:
+// ipamAPI (ipam*.go), vpcAPI (vpc*.go), lbAPI (lb*.go) and accountAPI
+// (account.go). Each points to the cloud (cloud.go), the state they share:
+// the objects, the lock over them, the clock and the audit log, with the
+// changes of IPs more than one API makes (ipam_book.go). The router
+// (routes.go) dispatches each call to its API's handler; Server (server.go)
+// serves, after the fault plan (faults.go), and logs the call (traffic.go).
+// Server embeds the parts whose methods callers use.
+//
+// It must not import any other package of this module, the client beside it
+// included: it checks the project from the outside, as the real API would.
+// Nothing the binary ships imports it.
+package scalewaytest
