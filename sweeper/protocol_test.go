@@ -121,24 +121,84 @@ func race(s *schedule, sw *Sweeper, alloc *ipam.Allocator, req ipam.Request) (re
 // re-read of the index's candidate) and take-back, each party's own order
 // kept: the six ways the two can meet on one retained IP.
 func interleavings(read string) [][]string {
-	sweeper := []string{"sweeper:GetIP", "sweeper:ReleaseIP"}
-	admission := []string{"admission:" + read, "admission:SetTags"}
+	return merges([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"admission:" + read, "admission:SetTags"})
+}
+
+// merges are every order of the steps of a and b, each one's own order
+// kept.
+func merges(a, b []string) [][]string {
 	var out [][]string
 	var walk func(prefix []string, i, j int)
 	walk = func(prefix []string, i, j int) {
-		if i == len(sweeper) && j == len(admission) {
+		if i == len(a) && j == len(b) {
 			out = append(out, slices.Clone(prefix))
 			return
 		}
-		if i < len(sweeper) {
-			walk(append(prefix, sweeper[i]), i+1, j)
+		if i < len(a) {
+			walk(append(prefix, a[i]), i+1, j)
 		}
-		if j < len(admission) {
-			walk(append(prefix, admission[j]), i, j+1)
+		if j < len(b) {
+			walk(append(prefix, b[j]), i, j+1)
 		}
 	}
 	walk(nil, 0, 0)
 	return out
+}
+
+// TestRewriteAndTakeBackEveryInterleaving: the operator lengthened the
+// pool's retention, so the cycle rewrites a retained IP's release-at (its
+// re-read, then its write) while the Service's re-create takes it back
+// (its listing, then its write), in every order. The write from a re-read
+// the take-back overtook puts orphaned-since back on a live IP; the next
+// cycles find it referenced and clear it, and no cycle releases it
+// (invariant 2), long past both release times.
+func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
+	const margin = 20 * time.Second
+	orders := merges([]string{"sweeper:GetIP", "sweeper:SetTags"}, []string{"admission:ListIPs", "admission:SetTags"})
+	for _, order := range orders {
+		t.Run(strings.Join(order, ","), func(t *testing.T) {
+			w := newWorld(t)
+			api := types.NamespacedName{Namespace: "payments", Name: "api"}
+			x := w.usedThenRetained("general", api)
+			p, _ := w.cfg.Pool("general")
+			p.Retention.Duration = 24 * time.Hour
+			w.clock.Step(10 * time.Minute)
+
+			s := newSchedule(order)
+			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s}; o.Margin = margin })
+			alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
+				References: fixtures.Records(w.kube), Clock: w.clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
+			if serr != nil || aerr != nil {
+				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
+			}
+			if res.ID != x.ID || !res.Reused {
+				t.Fatalf("the re-create got %+v, want %s back", res, x.ID)
+			}
+			if !slices.Contains(s.made, "sweeper:SetTags") && rep.Settled != 0 {
+				t.Fatalf("the cycle counted a rewrite it did not make (steps %v)", s.made)
+			}
+			// The bad order: the cycle re-read before the take-back and
+			// wrote after it, so the live IP is tagged retained again.
+			at := func(step string) int { return slices.Index(s.made, step) }
+			overtaken := at("sweeper:SetTags") > at("admission:SetTags") && at("sweeper:GetIP") < at("admission:SetTags") && at("sweeper:GetIP") >= 0
+			if retagged := !w.entry(x.ID).OrphanedSince.IsZero(); retagged != overtaken {
+				t.Fatalf("retained again after the race: %v, want %v (steps %v)", retagged, overtaken, s.made)
+			}
+			// The re-created Service is live; the cycles run long past the
+			// old release time and the new one.
+			w.live(api.Namespace, api.Name, x.ID)
+			for range 2 {
+				w.clock.Step(25 * time.Hour)
+				if rep := w.sweep(w.sweeper(func(o *Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
+					t.Fatalf("a cycle released the live Service's IP (steps %v)", s.made)
+				}
+			}
+			if e := w.entry(x.ID); !e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() {
+				t.Fatalf("the live Service's IP is still retained: %+v (steps %v)", e, s.made)
+			}
+		})
+	}
 }
 
 // TestReleaseProtocolEveryInterleaving drives the sweeper releasing a
