@@ -140,7 +140,14 @@ func NamespaceTag(ns string) string { return TagNamespace + ns }
 // the namespace tag, and with orphaned-since a release-at at or after it.
 // The sweeper rewrites the others (see Retention.Settle).
 func (e Entry) Complete() bool {
-	return e.Namespace == e.Service.Namespace && (e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince))
+	return e.Namespace == e.Service.Namespace && (e.OrphanedSince.IsZero() || e.scheduled())
+}
+
+// scheduled reports whether the ledger says when the retained reservation
+// is released: a release-at, not before orphaned-since (one before it is
+// stale: left by an older version or a hand edit).
+func (e Entry) scheduled() bool {
+	return !e.OrphanedSince.IsZero() && !e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince)
 }
 
 // SameTags reports whether two tag lists hold the same tags in any order:

@@ -71,10 +71,10 @@ func (r Retention) Start(p *Pool, e Entry, now time.Time) Entry {
 // takes back an IP being released. A release a full pool brought forward
 // is left as it is. changed is false when there is nothing to rewrite.
 func (r Retention) Follow(p *Pool, e Entry, now time.Time) (followed Entry, changed bool) {
-	at, ok := r.When(p, e)
-	if !ok || e.ReleaseAt.IsZero() || e.Early {
+	if !e.scheduled() || e.Early {
 		return e, false
 	}
+	at := e.ReleaseAt
 	want := ceilSecond(e.OrphanedSince.Add(r.Of(p, e)))
 	if want.Before(at) {
 		// Earlier: never into the dead zone of an admission that read at.
@@ -103,7 +103,7 @@ func (r Retention) When(p *Pool, e Entry) (at time.Time, ok bool) {
 	if e.ReleaseAt.IsZero() {
 		return e.OrphanedSince.Add(r.Of(p, e)), true
 	}
-	return e.ReleaseAt, !e.ReleaseAt.Before(e.OrphanedSince)
+	return e.ReleaseAt, e.scheduled()
 }
 
 // Settle is the sweeper's rewrite of a retained entry's release time when
@@ -112,7 +112,7 @@ func (r Retention) When(p *Pool, e Entry) (at time.Time, ok bool) {
 // less than Margin from now, as nobody may take it back meanwhile. changed
 // is false when e already has a release time.
 func (r Retention) Settle(p *Pool, e Entry, now time.Time) (settled Entry, changed bool) {
-	if e.OrphanedSince.IsZero() || (!e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince)) {
+	if e.OrphanedSince.IsZero() || e.scheduled() {
 		return e, false
 	}
 	at := e.OrphanedSince.Add(r.Of(p, e))
@@ -145,7 +145,7 @@ func (r Retention) Adoptable(p *Pool, e Entry, now time.Time) bool {
 	if e.OrphanedSince.IsZero() {
 		return true
 	}
-	return p != nil && !e.ReleaseAt.IsZero() && !e.ReleaseAt.Before(e.OrphanedSince) && now.Add(r.Margin).Before(e.ReleaseAt)
+	return p != nil && e.scheduled() && now.Add(r.Margin).Before(e.ReleaseAt)
 }
 
 // Yieldable reports whether a full pool may bring the release of a

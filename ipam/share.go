@@ -94,7 +94,12 @@ func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, er
 // (nil), left to the sweeper's pending grace. held is the namespace's
 // listing when one was made, for the share's count.
 func (y *yielder) lostBooking(ctx context.Context, req Request, n int, sticky *scaleway.IP) (_ *scaleway.IP, held []*scaleway.IP, err error) {
-	if sticky == nil || n == 0 || req.DryRun || !pending(sticky) || !owned(sticky, y.a.Config().ClusterName) {
+	if sticky == nil || n == 0 || req.DryRun {
+		return sticky, nil, nil
+	}
+	// Another cluster's (adoptFrom) is not counted when taken; one a
+	// Service used (uid back-filled) is that Service's.
+	if e, _ := ParseEntry(sticky.Tags); e.UID != "" || !e.Owns(y.a.Config().ClusterName) {
 		return sticky, nil, nil
 	}
 	if held, err = y.holdings(ctx, req); err != nil {

@@ -287,19 +287,6 @@ func (a *Allocator) takeBack(ctx context.Context, pool *Pool, svc types.Namespac
 // request books a fresh one instead of failing on the API's "not found".
 var errGone = errors.New("the reservation was released since it was read")
 
-// pending reports whether ip is a booking whose Service was never seen
-// using it (no uid back-filled).
-func pending(ip *scaleway.IP) bool {
-	e, _ := ParseEntry(ip.Tags)
-	return e.UID == ""
-}
-
-// owned reports whether ip is cluster's (not one adopted from another).
-func owned(ip *scaleway.IP, cluster string) bool {
-	e, _ := ParseEntry(ip.Tags)
-	return e.Owns(cluster)
-}
-
 func orphanedSince(ip *scaleway.IP) time.Time {
 	e, _ := ParseEntry(ip.Tags)
 	return e.OrphanedSince

@@ -166,7 +166,7 @@ func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[stri
 		}
 		rep.Scanned++
 		rep.Referenced++
-		s.referenced(ctx, ip, e, ref, rep, false)
+		s.referenced(ctx, ip, e, ref, rep, nil)
 	}
 }
 

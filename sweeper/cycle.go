@@ -27,9 +27,10 @@ type Report struct {
 	Tagged     int // orphaned-since set
 	Untagged   int // orphaned-since cleared
 	Backfilled int // uid tag written
-	// Settled counts retained IPs given the release time (release-at) the
-	// ledger lacked: an older version's, or a stale one (see
-	// ipam.Retention.Settle).
+	// Settled counts retained IPs whose ledger was rewritten: the release
+	// time (release-at) it lacked, an older version's or a stale one (see
+	// ipam.Retention.Settle), one following the pool file's retention
+	// (Follow), or the namespace tag.
 	Settled int
 	// LedgerDeferred counts the IPs whose ledger-only write (a release
 	// time, the namespace tag) was left to a later cycle (see

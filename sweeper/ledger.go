@@ -69,11 +69,7 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		refs := c.view.refs(ip.ID)
-		if next := liveEntry(entry, refs); entry.OrphanedSince.IsZero() && next.UID == entry.UID && !entry.Complete() && !c.budget() {
-			return // the namespace tag alone: a later cycle writes it
-		}
-		s.referenced(ctx, ip, entry, refs, rep, true)
+		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep, c)
 		return
 	}
 	rep.Orphaned++
@@ -83,10 +79,12 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	}
 }
 
-// referenced clears orphaned-since, back-fills the uid, and reports an IP
-// shared by several Services. listed: ip is as the cycle's listing showed
-// it, to re-read before writing (see unchanged).
-func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report, listed bool) {
+// referenced clears orphaned-since, back-fills the uid and the namespace
+// tag, and reports an IP shared by several Services. c is the cycle whose
+// listing showed ip: re-read before writing (see unchanged), and a write
+// of the namespace tag alone within its budget; nil for the back-fill of a
+// new Service, which read ip itself.
+func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report, c *cycle) {
 	if len(refs) > 1 {
 		rep.Shared++
 		for _, r := range refs {
@@ -95,11 +93,11 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 		}
 	}
 	next := liveEntry(e, refs)
-	// The namespace tag is back-filled by the same write (Tags writes it).
-	if next.OrphanedSince.IsZero() && e.OrphanedSince.IsZero() && next.UID == e.UID && e.Complete() {
+	// The namespace tag is back-filled by any write (Tags writes it).
+	if ledgerOnly := e.OrphanedSince.IsZero() && next.UID == e.UID; ledgerOnly && (e.Complete() || c != nil && !c.budget()) {
 		return
 	}
-	if listed && !unchanged(ctx, &s.o, ip, rep) {
+	if c != nil && !unchanged(ctx, &s.o, ip, rep) {
 		return
 	}
 	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, next.Tags()); err != nil {
@@ -185,15 +183,15 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 	retention = s.policy.Of(pool, e)
 	// Decided with the clock read when the cycle started (see Sweep).
 	if !s.policy.Expired(pool, e, c.start) {
-		if !e.Complete() {
-			// Due, an older version's reservation is released as it was;
-			// until then the ledger is given its release time.
-			next, _ := s.policy.Settle(pool, e, s.o.Clock.Now())
-			c.rewrite(ctx, ip, next, log, "the ledger now says when this retained IP is released")
-			return false, 0
+		// The release time the ledger lacks (an older version's
+		// reservation, due, is released as it was), or the pool file's
+		// new retention; the namespace tag with it.
+		next, changed := s.policy.Settle(pool, e, s.o.Clock.Now())
+		if !changed {
+			next, changed = s.policy.Follow(pool, e, s.o.Clock.Now())
 		}
-		if next, changed := s.policy.Follow(pool, e, s.o.Clock.Now()); changed {
-			c.rewrite(ctx, ip, next, log, "the release time follows the pool file's retention")
+		if changed || !e.Complete() {
+			c.rewrite(ctx, ip, next, log)
 			return false, 0
 		}
 		c.wake(e.ReleaseAt)
@@ -219,7 +217,7 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 // change (see ipam.Retention.Settle and Follow), with the namespace tag,
 // within the cycle's budget of such writes. Re-read first, as every
 // rewrite of the cycle.
-func (c *cycle) rewrite(ctx context.Context, ip *scaleway.IP, e ipam.Entry, log logr.Logger, why string) {
+func (c *cycle) rewrite(ctx context.Context, ip *scaleway.IP, e ipam.Entry, log logr.Logger) {
 	s, rep := c.s, c.rep
 	if !c.budget() || !unchanged(ctx, &s.o, ip, rep) {
 		return
@@ -231,7 +229,7 @@ func (c *cycle) rewrite(ctx context.Context, ip *scaleway.IP, e ipam.Entry, log 
 	}
 	rep.Settled++
 	c.wake(e.ReleaseAt)
-	log.V(1).Info(why, "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+	log.V(1).Info("the ledger of a retained IP rewritten", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
 }
 
 // budget reports whether the cycle may make one more write that only
