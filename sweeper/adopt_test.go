@@ -212,3 +212,66 @@ func TestBackfillWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 		t.Fatalf("the back-fill wrote %v over green's %v (report %+v)", after.Tags, before.Tags, rep)
 	}
 }
+
+// TestHandoverAndTheOtherClustersReleaseEveryInterleaving drives green's
+// `scw-lb-ipam handover` (its listing, re-read and write) against prod's
+// sweeper releasing the retained IP (its re-read and release), in every
+// order, inside prod's retention, inside its margin and once due, with
+// green installed as each of greens: a moved IP is never released by
+// prod, and one prod is releasing is never moved.
+func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
+	for _, g := range greens {
+		inside := min(adoptionMargin, g.margin) / 2
+		for _, z := range []struct {
+			name           string
+			before         time.Duration
+			moved, release bool
+		}{
+			{"inside the retention", max(adoptionMargin, g.margin) + time.Minute, true, false},
+			{"inside the margin", inside, false, false},
+			{"release due", -time.Minute, false, true},
+		} {
+			for _, order := range orders([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"handover:ListIPs", "handover:GetIP", "handover:SetTags"}) {
+				t.Run(g.name+"/"+z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
+					w := newWorld(t)
+					x := w.usedThenRetained("general", types.NamespacedName{Namespace: "payments", Name: "api"})
+					w.clock.SetTime(w.entry(x.ID).ReleaseAt.Add(-z.before))
+
+					s := newSchedule(order)
+					sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
+					cfg := w.adopter(w.cloud, g).Config()
+					policy := ipam.Retention{PendingGrace: g.grace, Margin: g.margin}
+					var rep Report
+					var handed []ipam.Handed
+					var serr, herr error
+					run(s, map[string]func(){
+						"sweeper": func() { rep, serr = sw.Sweep(context.Background()) },
+						"handover": func() {
+							handed, herr = ipam.Handover(context.Background(), gatedCloud{Cloud: w.cloud, party: "handover", s: s}, cfg, policy,
+								ipam.HandoverRequest{From: w.cfg.ClusterName, Now: w.clock.Now})
+						},
+					})
+					if serr != nil || herr != nil {
+						t.Fatalf("sweep: %v, handover: %v", serr, herr)
+					}
+					moved := slices.ContainsFunc(handed, func(h ipam.Handed) bool { return h.ID == x.ID && h.Skipped == "" })
+					released := slices.Contains(rep.Released, x.ID)
+					if moved && !w.exists(x.ID) {
+						t.Fatalf("handover reported %s moved, and prod released it (steps %v)", x.ID, s.made)
+					}
+					if moved != z.moved || released != z.release {
+						t.Fatalf("moved=%v released=%v, want moved=%v released=%v (steps %v, handed %+v)", moved, released, z.moved, z.release, s.made, handed)
+					}
+					if !moved {
+						return
+					}
+					// Prod's cycles long past its retention: never released.
+					w.clock.Step(48 * time.Hour)
+					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) || w.entry(x.ID).Cluster != "green" {
+						t.Fatalf("prod released or re-tagged the IP handed to green: %+v", w.entry(x.ID))
+					}
+				})
+			}
+		}
+	}
+}

@@ -121,28 +121,7 @@ func race(s *schedule, sw *Sweeper, alloc *ipam.Allocator, req ipam.Request) (re
 // re-read of the index's candidate) and take-back, each party's own order
 // kept: the six ways the two can meet on one retained IP.
 func interleavings(read string) [][]string {
-	return merges([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"admission:" + read, "admission:SetTags"})
-}
-
-// merges are every order of the steps of a and b, each one's own order
-// kept.
-func merges(a, b []string) [][]string {
-	var out [][]string
-	var walk func(prefix []string, i, j int)
-	walk = func(prefix []string, i, j int) {
-		if i == len(a) && j == len(b) {
-			out = append(out, slices.Clone(prefix))
-			return
-		}
-		if i < len(a) {
-			walk(append(prefix, a[i]), i+1, j)
-		}
-		if j < len(b) {
-			walk(append(prefix, b[j]), i, j+1)
-		}
-	}
-	walk(nil, 0, 0)
-	return out
+	return orders([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"admission:" + read, "admission:SetTags"})
 }
 
 // TestRewriteAndTakeBackEveryInterleaving: the operator lengthened the
@@ -154,8 +133,7 @@ func merges(a, b []string) [][]string {
 // (invariant 2), long past both release times.
 func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 	const margin = 20 * time.Second
-	orders := merges([]string{"sweeper:GetIP", "sweeper:SetTags"}, []string{"admission:ListIPs", "admission:SetTags"})
-	for _, order := range orders {
+	for _, order := range orders([]string{"sweeper:GetIP", "sweeper:SetTags"}, []string{"admission:ListIPs", "admission:SetTags"}) {
 		t.Run(strings.Join(order, ","), func(t *testing.T) {
 			w := newWorld(t)
 			api := types.NamespacedName{Namespace: "payments", Name: "api"}
