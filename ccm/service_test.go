@@ -7,12 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 )
 
 // References is what the allocator asks; the assertion lives in the test so
 // that the contract itself imports nothing of the project.
-var _ ipam.References = Records{}
+var _ allocator.References = Records{}
 
 func lb(ann map[string]string) *corev1.Service {
 	return &corev1.Service{

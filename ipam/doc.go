@@ -1,22 +1,20 @@
-// Package ipam turns pool requests into Scaleway IPAM reservations and keeps
-// their ledger.
+// Package ipam is the model and the pure rules of scw-lb-ipam: what the
+// allocator and the sweeper agree on, decided from their inputs alone.
 //
 // It holds the pool file (config.go: its format and validation; pool.go:
-// the pool model the allocator reads; resolve.go: the check against the
-// live Private Networks), the tag ledger that marks every reservation with
-// its cluster, pool and Service, and what the allocator hands out from it
-// (ledger.go: Entry, Reservation, Holder), the release protocol shared with
-// the sweeper (Retention), the Inventory — what one replica knows without a
-// call: each subnet's occupancy view (occupancy.go, stats.go), the index of
-// this cluster's reservations (index.go) and the IDs the Service cache
-// showed, with all the locking — and the Allocator, which decides: it
-// books (allocator.go), reuses (sticky.go) or validates (validate.go) IPs
-// from what the Inventory knows, which only chooses what to re-read or pick.
-// IPAM is the only source of truth: nothing here persists state of its
-// own.
+// the pool model; resolve.go: its check against the live Private
+// Networks), the tag ledger that marks every reservation with its cluster,
+// pool, Service and namespace (ledger.go: Entry), the request and
+// reservation types (request.go), the release protocol shared with the
+// sweeper (retention.go: Retention), which reservation a Service takes back
+// (takeback.go: TakesBack, Preference), who yields in a full pool or a
+// namespace's share and what the request is told (fullpool.go: Classify,
+// Full), a hand-over's candidates (handover.go) and every refusal's text
+// (refusal.go). IPAM is the only source of truth: nothing here persists
+// state of its own, and no rule takes a lock or calls Scaleway; each has
+// table tests that take inputs and return verdicts.
 //
-// It talks to Scaleway only through ipam/scaleway's Cloud and does address
-// arithmetic only through ipam/addrspace. It must not import the webhook,
-// the sweeper, the CCM contract or anything Kubernetes beyond API machinery
-// types: admission and Services are the layers above.
+// What one replica knows is ipam/inventory; what it does, ipam/allocator.
+// It must not import them, the webhook, the sweeper, the CCM contract or
+// anything Kubernetes beyond API machinery types.
 package ipam

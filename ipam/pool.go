@@ -195,3 +195,16 @@ func (p *Pool) checkInsideSubnet() []error {
 	}
 	return errs
 }
+
+// PoolOfID is the pool of namespace whose address space holds addr on
+// subnetID, else the
+// first on its subnet, else nil; allowed names the pools namespace may use.
+func (c *Config) PoolOfID(namespace, subnetID string, addr netip.Addr) (pool *Pool, allowed []string) {
+	for _, p := range c.AllowedPools(namespace) {
+		allowed = append(allowed, p.Name)
+		if p.SubnetID() == subnetID && (pool == nil || p.Holds(subnetID, addr) && !pool.Holds(subnetID, addr)) {
+			pool = p
+		}
+	}
+	return pool, allowed
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -39,7 +40,7 @@ var greens = []green{
 // the world's pools, each adopting from the world's cluster: a cluster
 // migration from it. cloud is what the admission calls; g (the first of
 // greens when omitted) is green's install.
-func (w *world) adopter(cloud scaleway.Cloud, g ...green) *ipam.Allocator {
+func (w *world) adopter(cloud scaleway.Cloud, g ...green) *allocator.Allocator {
 	w.t.Helper()
 	inst := greens[0]
 	if len(g) > 0 {
@@ -56,7 +57,7 @@ func (w *world) adopter(cloud scaleway.Cloud, g ...green) *ipam.Allocator {
 		w.t.Fatal(err)
 	}
 	// Green's Services: none yet.
-	return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, Clock: w.clock,
+	return allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.clock,
 		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}})
 }
 
@@ -247,7 +248,7 @@ func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 					run(s, map[string]func(){
 						"sweeper": func() { rep, serr = sw.Sweep(context.Background()) },
 						"handover": func() {
-							handed, herr = ipam.Handover(context.Background(), gatedCloud{Cloud: w.cloud, party: "handover", s: s}, cfg, policy,
+							handed, herr = allocator.Handover(context.Background(), gatedCloud{Cloud: w.cloud, party: "handover", s: s}, cfg, policy,
 								ipam.HandoverRequest{From: w.cfg.ClusterName, Now: w.clock.Now})
 						},
 					})

@@ -18,6 +18,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -90,7 +91,7 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
+	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper()
 
@@ -168,8 +169,8 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	p, _ := w.cfg.Pool("dc-link")
-	replica := func() *ipam.Allocator {
-		return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
+	replica := func() *allocator.Allocator {
+		return allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
 	}
 	a, b := replica(), replica()
 	if err := b.Inventory().Refresh(ctx); err != nil {
@@ -212,7 +213,7 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 	if err := policy.Check(w.cfg); err != nil {
 		t.Fatal(err)
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock, Retention: policy})
+	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock, Retention: policy})
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
 

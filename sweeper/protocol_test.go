@@ -12,6 +12,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -108,7 +109,7 @@ func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
 
 // race runs a sweep and a reservation at once, each party's calls gated by
 // s, and returns what each ended with.
-func race(s *schedule, sw *Sweeper, alloc *ipam.Allocator, req ipam.Request) (rep Report, res *ipam.Reservation, serr, aerr error) {
+func race(s *schedule, sw *Sweeper, alloc *allocator.Allocator, req ipam.Request) (rep Report, res *ipam.Reservation, serr, aerr error) {
 	run(s, map[string]func(){
 		"sweeper":   func() { rep, serr = sw.Sweep(context.Background()) },
 		"admission": func() { res, aerr = alloc.Reserve(context.Background(), req) },
@@ -144,7 +145,7 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 
 			s := newSchedule(order)
 			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s}; o.Margin = margin })
-			alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
+			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
 				References: fixtures.Records(w.kube), Clock: w.clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
 			if serr != nil || aerr != nil {
@@ -222,7 +223,7 @@ func releaseProtocol(t *testing.T, read string) {
 
 				s := newSchedule(order)
 				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-				alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
+				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
 					References: fixtures.Records(w.kube), Clock: w.clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 				if read == "GetIP" {

@@ -28,6 +28,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -82,7 +83,7 @@ func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
 func (w *world) book(pool, ns, name string) *ipam.Reservation {
 	w.t.Helper()
 	p, _ := w.cfg.Pool(pool)
-	a := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
+	a := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, Clock: w.clock})
 	r, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: ns, Name: name}})
 	if err != nil {
 		w.t.Fatal(err)
@@ -419,7 +420,7 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 	w.sweep(w.sweeper())
 	skewed := clocktesting.NewFakeClock(w.clock.Now())
 	w.clock.Step(2 * time.Hour)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, Clock: skewed})
+	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, Clock: skewed})
 	s := w.sweeper(func(o *Options) {
 		o.Cloud = racingCloud{Cloud: w.cloud, before: func(string) {
 			p, _ := w.cfg.Pool("general")

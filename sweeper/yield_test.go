@@ -20,6 +20,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
@@ -98,8 +99,8 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 				w.sweep(w.sweeper()) // X orphaned
 				w.clock.Step(time.Hour)
 				p, _ := w.cfg.Pool("tiny")
-				alloc := func(s *schedule, party string) *ipam.Allocator {
-					return ipam.NewAllocator(ipam.AllocatorOptions{Cloud: bookingCloud{gatedCloud{Cloud: w.cloud, party: party, s: s}}, Config: w.cfg,
+				alloc := func(s *schedule, party string) *allocator.Allocator {
+					return allocator.New(allocator.Options{Cloud: bookingCloud{gatedCloud{Cloud: w.cloud, party: party, s: s}}, Config: w.cfg,
 						References: fixtures.Records(w.kube), Clock: w.clock,
 						Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 				}
@@ -189,7 +190,7 @@ func yieldWorldWith(t *testing.T, pools string) (*world, *webhook.ServiceMutator
 	if err := w.kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{request.LabelEnabled: "true"}}}); err != nil {
 		t.Fatal(err)
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock,
+	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock,
 		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second, SweepInterval: time.Minute}})
 	return w, &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
 }

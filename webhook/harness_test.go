@@ -28,6 +28,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -45,7 +46,7 @@ type harness struct {
 	kube    client.Client
 	url     string
 	events  *recordedEvents
-	alloc   *ipam.Allocator
+	alloc   *allocator.Allocator
 	cloud   scaleway.Cloud
 	mutator *ServiceMutator
 }
@@ -91,7 +92,7 @@ func newHarness(t testing.TB) *harness {
 		Build()
 	h.cloud = cloud
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
-	h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: fixtures.Records(h.kube),
+	h.alloc = allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: fixtures.Records(h.kube),
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.

@@ -16,6 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -307,7 +308,7 @@ func TestFailClosed(t *testing.T) {
 		h := newHarness(t)
 		h.created(fixtures.PrivateService("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
-		h.alloc = ipam.NewAllocator(ipam.AllocatorOptions{Cloud: h.cloud, Config: cfg, References: fixtures.Records(failingReader{h.kube})})
+		h.alloc = allocator.New(allocator.Options{Cloud: h.cloud, Config: cfg, References: fixtures.Records(failingReader{h.kube})})
 		h.mutator.Allocator = h.alloc
 		h.srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))

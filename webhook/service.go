@@ -37,7 +37,7 @@ type EventRecorder interface {
 	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
 }
 
-// Allocator is what the webhook needs of ipam.Allocator.
+// Allocator is what the webhook needs of allocator.Allocator.
 type Allocator interface {
 	Config() *ipam.Config
 	Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error)
@@ -48,8 +48,6 @@ type Allocator interface {
 	// that a re-create finds reservations this replica has not listed yet.
 	Remember(svc types.NamespacedName, ids []string)
 }
-
-var _ Allocator = (*ipam.Allocator)(nil)
 
 // ServiceMutator reserves IPs for LoadBalancer Services at admission and
 // writes the CCM's annotations.

@@ -10,6 +10,7 @@ import (
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -71,7 +72,7 @@ func Handover(ctx context.Context, o HandoverOptions, out io.Writer) error {
 		return err
 	}
 	policy := ipam.Retention{PendingGrace: o.PendingGrace, Margin: 2 * o.WebhookTimeout}
-	handed, err := ipam.Handover(ctx, cloud, cfg, policy, ipam.HandoverRequest{From: o.From, Namespace: o.Namespace, DryRun: o.DryRun, Now: o.Now})
+	handed, err := allocator.Handover(ctx, cloud, cfg, policy, ipam.HandoverRequest{From: o.From, Namespace: o.Namespace, DryRun: o.DryRun, Now: o.Now})
 	verb := "moved"
 	if o.DryRun {
 		verb = "would move"

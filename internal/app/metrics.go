@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 )
 
 // callMetrics counts Scaleway API calls by operation and HTTP status
@@ -42,7 +43,7 @@ func (m *callMetrics) observe(op string, status int, d time.Duration) {
 // time (admissions read that listing too, and rarely pay for one). The
 // endpoint itself is the manager's (metricsServerOptions); each component
 // registers its own metrics.
-func setupMetricsWithManager(reg prometheus.Registerer, inv *ipam.Inventory) error {
+func setupMetricsWithManager(reg prometheus.Registerer, inv *inventory.Inventory) error {
 	return reg.Register(newPoolCollector(inv.Stats, time.Now))
 }
 

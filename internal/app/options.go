@@ -19,6 +19,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -64,7 +65,7 @@ type Options struct {
 	Webhook webhook.Options
 	// Inventory is what each replica knows of the pools: --occupancy-ttl
 	// and --index-refresh-interval.
-	Inventory ipam.InventoryOptions
+	Inventory inventory.Options
 	// Sweep is the sweeper: its cycle, retention and report flags.
 	Sweep sweeper.Options
 	// Leader is the sweeper's election: --leader-elect, its namespace and

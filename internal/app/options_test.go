@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
 
@@ -24,7 +25,7 @@ func TestConvergenceGraceFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Config: &ipam.Config{}})
+	alloc := allocator.New(allocator.Options{Config: &ipam.Config{}})
 	if got := o.sweeperOptions(nil, alloc, nil, prometheus.NewRegistry(), logr.Discard()).ConvergenceGrace; got != 90*time.Second {
 		t.Fatalf("the sweeper got a grace of %s, want 90s", got)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -24,7 +25,7 @@ type configReloader struct {
 	path   string
 	every  time.Duration
 	cloud  scaleway.Cloud
-	alloc  *ipam.Allocator
+	alloc  *allocator.Allocator
 	policy ipam.Retention
 	gauge  *configGauge
 	clock  clock.WithTicker
@@ -45,7 +46,7 @@ type reloadOptions struct {
 	// loaded is the file Serve started with.
 	loaded []byte
 	cloud  scaleway.Cloud
-	alloc  *ipam.Allocator
+	alloc  *allocator.Allocator
 	policy ipam.Retention
 	reg    prometheus.Registerer
 	log    logr.Logger

@@ -19,6 +19,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -48,7 +49,7 @@ func TestConfigReload(t *testing.T) {
 	}
 	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
 	cfg, _ := resolvedConfig(t, path, cloud)
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+	alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
 	var logged []string
 	r := &configReloader{path: path, cloud: cloud, alloc: alloc, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
 	r.last, _ = os.ReadFile(path)
@@ -106,7 +107,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	clk := clocktesting.NewFakeClock(time.Now())
-	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg}),
+	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: allocator.New(allocator.Options{Cloud: cloud, Config: cfg}),
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, gauge: newConfigGauge(reg), clock: clk, log: logr.Discard(), last: first}
 	r.gauge.loaded(first)
 
@@ -214,7 +215,7 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	}
 
 	clk := clocktesting.NewFakeClock(time.Now())
-	alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+	alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
 	r := newConfigReloader(reloadOptions{path: path, every: 10 * time.Second, loaded: loaded, cloud: cloud, alloc: alloc,
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, log: logr.Discard()}, newConfigGauge(prometheus.NewRegistry()), clk)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -274,7 +275,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, loaded := resolvedConfig(t, path, cloud)
-		alloc := ipam.NewAllocator(ipam.AllocatorOptions{Cloud: cloud, Config: cfg})
+		alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
 		var logged []string
 		r := &configReloader{path: path, cloud: cloud, alloc: alloc, last: loaded, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second},
 			clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}

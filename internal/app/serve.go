@@ -30,7 +30,9 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
@@ -51,8 +53,8 @@ func Serve(ctx context.Context, o Options) error {
 type Replica struct {
 	Manager   manager.Manager
 	Config    *ipam.Config
-	Inventory *ipam.Inventory
-	Allocator *ipam.Allocator
+	Inventory *inventory.Inventory
+	Allocator *allocator.Allocator
 	// Handler is what Start serves at WebhookPath: the Service mutator New
 	// built. The benchmarks' no-op baseline replaces it before Start, to
 	// measure the serving path alone.
@@ -126,11 +128,11 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		Fresh: o.margin(), Clock: clock.RealClock{}}
 	inv := o.Inventory
 	inv.Cloud, inv.Config, inv.Retention, inv.Log = cloud, r.Config, o.retention(), log.WithName("inventory")
-	r.Inventory = ipam.NewInventory(inv)
+	r.Inventory = inventory.New(inv)
 	if err := mgr.Add(r.Inventory); err != nil {
 		return err
 	}
-	r.Allocator = ipam.NewAllocator(ipam.AllocatorOptions{Inventory: r.Inventory, Cloud: cloud,
+	r.Allocator = allocator.New(allocator.Options{Inventory: r.Inventory, Cloud: cloud,
 		References: services.Records(), Claims: leases, Retention: o.retention(), Log: log.WithName("allocator")})
 	hook := o.Webhook
 	hook.Allocator, hook.Registerer, hook.Log = r.Allocator, reg, log.WithName("webhook")
@@ -270,7 +272,7 @@ func (o Options) certsOptions(log logr.Logger) certs.Options {
 
 // sweeperOptions are the sweeper's flags and the components it shares
 // with the webhook.
-func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *ipam.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
+func (o Options) sweeperOptions(cloud scaleway.Cloud, alloc *allocator.Allocator, leases *claims.Leases, reg prometheus.Registerer, log logr.Logger) sweeper.Options {
 	s := o.Sweep
 	s.Cloud, s.Config, s.Excluded, s.Claims = cloud, alloc.Config, o.Webhook.Excluded, leases
 	s.Margin = o.margin()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
@@ -67,7 +68,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	inv := ipam.NewInventory(ipam.InventoryOptions{Cloud: cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: o.PendingGrace}})
+	inv := inventory.New(inventory.Options{Cloud: cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: o.PendingGrace}})
 	if err := inv.Refresh(ctx); err != nil {
 		return fmt.Errorf("listing the pools' addresses: %w", err)
 	}
@@ -96,10 +97,10 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			ClusterName string            `json:"clusterName"`
-			Region      string            `json:"region"`
-			Pools       []ipam.PoolReport `json:"pools"`
-			Unlisted    []unlistedID      `json:"unlistedIDs,omitempty"`
+			ClusterName string                 `json:"clusterName"`
+			Region      string                 `json:"region"`
+			Pools       []inventory.PoolReport `json:"pools"`
+			Unlisted    []unlistedID           `json:"unlistedIDs,omitempty"`
 		}{cfg.ClusterName, cfg.Region, report, unlisted})
 	}
 	if err := printTable(out, cfg, report, byo, unlisted); err != nil {
@@ -143,7 +144,7 @@ func liveUsers(ctx context.Context, services client.Reader) (map[string]*ccm.Rec
 
 // nameBringYourOwn names the live Service using each IP that is not one of
 // this cluster's reservations: IPAM tags do not say who uses such an IP.
-func nameBringYourOwn(users map[string]*ccm.Record, report []ipam.PoolReport) {
+func nameBringYourOwn(users map[string]*ccm.Record, report []inventory.PoolReport) {
 	for i := range report {
 		for j := range report[i].Addresses {
 			a := &report[i].Addresses[j]
@@ -175,7 +176,7 @@ type unlistedID struct {
 // IPAM's not-found says it is gone. One that cannot be read (say another
 // team's bring-your-own ID these credentials may not see) shows why, and
 // the others are still judged.
-func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*ccm.Record, report []ipam.PoolReport) []unlistedID {
+func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*ccm.Record, report []inventory.PoolReport) []unlistedID {
 	listed := map[string]bool{}
 	for i := range report {
 		for j := range report[i].Addresses {
@@ -210,7 +211,7 @@ func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[strin
 // printTable prints the pools, then their addresses; with the Services
 // (withServices), whether each used address is applied, and the IDs the
 // pools' listing does not hold.
-func printTable(out io.Writer, cfg *ipam.Config, report []ipam.PoolReport, withServices bool, unlisted []unlistedID) error {
+func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, withServices bool, unlisted []unlistedID) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
 	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")

@@ -20,6 +20,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
@@ -132,12 +133,12 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Pools []ipam.PoolReport `json:"pools"`
+		Pools []inventory.PoolReport `json:"pools"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	holders := map[string]ipam.AddressReport{}
+	holders := map[string]inventory.AddressReport{}
 	for _, p := range doc.Pools {
 		for _, a := range p.Addresses {
 			holders[a.IPID] = a
@@ -249,7 +250,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Pools []ipam.PoolReport `json:"pools"`
+		Pools []inventory.PoolReport `json:"pools"`
 		Gone  []struct {
 			Service, IPAMID, Convergence string
 		} `json:"unlistedIDs"`

@@ -30,8 +30,10 @@ var layers = []layer{
 	{"test fixtures", []string{"internal/fixtures"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
+	{"allocator", []string{"ipam/allocator"}},
+	{"inventory", []string{"ipam/inventory"}},
 	{"requests, claims", []string{"request", "ipam/claims"}},
-	{"CCM contract, allocator", []string{"ccm", "ipam"}},
+	{"CCM contract, rules", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
 	{"beside", []string{"ipam/scaleway/scalewaytest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}},
 }

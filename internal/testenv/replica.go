@@ -25,7 +25,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 )
 
 // Replica is one webhook process (app.Serve in process) with its own
@@ -47,7 +47,7 @@ type Replica struct {
 	stopped chan struct{}
 	// alloc is the running process's allocator; not under mu, which
 	// start holds while app.New builds it.
-	alloc atomic.Pointer[ipam.Allocator]
+	alloc atomic.Pointer[allocator.Allocator]
 	// starts counts app.Serve runs: a restarted replica is a new process
 	// (a new pod) with a new lease identity.
 	starts atomic.Int32
@@ -61,7 +61,7 @@ func (r *Replica) Incarnation() string {
 
 // Allocator is the allocator of the replica's last start (nil before the
 // first): what its views and index hold, without a call.
-func (r *Replica) Allocator() *ipam.Allocator { return r.alloc.Load() }
+func (r *Replica) Allocator() *allocator.Allocator { return r.alloc.Load() }
 
 // Remembers reports whether the replica's Service cache has shown it id on
 // svc and it is still a hint (see ipam.Inventory.Hinted): a re-create of

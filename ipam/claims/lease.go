@@ -44,8 +44,6 @@ type Leases struct {
 	Clock clock.PassiveClock
 }
 
-var _ ipam.Claims = (*Leases)(nil)
-
 func claimName(id string) string { return claimPrefix + id }
 
 // Claim records svc as the one Service using the IPAM ID.

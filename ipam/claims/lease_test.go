@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 )
 
 // The dangerous order of finding 4: the sweeper's collection reads a claim
@@ -88,3 +89,5 @@ func newLeases() (client.Client, *clocktesting.FakeClock, *Leases) {
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	return kube, clock, &Leases{Client: kube, Reader: kube, Namespace: "scw-lb-ipam", Fresh: 20 * time.Second, Clock: clock}
 }
+
+var _ allocator.Claims = (*Leases)(nil)

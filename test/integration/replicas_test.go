@@ -17,6 +17,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
@@ -63,7 +64,7 @@ func TestBringYourOwnAcrossReplicas(t *testing.T) {
 
 // replica is an allocator with its own Scaleway client, Service cache and
 // claims, as one webhook replica has.
-func replica(t *testing.T, withClaims bool) *ipam.Allocator {
+func replica(t *testing.T, withClaims bool) *allocator.Allocator {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -90,16 +91,16 @@ func replica(t *testing.T, withClaims bool) *ipam.Allocator {
 	if !toolscache.WaitForCacheSync(ctx.Done(), services.HasSynced) {
 		t.Fatal("cache not synced")
 	}
-	o := ipam.AllocatorOptions{Cloud: cloud, Config: cfg, References: services.Records()}
+	o := allocator.Options{Cloud: cloud, Config: cfg, References: services.Records()}
 	if withClaims {
 		o.Claims = &claims.Leases{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}
-	return ipam.NewAllocator(o)
+	return allocator.New(o)
 }
 
 // race validates each ID for Service web/a-<i> on one replica and web/b-<i>
 // on the other at the same moment; it returns how many won per ID.
-func race(t *testing.T, one, two *ipam.Allocator, ids []string) []int {
+func race(t *testing.T, one, two *allocator.Allocator, ids []string) []int {
 	t.Helper()
 	wins := make([]int, len(ids))
 	var mu sync.Mutex
@@ -107,7 +108,7 @@ func race(t *testing.T, one, two *ipam.Allocator, ids []string) []int {
 	for i, id := range ids {
 		start := make(chan struct{})
 		for _, side := range []struct {
-			a    *ipam.Allocator
+			a    *allocator.Allocator
 			name string
 		}{{one, "a"}, {two, "b"}} {
 			wg.Add(1)

@@ -28,7 +28,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -201,7 +201,7 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("status: %v", err)
 	}
 	var doc struct {
-		Pools []ipam.PoolReport `json:"pools"`
+		Pools []inventory.PoolReport `json:"pools"`
 	}
 	if err := json.Unmarshal(report, &doc); err != nil {
 		t.Fatalf("status -o json: %v\n%s", err, report)

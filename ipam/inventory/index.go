@@ -1,4 +1,4 @@
-package ipam
+package inventory
 
 import (
 	"maps"
@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -33,7 +34,7 @@ type indexed struct {
 // indexEntry reads ip's ledger tags; false for IPs of other clusters,
 // resources or people.
 func indexEntry(ip *scaleway.IP, cluster string, learned time.Time) (*indexed, bool) {
-	e, ok := ParseEntry(ip.Tags)
+	e, ok := ipam.ParseEntry(ip.Tags)
 	if !ok || !e.Owns(cluster) {
 		return nil, false
 	}
@@ -111,7 +112,7 @@ func (x index) rebuilt(listed []*indexed, since time.Time) index {
 // Service of that name that no listing has seen yet. known are all the
 // IDs of the Service the inventory knows of; fresh is false when the
 // pool's index is missing or older than the TTL.
-func (v *Inventory) candidates(req Request) (ids []string, known map[string]bool, fresh bool) {
+func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string]bool, fresh bool) {
 	o := v.existing(req.Pool)
 	if o == nil {
 		return nil, nil, false
@@ -163,19 +164,18 @@ func (v *Inventory) candidates(req Request) (ids []string, known map[string]bool
 // orphaned-since can only have been cleared since by a live Service, which
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
-func mayBeReusable(policy Retention, cfg *Config, subnetID string, r *indexed, now time.Time) bool {
-	e := Entry{Pool: r.pool, OrphanedSince: r.orphaned, ReleaseAt: r.releaseAt}
+func mayBeReusable(policy ipam.Retention, cfg *ipam.Config, subnetID string, r *indexed, now time.Time) bool {
+	e := ipam.Entry{Pool: r.pool, OrphanedSince: r.orphaned, ReleaseAt: r.releaseAt}
 	if r.used {
 		e.UID = "used"
 	}
-	p, _ := cfg.PoolOf(e, subnetID, r.address)
-	return policy.Reusable(p, e, now)
+	return policy.ReusableIn(cfg, e, subnetID, r.address, now)
 }
 
 // indexedElsewhere reports whether one of the views' indexes knows id as a
 // reservation outside p's address space: not a candidate, no need to
 // re-read it.
-func indexedElsewhere(views map[string]*occupancy, id string, p *Pool) bool {
+func indexedElsewhere(views map[string]*occupancy, id string, p *ipam.Pool) bool {
 	for subnet, o := range views {
 		o.mu.Lock()
 		r, ok := o.mine.byID[id]
@@ -215,7 +215,7 @@ func (v *Inventory) Hinted(svc types.NamespacedName) []string {
 }
 
 // shownOn returns when the Service cache last showed each ID on svc.
-func (v *Inventory) shownOn(svc types.NamespacedName) map[string]time.Time {
+func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return maps.Clone(v.shown[svc])
@@ -225,7 +225,7 @@ func (v *Inventory) shownOn(svc types.NamespacedName) map[string]time.Time {
 // one of this cluster's reservations, and the hint answered. It is dated
 // from the read, not its answer: a listing that started in between saw
 // newer tags.
-func (v *Inventory) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
+func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
 	v.mu.Lock()
 	v.hints.drop(&svc, ip.ID)
 	view := v.occ[ip.SubnetID]
@@ -244,7 +244,7 @@ func (v *Inventory) learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 
 // forget drops an IP that is gone (released here or found missing) from
 // every view, index and hint.
-func (v *Inventory) forget(id string, addr netip.Addr) {
+func (v *Inventory) Forget(id string, addr netip.Addr) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.hints.drop(nil, id)
@@ -283,4 +283,27 @@ func (v *Inventory) dropHints(since time.Time) {
 		}
 		return !indexed || used
 	})
+}
+
+// Knows reports which Service and pool the index holds the reservation id
+// for, in any pool's subnet.
+func (v *Inventory) Knows(id string) (svc types.NamespacedName, pool string, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, o := range v.occ {
+		o.mu.Lock()
+		r, found := o.mine.byID[id]
+		o.mu.Unlock()
+		if found {
+			return r.service, r.pool, true
+		}
+	}
+	return types.NamespacedName{}, "", false
+}
+
+// Hints is the number of Services with hints kept.
+func (v *Inventory) Hints() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.hints)
 }

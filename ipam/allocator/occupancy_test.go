@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func TestStartRefreshesOnItsClock(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
 	cfg := e.config(t, poolFile(`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.203"]}`))
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Clock: clk, OccupancyTTL: time.Hour})
+	a := New(Options{Cloud: e.cloud, Config: cfg, Clock: clk, OccupancyTTL: time.Hour})
 	e.srv.ResetCounts()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -27,10 +28,10 @@ func allocEnv(t *testing.T, r References) (*env, *Allocator) {
   - {name: small, privateNetworkID: "{{edge}}"}
   - {name: payments, privateNetworkID: "{{pay}}", namespaces: ["payments"]}
 `))
-	return e, NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, References: r})
+	return e, New(Options{Cloud: e.cloud, Config: cfg, References: r})
 }
 
-func pool(t *testing.T, a *Allocator, name string) *Pool {
+func pool(t *testing.T, a *Allocator, name string) *ipam.Pool {
 	t.Helper()
 	p, ok := a.Config().Pool(name)
 	if !ok {
@@ -52,13 +53,13 @@ func mustIP(t *testing.T, e *env, id string) *scaleway.IP {
 
 // wantRefusal checks err is an *Error of reason (any reason when empty)
 // whose message holds every fragment.
-func wantRefusal(t *testing.T, err error, reason Reason, fragments ...string) {
+func wantRefusal(t *testing.T, err error, reason ipam.Reason, fragments ...string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", reason)
 	}
-	if reason != "" && ReasonOf(err) != reason {
-		t.Fatalf("reason = %s, want %s (%v)", ReasonOf(err), reason, err)
+	if reason != "" && ipam.ReasonOf(err) != reason {
+		t.Fatalf("reason = %s, want %s (%v)", ipam.ReasonOf(err), reason, err)
 	}
 	for _, f := range fragments {
 		if !strings.Contains(err.Error(), f) {
@@ -69,11 +70,11 @@ func wantRefusal(t *testing.T, err error, reason Reason, fragments ...string) {
 func TestReleaseBooked(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
-	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
+	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "ranged"), Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Release(ctx, &Reservation{ID: "byo", BringYourOwn: true}); err != nil {
+	if err := a.Release(ctx, &ipam.Reservation{ID: "byo", BringYourOwn: true}); err != nil {
 		t.Fatal(err) // not ours to release: a no-op
 	}
 	if err := a.Release(ctx, r); err != nil {

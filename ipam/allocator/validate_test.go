@@ -1,12 +1,14 @@
-package ipam
+package allocator
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
@@ -19,9 +21,9 @@ func TestValidateID(t *testing.T) {
 	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 	payOnly, _ := e.srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
 	nodes, _ := e.srv.AddIP(e.pns["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
-	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
-	otherCluster, _ := e.srv.AddIP(pay, mustAddr("10.20.0.10"), Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
-	mine, _ := e.srv.AddIP(pay, mustAddr("10.20.0.11"), Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
+	otherCluster, _ := e.srv.AddIP(pay, mustAddr("10.20.0.10"), ipam.Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	mine, _ := e.srv.AddIP(pay, mustAddr("10.20.0.11"), ipam.Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
 	refd, _ := e.srv.AddIP(pay, mustAddr("10.20.0.12"), nil, nil)
 	r[refd] = svc("payments", "billing")
 
@@ -47,7 +49,7 @@ func TestValidateID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e.srv.ResetCounts()
 			ns, name, _ := strings.Cut(tt.svc, "/")
-			res, err := a.ValidateID(ctx, IDRequest{ID: tt.id, Service: svc(ns, name)})
+			res, err := a.ValidateID(ctx, ipam.IDRequest{ID: tt.id, Service: svc(ns, name)})
 			if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 				t.Errorf("calls: %s", got)
 			}
@@ -70,7 +72,7 @@ type heldBy types.NamespacedName
 
 func (h heldBy) Claim(_ context.Context, id string, s types.NamespacedName) error {
 	if s != types.NamespacedName(h) {
-		return refuse(ReasonIDNotUsable, "IPAM IP %s is already used by Service %s", id, types.NamespacedName(h))
+		return &ipam.Error{Reason: ipam.ReasonIDNotUsable, Message: fmt.Sprintf("IPAM IP %s is already used by Service %s", id, types.NamespacedName(h))}
 	}
 	return nil
 }
@@ -94,16 +96,16 @@ func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
 
 	live := a.refs
 	beingDeleted(a, svc("web", "api"))
-	_, err := a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonStillHeld, "still held by the Load Balancer of the previous web/api", "retry in a moment")
+	_, err := a.ValidateID(ctx, ipam.IDRequest{ID: lb, Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonStillHeld, "still held by the Load Balancer of the previous web/api", "retry in a moment")
 	// Gone: the re-create takes its claim again while Scaleway is still
 	// deleting the previous Load Balancer.
 	a.refs = live
-	if r, err := a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "api")}); err != nil || r.ID != lb || !r.BringYourOwn {
+	if r, err := a.ValidateID(ctx, ipam.IDRequest{ID: lb, Service: svc("web", "api")}); err != nil || r.ID != lb || !r.BringYourOwn {
 		t.Fatalf("re-create after the previous Service is gone: %+v %v", r, err)
 	}
-	_, err = a.ValidateID(ctx, IDRequest{ID: lb, Service: svc("web", "other")})
-	wantRefusal(t, err, ReasonIDNotUsable, "attached to lb_server")
-	_, err = a.ValidateID(ctx, IDRequest{ID: vm, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonIDNotUsable, "attached to instance_server vm-1")
+	_, err = a.ValidateID(ctx, ipam.IDRequest{ID: lb, Service: svc("web", "other")})
+	wantRefusal(t, err, ipam.ReasonIDNotUsable, "attached to lb_server")
+	_, err = a.ValidateID(ctx, ipam.IDRequest{ID: vm, Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonIDNotUsable, "attached to instance_server vm-1")
 }

@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -40,7 +41,7 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 		p.MaxPerNamespace = &three
 		ctx := context.Background()
 		for _, name := range []string{"a", "b"} {
-			if _, err := a.Reserve(ctx, Request{Pool: p, Service: svc("ci", name)}); err != nil {
+			if _, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", name)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -49,9 +50,9 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range 3 {
-			replica := NewAllocator(AllocatorOptions{Cloud: barrierCloud{Cloud: e.cloud, wg: &barrier}, Config: a.Config()})
+			replica := New(Options{Cloud: barrierCloud{Cloud: e.cloud, wg: &barrier}, Config: a.Config()})
 			wg.Go(func() {
-				_, errs[i] = replica.Reserve(ctx, Request{Pool: p, Service: svc("ci", string(rune('c'+i)))})
+				_, errs[i] = replica.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", string(rune('c'+i)))})
 			})
 		}
 		wg.Wait()
@@ -60,11 +61,11 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case ReasonOf(err) != ReasonYielding:
+			case ipam.ReasonOf(err) != ipam.ReasonYielding:
 				t.Fatalf("run %d: %v, want a retryable refusal", run, err)
 			}
 		}
-		held, err := a.yield.holdings(ctx, Request{Pool: p, Service: svc("ci", "any")})
+		held, err := a.room.holdings(ctx, ipam.Request{Pool: p, Service: svc("ci", "any")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,9 +82,9 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 // sweeper gives it a time at least a margin away.
 func TestTheLedgerSaysWhen(t *testing.T) {
 	const margin = 20 * time.Second
-	r := Retention{PendingGrace: DefaultPendingGrace, Margin: margin}
+	r := ipam.Retention{PendingGrace: ipam.DefaultPendingGrace, Margin: margin}
 	// This cluster keeps a day; the ledger may say otherwise.
-	p := &Pool{Name: "p", Retention: Duration{Duration: 24 * time.Hour}}
+	p := &ipam.Pool{Name: "p", Retention: ipam.Duration{Duration: 24 * time.Hour}}
 	orphaned := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return orphaned.Add(d) }
 	for _, tt := range []struct {
@@ -104,7 +105,7 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 		{name: "stale, past the day", release: at(-time.Hour), now: at(25 * time.Hour), settled: at(25*time.Hour + margin)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: tt.release}
+			e := ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: tt.release}
 			got := [4]bool{r.Reusable(p, e, tt.now), r.Adoptable(p, e, tt.now), r.Releasing(p, e, tt.now), r.Expired(p, e, tt.now)}
 			if want := [4]bool{tt.reusable, tt.adoptable, tt.releasing, tt.expired}; got != want {
 				t.Fatalf("reusable, adoptable, releasing, expired = %v, want %v", got, want)
@@ -117,7 +118,7 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 	}
 	// A full pool's early release is honoured by the sweeper and every
 	// admission once written.
-	yielded := r.Yield(Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, at(time.Hour))
+	yielded := r.Yield(ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, at(time.Hour))
 	if due := at(time.Hour + margin); !r.Expired(p, yielded, due) || r.Reusable(p, yielded, due.Add(-margin/2)) {
 		t.Fatal("a release brought forward by a full pool is not honoured")
 	}
@@ -125,26 +126,26 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 	// than the margin from now, an early release never.
 	for _, tt := range []struct {
 		name      string
-		e         Entry
+		e         ipam.Entry
 		retention time.Duration
 		now       time.Time
 		want      time.Time // zero: unchanged
 	}{
-		{"longer", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 24 * time.Hour, at(2 * time.Hour), at(24 * time.Hour)},
-		{"shorter, far", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(time.Minute), at(time.Hour)},
-		{"shorter, past", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(2 * time.Hour), at(2*time.Hour + margin)},
-		{"shorter, already inside the margin", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 30 * time.Minute, at(time.Hour - margin/2), time.Time{}},
-		{"same", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, 24 * time.Hour, at(time.Hour), time.Time{}},
-		{"early release", Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour), Early: true}, 24 * time.Hour, at(time.Minute), time.Time{}},
+		{"longer", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 24 * time.Hour, at(2 * time.Hour), at(24 * time.Hour)},
+		{"shorter, far", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(time.Minute), at(time.Hour)},
+		{"shorter, past", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(2 * time.Hour), at(2*time.Hour + margin)},
+		{"shorter, already inside the margin", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 30 * time.Minute, at(time.Hour - margin/2), time.Time{}},
+		{"same", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, 24 * time.Hour, at(time.Hour), time.Time{}},
+		{"early release", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour), Early: true}, 24 * time.Hour, at(time.Minute), time.Time{}},
 	} {
-		q := &Pool{Name: "q", Retention: Duration{Duration: tt.retention}}
+		q := &ipam.Pool{Name: "q", Retention: ipam.Duration{Duration: tt.retention}}
 		got, changed := r.Follow(q, tt.e, tt.now)
 		if changed != !tt.want.IsZero() || changed && !got.ReleaseAt.Equal(tt.want) {
 			t.Errorf("Follow %s: %v (changed %v), want %v", tt.name, got.ReleaseAt, changed, tt.want)
 		}
 	}
 	// The sweeper starts a retention with its release time.
-	if e := r.Start(p, Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
+	if e := r.Start(p, ipam.Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
 		t.Fatalf("Start = %+v", e)
 	}
 }
@@ -171,11 +172,11 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, "dc=172.16.32.0/22")
 			cfg := e.config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
-			a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Retention: Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
+			a := New(Options{Cloud: e.cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
 			now := time.Now()
 			for i := range n {
 				orphaned := now.Add(-tt.ago)
-				tags := Entry{Cluster: "test", Pool: "full", Service: svc("old", fmt.Sprint("s-", i)), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(24 * time.Hour)}.Tags()
+				tags := ipam.Entry{Cluster: "test", Pool: "full", Service: svc("old", fmt.Sprint("s-", i)), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(24 * time.Hour)}.Tags()
 				var res *scalewaytest.Resource
 				if tt.attached {
 					res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
@@ -189,8 +190,8 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.srv.ResetCounts()
-			_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "full"), Service: svc("payments", "new")})
-			if ReasonOf(err) != ReasonYielding {
+			_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "full"), Service: svc("payments", "new")})
+			if ipam.ReasonOf(err) != ipam.ReasonYielding {
 				t.Fatalf("Reserve: %v, want a retryable refusal", err)
 			}
 			var calls int
@@ -217,18 +218,18 @@ func TestShareCountsFromTheNamespacesListing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, "wide=172.16.64.0/18")
 	cfg := e.config(t, poolFile(`  - {name: capped, privateNetworkID: "{{wide}}", maxPerNamespace: 4}`+"\n"))
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg})
+	a := New(Options{Cloud: e.cloud, Config: cfg})
 	for i := range others {
-		tags := Entry{Cluster: "test", Pool: "capped", Service: svc(fmt.Sprint("team-", i%50), fmt.Sprint("s-", i)), UID: "u"}.Tags()
+		tags := ipam.Entry{Cluster: "test", Pool: "capped", Service: svc(fmt.Sprint("team-", i%50), fmt.Sprint("s-", i)), UID: "u"}.Tags()
 		if _, err := e.srv.AddIP(e.pns["wide"].ID, netip.Addr{}, tags, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.Reserve(ctx, Request{Pool: pool(t, a, "capped"), Service: svc("ci", "warm")}); err != nil {
+	if _, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "capped"), Service: svc("ci", "warm")}); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
-	if _, err := a.Reserve(ctx, Request{Pool: pool(t, a, "capped"), Service: svc("ci", "new")}); err != nil {
+	if _, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "capped"), Service: svc("ci", "new")}); err != nil {
 		t.Fatal(err)
 	}
 	// The Service's own reservations (a pool IPAM chooses in keeps no
@@ -253,7 +254,7 @@ func TestShareHoldsForALostBookingTakenBack(t *testing.T) {
 	two := 2
 	p.MaxPerNamespace = &two
 	for _, name := range []string{"a", "b"} {
-		res, err := a.Reserve(ctx, Request{Pool: p, Service: svc("ci", name)})
+		res, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,18 +262,18 @@ func TestShareHoldsForALostBookingTakenBack(t *testing.T) {
 	}
 	// The lost answer's booking: the newest of the namespace's.
 	lost, err := e.cloud.BookIP(ctx, scaleway.BookRequest{PrivateNetworkID: p.PrivateNetworkID,
-		Tags: Entry{Cluster: "test", Pool: "auto", Service: svc("ci", "c")}.Tags()})
+		Tags: ipam.Entry{Cluster: "test", Pool: "auto", Service: svc("ci", "c")}.Tags()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Reserve(ctx, Request{Pool: p, Service: svc("ci", "c")})
+	res, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", "c")})
 	if err == nil {
 		t.Fatalf("ci/c was given %s (the lost booking %s): namespace ci holds 3 of its share of 2", res.ID, lost.ID)
 	}
-	if ReasonOf(err) != ReasonYielding {
+	if ipam.ReasonOf(err) != ipam.ReasonYielding {
 		t.Fatalf("Reserve: %v, want a retryable refusal while the booking nobody holds settles", err)
 	}
-	held, err := a.yield.holdings(ctx, Request{Pool: p, Service: svc("ci", "c")})
+	held, err := a.room.holdings(ctx, ipam.Request{Pool: p, Service: svc("ci", "c")})
 	if err != nil || len(held) != 3 {
 		t.Fatalf("holdings %d, %v: the lost booking must stay for the sweeper", len(held), err)
 	}

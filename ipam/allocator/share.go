@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"cmp"
@@ -8,28 +8,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // share keeps a namespace to n addresses of the request's pool, its live
-// and retained reservations counted, from held: one fresh listing of the
+// and retained reservations counted, from ips: one fresh listing of the
 // namespace's (see holdings), where another replica's bookings count too.
-func (y *yielder) share(ctx context.Context, req Request, n int, ips []*scaleway.IP) error {
+func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*scaleway.IP) error {
 	if len(ips) < n {
 		return nil
 	}
-	ns := req.Service.Namespace
-	what := fmt.Sprintf("namespace %s holds %d/%d addresses of pool %q", ns, len(ips), n, req.Pool.Name)
-	return y.makeRoom(ctx, req, what, "of them", heldOf(ips), func(live []held) error {
-		return refuse(ReasonShareExhausted, "%s, all used by its live Services: %s; delete one of them or ask for another pool", what, services(live))
-	})
-}
-
-// within reports whether id is among the n oldest of ips: a reservation
-// the namespace's share has room for, in every order of bookings.
-func within(ips []*scaleway.IP, id string, n int) bool {
-	i := slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == id })
-	return i >= 0 && i < n
+	all := ipam.HeldOf(ips)
+	hs, err := y.classify(ctx, req.Pool, all)
+	if err != nil {
+		return err
+	}
+	f := y.policy.ShareFull(req.Service.Namespace, len(ips), n, req.Pool, hs)
+	if err := y.makeRoom(ctx, req, f, all); err != nil {
+		return err
+	}
+	return f.AllInUse()
 }
 
 // confirm checks a booking against the namespace's share once it is made:
@@ -42,23 +41,22 @@ func within(ips []*scaleway.IP, id string, n int) bool {
 // (see Allocator.book); the sweeper reclaims it if no Service takes it.
 // When the count cannot be listed, the booking is given back: a share is
 // kept closed, as a cache that cannot answer is.
-func (y *yielder) confirm(ctx context.Context, req Request, n int, res *Reservation) error {
+func (y *room) confirm(ctx context.Context, req ipam.Request, n int, res *ipam.Reservation) error {
 	ips, err := y.holdings(ctx, req)
-	if err == nil && within(ips, res.ID, n) {
+	if err == nil && ipam.Within(ips, res.ID, n) {
 		return nil
 	}
 	// On a context of its own: an admission whose deadline ran out while
 	// it counted must still give back what it booked.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
-	if rerr := y.a.Release(gctx, res); rerr != nil {
-		y.a.log.Error(rerr, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
+	if rerr := y.release(gctx, res); rerr != nil {
+		y.log.Error(rerr, "giving back a booking over the namespace's share; the sweeper reclaims it", "ipamID", res.ID)
 	}
 	if err != nil {
 		return err
 	}
-	return &Error{Reason: ReasonYielding, RetryAfter: time.Second,
-		Message: fmt.Sprintf("namespace %s reached its %d addresses of pool %q while this admission booked (another one booked at the same moment); nothing was reserved, retry", req.Service.Namespace, n, req.Pool.Name)}
+	return ipam.ShareRace(req.Service.Namespace, n, req.Pool)
 }
 
 // giveBackTimeout bounds the release of a booking over a share.
@@ -69,18 +67,15 @@ const giveBackTimeout = 5 * time.Second
 // the pool's network, whatever the other namespaces hold there. A
 // reservation booked before the tag existed is counted once the sweeper
 // has back-filled it.
-func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, error) {
-	cluster := y.a.Config().ClusterName
-	v6 := req.Pool.IPFamily == IPv6
-	ips, err := y.a.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{NamespaceTag(req.Service.Namespace)}, IPv6: &v6, OldestFirst: true})
+func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*scaleway.IP, error) {
+	cluster, ns := y.inv.Config().ClusterName, req.Service.Namespace
+	v6 := req.Pool.IPFamily == ipam.IPv6
+	ips, err := y.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.NamespaceTag(ns)}, IPv6: &v6, OldestFirst: true})
 	if err != nil {
-		return nil, apiError(fmt.Sprintf("counting the addresses namespace %s holds in pool %q", req.Service.Namespace, req.Pool.Name), err)
+		return nil, ipam.APIError(fmt.Sprintf("counting the addresses namespace %s holds in pool %q", ns, req.Pool.Name), err)
 	}
 	// The tag filter matches any tag: the whole ledger is checked here.
-	ips = slices.DeleteFunc(ips, func(ip *scaleway.IP) bool {
-		e, ok := ParseEntry(ip.Tags)
-		return !ok || !e.Owns(cluster) || e.Service.Namespace != req.Service.Namespace || !req.Pool.Holds(ip.SubnetID, ip.Address)
-	})
+	ips = slices.DeleteFunc(ips, func(ip *scaleway.IP) bool { return !ipam.InShare(cluster, ns, req.Pool, ip) })
 	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int {
 		return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), strings.Compare(x.ID, y.ID))
 	})
@@ -93,19 +88,19 @@ func (y *yielder) holdings(ctx context.Context, req Request) ([]*scaleway.IP, er
 // the share the namespace would end over it. Such a one is dropped
 // (nil), left to the sweeper's pending grace. held is the namespace's
 // listing when one was made, for the share's count.
-func (y *yielder) lostBooking(ctx context.Context, req Request, n int, sticky *scaleway.IP) (_ *scaleway.IP, held []*scaleway.IP, err error) {
+func (y *room) lostBooking(ctx context.Context, req ipam.Request, n int, sticky *scaleway.IP) (_ *scaleway.IP, held []*scaleway.IP, err error) {
 	if sticky == nil || n == 0 || req.DryRun {
 		return sticky, nil, nil
 	}
 	// Another cluster's (adoptFrom) is not counted when taken; one a
 	// Service used (uid back-filled) is that Service's.
-	if e, _ := ParseEntry(sticky.Tags); e.UID != "" || !e.Owns(y.a.Config().ClusterName) {
+	if e, _ := ipam.ParseEntry(sticky.Tags); e.UID != "" || !e.Owns(y.inv.Config().ClusterName) {
 		return sticky, nil, nil
 	}
 	if held, err = y.holdings(ctx, req); err != nil {
 		return nil, nil, err
 	}
-	if !within(held, sticky.ID, n) {
+	if !ipam.Within(held, sticky.ID, n) {
 		return nil, held, nil
 	}
 	return sticky, held, nil

@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
 func TestReserveIPAMChooses(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	e.srv.ResetCounts()
-	r, err := a.Reserve(context.Background(), Request{Pool: pool(t, a, "small"), Service: svc("web", "front")})
+	r, err := a.Reserve(context.Background(), ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "front")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestReserveIPAMChooses(t *testing.T) {
 		t.Fatal("not booked in the emulator")
 	}
 	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=test", "scw-lb-ipam/pool=small", "scw-lb-ipam/service=web/front", "scw-lb-ipam/namespace=web"}
-	if !SameTags(ip.Tags, want) {
+	if !ipam.SameTags(ip.Tags, want) {
 		t.Fatalf("tags = %v, want %v", ip.Tags, want)
 	}
 }
@@ -39,29 +40,29 @@ func TestReserveSpecificAddress(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
 	p := pool(t, a, "small")
-	r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "a"), Address: mustAddr("10.10.0.5")})
+	r, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "a"), Address: mustAddr("10.10.0.5")})
 	if err != nil || r.Address != mustAddr("10.10.0.5") {
 		t.Fatalf("r=%+v err=%v", r, err)
 	}
 
 	// The same address for another Service names the holder.
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "b"), Address: mustAddr("10.10.0.5")})
-	wantRefusal(t, err, ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "b"), Address: mustAddr("10.10.0.5")})
+	wantRefusal(t, err, ipam.ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
 
 	// An address held by another resource names that resource.
 	if _, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
-	wantRefusal(t, err, ReasonAddressTaken, "held by rdb_instance orders-db")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
+	wantRefusal(t, err, ipam.ReasonAddressTaken, "held by rdb_instance orders-db")
 
 	// Outside the pool: refused before any booking.
 	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc("web", "d"), Address: mustAddr("172.16.32.9")})
-	wantRefusal(t, err, ReasonAddressOutsidePool, `not in pool "ranged" (172.16.35.200-172.16.35.203)`)
+	_, err = a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "ranged"), Service: svc("web", "d"), Address: mustAddr("172.16.32.9")})
+	wantRefusal(t, err, ipam.ReasonAddressOutsidePool, `not in pool "ranged" (172.16.35.200-172.16.35.203)`)
 	// The subnet's last two addresses belong to IPAM.
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
-	wantRefusal(t, err, ReasonAddressOutsidePool, "10.10.0.6")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
+	wantRefusal(t, err, ipam.ReasonAddressOutsidePool, "10.10.0.6")
 	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("refused requests booked %d times", n)
 	}
@@ -77,7 +78,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	if _, err := e.srv.AddIP(pn, mustAddr("172.16.35.200"), []string{"vm"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r1, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "one")})
+	r1, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "one")})
 	if err != nil || r1.Address != mustAddr("172.16.35.201") {
 		t.Fatalf("first pick: %+v %v", r1, err)
 	}
@@ -86,7 +87,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
-	r2, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "two")})
+	r2, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("172.16.35.203") {
 		t.Fatalf("pick after conflict: %+v %v", r2, err)
 	}
@@ -98,8 +99,8 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	// Full now, of live Services: refused with counts, no booking.
 	live[r1.ID], live[r2.ID] = svc("web", "one"), svc("web", "two")
 	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "three")})
-	wantRefusal(t, err, ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "three")})
+	wantRefusal(t, err, ipam.ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
 	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("exhausted pool booked %d times", n)
 	}
@@ -110,12 +111,12 @@ func TestReserveIPAMExhausted(t *testing.T) {
 	ctx := context.Background()
 	p := pool(t, a, "small") // a /29: four addresses after IPAM's own four
 	for i := range 4 {
-		if _, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", fmt.Sprint("s", i))}); err != nil {
+		if _, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", fmt.Sprint("s", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "s4")})
-	wantRefusal(t, err, ReasonPoolExhausted, `pool "small" is exhausted (4/4 used)`)
+	_, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "s4")})
+	wantRefusal(t, err, ipam.ReasonPoolExhausted, `pool "small" is exhausted (4/4 used)`)
 }
 
 func TestReserveSticky(t *testing.T) {
@@ -123,7 +124,7 @@ func TestReserveSticky(t *testing.T) {
 	e, a := allocEnv(t, r)
 	ctx := context.Background()
 	p := pool(t, a, "ranged")
-	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	first, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestReserveSticky(t *testing.T) {
 	// A client retry of the same CREATE: same IP, nothing written; the
 	// index knows it, the re-read decides.
 	e.srv.ResetCounts()
-	again, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	again, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || again.ID != first.ID || !again.Reused || again.Booked {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
@@ -141,34 +142,34 @@ func TestReserveSticky(t *testing.T) {
 
 	// Used by a live Service (uid back-filled), orphaned by the sweeper an
 	// hour ago, then the Service comes back: the tag goes.
-	entry, _ := ParseEntry(mustIP(t, e, first.ID).Tags)
+	entry, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags)
 	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-time.Hour)
 	if _, err := e.cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
-	back, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	back, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || back.ID != first.ID || !back.Reused {
 		t.Fatalf("sticky: %+v %v", back, err)
 	}
 	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=1 GetIP=1 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
-	if got, _ := ParseEntry(mustIP(t, e, first.ID).Tags); !got.OrphanedSince.IsZero() {
+	if got, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags); !got.OrphanedSince.IsZero() {
 		t.Fatal("orphaned-since still set after reuse")
 	}
 
 	// Not reused: another Service's name, another pool, attached, referenced.
-	other, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "other")})
+	other, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "other")})
 	if err != nil || other.ID == first.ID {
 		t.Fatalf("other service: %+v %v", other, err)
 	}
-	inAuto, err := a.Reserve(ctx, Request{Pool: pool(t, a, "auto"), Service: svc("web", "api")})
+	inAuto, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "auto"), Service: svc("web", "api")})
 	if err != nil || inAuto.ID == first.ID {
 		t.Fatalf("other pool: %+v %v", inAuto, err)
 	}
 	r[first.ID] = svc("web", "impostor")
-	notRef, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	notRef, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || notRef.ID == first.ID {
 		t.Fatalf("referenced IP reused: %+v %v", notRef, err)
 	}
@@ -187,8 +188,8 @@ func TestReserveSticky(t *testing.T) {
 	withoutTerminating := a.refs
 	beingDeleted(a, svc("web", "api"))
 	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
 	// Both of its reservations are read before the choice.
 	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=2 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
@@ -196,7 +197,7 @@ func TestReserveSticky(t *testing.T) {
 	// Once it is gone the re-create takes its reservation back although the
 	// previous Load Balancer, which Scaleway deletes late, still holds it.
 	a.refs = withoutTerminating
-	back, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	back, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || back.ID != first.ID || !back.Reused {
 		t.Fatalf("re-create after the previous Service is gone: %+v %v, want %s back", back, err, first.ID)
 	}
@@ -213,7 +214,7 @@ func TestReserveSticky(t *testing.T) {
 	if err := e.srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	fresh, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || fresh.ID == first.ID || fresh.ID == notRef.ID || !fresh.Booked {
 		t.Fatalf("IPs attached to other resources must not be reused: %+v %v", fresh, err)
 	}
@@ -223,15 +224,15 @@ func TestReserveWithSpecificAddressIsStickyOnlyForThatAddress(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
 	p := pool(t, a, "manual")
-	r1, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
+	r1, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
+	r2, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.10")})
 	if err != nil || r2.ID != r1.ID {
 		t.Fatalf("same address again: %+v %v", r2, err)
 	}
-	r3, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.11")})
+	r3, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api"), Address: mustAddr("172.16.34.11")})
 	if err != nil || r3.ID == r1.ID || r3.Address != mustAddr("172.16.34.11") {
 		t.Fatalf("other address: %+v %v", r3, err)
 	}
@@ -242,10 +243,10 @@ func TestReserveRefusals(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
 	e.srv.ResetCounts()
-	_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "drained"), Service: svc("web", "x")})
-	wantRefusal(t, err, ReasonPoolDisabled, `pool "drained" is disabled`, "ask for another pool")
-	_, err = a.Reserve(ctx, Request{Pool: pool(t, a, "manual"), Service: svc("web", "x")})
-	wantRefusal(t, err, ReasonAddressRequired, "autoAssign: false", "scw-lb-ipam.io/address", "172.16.34.0/24")
+	_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "drained"), Service: svc("web", "x")})
+	wantRefusal(t, err, ipam.ReasonPoolDisabled, `pool "drained" is disabled`, "ask for another pool")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "manual"), Service: svc("web", "x")})
+	wantRefusal(t, err, ipam.ReasonAddressRequired, "autoAssign: false", "scw-lb-ipam.io/address", "172.16.34.0/24")
 	// The Service's own reservation is looked up before pool policy (a
 	// drained pool gives its Services theirs back): a read, nothing written.
 	if got := e.calls(countedOps...); got != "ListIPs=2 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
@@ -257,7 +258,7 @@ func TestReserveDryRunBooksNothing(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
 	e.srv.ResetCounts()
-	for _, req := range []Request{
+	for _, req := range []ipam.Request{
 		{Pool: pool(t, a, "ranged"), Service: svc("web", "x"), DryRun: true},
 		{Pool: pool(t, a, "small"), Service: svc("web", "x"), DryRun: true},
 		{Pool: pool(t, a, "manual"), Service: svc("web", "x"), Address: mustAddr("172.16.34.20"), DryRun: true},
@@ -284,7 +285,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	// The booking happens, the answer is a 500: the allocator must find it
 	// rather than book a second address.
 	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
-	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	}
 	// A lost answer with nothing behind it: booked on the second try.
 	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 503})
-	r2, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
+	r2, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("10.10.0.3") {
 		t.Fatalf("after 503: %+v %v", r2, err)
 	}
@@ -312,8 +313,8 @@ func TestReserveUnavailable(t *testing.T) {
 	e.srv.FailNext(scalewaytest.OpBookIP, 10, scalewaytest.Fault{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonUnavailable, "unavailable after retries", "nothing was reserved")
+	_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonUnavailable, "unavailable after retries", "nothing was reserved")
 	if n := len(e.srv.IPs()); n != 0 {
 		t.Fatalf("%d IPs booked", n)
 	}
@@ -325,14 +326,14 @@ func TestReserveUnavailable(t *testing.T) {
 func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
 	cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/26"]}`))
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg})
+	a := New(Options{Cloud: e.cloud, Config: cfg})
 	const n = 40
 	var wg sync.WaitGroup
-	got := make([]*Reservation, n)
+	got := make([]*ipam.Reservation, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			got[i], errs[i] = a.Reserve(context.Background(), Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint("s", i))})
+			got[i], errs[i] = a.Reserve(context.Background(), ipam.Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint("s", i))})
 		})
 	}
 	wg.Wait()

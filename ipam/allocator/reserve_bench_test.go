@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 )
 
 // BenchmarkReserve is one admission's Reserve in a pool that picks its
@@ -25,8 +28,8 @@ func BenchmarkReserve(b *testing.B) {
 		}
 		addr = addr.Next()
 	}
-	inv := NewInventory(InventoryOptions{Cloud: e.cloud, Config: cfg, RefreshInterval: 10 * time.Millisecond})
-	a := NewAllocator(AllocatorOptions{Inventory: inv, Cloud: e.cloud})
+	inv := inventory.New(inventory.Options{Cloud: e.cloud, Config: cfg, RefreshInterval: 10 * time.Millisecond})
+	a := New(Options{Inventory: inv, Cloud: e.cloud})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = inv.Start(ctx) }()
@@ -38,7 +41,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := a.Reserve(ctx, Request{Pool: p, Service: svc("bench", fmt.Sprint("s", n.Add(1)))}); err != nil {
+			if _, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("bench", fmt.Sprint("s", n.Add(1)))}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -1,4 +1,4 @@
-package ipam
+package inventory
 
 import (
 	"math/rand/v2"
@@ -7,19 +7,19 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // InventoryOptions configures NewInventory.
-type InventoryOptions struct {
+type Options struct {
 	Cloud  scaleway.Cloud
-	Config *Config // validated and resolved
+	Config *ipam.Config // validated and resolved
 	// Retention tells which indexed reservations are worth re-reading:
 	// those an admission may still take back.
-	Retention Retention
+	Retention ipam.Retention
 	// Clock reads the time and paces the background refresh (Start).
 	Clock clock.WithTicker
 	// OccupancyTTL is how long a listing of a subnet's booked addresses is
@@ -35,7 +35,13 @@ type InventoryOptions struct {
 	// after a conflict. Default math/rand/v2.
 	Rand func(n uint64) uint64
 	Log  logr.Logger
+	// Joined, when set, is called when a caller waits on a listing in
+	// flight instead of starting one: tests drive that interleaving by it.
+	Joined func()
 }
+
+// DefaultOccupancyTTL is how long a listing is trusted by default.
+const DefaultOccupancyTTL = 5 * time.Minute
 
 // Inventory is what one replica knows of the pools without asking
 // Scaleway: each subnet's occupancy view, the index of this cluster's
@@ -44,17 +50,14 @@ type InventoryOptions struct {
 // Start keeps it fresh in the background; the Allocator reads and updates
 // it through a few intent-named methods and decides.
 type Inventory struct {
-	cloud   scaleway.Cloud
-	policy  Retention
-	clock   clock.WithTicker
-	rand    func(n uint64) uint64
-	ttl     time.Duration
+	// views are the subnets' occupancy views; their lock guards hints and
+	// shown too.
+	views
+	policy  ipam.Retention
 	refresh time.Duration
 	log     logr.Logger
-	cfg     atomic.Pointer[Config]
+	cfg     atomic.Pointer[ipam.Config]
 
-	mu  sync.Mutex
-	occ map[string]*occupancy // by subnet ID
 	// hints are IDs the Service cache showed on a Service (Remember), kept
 	// until a listing of every pool has seen them.
 	hints sightings
@@ -68,24 +71,41 @@ type Inventory struct {
 	// firstListing is closed once Start's first listing of the pools ended.
 	firstListing chan struct{}
 	firstOnce    sync.Once
-	// joined, in tests, is called when a caller waits on a listing in
-	// flight instead of starting one.
-	joined func()
+	// asks are the releases brought forward for requests.
+	asks Asks
 }
 
-// NewInventory returns an Inventory over a resolved Config; it knows
+// views are the occupancy views of the pools' subnets: what picking, the
+// holders of a full pool and the reservation index read.
+type views struct {
+	cloud scaleway.Cloud
+	clock clock.WithTicker
+	rand  func(n uint64) uint64
+	ttl   time.Duration
+	// cfg is the Inventory's configuration in use.
+	cfg *atomic.Pointer[ipam.Config]
+	// joined is called when a caller waits on a listing in flight instead
+	// of starting one.
+	joined func()
+
+	mu  sync.Mutex
+	occ map[string]*occupancy // by subnet ID
+}
+
+// New returns an Inventory over a resolved Config; it knows
 // nothing until its first listing (Start or Refresh).
-func NewInventory(o InventoryOptions) *Inventory {
-	v := &Inventory{cloud: o.Cloud, policy: o.Retention, clock: o.Clock, rand: o.Rand, ttl: o.OccupancyTTL, refresh: o.RefreshInterval, log: o.Log,
-		occ: map[string]*occupancy{}, hints: sightings{}, shown: sightings{}, firstListing: make(chan struct{})}
+func New(o Options) *Inventory {
+	v := &Inventory{views: views{cloud: o.Cloud, clock: o.Clock, rand: o.Rand, ttl: o.OccupancyTTL, joined: o.Joined, occ: map[string]*occupancy{}},
+		policy: o.Retention, refresh: o.RefreshInterval, log: o.Log, hints: sightings{}, shown: sightings{}, firstListing: make(chan struct{})}
+	v.views.cfg = &v.cfg
 	if v.policy.PendingGrace == 0 {
-		v.policy.PendingGrace = DefaultPendingGrace
+		v.policy.PendingGrace = ipam.DefaultPendingGrace
 	}
 	if v.clock == nil {
 		v.clock = clock.RealClock{}
 	}
 	if v.ttl == 0 {
-		v.ttl = 5 * time.Minute
+		v.ttl = DefaultOccupancyTTL
 	}
 	if v.refresh == 0 {
 		v.refresh = v.ttl / 5
@@ -94,15 +114,16 @@ func NewInventory(o InventoryOptions) *Inventory {
 		v.rand = rand.Uint64N
 	}
 	v.cfg.Store(o.Config)
+	v.asks.retryAfter = v.policy.RetryAfter()
 	return v
 }
 
 // Config is the configuration in use.
-func (v *Inventory) Config() *Config { return v.cfg.Load() }
+func (v *Inventory) Config() *ipam.Config { return v.cfg.Load() }
 
 // SetConfig swaps in a new validated and resolved configuration. Pick state
 // is rebuilt from the next listing, as ranges may have changed.
-func (v *Inventory) SetConfig(c *Config) {
+func (v *Inventory) SetConfig(c *ipam.Config) {
 	v.cfg.Store(c)
 	v.mu.Lock()
 	v.occ = map[string]*occupancy{}
@@ -113,44 +134,5 @@ func (v *Inventory) SetConfig(c *Config) {
 // needs its own fresh view.
 func (v *Inventory) NeedLeaderElection() bool { return false }
 
-// sightings are IPAM IDs seen on Services, and when last.
-type sightings map[types.NamespacedName]map[string]time.Time
-
-func (s sightings) add(svc types.NamespacedName, ids []string, at time.Time) {
-	m := s[svc]
-	if m == nil {
-		m = map[string]time.Time{}
-		s[svc] = m
-	}
-	for _, id := range ids {
-		m[id] = at
-	}
-}
-
-// drop forgets id on svc, or on every Service when svc is nil.
-func (s sightings) drop(svc *types.NamespacedName, id string) {
-	for key, m := range s {
-		if svc != nil && key != *svc {
-			continue
-		}
-		delete(m, id)
-		if len(m) == 0 {
-			delete(s, key)
-		}
-	}
-}
-
-// dropBefore forgets the sightings older than since that settled says are
-// settled.
-func (s sightings) dropBefore(since time.Time, settled func(id string) bool) {
-	for svc, m := range s {
-		for id, at := range m {
-			if at.Before(since) && settled(id) {
-				delete(m, id)
-			}
-		}
-		if len(m) == 0 {
-			delete(s, svc)
-		}
-	}
-}
+// Asks are the releases brought forward for requests in full pools.
+func (v *Inventory) Asks() *Asks { return &v.asks }

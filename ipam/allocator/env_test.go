@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -50,9 +51,9 @@ func (e *env) newCloud(t testing.TB) scaleway.Cloud {
 }
 
 // config parses and resolves a pool file whose PN IDs are written as {{name}}.
-func (e *env) config(t testing.TB, file string) *Config {
+func (e *env) config(t testing.TB, file string) *ipam.Config {
 	t.Helper()
-	c, err := ParseConfig([]byte(fixtures.PoolFile(file, e.pns)))
+	c, err := ipam.ParseConfig([]byte(fixtures.PoolFile(file, e.pns)))
 	if err != nil {
 		t.Fatal(err)
 	}

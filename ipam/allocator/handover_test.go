@@ -1,4 +1,4 @@
-package ipam
+package allocator
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -16,9 +17,9 @@ func TestHandover(t *testing.T) {
 	ctx := context.Background()
 	e, blue, green := adoptEnv(t, nil, "blue")
 	now := time.Now()
-	book := func(a *Allocator, ns, name string, edit func(*Entry)) string {
+	book := func(a *Allocator, ns, name string, edit func(*ipam.Entry)) string {
 		t.Helper()
-		r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "ranged"), Service: svc(ns, name)})
+		r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "ranged"), Service: svc(ns, name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,28 +28,28 @@ func TestHandover(t *testing.T) {
 	}
 	// Blue's ledger says when it releases each: a day after orphaned-since
 	// (blue's retention), whatever green's pool file says.
-	retained := func(en *Entry) {
+	retained := func(en *ipam.Entry) {
 		en.UID, en.OrphanedSince, en.ReleaseAt = "uid-"+en.Service.Name, now.Add(-time.Hour), now.Add(23*time.Hour)
 	}
 	api := book(blue, "payments", "api", retained)
 	web := book(blue, "shop", "web", retained)
-	book(blue, "payments", "live", func(en *Entry) { en.UID = "uid-live" })
-	closing := book(blue, "payments", "closing", func(en *Entry) {
+	book(blue, "payments", "live", func(en *ipam.Entry) { en.UID = "uid-live" })
+	closing := book(blue, "payments", "closing", func(en *ipam.Entry) {
 		en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-24*time.Hour+30*time.Second), now.Add(30*time.Second)
 	})
 	// Retained by an older version of blue (no release-at): green cannot
 	// tell when blue releases it.
-	old := book(blue, "payments", "old", func(en *Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) })
+	old := book(blue, "payments", "old", func(en *ipam.Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) })
 	// Another cluster's, in the same pool: never read into a write.
-	red := book(blue, "payments", "red", func(en *Entry) { en.Cluster, en.UID, en.OrphanedSince = "red", "u", now.Add(-time.Hour) })
+	red := book(blue, "payments", "red", func(en *ipam.Entry) { en.Cluster, en.UID, en.OrphanedSince = "red", "u", now.Add(-time.Hour) })
 	redTags := mustIP(t, e, red).Tags
-	cfg, policy := green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}
+	cfg, policy := green.Config(), ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}
 
 	tagsBefore := map[string][]string{}
 	for _, id := range []string{api, web, closing, old} {
 		tagsBefore[id] = mustIP(t, e, id).Tags
 	}
-	dry, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", DryRun: true, Now: func() time.Time { return now }})
+	dry, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "blue", DryRun: true, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +57,12 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("dry run: %s", got)
 	}
 	for id, before := range tagsBefore {
-		if !SameTags(mustIP(t, e, id).Tags, before) {
+		if !ipam.SameTags(mustIP(t, e, id).Tags, before) {
 			t.Fatalf("the dry run wrote the tags of %s", id)
 		}
 	}
 
-	moved, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "blue", Namespace: "payments", Now: func() time.Time { return now }})
+	moved, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "blue", Namespace: "payments", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,17 +70,17 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("handover of payments: %s", got)
 	}
 	// Green's retention from the move, written in green's ledger.
-	want := Entry{Cluster: "green", Pool: "ranged", Service: svc("payments", "api"), UID: "uid-api", OrphanedSince: now,
+	want := ipam.Entry{Cluster: "green", Pool: "ranged", Service: svc("payments", "api"), UID: "uid-api", OrphanedSince: now,
 		ReleaseAt: now.Add(pool(t, green, "ranged").Retention.Duration)}
-	if got := mustIP(t, e, api).Tags; !SameTags(got, want.Tags()) {
+	if got := mustIP(t, e, api).Tags; !ipam.SameTags(got, want.Tags()) {
 		t.Fatalf("moved tags = %v, want %v", got, want.Tags())
 	}
 	for id, before := range map[string][]string{web: tagsBefore[web], closing: tagsBefore[closing], old: tagsBefore[old], red: redTags} {
-		if !SameTags(mustIP(t, e, id).Tags, before) {
+		if !ipam.SameTags(mustIP(t, e, id).Tags, before) {
 			t.Fatalf("%s was re-tagged: %v", id, mustIP(t, e, id).Tags)
 		}
 	}
-	if _, err := Handover(ctx, e.cloud, cfg, policy, HandoverRequest{From: "green"}); err == nil {
+	if _, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "green"}); err == nil {
 		t.Fatal("a handover from the pool file's own cluster was accepted")
 	}
 }
@@ -89,23 +90,23 @@ func TestHandover(t *testing.T) {
 func TestHandoverRereadsBeforeWriting(t *testing.T) {
 	ctx := context.Background()
 	e, blue, green := adoptEnv(t, nil, "blue")
-	r, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: svc("payments", "api")})
+	r, err := blue.Reserve(ctx, ipam.Request{Pool: pool(t, blue, "ranged"), Service: svc("payments", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	retag(t, e, r.ID, func(en *Entry) {
+	retag(t, e, r.ID, func(en *ipam.Entry) {
 		en.UID, en.OrphanedSince, en.ReleaseAt = "u", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	})
 	// Blue takes it back between the listing and the re-read.
-	cloud := rereadHook{Cloud: e.cloud, before: func() { retag(t, e, r.ID, func(en *Entry) { en.OrphanedSince = time.Time{} }) }}
-	got, err := Handover(ctx, cloud, green.Config(), Retention{PendingGrace: time.Hour, Margin: time.Minute}, HandoverRequest{From: "blue"})
+	cloud := rereadHook{Cloud: e.cloud, before: func() { retag(t, e, r.ID, func(en *ipam.Entry) { en.OrphanedSince = time.Time{} }) }}
+	got, err := Handover(ctx, cloud, green.Config(), ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}, ipam.HandoverRequest{From: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Skipped == "" {
 		t.Fatalf("handed %+v, want it skipped", got)
 	}
-	if en, _ := ParseEntry(mustIP(t, e, r.ID).Tags); en.Cluster != "blue" || !en.OrphanedSince.IsZero() {
+	if en, _ := ipam.ParseEntry(mustIP(t, e, r.ID).Tags); en.Cluster != "blue" || !en.OrphanedSince.IsZero() {
 		t.Fatalf("ledger after the handover: %+v, want blue's take-back", en)
 	}
 }
@@ -120,12 +121,12 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 	start := time.Now().Truncate(time.Second)
 	var ids []string
 	for i, name := range []string{"a", "b", "c"} {
-		r, err := blue.Reserve(ctx, Request{Pool: pool(t, blue, "ranged"), Service: svc("payments", name)})
+		r, err := blue.Reserve(ctx, ipam.Request{Pool: pool(t, blue, "ranged"), Service: svc("payments", name)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Released by blue 3, 4 and 5 minutes after the run starts.
-		retag(t, e, r.ID, func(en *Entry) {
+		retag(t, e, r.ID, func(en *ipam.Entry) {
 			en.UID, en.OrphanedSince, en.ReleaseAt = "u", start.Add(-time.Hour), start.Add(time.Duration(3+i)*time.Minute)
 		})
 		ids = append(ids, r.ID)
@@ -134,8 +135,8 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 	// at 2, 4 and 6 minutes (the listing's judgement reads it too).
 	now := start
 	clock := func() time.Time { now = now.Add(time.Minute); return now }
-	policy := Retention{PendingGrace: time.Hour, Margin: 30 * time.Second}
-	got, err := Handover(ctx, e.cloud, green.Config(), policy, HandoverRequest{From: "blue", Now: clock})
+	policy := ipam.Retention{PendingGrace: time.Hour, Margin: 30 * time.Second}
+	got, err := Handover(ctx, e.cloud, green.Config(), policy, ipam.HandoverRequest{From: "blue", Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 		t.Fatalf("handed %+v, want a moved, b and c left", got)
 	}
 	for i, h := range got {
-		en, _ := ParseEntry(mustIP(t, e, ids[i]).Tags)
+		en, _ := ipam.ParseEntry(mustIP(t, e, ids[i]).Tags)
 		moved := h.Skipped == ""
 		if moved != (en.Cluster == "green") {
 			t.Fatalf("%s reported %+v, ledger %+v", ids[i], h, en)
@@ -173,7 +174,7 @@ func (c rereadHook) GetIP(ctx context.Context, id string) (*scaleway.IP, error) 
 	return c.Cloud.GetIP(ctx, id)
 }
 
-func handedList(hs []Handed) string {
+func handedList(hs []ipam.Handed) string {
 	s := ""
 	for i, h := range hs {
 		if i > 0 {

@@ -1,9 +1,10 @@
-package ipam
+package allocator
 
 import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -22,7 +25,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 	t.Helper()
 	e, base := allocEnv(t, r)
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), References: r, Clock: clk})
+	a := New(Options{Cloud: e.cloud, Config: base.Config(), References: r, Clock: clk})
 	if err := a.inv.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -33,24 +36,14 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 // otherReplicaBooks books web/api in p through a second allocator on the
 // same emulator and pool file, as another webhook replica would, after
 // mine's last listing.
-func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *Pool) (*Allocator, *Reservation) {
+func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *ipam.Pool) (*Allocator, *ipam.Reservation) {
 	t.Helper()
-	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
-	theirs, err := other.Reserve(context.Background(), Request{Pool: p, Service: svc("web", "api")})
+	other := New(Options{Cloud: e.cloud, Config: mine.Config()})
+	theirs, err := other.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return other, theirs
-}
-
-// invalidate asks the next pick in the subnet to list it again, as
-// conflicts do; a nil view (no listing yet) needs none.
-func (o *occupancy) invalidate() {
-	if o != nil {
-		o.mu.Lock()
-		o.relist = true
-		o.mu.Unlock()
-	}
 }
 
 // A Service the index holds nothing for costs its booking alone, for every
@@ -58,7 +51,7 @@ func (o *occupancy) invalidate() {
 func TestIndexedCreateBooksDirectly(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	for _, req := range []Request{
+	for _, req := range []ipam.Request{
 		{Pool: pool(t, a, "ranged"), Service: svc("web", "picked")},
 		{Pool: pool(t, a, "small"), Service: svc("web", "chosen")},
 		{Pool: pool(t, a, "manual"), Service: svc("web", "asked"), Address: mustAddr("172.16.34.9")},
@@ -83,7 +76,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, a, "ranged")
-	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	first, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +87,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
-	second, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	second, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || second.ID == first.ID || !second.Booked || second.Reused {
 		t.Fatalf("after release: %+v %v", second, err)
 	}
@@ -104,12 +97,12 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 	// Re-tagged for another Service since (a hand edit, a restore): not
 	// handed out.
-	entry, _ := ParseEntry(mustIP(t, e, second.ID).Tags)
+	entry, _ := ipam.ParseEntry(mustIP(t, e, second.ID).Tags)
 	entry.Service = svc("web", "other")
 	if _, err := e.cloud.SetTags(ctx, second.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
-	third, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	third, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || third.ID == second.ID || !third.Booked {
 		t.Fatalf("after re-tag: %+v %v", third, err)
 	}
@@ -121,8 +114,8 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	}
 	beingDeleted(a, svc("web", "api"))
 	e.srv.ResetCounts()
-	_, err = a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonStillHeld, third.Address.String(), "retry in a moment")
+	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonStillHeld, third.Address.String(), "retry in a moment")
 	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
@@ -140,7 +133,7 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	other, theirs := otherReplicaBooks(t, e, mine, p)
 
 	e.srv.ResetCounts()
-	fresh, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	fresh, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || fresh.Reused || fresh.ID == theirs.ID {
 		t.Fatalf("unseen: %+v %v", fresh, err)
 	}
@@ -150,13 +143,13 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 		t.Fatalf("calls %s", got)
 	}
 
-	theirs, err = other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api2")})
+	theirs, err = other.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api2")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mine.Remember(svc("web", "api2"), []string{theirs.ID})
 	e.srv.ResetCounts()
-	back, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api2")})
+	back, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api2")})
 	if err != nil || back.ID != theirs.ID || !back.Reused {
 		t.Fatalf("remembered: %+v %v", back, err)
 	}
@@ -166,13 +159,13 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 
 	// A remembered ID of another pool is read once, then known: a CREATE
 	// in its own pool does not read it again.
-	inSmall, err := other.Reserve(ctx, Request{Pool: pool(t, mine, "small"), Service: svc("web", "db")})
+	inSmall, err := other.Reserve(ctx, ipam.Request{Pool: pool(t, mine, "small"), Service: svc("web", "db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mine.Remember(svc("web", "db"), []string{inSmall.ID})
 	e.srv.ResetCounts()
-	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "db")}); err != nil {
+	if _, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "db")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
@@ -183,10 +176,7 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	if err := mine.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mine.inv.mu.Lock()
-	left := len(mine.inv.hints)
-	mine.inv.mu.Unlock()
-	if left != 0 {
+	if left := mine.inv.Hints(); left != 0 {
 		t.Fatalf("%d hints left after a full listing", left)
 	}
 }
@@ -197,7 +187,7 @@ func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
-	r, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || r.ID == "" || r.Booked {
 		t.Fatalf("%+v %v", r, err)
 	}
@@ -216,9 +206,9 @@ func TestStaleIndexListsTheService(t *testing.T) {
 	e, a, clk := indexedAlloc(t, nil)
 	ctx := context.Background()
 	_, theirs := otherReplicaBooks(t, e, a, pool(t, a, "small"))
-	clk.Step(a.inv.ttl + time.Second)
+	clk.Step(inventory.DefaultOccupancyTTL + time.Second)
 	e.srv.ResetCounts()
-	back, err := a.Reserve(ctx, Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
+	back, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || back.ID != theirs.ID {
 		t.Fatalf("%+v %v", back, err)
 	}
@@ -234,29 +224,20 @@ func TestIndexFollowsOwnWrites(t *testing.T) {
 	e, a, clk := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, a, "small")
-	r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	r, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := a.inv.existing(p)
-	listed := o.mine.byID[r.ID]
-	if listed == nil || listed.service != svc("web", "api") || listed.pool != "small" {
-		t.Fatalf("booking not indexed: %+v", listed)
-	}
-	// A listing that started before the booking answered.
-	o.mu.Lock()
-	o.mine = o.mine.rebuilt(nil, clk.Now().Add(-time.Second))
-	o.mu.Unlock()
-	if o.mine.byID[r.ID] == nil {
-		t.Fatal("an earlier listing dropped this replica's booking")
+	if s, pool, ok := a.inv.Knows(r.ID); !ok || s != svc("web", "api") || pool != "small" {
+		t.Fatalf("booking not indexed: %v %q %v", s, pool, ok)
 	}
 	if err := a.Release(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if o.mine.byID[r.ID] != nil || len(o.mine.byService) != 0 {
+	if _, _, ok := a.inv.Knows(r.ID); ok {
 		t.Fatal("released reservation still indexed")
 	}
-	_ = e
+	_, _ = e, clk
 }
 
 // heldListing answers a listing of a subnet with what it read, but only
@@ -288,7 +269,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	ctx := context.Background()
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +279,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	go func() { done <- a.inv.Refresh(ctx) }()
 	<-cloud.read // the listing has read the subnet
 	hold.Store(false)
-	first, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	first, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +288,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.ResetCounts()
-	again, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	again, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || again.ID != first.ID || !again.Reused {
 		t.Fatalf("retry after the listing landed: %+v %v (first %s)", again, err, first.ID)
 	}
@@ -341,7 +322,7 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			s := svc("web", fmt.Sprint("s", i))
-			r, err := a.Reserve(ctx, Request{Pool: p, Service: s})
+			r, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: s})
 			if err != nil {
 				t.Error(err)
 				return
@@ -357,14 +338,13 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	o := a.inv.existing(p)
 	for i, id := range ids {
 		if id == "" || seen[id] {
 			t.Fatalf("reservation %d: %q (duplicate or missing)", i, id)
 		}
 		seen[id] = true
-		if r := o.mine.byID[id]; r == nil || r.service != svc("web", fmt.Sprint("s", i)) {
-			t.Fatalf("%s not indexed for s%d: %+v", id, i, r)
+		if s, _, ok := a.inv.Knows(id); !ok || s != svc("web", fmt.Sprint("s", i)) {
+			t.Fatalf("%s not indexed for s%d: %v", id, i, s)
 		}
 	}
 	if len(e.srv.IPs()) != n {
@@ -380,17 +360,17 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
 	p := pool(t, base, "small")
-	x, err := base.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	x, err := base.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry, _ := ParseEntry(mustIP(t, e, x.ID).Tags)
+	entry, _ := ipam.ParseEntry(mustIP(t, e, x.ID).Tags)
 	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-25*time.Hour)
 	if _, err := e.cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Clock: clk})
+	a := New(Options{Cloud: e.cloud, Config: base.Config(), Clock: clk})
 	if err := a.inv.Refresh(ctx); err != nil { // indexed: past its retention
 		t.Fatal(err)
 	}
@@ -400,7 +380,7 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 	}
 	clk.Step(time.Second)
 	a.Remember(svc("web", "api"), []string{x.ID})
-	back, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	back, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || back.ID != x.ID || !back.Reused {
 		t.Fatalf("got %+v %v, want %s taken back", back, err, x.ID)
 	}
@@ -425,12 +405,12 @@ func (c countingCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*s
 func TestStaleViewIsListedOnceForABurst(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	n := &atomic.Int64{}
-	a := NewAllocator(AllocatorOptions{Cloud: countingCloud{Cloud: e.cloud, subnetListings: n}, Config: base.Config()})
+	a := New(Options{Cloud: countingCloud{Cloud: e.cloud, subnetListings: n}, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			if _, err := a.Reserve(context.Background(), Request{Pool: p, Service: svc("web", fmt.Sprint("s", i)), DryRun: true}); err != nil {
+			if _, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", fmt.Sprint("s", i)), DryRun: true}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -448,7 +428,7 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	ctx := context.Background()
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +438,7 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 // reserveDuringHeldRefresh starts a background refresh whose listing of
 // the pool's subnet cloud holds, then a CREATE in pool p, and fails if the
 // CREATE waits for that listing; the listing is then let go.
-func reserveDuringHeldRefresh(t *testing.T, a *Allocator, cloud heldListing, hold *atomic.Bool, p *Pool) {
+func reserveDuringHeldRefresh(t *testing.T, a *Allocator, cloud heldListing, hold *atomic.Bool, p *ipam.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	hold.Store(true)
@@ -467,7 +447,7 @@ func reserveDuringHeldRefresh(t *testing.T, a *Allocator, cloud heldListing, hol
 	<-cloud.read // the refresh's listing of the pool's subnet is in flight
 	booked := make(chan error)
 	go func() {
-		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+		_, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 		booked <- err
 	}()
 	select {
@@ -494,18 +474,14 @@ func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
 	ctx := context.Background()
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := pool(t, a, "ranged")
-	a.inv.existing(p).invalidate() // conflicts asked for a relist
+	a.inv.Relist(p) // conflicts asked for a relist
 	reserveDuringHeldRefresh(t, a, cloud, hold, p)
-	o := a.inv.existing(p)
-	o.mu.Lock()
-	pending := o.relist
-	o.mu.Unlock()
-	if pending {
+	if a.inv.Relisting(p) {
 		t.Fatal("the relist is still pending after the listing")
 	}
 }
@@ -517,7 +493,7 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	hold := &atomic.Bool{}
 	hold.Store(true)
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	a := New(Options{Cloud: cloud, Config: base.Config()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.inv.Start(ctx) }()
@@ -550,8 +526,8 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "dc=172.16.32.0/22")
 			cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/24"]}`))
-			one := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
-			two := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
+			one := New(Options{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
+			two := New(Options{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
 			ctx := context.Background()
 			for _, a := range []*Allocator{one, two} {
 				if err := a.inv.Refresh(ctx); err != nil {
@@ -561,7 +537,7 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 			e.srv.ResetCounts()
 			for i := range 20 {
 				for k, a := range []*Allocator{one, two} {
-					if _, err := a.Reserve(ctx, Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", i))}); err != nil {
+					if _, err := a.Reserve(ctx, ipam.Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", i))}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -591,7 +567,7 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	_, theirs := otherReplicaBooks(t, e, mine, p)
 	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
 	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
-	r, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	r, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,13 +593,13 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, mine, "small")
-	pending, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	pending, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The other replica's booking, used by the Service since and attached
 	// to its Load Balancer.
-	tags := Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
+	tags := ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
 	used, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.3"), tags, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
 	if err != nil || used == pending.ID {
 		t.Fatal(used, err)
@@ -631,8 +607,8 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	mine.Remember(svc("web", "api"), []string{used})
 	beingDeleted(mine, svc("web", "api"))
 	e.srv.ResetCounts()
-	_, err = mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
-	wantRefusal(t, err, ReasonStillHeld, "10.10.0.3", "retry in a moment")
+	_, err = mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	wantRefusal(t, err, ipam.ReasonStillHeld, "10.10.0.3", "retry in a moment")
 	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=2 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
@@ -645,18 +621,18 @@ func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
 	hold := &atomic.Bool{}
 	hold.Store(true)
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config()})
+	a := New(Options{Cloud: cloud, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	first, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan error)
 	go func() {
-		_, err := a.Reserve(first, Request{Pool: p, Service: svc("web", "one")})
+		_, err := a.Reserve(first, ipam.Request{Pool: p, Service: svc("web", "one")})
 		firstDone <- err
 	}()
 	<-cloud.read
 	secondDone := make(chan error)
 	go func() {
-		_, err := a.Reserve(context.Background(), Request{Pool: p, Service: svc("web", "two")})
+		_, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "two")})
 		secondDone <- err
 	}()
 	time.Sleep(20 * time.Millisecond) // the second waits on the listing
@@ -677,7 +653,7 @@ func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
 func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	a := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
+	a := New(Options{Cloud: e.cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
 	p := pool(t, a, "ranged")
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -686,7 +662,7 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")}); err != nil || r.Address != mustAddr("172.16.35.201") {
+	if r, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")}); err != nil || r.Address != mustAddr("172.16.35.201") {
 		t.Fatalf("%+v %v", r, err)
 	}
 	if err := e.cloud.ReleaseIP(ctx, theirs); err != nil {
@@ -695,8 +671,7 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	o := a.inv.existing(p)
-	if _, marked := o.holders[mustAddr("172.16.35.200")]; marked {
+	if a.inv.Marked(p, mustAddr("172.16.35.200")) {
 		t.Fatal("the conflict's mark outlived a listing that shows the address free")
 	}
 	if st := a.inv.Stats(); st[1].Pool != "ranged" || st[1].UsedByCluster+st[1].UsedByOthers != 1 {
@@ -709,8 +684,8 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 func TestRelistKeepsTheIndexInUse(t *testing.T) {
 	_, a, _ := indexedAlloc(t, nil)
 	p := pool(t, a, "ranged")
-	a.inv.existing(p).invalidate()
-	if _, _, fresh := a.inv.candidates(Request{Pool: p, Service: svc("web", "api")}); !fresh {
+	a.inv.Relist(p)
+	if _, _, fresh := a.inv.Candidates(ipam.Request{Pool: p, Service: svc("web", "api")}); !fresh {
 		t.Fatal("the index went stale with the relist")
 	}
 	if !a.inv.Stats()[1].Known {
@@ -727,14 +702,11 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
 	}
 	e.srv.FailNext(scalewaytest.OpListIPs, 1000, scalewaytest.Fault{Status: 403})
-	clk.Step(a.inv.ttl + time.Second)
+	clk.Step(inventory.DefaultOccupancyTTL + time.Second)
 	if err := a.inv.Refresh(ctx); err == nil {
 		t.Fatal("the listings did not fail")
 	}
-	a.inv.mu.Lock()
-	left := len(a.inv.hints)
-	a.inv.mu.Unlock()
-	if left != 0 {
+	if left := a.inv.Hints(); left != 0 {
 		t.Fatalf("%d hints kept past the TTL while listings fail", left)
 	}
 }
@@ -748,23 +720,23 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	hold := &atomic.Bool{}
 	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := NewAllocator(AllocatorOptions{Cloud: cloud, Config: base.Config(), Clock: clk})
-	if err := a.inv.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
 	joined := make(chan struct{}, 1)
-	a.inv.joined = func() {
+	inv := inventory.New(inventory.Options{Cloud: cloud, Config: base.Config(), Clock: clk, Joined: func() {
 		select {
 		case joined <- struct{}{}:
 		default:
 		}
+	}})
+	a := New(Options{Inventory: inv, Cloud: cloud, Clock: clk})
+	if err := a.inv.Refresh(ctx); err != nil {
+		t.Fatal(err)
 	}
 	p := pool(t, a, "ranged")
-	a.inv.existing(p).invalidate() // conflicts asked for a relist
+	a.inv.Relist(p) // conflicts asked for a relist
 	hold.Store(true)
 	admitted := make(chan error)
 	go func() {
-		_, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "one")})
+		_, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "one")})
 		admitted <- err
 	}()
 	<-cloud.read // the admission's listing has read the subnet
@@ -786,10 +758,7 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	if err := <-refreshed; err != nil {
 		t.Fatal(err)
 	}
-	a.inv.mu.Lock()
-	_, kept := a.inv.hints[svc("web", "api")]["booked-meanwhile"]
-	a.inv.mu.Unlock()
-	if !kept {
+	if !slices.Contains(a.inv.Hinted(svc("web", "api")), "booked-meanwhile") {
 		t.Fatal("a hint newer than the listing the Refresh joined was dropped")
 	}
 }
@@ -805,21 +774,21 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, mine, "small")
-	other := NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: mine.Config()})
+	other := New(Options{Cloud: e.cloud, Config: mine.Config()})
 	if err := other.inv.Refresh(ctx); err != nil { // listed before the pending booking
 		t.Fatal(err)
 	}
-	pending, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	pending, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shown, err := other.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	shown, err := other.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || shown.ID == pending.ID {
 		t.Fatalf("the other replica's booking: %+v %v", shown, err)
 	}
 	mine.Remember(svc("web", "api"), []string{shown.ID}) // the Service cache showed it
 	// A re-read answers the hint (an UPDATE of the live Service, say).
-	if _, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api"), Own: []string{shown.ID}}); err != nil {
+	if _, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api"), Own: []string{shown.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := mine.inv.Hinted(svc("web", "api")); len(got) != 0 {
@@ -829,7 +798,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	// back-fill it), re-created.
 	for _, id := range []string{pending.ID, shown.ID} {
 		ip := mustIP(t, e, id)
-		en, _ := ParseEntry(ip.Tags)
+		en, _ := ipam.ParseEntry(ip.Tags)
 		en.OrphanedSince = time.Now().Add(-time.Second)
 		if _, err := e.cloud.SetTags(ctx, id, en.Tags()); err != nil {
 			t.Fatal(err)
@@ -838,7 +807,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	if err := mine.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	back, err := mine.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	back, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -856,7 +825,7 @@ func TestRecreateOfAMovedServiceGetsItsLatestAddress(t *testing.T) {
 	ctx := context.Background()
 	p := pool(t, a, "small")
 	seed := func(addr string, orphanedAgo time.Duration) string {
-		tags := Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1", OrphanedSince: time.Now().Add(-orphanedAgo).Truncate(time.Second)}.Tags()
+		tags := ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1", OrphanedSince: time.Now().Add(-orphanedAgo).Truncate(time.Second)}.Tags()
 		id, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr(addr), tags, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -868,7 +837,7 @@ func TestRecreateOfAMovedServiceGetsItsLatestAddress(t *testing.T) {
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.Reserve(ctx, Request{Pool: p, Service: svc("web", "api")})
+	got, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,7 +868,7 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 			}
 			addr = addr.Next()
 		}
-		replicas := []*Allocator{NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg}), NewAllocator(AllocatorOptions{Cloud: e.cloud, Config: cfg})}
+		replicas := []*Allocator{New(Options{Cloud: e.cloud, Config: cfg}), New(Options{Cloud: e.cloud, Config: cfg})}
 		ctx := context.Background()
 		for _, a := range replicas {
 			if err := a.inv.Refresh(ctx); err != nil {
@@ -914,7 +883,7 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 			for g := range inFlight {
 				wg.Go(func() {
 					for i := range each {
-						if _, err := a.Reserve(ctx, Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", g, "-", i))}); err != nil {
+						if _, err := a.Reserve(ctx, ipam.Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", g, "-", i))}); err != nil {
 							b.Error(err)
 						}
 					}

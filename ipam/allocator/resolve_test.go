@@ -1,9 +1,11 @@
-package ipam
+package allocator
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
 // otherProject is a Project the test credentials do not book in.
@@ -22,7 +24,7 @@ func TestResolve(t *testing.T) {
 		for name, pn := range e.pns {
 			file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
 		}
-		c, err := ParseConfig([]byte(file))
+		c, err := ipam.ParseConfig([]byte(file))
 		if err != nil {
 			t.Fatal(err)
 		}

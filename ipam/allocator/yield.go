@@ -1,0 +1,162 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// A full pool, or a namespace's full share of one, makes room: the
+// retention of deleted Services' reservations is a promise kept only while
+// the pool has room. The oldest retained reservation's release is brought
+// forward under the release protocol (Retention.Yield) and the answer is a
+// retryable refusal; the sweeper's leader releases it once the margin has
+// passed, re-reading it first, and the client's retry books.
+
+// errBookAgain: a fresh listing shows room in a pool that looked full.
+var errBookAgain = errors.New("the pool has room after a listing; book again")
+
+// full answers a request that found its pool exhausted: a retryable
+// refusal while retained reservations of this cluster can make room, the
+// exhaustion itself when every address is in use; with relist,
+// errBookAgain when a listing shows room after all.
+func (y *room) full(ctx context.Context, req ipam.Request, exhaustedErr error, relist bool) error {
+	// The view the exhaustion was found in (or the background listing's,
+	// when IPAM found it) may be older than what the sweeper did since:
+	// reservations it shows unreferenced but not yet retained, or due for
+	// release, are worth a listing before deciding.
+	all := y.inv.HeldIn(req.Pool)
+	if relist && y.policy.Unsure(y.inv.Config().ClusterName, req.Pool, all, y.liveOrUnknown(ctx, all), y.clock.Now()) {
+		if fresh, err := y.inv.Relisted(ctx, req.Pool); err == nil {
+			all = fresh
+			if req.Pool.PicksAddresses() && uint64(len(all)) < req.Pool.Total() {
+				return errBookAgain
+			}
+		}
+	}
+	hs, err := y.classify(ctx, req.Pool, all)
+	if err != nil {
+		return err
+	}
+	f := y.policy.PoolFull(req.Pool, hs)
+	if err := y.makeRoom(ctx, req, f, all); err != nil {
+		return err
+	}
+	return exhaustedErr
+}
+
+// makeRoom answers a full pool or share f: a refusal, after bringing the
+// oldest retained reservation's release forward when one may yield; nil
+// when every address is in use by a live Service (the caller words that).
+// Its Scaleway calls are one re-read and one write: the candidates were
+// chosen from what the listing showed (Retention.Classify).
+func (y *room) makeRoom(ctx context.Context, req ipam.Request, f ipam.Full, all []ipam.Held) error {
+	now := y.clock.Now()
+	key := inventory.AskKey{Service: req.Service, Pool: req.Pool.Name, Of: f.Among}
+	var waiting time.Time
+	if !req.DryRun {
+		waiting = y.inv.Asks().Waiting(key, all, now)
+	}
+	refusal, h := f.Decide(req.DryRun, waiting, now)
+	if refusal != nil || h == nil {
+		return asError(refusal)
+	}
+	ok, err := y.bringForward(ctx, req.Pool, *h, now)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		// Changed since the listing: the view knows now.
+		return f.Changed(*h)
+	}
+	y.inv.Asks().Ask(key, h.IPID, now.Add(f.RetryAfter))
+	return f.Yielded(*h)
+}
+
+// asError keeps a nil *Error a nil error.
+func asError(e *ipam.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// classify sorts what holds a pool, asking the Service cache which of this
+// cluster's reservations a live Service references.
+func (y *room) classify(ctx context.Context, pool *ipam.Pool, all []ipam.Held) (ipam.Holders, error) {
+	cluster := y.inv.Config().ClusterName
+	referenced := map[string]bool{}
+	for _, h := range all {
+		if h.Cluster != cluster || h.IPID == "" {
+			continue
+		}
+		refs, err := y.refs.ReferencedBy(ctx, h.IPID)
+		if err != nil {
+			return ipam.Holders{}, ipam.CacheUnavailable(err)
+		}
+		referenced[h.IPID] = len(refs) > 0
+	}
+	return y.policy.Classify(cluster, pool, all, referenced, y.clock.Now()), nil
+}
+
+// liveOrUnknown is the referenced set of Retention.Unsure: an ID the cache
+// cannot answer for counts as referenced, as it makes no listing worth it.
+func (y *room) liveOrUnknown(ctx context.Context, all []ipam.Held) map[string]bool {
+	referenced := map[string]bool{}
+	for _, h := range all {
+		if h.IPID != "" && h.RetainedSince.IsZero() {
+			refs, err := y.refs.ReferencedBy(ctx, h.IPID)
+			referenced[h.IPID] = err != nil || len(refs) > 0
+		}
+	}
+	return referenced
+}
+
+// bringForward re-reads one retained reservation and, if it may still
+// yield (still ours, retained, unattached, referenced by no live Service,
+// not orphaned within the margin), sets its release-at. The re-read keeps
+// a reservation a re-create took back since the listing out of it; the
+// margin covers one taking it back between the re-read and the write
+// (see Retention). What the re-read shows goes into the view, so that a
+// retry does not choose from the same stale listing again.
+func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, now time.Time) (bool, error) {
+	cfg := y.inv.Config()
+	ip, err := y.cloud.GetIP(ctx, h.IPID)
+	switch {
+	case scaleway.Classify(err) == scaleway.KindNotFound:
+		y.inv.Forget(h.IPID, h.Addr)
+		return false, nil
+	case err != nil && ctx.Err() != nil:
+		return false, ipam.OutOfTime(pool)
+	case err != nil:
+		return false, ipam.APIError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.Addr, pool.Name), err)
+	}
+	e, ok := ipam.ParseEntry(ip.Tags)
+	if !ok || !e.Owns(cfg.ClusterName) {
+		y.inv.Record(pool, ip)
+		return false, nil
+	}
+	refs, err := y.refs.ReferencedBy(ctx, ip.ID)
+	if err != nil {
+		return false, ipam.CacheUnavailable(err)
+	}
+	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	if len(refs) > 0 || ip.Resource != nil || !y.policy.Yieldable(p, e, now) {
+		y.inv.Record(pool, ip)
+		return false, nil
+	}
+	updated, err := y.cloud.SetTags(ctx, ip.ID, y.policy.Yield(e, now).Tags())
+	if err != nil {
+		return false, ipam.APIError(fmt.Sprintf("releasing the retained reservation %s of pool %q early", h.Addr, pool.Name), err)
+	}
+	if updated != nil {
+		y.inv.Record(pool, updated)
+	}
+	y.log.Info("a full pool brings a retained reservation's release forward", "pool", pool.Name, "address", ip.Address.String(), "ipamID", ip.ID, "service", e.Service.String(), "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
+	return true, nil
+}

@@ -1,0 +1,184 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// occupancy is what the allocator knows of one subnet's booked addresses,
+// from a listing plus its own bookings since.
+type occupancy struct {
+	mu      sync.Mutex
+	subnet  string
+	loaded  time.Time
+	holders map[netip.Addr]ipam.Holder
+	spaces  map[string]*addrspace.Space // by pool name
+	// mine indexes this cluster's reservations on the subnet, from the
+	// same listing and writes.
+	mine index
+	// since is when the listing behind the view started.
+	since time.Time
+	// inflight counts picked addresses whose booking has not answered yet:
+	// a listing keeps them marked, as it may not show them.
+	inflight map[netip.Addr]int
+	// relist asks the next pick to list the subnet again (conflicts), while
+	// the index and the gauges keep using the current listing.
+	relist bool
+	// listing is closed when the listing in flight ends, with listErr.
+	listing chan struct{}
+	listErr error
+}
+
+func (o *occupancy) space(p *ipam.Pool) (*addrspace.Space, error) {
+	if s, ok := o.spaces[p.Name]; ok {
+		return s, nil
+	}
+	s, err := p.NewSpace()
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
+	}
+	for addr := range o.holders {
+		s.Mark(addr)
+	}
+	o.spaces[p.Name] = s
+	return s, nil
+}
+
+func (o *occupancy) take(addr netip.Addr, h ipam.Holder) {
+	o.holders[addr] = h
+	for _, s := range o.spaces {
+		s.Mark(addr)
+	}
+}
+
+func (o *occupancy) free(addr netip.Addr) {
+	delete(o.holders, addr)
+	for _, s := range o.spaces {
+		s.Unmark(addr)
+	}
+}
+
+// view returns the pool's subnet view after a listing when it is stale
+// (or always, with relist). One listing per subnet runs at a time: callers
+// that find one in flight wait for its result instead of listing the
+// subnet again, so a burst of admissions after a conflict, or during the
+// background refresh, costs one listing, not one each. A relist (the
+// refresh's, or one conflicts asked for) keeps the current view in use while
+// it lists: only a missing view or one past its TTL makes an admission wait.
+func (v *views) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy, error) {
+	v.mu.Lock()
+	o, ok := v.occ[p.SubnetID()]
+	if !ok {
+		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]ipam.Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
+		v.occ[p.SubnetID()] = o
+	}
+	v.mu.Unlock()
+
+	o.mu.Lock()
+	fresh := !o.loaded.IsZero() && v.clock.Since(o.loaded) < v.ttl
+	if fresh && !o.relist && !relist {
+		o.mu.Unlock()
+		return o, nil
+	}
+	wait := o.listing
+	joining := wait != nil
+	if wait == nil {
+		// The listing serves every caller waiting on it: it runs on its own
+		// deadline, not the context of the admission that happened to
+		// start it, which may end first.
+		done := make(chan struct{})
+		o.listing, wait = done, done
+		go o.fill(context.WithoutCancel(ctx), v, p, done)
+	}
+	o.mu.Unlock()
+	if fresh && !relist {
+		// A relist that conflicts asked for runs in the background: the
+		// view within its TTL serves admissions meanwhile (the admission
+		// that met the conflicts picks elsewhere in the pool), and no
+		// admission waits on a listing, its own or the refresh's.
+		return o, nil
+	}
+	if joining && v.joined != nil {
+		v.joined()
+	}
+	var err error
+	select {
+	case <-wait:
+		o.mu.Lock()
+		err = o.listErr
+		o.mu.Unlock()
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// fill lists the subnet into the view, then ends the listing in flight
+// (done) with its result. It runs on its own deadline.
+func (o *occupancy) fill(ctx context.Context, v *views, p *ipam.Pool, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	since := v.clock.Now()
+	ips, err := listSubnet(ctx, v.cloud, p)
+	// The view's lock only once the listing has answered.
+	o.mu.Lock()
+	if err == nil {
+		o.load(ips, v.cfg.Load().ClusterName, since)
+		o.loaded, o.relist = v.clock.Now(), false
+	}
+	o.listing, o.listErr = nil, err
+	o.mu.Unlock()
+	close(done)
+}
+
+// listTimeout bounds one listing of a subnet: ⌈addresses/100⌉ pages.
+const listTimeout = 2 * time.Minute
+
+// listSubnet lists every IP of the pool's subnet's family on its network.
+func listSubnet(ctx context.Context, cloud scaleway.Cloud, p *ipam.Pool) ([]*scaleway.IP, error) {
+	v6 := p.IPFamily == ipam.IPv6
+	return cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: p.PrivateNetworkID, IPv6: &v6})
+}
+
+// load swaps a listing of the subnet that started at since into the view
+// and the index.
+func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
+	// Keep addresses marked by bookings in flight: they may not be listed yet.
+	o.holders = make(map[netip.Addr]ipam.Holder, len(ips)+len(o.inflight))
+	for addr := range o.inflight {
+		o.holders[addr] = ipam.Holder{}
+	}
+	var mine []*indexed
+	for _, ip := range ips {
+		if ip.SubnetID == o.subnet {
+			o.holders[ip.Address] = ipam.HolderOf(ip)
+			if r, ok := indexEntry(ip, cluster, since); ok {
+				mine = append(mine, r)
+			}
+		}
+	}
+	o.mine = o.mine.rebuilt(mine, since)
+	o.since = since
+	// And this replica's bookings that answered while the listing ran.
+	for _, r := range o.mine.byID {
+		if _, ok := o.holders[r.address]; !ok && !r.learned.Before(since) {
+			o.holders[r.address] = ipam.Holder{IPID: r.id, Cluster: cluster, Service: r.service}
+		}
+	}
+	for _, s := range o.spaces {
+		s.Reset()
+		for addr := range o.holders {
+			s.Mark(addr)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package inventory
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// Stats reports every pool's occupancy without calling the API.
+func (v *Inventory) Stats() []ipam.PoolStats {
+	cfg := v.Config()
+	out := make([]ipam.PoolStats, 0, len(cfg.Pools))
+	for _, p := range cfg.Pools {
+		holders, listed := v.existing(p).holdersIn(p)
+		st := ipam.StatsOf(p, cfg.ClusterName, holders)
+		st.Listed, st.Known = listed, !listed.IsZero()
+		out = append(out, st)
+	}
+	return out
+}
+
+// holdersIn copies the booked addresses of pool p from its subnet's view;
+// bookings still in flight are left out until they answer. listed is when
+// the subnet was last listed, zero before its first listing (a nil view).
+func (o *occupancy) holdersIn(p *ipam.Pool) (holders map[netip.Addr]ipam.Holder, listed time.Time) {
+	holders = map[netip.Addr]ipam.Holder{}
+	if o == nil {
+		return holders, time.Time{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for addr, h := range o.holders {
+		if h.IPID != "" && p.Contains(addr) {
+			holders[addr] = h
+		}
+	}
+	return holders, o.loaded
+}
+
+// HeldIn is what holds pool p in its subnet's view (nil: none known).
+func (v *views) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(v.existing(p), p) }
+
+// Relisted is what holds pool p after a fresh listing of its subnet.
+func (v *views) Relisted(ctx context.Context, p *ipam.Pool) ([]ipam.Held, error) {
+	o, err := v.view(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return heldIn(o, p), nil
+}
+
+func heldIn(o *occupancy, p *ipam.Pool) []ipam.Held {
+	holders, _ := o.holdersIn(p)
+	all := make([]ipam.Held, 0, len(holders))
+	for addr, h := range holders {
+		all = append(all, ipam.Held{Addr: addr, Holder: h})
+	}
+	return all
+}
+
+// PoolReport is a pool's occupancy and who holds each of its addresses.
+type PoolReport struct {
+	ipam.PoolStats
+	PrivateNetworkID string          `json:"privateNetworkID"`
+	Subnet           string          `json:"subnet"`
+	Ranges           []string        `json:"ranges,omitempty"`
+	Addresses        []AddressReport `json:"addresses"`
+	// Namespaces is each namespace's use of the pool, by name.
+	Namespaces []NamespaceUse `json:"namespaces"`
+}
+
+// NamespaceUse is what one namespace holds of a pool: its reservations,
+// live and retained, against its share (maxPerNamespace).
+type NamespaceUse struct {
+	Namespace string `json:"namespace"`
+	Held      int    `json:"held"`
+	Retained  int    `json:"retained"`
+	// Share is the pool's maxPerNamespace, 0 when it has none.
+	Share int `json:"share,omitempty"`
+}
+
+// AddressReport is one booked address of a pool.
+type AddressReport struct {
+	Address netip.Addr `json:"address"`
+	IPID    string     `json:"ipamID"`
+	// Holder names who holds it: "Service ns/name", "Service ns/name
+	// (cluster other)", a resource ("lb_server my-lb"), or "IPAM IP <id>".
+	Holder string `json:"holder"`
+	// Mine is true for this cluster's reservations.
+	Mine bool `json:"mine"`
+	// RetainedUntil is when the sweeper may release it (zero while used).
+	RetainedUntil time.Time `json:"retainedUntil,omitzero"`
+	// Convergence is, for an address a live Service references, whether
+	// its Load Balancer has it (status --kubeconfig fills it in).
+	Convergence string `json:"convergence,omitempty"`
+	// Resource is what IPAM shows it attached to, nil for nothing.
+	Resource *scaleway.Resource `json:"-"`
+}
+
+// Report is Stats with the addresses, sorted, for the status command.
+func (v *Inventory) Report() []PoolReport {
+	cfg := v.Config()
+	stats := v.Stats()
+	out := make([]PoolReport, 0, len(stats))
+	for i, p := range cfg.Pools {
+		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
+		holders, _ := v.existing(p).holdersIn(p)
+		uses := map[string]*NamespaceUse{}
+		for addr, h := range holders {
+			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
+			if ar.Mine {
+				ar.Holder = "Service " + h.Service.String()
+				if h.Resource != nil {
+					ar.Holder += ", attached to " + h.Resource.String()
+				}
+				if at, ok := v.policy.When(p, h.Entry()); ok {
+					ar.RetainedUntil = at
+				}
+				use := uses[h.Service.Namespace]
+				if use == nil {
+					use = &NamespaceUse{Namespace: h.Service.Namespace, Share: cfg.ShareOf(p)}
+					uses[h.Service.Namespace] = use
+				}
+				use.Held++
+				if !h.RetainedSince.IsZero() {
+					use.Retained++
+				}
+			}
+			r.Addresses = append(r.Addresses, ar)
+		}
+		slices.SortFunc(r.Addresses, func(x, y AddressReport) int { return x.Address.Compare(y.Address) })
+		r.Namespaces = make([]NamespaceUse, 0, len(uses))
+		for _, u := range uses {
+			r.Namespaces = append(r.Namespaces, *u)
+		}
+		slices.SortFunc(r.Namespaces, func(x, y NamespaceUse) int { return strings.Compare(x.Namespace, y.Namespace) })
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+)
+
+// Request is one reservation to make: an address from one pool for one
+// Service.
+type Request struct {
+	Pool    *Pool
+	Service types.NamespacedName
+	// Address is the specific address asked for; zero lets the pool choose.
+	Address netip.Addr
+	// DryRun validates and predicts without booking or re-tagging anything.
+	DryRun bool
+	// Own are the IDs the Service references now (an UPDATE): they are its
+	// own, attached to its own Load Balancer, and may be kept.
+	Own []string
+}
+
+// Reservation is an IP reserved (or validated) for a Service.
+type Reservation struct {
+	ID               string
+	Address          netip.Addr // zero in a dry run where IPAM would choose
+	Pool             string
+	PrivateNetworkID string
+	// Reused: an earlier reservation of the same Service and pool was
+	// taken back (the sticky path).
+	Reused bool
+	// AdoptedFrom is the cluster a reused reservation was taken over from
+	// (the pool's adoptFrom); empty when it was this cluster's.
+	AdoptedFrom string
+	// Booked: this call booked the IP. The caller releases it when the rest
+	// of the admission fails, so nothing leaks until the sweeper's grace.
+	Booked bool
+	// BringYourOwn: the ID was reserved outside this project; never released.
+	BringYourOwn bool
+}
+
+// Holder describes who holds an address, for denials and the status command.
+type Holder struct {
+	IPID     string
+	Cluster  string
+	Service  types.NamespacedName
+	Resource *scaleway.Resource
+	// RetainedSince is when the sweeper found the reservation unreferenced;
+	// zero while a Service uses it.
+	RetainedSince time.Time
+	// ReleaseAt is the ledger's release time (see Entry.ReleaseAt).
+	ReleaseAt time.Time
+	// UID is the back-filled uid of the Service, empty while pending.
+	UID string
+}
+
+func (h Holder) String() string {
+	switch {
+	case h.Resource != nil:
+		return h.Resource.String()
+	case h.Service.Name != "" && h.Cluster != "":
+		return fmt.Sprintf("Service %s (cluster %s)", h.Service, h.Cluster)
+	case h.IPID != "":
+		return "IPAM IP " + h.IPID
+	}
+	return "another reservation"
+}
+
+// Entry is the part of the ledger the holder keeps: what the release
+// protocol (Retention) decides from.
+func (h Holder) Entry() Entry {
+	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
+}
+
+func HolderOf(ip *scaleway.IP) Holder {
+	h := Holder{IPID: ip.ID, Resource: ip.Resource}
+	if e, ok := ParseEntry(ip.Tags); ok {
+		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID
+	}
+	return h
+}
+
+// IDRequest is an IPAM ID a Service brings: scw-lb-ipam.io/ipam-ids, or a
+// private-ip-ids written by hand or restored from a manifest.
+type IDRequest struct {
+	ID      string
+	Service types.NamespacedName
+	DryRun  bool
+	// Own are the IDs the Service references now (an UPDATE).
+	Own []string
+}
