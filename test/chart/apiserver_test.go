@@ -363,7 +363,11 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
 		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
 		"SCW_DEFAULT_PROJECT_ID="+scalewaytest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	var logs io.Writer = p.logs
+	if testenv.Verbose() {
+		logs = io.MultiWriter(p.logs, os.Stderr)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logs, logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
