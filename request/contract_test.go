@@ -1,6 +1,7 @@
 package request
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -43,6 +45,113 @@ func TestOneIPPerNetwork(t *testing.T) {
 	if i, j, ok := sharedNetwork(strings.Split("a,b,c,b,a", ",")); !ok || i != 1 || j != 3 {
 		t.Fatalf("sharedNetwork = %d %d %v, want the first pair found going right: 1 3", i, j, ok)
 	}
+}
+
+// TestCheckReserved: each rule on what was reserved, on plans NewPlan makes
+// from the pool file: validated IDs (brought-your-own or a restored
+// manifest's) one per Private Network, then a pn-ids of at most 8 networks
+// once the reserved IPs' networks are added, where a network pn-ids
+// already lists counts once. Each denial names what to change.
+func TestCheckReserved(t *testing.T) {
+	cfg, err := ipam.ParseConfig([]byte(planConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		nodes = "11111111-1111-4111-8111-111111111111"
+		dc    = "22222222-2222-4222-8222-222222222222"
+		pay   = "44444444-4444-4444-8444-444444444444"
+	)
+	// others are networks no pool is on, as a brought-your-own ID's may be.
+	others := func(from, to int) []string {
+		var out []string
+		for i := from; i <= to; i++ {
+			out = append(out, fmt.Sprintf("5555555%d-5555-4555-8555-555555555555", i))
+		}
+		return out
+	}
+	other := func(i int) string { return others(i, i)[0] }
+	eight := append([]string{nodes}, others(1, 7)...) // a pn-ids of 8 networks, none a pool's
+	for _, tt := range []struct {
+		name string
+		in   reserved
+		deny []string // fragments of the denial; nil when CheckReserved holds
+	}{
+		{"IDs on distinct networks", byo(nil, dc, pay, other(1)), nil},
+		{"IDs sharing a network", byo(nil, dc, pay, dc),
+			[]string{"IPAM IDs id-1 and id-3 are both on Private Network " + dc, "a Load Balancer takes one IP per Private Network", "keep one"}},
+		{"a restored manifest's IDs sharing a network", restoredIDs(other(1), other(1)),
+			[]string{"IPAM IDs id-1 and id-2 are both on Private Network " + other(1)}},
+		{"pools on distinct networks", inPools(nil, "dc-link", dc, "pay", pay), nil},
+		{"the nodes' network and 7 reserved: 8", byo(nil, others(1, 7)...), nil},
+		{"the nodes' network and 8 reserved: 9", byo(nil, others(1, 8)...), []string{
+			ccm.AnnotationPNIDs + " would list 9 Private Networks", "(the nodes' network, then those of the reserved IPs: " + nodes + "," + other(1) + ",",
+			"attaches at most 8", "list fewer networks in " + ccm.AnnotationPNIDs + ", or ask for fewer pools"}},
+		{"a pn-ids of 8 already listing the reserved IP's network", byo(eight, other(3)), nil},
+		{"a pn-ids of 8 and an ID on a ninth network", byo(eight, other(9)), []string{
+			"would list 9 Private Networks", "(the networks " + ccm.AnnotationPNIDs + " lists, then those of the reserved IPs: " + strings.Join(eight, ",") + "," + other(9) + ")"}},
+		{"a pn-ids of 8 and a pool on a ninth network", inPools(eight, "pay", pay),
+			[]string{"would list 9 Private Networks", strings.Join(eight, ",") + "," + pay}},
+		{"IDs sharing a network beyond the limit: the sharing is told", byo(eight, dc, dc),
+			[]string{"IPAM IDs id-1 and id-2 are both on Private Network " + dc}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPlan(cfg, "payments", tt.in.ask)
+			if err != nil || p == nil {
+				t.Fatalf("NewPlan = %v, %v", p, err)
+			}
+			err = CheckReserved(cfg, tt.in.ask, p, tt.in.rs)
+			switch {
+			case tt.deny == nil && err != nil:
+				t.Fatalf("CheckReserved = %q, want nil", err)
+			case tt.deny != nil && err == nil:
+				t.Fatalf("CheckReserved = nil, want a denial containing %q", tt.deny)
+			}
+			for _, want := range tt.deny {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("CheckReserved = %q, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// reserved is a request and what was reserved for it.
+type reserved struct {
+	ask Ask
+	rs  []*ipam.Reservation
+}
+
+// byo asks for brought-your-own IDs id-1, id-2... one on each of pns, with
+// pn-ids pnIDs.
+func byo(pnIDs []string, pns ...string) reserved {
+	r := restoredIDs(pns...)
+	r.ask = Ask{IDs: r.ask.RawIDs, PNIDs: pnIDs}
+	return r
+}
+
+// restoredIDs is a restored manifest's private-ip-ids, id-1, id-2... one
+// on each of pns.
+func restoredIDs(pns ...string) reserved {
+	var r reserved
+	for i, pn := range pns {
+		id := fmt.Sprintf("id-%d", i+1)
+		r.ask.RawIDs = append(r.ask.RawIDs, id)
+		r.rs = append(r.rs, &ipam.Reservation{ID: id, PrivateNetworkID: pn})
+	}
+	return r
+}
+
+// inPools asks for pools, given as name then network, with pn-ids pnIDs:
+// one IP booked in each.
+func inPools(pnIDs []string, poolThenPN ...string) reserved {
+	r := reserved{ask: Ask{PNIDs: pnIDs}}
+	for i := 0; i < len(poolThenPN); i += 2 {
+		name, pn := poolThenPN[i], poolThenPN[i+1]
+		r.ask.Pools = append(r.ask.Pools, name)
+		r.rs = append(r.rs, &ipam.Reservation{ID: "id-" + name, Pool: name, PrivateNetworkID: pn, Booked: true})
+	}
+	return r
 }
 
 // portsService is a LoadBalancer Service with ports 443 and 80.

@@ -123,16 +123,16 @@ func getH2(t *testing.T, url string) *http.Response {
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}, //nolint:gosec // a self-signed test server
 	}}
 	defer c.CloseIdleConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return resp
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if !fixtures.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		resp, err = c.Get(url)
+		return err == nil
+	}) {
+		t.Fatalf("GET %s: %v", url, err)
 	}
+	resp.Body.Close()
+	return resp
 }

@@ -10,33 +10,41 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 func waitListening(ctx context.Context, addr string, served chan error) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var stopped error // why the wait ended before the webhook listened
+	listening := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case err := <-served:
 			served <- err
-			return fmt.Errorf("the webhook stopped while starting: %w", err)
+			stopped = fmt.Errorf("the webhook stopped while starting: %w", err)
+			return true
 		case <-ctx.Done():
-			return ctx.Err()
+			stopped = ctx.Err()
+			return true
 		default:
 		}
 		// A TLS handshake, not a bare connect: the server logs half-open
 		// connections as errors.
 		d := &net.Dialer{Timeout: time.Second}
-		if c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}); err == nil { //nolint:gosec // a liveness probe only
-			c.Close()
-			return nil
+		c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a liveness probe only
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the webhook did not listen on %s within 60s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
+		c.Close()
+		return true
+	})
+	switch {
+	case stopped != nil:
+		return stopped
+	case !listening:
+		return fmt.Errorf("the webhook did not listen on %s within 60s", addr)
 	}
+	return nil
 }
 
 // ReadyLine is printed once everything answers; scripts wait for it.

@@ -8,4 +8,27 @@
 // webhook replicas and the reads of their metrics (Observer). It imports
 // internal/app, the emulator, the CCM stand-in and the shared fixtures;
 // nothing the binary ships imports it.
+//
+// # Logs
+//
+// The suites discard the logs of what they run, or keep them for a failure
+// message. SCW_LB_IPAM_TEST_VERBOSE=1 (VerboseEnv), the one switch of
+// every suite that starts a control plane here (integration, clients,
+// chart, chaos, bench), copies them to stderr as well: scw-lb-ipam's
+// webhook and sweeper, the CCM stand-in, and kube-apiserver. make run's
+// playground does not read it: its -v flag is its own.
+//
+// # One scenario of one suite
+//
+// The suites need bin/'s kube-apiserver, etcd, helm and kubectl (make
+// tools); the chart suite also needs the CRDs and the image (make crds
+// image). -run selects a test, and one of its subtests after a slash
+// (spaces in a subtest's name become underscores); -count=1 runs it rather
+// than replay a cached pass:
+//
+//	make tools
+//	SCW_LB_IPAM_TEST_VERBOSE=1 go test -count=1 -v -run 'TestPoolAnnotationReservesAnIP$' ./test/integration
+//	SCW_LB_IPAM_TEST_VERBOSE=1 go test -count=1 -v -run 'TestConvergenceMonitor/converged' ./test/integration
+//	make tools crds image
+//	SCW_LB_IPAM_TEST_VERBOSE=1 go test -count=1 -v -run 'TestServerSideDryRun/self-managed' ./test/chart
 package testenv

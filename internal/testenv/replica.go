@@ -135,17 +135,15 @@ func (e *Env) StartWebhook() error {
 		}
 	}
 	e.route()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	patched := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc); err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("the caBundle was not patched within 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
+		err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc)
+		return err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0
+	})
+	if !patched {
+		return errors.New("the caBundle was not patched within 60s")
 	}
+	return nil
 }
 
 // StopWebhook stops every replica (gracefully) and waits for them.
@@ -246,26 +244,30 @@ func (r *Replica) start() error {
 		defer close(r.stopped)
 		errc <- built.Start(ctx)
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var served error // serve's return, if it returned before ready
+	ready := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case err := <-errc:
-			return fmt.Errorf("%s: serve returned: %w", r.Name, err)
+			served = fmt.Errorf("%s: serve returned: %w", r.Name, err)
+			return true
 		default:
 		}
 		// Routed to only once ready, as a Service's endpoints are: the
 		// webhook serves and the caches have synced.
-		if resp, err := http.Get(r.probe); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := http.Get(r.probe)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not ready within 60s", r.Name)
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	switch {
+	case served != nil:
+		return served
+	case !ready:
+		return fmt.Errorf("%s: not ready within 60s", r.Name)
 	}
+	return nil
 }
 
 // Stop ends app.Serve gracefully (the lease is released) and waits for it.

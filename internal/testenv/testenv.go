@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -53,7 +54,8 @@ type Options struct {
 	// Replicas of the webhook behind the chart's Service; default 2, as the
 	// chart installs.
 	Replicas int
-	// Logs receives the webhook's and sweeper's logs; nil discards them.
+	// Logs receives the webhook's, sweeper's and CCM stand-in's logs; nil
+	// discards them. With VerboseEnv set they go to stderr as well.
 	Logs io.Writer
 	// APIServerFlags are extra kube-apiserver flags.
 	APIServerFlags map[string]string
@@ -141,7 +143,7 @@ func Start(o Options) (_ *Env, err error) {
 	}
 	// The apiserver calls the webhook through its Service: the egress
 	// proxy maps the ClusterIP to the replicas.
-	if e.ControlPlane, err = StartControlPlane(ControlPlaneOptions{Bin: bin, Dir: e.tmp, APIServerFlags: o.APIServerFlags}); err != nil {
+	if e.ControlPlane, err = StartControlPlane(ControlPlaneOptions{Bin: bin, Dir: e.tmp, APIServerFlags: o.APIServerFlags, Verbose: Verbose()}); err != nil {
 		return nil, err
 	}
 	if err := e.installChart(context.Background()); err != nil {
@@ -325,10 +327,26 @@ func createNamespaces(ctx context.Context, kube client.Client, namespaces map[st
 
 // logs is where the webhook's, sweeper's and CCM stand-in's logs go.
 func (e *Env) logs() io.Writer {
-	if e.o.Logs == nil {
-		return io.Discard
+	w := e.o.Logs
+	if w == nil {
+		w = io.Discard
 	}
-	return e.o.Logs
+	if Verbose() {
+		w = io.MultiWriter(w, os.Stderr)
+	}
+	return w
+}
+
+// VerboseEnv is the suites' one switch for their logs (see the package
+// documentation): read here only, so that every suite means the same by it.
+const VerboseEnv = "SCW_LB_IPAM_TEST_VERBOSE"
+
+// Verbose reports whether VerboseEnv is set to a true value (1, true):
+// the suites then copy to stderr the logs they otherwise discard or keep
+// for a failure message.
+func Verbose() bool {
+	v, _ := strconv.ParseBool(os.Getenv(VerboseEnv))
+	return v
 }
 
 // Stop stops everything: the replicas, then kube-apiserver and etcd

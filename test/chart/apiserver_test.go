@@ -217,19 +217,16 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	unready := fixtures.Poll(2*time.Second-time.Since(stopping), 50*time.Millisecond, func() bool {
 		resp, err := http.Get(first.readyz)
 		if err != nil {
 			t.Fatalf("readiness probe: %v: the server stopped instead of failing its probe", err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			break
-		}
-		if time.Since(stopping) > 2*time.Second {
-			t.Fatal("still ready 2s after SIGTERM")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return resp.StatusCode != http.StatusOK
+	})
+	if !unready {
+		t.Fatal("still ready 2s after SIGTERM")
 	}
 	createAndCheck("api-while-stopping")
 	if time.Since(stopping) > 4*time.Second {
@@ -366,25 +363,27 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
 		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
 		"SCW_DEFAULT_PROJECT_ID="+scalewaytest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	var logs io.Writer = p.logs
+	if testenv.Verbose() {
+		logs = io.MultiWriter(p.logs, os.Stderr)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logs, logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(p.readyz)
-		if err == nil {
+	ready := false
+	fixtures.Poll(60*time.Second, 200*time.Millisecond, func() bool {
+		if resp, err := http.Get(p.readyz); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
+			ready = resp.StatusCode == http.StatusOK
 		}
-		if time.Now().After(deadline) || p.cmd.ProcessState != nil {
-			t.Fatalf("scw-lb-ipam did not become ready:\n%s", p.logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
+		return ready || p.cmd.ProcessState != nil
+	})
+	if !ready {
+		t.Fatalf("scw-lb-ipam did not become ready:\n%s", p.logs.String())
 	}
+	return p
 }
 
 // stop sends SIGTERM, then SIGKILL after ten seconds.

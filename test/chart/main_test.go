@@ -66,7 +66,7 @@ func run(m *testing.M) int {
 	// Webhook calls go through the control plane's egress proxy, which
 	// maps the webhook Service to the binary's port.
 	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{
-		Bin: filepath.Join(root, "bin"), Dir: tmp, CRDs: crds, Verbose: os.Getenv("CHART_VERBOSE") != "",
+		Bin: filepath.Join(root, "bin"), Dir: tmp, CRDs: crds, Verbose: testenv.Verbose(),
 		// Room for BenchmarkWebhookRSS's 500 LoadBalancer Services.
 		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/16"},
 	})

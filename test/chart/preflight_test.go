@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
@@ -303,11 +304,10 @@ func helmTest(t *testing.T, kubeconfig string, during func()) (out, logs string,
 		done <- result{out, err}
 	}()
 	pod := &corev1.Pod{}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	created := fixtures.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
 		err := kube.Get(ctx, key, pod)
 		if err == nil && pod.UID != previous && pod.DeletionTimestamp == nil {
-			break
+			return true
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
@@ -317,10 +317,10 @@ func helmTest(t *testing.T, kubeconfig string, during func()) (out, logs string,
 			t.Fatalf("helm test ended before its Pod ran: %v\n%s", r.err, r.out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("helm test created no Pod in 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if !created {
+		t.Fatal("helm test created no Pod in 2 minutes")
 	}
 	if during != nil {
 		during()

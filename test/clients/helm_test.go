@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -98,7 +99,7 @@ func testLateLoadBalancerDeletion(t *testing.T) {
 		}
 		// The sweeper releases what was booked on the way once its pending
 		// grace is over.
-		eventually(t, pendingGrace+20*time.Second, "no reservation of cluster "+clusterName+" but "+pool.id, func() (bool, string) {
+		fixtures.EventuallySays(t, pendingGrace+20*time.Second, poll, "no reservation of cluster "+clusterName+" but "+pool.id, func() (bool, string) {
 			var others []string
 			for _, ip := range late.Emu.IPs() {
 				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Owns(clusterName) && ip.ID != pool.id {

@@ -47,20 +47,8 @@ func (cp *controlPlane) get(svc client.ObjectKey) *corev1.Service {
 	return out
 }
 
-// eventually polls cond every 100 ms until it holds, failing the test after
-// timeout with what it waited for and cond's last account of the state.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var state string
-	held := fixtures.Poll(timeout, 100*time.Millisecond, func() bool {
-		var ok bool
-		ok, state = cond()
-		return ok
-	})
-	if !held {
-		t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, state)
-	}
-}
+// poll is how often the scenarios look again at what they wait for.
+const poll = 100 * time.Millisecond
 
 // attached reports whether the IPAM IP id is attached to the Load Balancer
 // the Service is annotated with and the CCM stand-in wrote its address in
@@ -89,7 +77,7 @@ func (cp *controlPlane) attached(svc *corev1.Service, id string) (bool, string, 
 func (cp *controlPlane) firstAdmission(t *testing.T, svc client.ObjectKey, poolPN string, ledger bool) *lbState {
 	t.Helper()
 	st := &lbState{svc: svc, poolPN: poolPN, ledger: ledger}
-	eventually(t, 30*time.Second, "the first admission of "+svc.String()+" attached by the CCM", func() (bool, string) {
+	fixtures.EventuallySays(t, 30*time.Second, poll, "the first admission of "+svc.String()+" attached by the CCM", func() (bool, string) {
 		cur := cp.get(svc)
 		if cur == nil {
 			return false, "no Service"
@@ -119,7 +107,7 @@ func (cp *controlPlane) firstAdmission(t *testing.T, svc client.ObjectKey, poolP
 // incarnation used, which it knows by that tag.
 func (cp *controlPlane) backfilled(t *testing.T, st *lbState) {
 	t.Helper()
-	eventually(t, 15*time.Second, "the uid of "+st.svc.String()+" back-filled on "+st.id, func() (bool, string) {
+	fixtures.EventuallySays(t, 15*time.Second, poll, "the uid of "+st.svc.String()+" back-filled on "+st.id, func() (bool, string) {
 		ip, _ := cp.Emu.IP(st.id)
 		e, _ := ipam.ParseEntry(ip.Tags)
 		return e.UID == st.uid, fmt.Sprintf("tags %v", ip.Tags)
@@ -185,7 +173,7 @@ func (cp *controlPlane) recreated(t *testing.T, step string, old *lbState) *lbSt
 	t.Helper()
 	st := *old
 	var cur *corev1.Service
-	eventually(t, cp.recreate, fmt.Sprintf("after %s: the new %s's Load Balancer attached to %s (IPAM ID %s)", step, old.svc, old.addr, old.id), func() (bool, string) {
+	fixtures.EventuallySays(t, cp.recreate, poll, fmt.Sprintf("after %s: the new %s's Load Balancer attached to %s (IPAM ID %s)", step, old.svc, old.addr, old.id), func() (bool, string) {
 		if cur = cp.get(old.svc); cur == nil {
 			return false, "no Service"
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,10 +83,6 @@ type controlPlane struct {
 // start brings up a control plane whose emulator deletes Load Balancers
 // lbDeleteDelay after DeleteLB (testenv's default with 0).
 func start(lbDeleteDelay time.Duration) (*controlPlane, error) {
-	var logs io.Writer
-	if os.Getenv("CLIENTS_VERBOSE") != "" {
-		logs = os.Stderr
-	}
 	env, err := testenv.Start(testenv.Options{
 		Root:            root,
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24"},
@@ -101,7 +96,6 @@ pools:
 		Namespaces: map[string]bool{namespace: true},
 		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", webhookTimeout.String(), "--pending-grace", pendingGrace.String(),
 			"--max-releases-per-cycle", "100"},
-		Logs:          logs,
 		LBDeleteDelay: lbDeleteDelay,
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // TestClients runs the scenarios. The late-deletion one waits out a 45 s
@@ -50,7 +52,7 @@ func (cp *controlPlane) manifest(t *testing.T, svc client.ObjectKey, pool string
 // Service's Events by its UID.
 func (cp *controlPlane) described(t *testing.T, svc client.ObjectKey, reason, note string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "kubectl describe service "+svc.String()+" listing its "+reason+" Event", func() (bool, string) {
+	fixtures.EventuallySays(t, 30*time.Second, poll, "kubectl describe service "+svc.String()+" listing its "+reason+" Event", func() (bool, string) {
 		out, err := cp.kubectl("describe", "service", "-n", svc.Namespace, svc.Name)
 		if err != nil {
 			return false, err.Error()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 )
 
 // proc is one of the node's processes, its output in logs/NAME.log.
@@ -82,27 +84,28 @@ func (p *proc) tail(lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// waitFor polls done until it holds, returns an error, p exits or the
-// timeout passes; the error names what was awaited and ends with p's log.
+// waitFor polls done until it holds, p exits or the timeout passes; the
+// error names what was awaited and ends with p's log. An error of done
+// does not end the wait (the next poll may succeed): a timeout quotes the
+// last one.
 func (n *node) waitFor(what string, timeout time.Duration, p *proc, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
-	for {
+	exited := false
+	held := fixtures.Poll(timeout, 250*time.Millisecond, func() bool {
 		ok, err := done(ctx)
-		if ok {
-			return nil
-		}
 		if err != nil {
 			last = err
 		}
-		if !p.running() {
-			return fmt.Errorf("%s exited (%v) while waiting for %s; the end of %s:\n%s", p.name, p.err, what, p.log, p.tail(30))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s waiting for %s (last error: %v); the end of %s:\n%s", timeout, what, last, p.log, p.tail(30))
-		case <-time.After(250 * time.Millisecond):
-		}
+		exited = !ok && !p.running()
+		return ok || exited
+	})
+	switch {
+	case exited:
+		return fmt.Errorf("%s exited (%v) while waiting for %s; the end of %s:\n%s", p.name, p.err, what, p.log, p.tail(30))
+	case !held:
+		return fmt.Errorf("timed out after %s waiting for %s (last error: %v); the end of %s:\n%s", timeout, what, last, p.log, p.tail(30))
 	}
+	return nil
 }

@@ -131,8 +131,9 @@ func (in *installation) uninstall(t *testing.T) {
 	})
 }
 
-// eventually polls cond every 250 ms until it holds, failing the test
-// after timeout with where the release's pods stand.
+// eventually is fixtures.Eventually at 250 ms whose failure also says where
+// the release's pods stand: their events and logs are read once, at the
+// timeout, not at every poll as an account of cond would be.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if !fixtures.Poll(timeout, 250*time.Millisecond, cond) {

@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,11 +28,7 @@ func startGreen(t *testing.T) (*testenv.Env, string) {
 	t.Helper()
 	pools := strings.Replace(s.PoolFile(), "clusterName: it", "clusterName: green", 1)
 	pools = strings.Replace(pools, "{name: dc-link, ", "{name: dc-link, adoptFrom: [it], ", 1)
-	var logs io.Writer
-	if os.Getenv("IT_VERBOSE") != "" {
-		logs = os.Stderr
-	}
-	green, err := testenv.Start(testenv.Options{Share: s.Env, PoolFile: pools, Replicas: 1, Args: serveArgs, Logs: logs,
+	green, err := testenv.Start(testenv.Options{Share: s.Env, PoolFile: pools, Replicas: 1, Args: serveArgs,
 		Namespaces: map[string]bool{"payments": true, "scw-lb-ipam": true}})
 	if err != nil {
 		t.Fatal(err)

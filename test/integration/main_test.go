@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -44,10 +43,6 @@ type suite struct {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	var logs io.Writer
-	if os.Getenv("IT_VERBOSE") != "" {
-		logs = os.Stderr
-	}
 	env, err := testenv.Start(testenv.Options{
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24"},
 		PoolFile: fmt.Sprintf(`clusterName: it
@@ -59,7 +54,6 @@ pools:
 `, retention, retention),
 		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
 		Args:       serveArgs,
-		Logs:       logs,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
