@@ -146,11 +146,11 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
 # most of kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm
+TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager
 
 .PHONY: tools FORCE
 
-tools: ## Build the pinned kube-apiserver, kubectl, etcd and helm into bin/.
+tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm and the Scaleway CCM into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
 
 # $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of
@@ -219,3 +219,54 @@ bin/goimports: FORCE
 
 bin/staticcheck: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/staticcheck,honnef.co/go/tools,honnef.co/go/tools/cmd/staticcheck,)
+
+# The real Scaleway cloud-controller-manager, which the test worlds run
+# beside the webhook. It is not on the Go module proxy, so it never enters
+# this module's go.mod: it is built like kube-apiserver, from its own source
+# and its own go.sum, at the one commit test/tools/ccm.version pins. The
+# source is ../shared/scaleway-ccm when that folder holds the pinned commit
+# (its PROVENANCE.md names it); it is read-only there, so the build writes
+# nothing into it (-mod=readonly, no VCS stamping, the binary elsewhere).
+# Without the folder, the repository is cloned into bin/.ccm-src at the
+# pinned commit, as on a machine with internet and nothing else. The stamp
+# is the commit plus a hash of its go.mod and the ldflags. Cold on 2 cores,
+# niced: 5 min of CPU, 7 min on a busy machine; it shares no compiled
+# package with kube-apiserver (its own k8s.io versions).
+CCM_VERSION_FILE := $(TOOLS_DIR)/ccm.version
+CCM_REPO         := https://github.com/scaleway/scaleway-cloud-controller-manager
+CCM_MODULE       := github.com/scaleway/scaleway-cloud-controller-manager
+CCM_SHARED       := $(abspath $(CURDIR)/../shared/scaleway-ccm)
+
+bin/scaleway-cloud-controller-manager: FORCE
+	@set -e; \
+	read -r commit describe < <(grep -v '^#' '$(CCM_VERSION_FILE)' | grep -v '^[[:space:]]*$$'); \
+	[[ "$$commit" =~ ^[0-9a-f]{40}$$ ]] || { echo "$(CCM_VERSION_FILE): no full commit hash" >&2; exit 1; }; \
+	if [ -d '$(CCM_SHARED)' ]; then \
+	  src='$(CCM_SHARED)'; \
+	  grep -q "$$commit" "$$src/PROVENANCE.md" || { \
+	    echo "$$src is not the pinned commit $$commit (see its PROVENANCE.md and $(CCM_VERSION_FILE))" >&2; exit 1; }; \
+	else \
+	  src='$(BIN)/.ccm-src/'"$$commit"; \
+	  if [ ! -f "$$src/go.mod" ]; then \
+	    echo "cloning $(CCM_REPO) at $$commit…"; \
+	    rm -rf "$$src.tmp" && mkdir -p "$$src.tmp" && \
+	    git -C "$$src.tmp" init -q && \
+	    git -C "$$src.tmp" fetch -q --depth 1 '$(CCM_REPO)' "$$commit" && \
+	    git -C "$$src.tmp" -c advice.detachedHead=false checkout -q FETCH_HEAD && \
+	    [ "$$(git -C "$$src.tmp" rev-parse HEAD)" = "$$commit" ] && \
+	    mv "$$src.tmp" "$$src" || { echo "cloning $(CCM_REPO) at $$commit failed" >&2; rm -rf "$$src.tmp"; exit 1; }; \
+	  fi; \
+	fi; \
+	ldflags="-s -w -X $(CCM_MODULE)/scaleway.version=$$describe -X $(CCM_MODULE)/scaleway.gitCommit=$$commit"; \
+	stamp="$(CCM_MODULE) $$commit $$( { cd "$$src" && GOWORK=off GOFLAGS=-mod=readonly $(GO) mod edit -json && echo "$$ldflags"; } | sha256sum | cut -c1-16)"; \
+	out='$(abspath $@)'; version_file='$(abspath $(@D))/.$(@F).version'; \
+	if [ -x "$$out" ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
+	  echo "$@ is up to date ($(CCM_MODULE) $$describe)"; \
+	else \
+	  echo "building $@ ($(CCM_MODULE) $$describe) from $$src…"; \
+	  mkdir -p '$(@D)' && rm -f "$$version_file" "$$out.tmp" && \
+	  cd "$$src" && \
+	  GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
+	    nice -n 10 $(GO) build -trimpath -ldflags="$$ldflags" -o "$$out.tmp" ./cmd/scaleway-cloud-controller-manager && \
+	  mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file"; \
+	fi
