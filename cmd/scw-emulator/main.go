@@ -62,6 +62,19 @@ func (p *pnFlags) Set(v string) error {
 	return nil
 }
 
+// lbTimingFlags registers how long Load Balancers take, Scaleway's by
+// default, so that a client meets them as slow as the real API; the
+// function it returns sets them on options.
+func lbTimingFlags(fs *flag.FlagSet) func(scalewaytest.Options) scalewaytest.Options {
+	del := fs.Duration("lb-delete-delay", scalewaytest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
+	create := fs.Duration("lb-create-delay", scalewaytest.ScalewayLBCreateDelay, "how long a new Load Balancer is to_create, then creating, before it is ready and takes changes, as Scaleway's (0: ready at once)")
+	settle := fs.Duration("lb-settle-delay", scalewaytest.ScalewayLBSettleDelay, "how long a Load Balancer change (attachment, detachment, frontend, backend) shows pending, as Scaleway's (0: at once)")
+	return func(o scalewaytest.Options) scalewaytest.Options {
+		o.LBDeleteDelay, o.LBCreateDelay, o.LBSettleDelay = *del, *create, *settle
+		return o
+	}
+}
+
 // run serves until ctx is done. Seeded objects are printed before the
 // "listening" line, so that a script waiting for that line finds them all.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -73,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	secretKey := fs.String("secret-key", "", "the only X-Auth-Token accepted (default: any)")
 	seedFile := fs.String("seed-config", "", "YAML file of privateNetworks (name, subnets) and ips (privateNetwork, address, tags, resource) to create at start")
 	verbose := fs.Bool("v", false, "log every request to stderr")
-	lbDeleteDelay := fs.Duration("lb-delete-delay", scalewaytest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
+	lbTimings := lbTimingFlags(fs)
 	var pns pnFlags
 	fs.Var(&pns, "private-network", "create a Private Network NAME=CIDR[,CIDR] at start (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -83,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	opts := scalewaytest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey, LBDeleteDelay: *lbDeleteDelay}
+	opts := lbTimings(scalewaytest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey})
 	if *verbose {
 		opts.Logf = log.New(stderr, "", log.LstdFlags|log.Lmicroseconds).Printf
 	}

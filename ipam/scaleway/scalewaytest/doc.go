@@ -1,8 +1,9 @@
 // Package scalewaytest is an in-memory emulator of the parts of the
-// Scaleway API the project uses (IPAM v1, VPC v2, Account v3 projects, Load
-// Balancer v1 zoned Load Balancers and their Private Networks, /metadata),
-// served over real HTTP so that the real scaleway-sdk-go client can talk to
-// it. It sits beside ipam/scaleway, the client it fakes, as net/http/httptest
+// Scaleway API the project and the real Scaleway cloud-controller-manager use
+// (IPAM v1, VPC v2, Account v3 projects, Load Balancer v1 zoned: Load
+// Balancers, their flexible IPs, frontends, ACLs, backends and Private
+// Networks; /metadata), served over real HTTP so that the real
+// scaleway-sdk-go client can talk to it. It sits beside ipam/scaleway, the client it fakes, as net/http/httptest
 // sits beside net/http.
 //
 // Unit tests, benchmarks and the local playground (cmd/scw-emulator) share it:
@@ -12,8 +13,11 @@
 // and injects latency and faults on demand.
 //
 // One type per emulated API holds the handlers of its calls and its Go API:
-// ipamAPI (ipam*.go), vpcAPI (vpc*.go), lbAPI (lb*.go) and accountAPI
-// (account.go). Each points to the cloud (cloud.go), the state they share:
+// ipamAPI (ipam*.go), vpcAPI (vpc*.go), accountAPI (account.go), and for
+// Load Balancers lbAPI (lb.go, lb_attach.go, lb_update.go, lb_inspect.go),
+// lbIPAPI (lb_ip.go), frontendAPI (lb_frontend.go, lb_acl.go) and
+// backendAPI (lb_backend.go, lb_healthcheck.go). Each points to the cloud
+// (cloud.go), the state they share:
 // the objects, the lock over them, the clock and the audit log, with the
 // changes of IPs more than one API makes (ipam_book.go). The router
 // (routes.go) dispatches each call to its API's handler; Server (server.go)

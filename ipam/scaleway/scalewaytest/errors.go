@@ -23,6 +23,9 @@ type apiError struct {
 	status int
 	body   map[string]any
 	kind   error
+	// id names the object when the body does not (the Load Balancer API's
+	// bare 404s), for the Go API's errors.
+	id string
 }
 
 func (e *apiError) Error() string {
@@ -38,6 +41,9 @@ func (e *apiError) Error() string {
 	}
 	if r, ok := e.body["resource"].(string); ok && r != "" {
 		parts = append(parts, fmt.Sprintf("resource %s %v", r, e.body["resource_id"]))
+	}
+	if e.id != "" {
+		parts = append(parts, e.id)
 	}
 	return "scalewaytest: " + strings.Join(parts, ": ")
 }
@@ -165,8 +171,17 @@ func resourceOf(op Op) string {
 		return "vpc"
 	case OpCreateProject, OpGetProject, OpDeleteProject:
 		return "project"
-	case OpCreateLB, OpGetLB, OpListLBs, OpDeleteLB, OpAttachLBPrivateNetwork, OpDetachLBPrivateNetwork, OpListLBPrivateNetworks:
+	case OpCreateLB, OpGetLB, OpListLBs, OpDeleteLB, OpAttachLBPrivateNetwork, OpDetachLBPrivateNetwork, OpListLBPrivateNetworks,
+		OpUpdateLB, OpMigrateLB:
 		return "lb"
+	case OpCreateLBIP, OpGetLBIP, OpListLBIPs, OpReleaseLBIP:
+		return "lb_ip"
+	case OpCreateFrontend, OpListFrontends, OpGetFrontend, OpUpdateFrontend, OpDeleteFrontend:
+		return "frontend"
+	case OpListACLs, OpSetACLs:
+		return "acl"
+	case OpCreateBackend, OpListBackends, OpGetBackend, OpUpdateBackend, OpDeleteBackend, OpSetBackendServers, OpUpdateHealthCheck:
+		return "backend"
 	}
 	return "metadata"
 }
@@ -174,7 +189,8 @@ func resourceOf(op Op) string {
 func isRead(op Op) bool {
 	switch op {
 	case OpGetIP, OpListIPs, OpGetPrivateNetwork, OpListPrivateNetworks, OpListSubnets, OpGetVPC, OpListVPCs, OpMetadata, OpGetProject,
-		OpGetLB, OpListLBs, OpListLBPrivateNetworks:
+		OpGetLB, OpListLBs, OpListLBPrivateNetworks, OpGetLBIP, OpListLBIPs, OpListFrontends, OpGetFrontend, OpListACLs,
+		OpListBackends, OpGetBackend:
 		return true
 	}
 	return false

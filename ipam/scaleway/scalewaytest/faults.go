@@ -44,6 +44,29 @@ const (
 	OpAttachLBPrivateNetwork Op = "AttachPrivateNetwork"
 	OpDetachLBPrivateNetwork Op = "DetachPrivateNetwork"
 	OpListLBPrivateNetworks  Op = "ListLBPrivateNetworks"
+	OpUpdateLB               Op = "UpdateLB"
+	OpMigrateLB              Op = "MigrateLB"
+	OpCreateFrontend         Op = "CreateFrontend"
+	OpListFrontends          Op = "ListFrontends"
+	OpGetFrontend            Op = "GetFrontend"
+	OpUpdateFrontend         Op = "UpdateFrontend"
+	OpDeleteFrontend         Op = "DeleteFrontend"
+	OpListACLs               Op = "ListACLs"
+	OpSetACLs                Op = "SetACLs"
+	OpCreateBackend          Op = "CreateBackend"
+	OpListBackends           Op = "ListBackends"
+	OpGetBackend             Op = "GetBackend"
+	OpUpdateBackend          Op = "UpdateBackend"
+	OpDeleteBackend          Op = "DeleteBackend"
+	OpSetBackendServers      Op = "SetBackendServers"
+	OpUpdateHealthCheck      Op = "UpdateHealthCheck"
+
+	// The Load Balancer API's flexible IPs: its SDK methods are CreateIP,
+	// GetIP, ListIPs and ReleaseIP, named here apart from IPAM's.
+	OpCreateLBIP  Op = "CreateLBIP"
+	OpGetLBIP     Op = "GetLBIP"
+	OpListLBIPs   Op = "ListLBIPs"
+	OpReleaseLBIP Op = "ReleaseLBIP"
 )
 
 // Fault shapes the answer to one call.

@@ -3,22 +3,24 @@ package scalewaytest
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
-// The Load Balancer API v1 (zoned), as far as a cloud controller uses it:
-// Load Balancers and their attachments to Private Networks. Frontends,
-// backends, flexible IPs and the like are not emulated. A Load Balancer and
-// its attachments are "ready" at once.
+// The Load Balancer API v1 (zoned), as far as the Scaleway
+// cloud-controller-manager uses it: Load Balancers (lb*.go), their flexible
+// IPs (lb_ip.go), frontends and ACLs (lb_frontend.go), backends
+// (lb_backend.go) and attachments to Private Networks (lb_attach.go). How a
+// Load Balancer comes up and settles after a change: lb_model.go.
 //
 // Deletion is asynchronous, as Scaleway's: DeleteLB answers 204 at once, and
 // the Load Balancer then stays in status to_delete for
 // Options.LBDeleteDelay, or longer while HoldLBDeletion holds it — still
 // got, listed and attached to its Private Networks, so its IPs stay
-// attached to it — before it is gone: detached, its DHCP IPs released, its
-// reserved IPs left booked. The API refuses to
-// change (attach, detach, delete) a Load Balancer that is being deleted.
-// With no delay a deleted Load Balancer is gone at once.
+// attached to it — before it is gone with its frontends and backends:
+// detached, its DHCP IPs released, its reserved IPs left booked. The API
+// refuses to change a Load Balancer that is not ready (being created or
+// deleted). With no delay a deleted Load Balancer is gone at once.
 //
 // An attachment gives the Load Balancer one IPv4 address on the Private
 // Network, held in IPAM as an IP attached to resource lb_server (the Load
@@ -27,163 +29,174 @@ import (
 // released with it. IPAM reads the very same attachment, so GetIP and
 // ListIPs show it.
 
-// lbAPI serves the Load Balancer API v1 described above. Its Go API lists
+// lbAPI serves the Load Balancers and their attachments. Its Go API lists
 // the Load Balancers, holds a deletion, and reads one's audit trail.
 type lbAPI struct {
 	*cloud
 }
 
-// Defaults of a created Load Balancer.
+// Defaults of a created Load Balancer. The API answers the type in lower
+// case whatever the case asked (LB-S reads lb-s).
 const (
-	defaultLBType    = "LB-S"
-	defaultLBSSL     = "ssl_compatibility_level_intermediate"
-	unknownLBSSL     = "ssl_compatibility_level_unknown"
-	lbStatusReady    = "ready"
-	lbStatusToDelete = "to_delete"
-	lbPNStatusReady  = "ready"
+	defaultLBType = "lb-s"
+	defaultLBSSL  = "ssl_compatibility_level_intermediate"
+	unknownLBSSL  = "ssl_compatibility_level_unknown"
 )
 
 // LB is a snapshot of an emulated Load Balancer.
 type LB struct {
 	ID, Name, Zone, ProjectID string
-	// Status is "ready", or "to_delete" once DeleteLB accepted its deletion
-	// and until it is gone.
+	// Status is to_create or creating until the Load Balancer is ready
+	// (Options.LBCreateDelay), "ready", or "to_delete" once DeleteLB
+	// accepted its deletion and until it is gone.
 	Status string
 	Tags   []string
 	// PrivateNetworks maps the ID of each attached Private Network to the
 	// IPAM ID of the Load Balancer's IP on it.
 	PrivateNetworks map[string]string
+	// FlexibleIPs are the addresses of its flexible IPs; none for a
+	// private Load Balancer.
+	FlexibleIPs []string
+	// Frontends and Backends count its frontends and backends.
+	Frontends, Backends int
 }
 
-type lbRec struct {
-	id, name, description string
-	projectID, orgID      string
-	zone, typ, sslLevel   string
-	status                string
-	tags                  []string
-	createdAt, updatedAt  time.Time
-	seq                   uint64
-	pns                   []*lbPNRec // in attach order
-	// held, while not nil, keeps the Load Balancer to_delete past
-	// LBDeleteDelay until it is closed (HoldLBDeletion).
-	held chan struct{}
+func (cl *cloud) view(instances bool) lbView {
+	return lbView{region: cl.opts.Region, now: cl.now(), instances: instances}
 }
 
-// lbPNRec is the attachment of a Load Balancer to a Private Network.
-type lbPNRec struct {
-	pn *pnRec
-	ip *ipRecord
-	// att is what the attachment attached ip to: detaching leaves alone an
-	// IP that the Go API detached and attached to something else since.
-	att *attachment
-	// dhcp: ip was booked for the attachment (no ipam_ids) and goes with it.
-	dhcp                 bool
-	createdAt, updatedAt time.Time
-}
-
-func (lb *lbRec) attachment(pnID string) *lbPNRec {
-	for _, lp := range lb.pns {
-		if lp.pn.id == pnID {
-			return lp
-		}
-	}
-	return nil
-}
-
-// --- wire shapes, keys in alphabetical order ---
-
-type lbJSON struct {
-	BackendCount          int       `json:"backend_count"`
-	CreatedAt             string    `json:"created_at"`
-	Description           string    `json:"description"`
-	FrontendCount         int       `json:"frontend_count"`
-	ID                    string    `json:"id"`
-	Instances             []any     `json:"instances"`
-	IP                    []any     `json:"ip"`
-	Name                  string    `json:"name"`
-	OrganizationID        string    `json:"organization_id"`
-	PrivateNetworkCount   int       `json:"private_network_count"`
-	ProjectID             string    `json:"project_id"`
-	Region                string    `json:"region"`
-	RouteCount            int       `json:"route_count"`
-	SslCompatibilityLevel string    `json:"ssl_compatibility_level"`
-	Status                string    `json:"status"`
-	Subscriber            *struct{} `json:"subscriber"`
-	Tags                  []string  `json:"tags"`
-	Type                  string    `json:"type"`
-	UpdatedAt             string    `json:"updated_at"`
-	Zone                  string    `json:"zone"`
-}
-
-func (lb *lbRec) json(region string) lbJSON {
-	return lbJSON{
-		CreatedAt:             ts(lb.createdAt),
-		Description:           lb.description,
-		ID:                    lb.id,
-		Instances:             []any{},
-		IP:                    []any{},
-		Name:                  lb.name,
-		OrganizationID:        lb.orgID,
-		PrivateNetworkCount:   len(lb.pns),
-		ProjectID:             lb.projectID,
-		Region:                region,
-		SslCompatibilityLevel: lb.sslLevel,
-		Status:                lb.status,
-		Tags:                  nonNil(lb.tags),
-		Type:                  lb.typ,
-		UpdatedAt:             ts(lb.updatedAt),
-		Zone:                  lb.zone,
-	}
-}
-
-// --- handlers ---
-
-// lbLocked is the Load Balancer of the path, in the zone of the path.
-func (api *lbAPI) lbLocked(c *call) (*lbRec, *apiError) {
-	lb := api.st.lbs[c.id]
-	if lb == nil || lb.zone != c.zone {
-		return nil, notFoundErr("lb", c.id)
+// lbOfLocked is Load Balancer id in zone.
+func (cl *cloud) lbOfLocked(zone, id string) (*lbRec, *apiError) {
+	lb := cl.st.lbs[id]
+	if lb == nil || lb.zone != zone {
+		return nil, lbNotFound("lbs", id)
 	}
 	return lb, nil
 }
 
-func (api *lbAPI) createLB(c *call) reply {
-	var body struct {
-		ProjectID             *string  `json:"project_id"`
-		OrganizationID        *string  `json:"organization_id"`
-		Name                  string   `json:"name"`
-		Description           string   `json:"description"`
-		Tags                  []string `json:"tags"`
-		Type                  string   `json:"type"`
-		SslCompatibilityLevel string   `json:"ssl_compatibility_level"`
+// changeableLocked refuses a change of a Load Balancer that is not ready.
+//
+// Scaleway's answer to a change of a Load Balancer in to_delete or being
+// created was never recorded: this one is modelled on the API gateway's
+// recorded transient_state body (409, the current state named), which
+// scaleway-sdk-go reads as *scw.TransientStateError.
+func (cl *cloud) changeableLocked(lb *lbRec) *apiError {
+	now := cl.now()
+	if lb.ready(now) {
+		return nil
 	}
+	return &apiError{status: http.StatusConflict, kind: ErrPreconditionFailed, body: map[string]any{
+		"current_state": lb.statusAt(now),
+		"message":       "resource is in a transient state",
+		"resource":      "lb",
+		"resource_id":   lb.id,
+		"type":          "transient_state",
+	}}
+}
+
+// lbLocked is the Load Balancer of the path.
+func (api *lbAPI) lbLocked(c *call) (*lbRec, *apiError) { return api.lbOfLocked(c.zone, c.id) }
+
+// changeableLBLocked is the Load Balancer of the path, refused unless ready.
+func (api *lbAPI) changeableLBLocked(c *call) (*lbRec, *apiError) {
+	lb, err := api.lbLocked(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := api.changeableLocked(lb); err != nil {
+		return nil, err
+	}
+	return lb, nil
+}
+
+type createLBBody struct {
+	ProjectID             *string  `json:"project_id"`
+	OrganizationID        *string  `json:"organization_id"`
+	Name                  string   `json:"name"`
+	Description           string   `json:"description"`
+	IPID                  *string  `json:"ip_id"`
+	IPIDs                 []string `json:"ip_ids"`
+	AssignFlexibleIP      *bool    `json:"assign_flexible_ip"`
+	AssignFlexibleIPv6    *bool    `json:"assign_flexible_ipv6"`
+	Tags                  []string `json:"tags"`
+	Type                  string   `json:"type"`
+	SslCompatibilityLevel string   `json:"ssl_compatibility_level"`
+}
+
+func (api *lbAPI) createLB(c *call) reply {
+	var body createLBBody
 	if rep := decodeBody(c, &body); rep != nil {
 		return *rep
+	}
+	if body.Type == "" {
+		return errInvalidArguments("type", "type is required")
 	}
 	projectID := api.opts.ProjectID
 	if body.ProjectID != nil && *body.ProjectID != "" {
 		projectID = *body.ProjectID
 	}
-	typ := body.Type
-	if typ == "" {
-		typ = defaultLBType
-	}
-	ssl := body.SslCompatibilityLevel
-	if ssl == "" || ssl == unknownLBSSL {
-		ssl = defaultLBSSL
-	}
 	api.mu.Lock()
 	defer api.mu.Unlock()
+	ips, aerr := api.flexIPsForLocked(&body, projectID, c.zone)
+	if aerr != nil {
+		return aerr.reply()
+	}
 	now := api.now()
 	lb := &lbRec{
 		id: newID(), name: body.Name, description: body.Description,
 		projectID: projectID, orgID: api.projectOrgLocked(projectID),
-		zone: c.zone, typ: typ, sslLevel: ssl, status: lbStatusReady, tags: nonNil(body.Tags),
+		zone: c.zone, typ: strings.ToLower(body.Type), sslLevel: sslLevel(body.SslCompatibilityLevel), tags: nonNil(body.Tags),
 		createdAt: now, updatedAt: now, seq: api.st.nextSeq(),
+		readyAt: now.Add(api.opts.LBCreateDelay),
 	}
+	for _, ip := range ips {
+		ip.lb = lb
+	}
+	lb.flexIPs = ips
 	api.st.lbs[lb.id] = lb
 	api.auditLBLocked(c, AuditCreateLB, lb.id, now)
-	return ok(lb.json(api.opts.Region))
+	// The answer shows no instance: it is assigned right after.
+	out := lb.json(lbView{region: api.opts.Region, now: now})
+	lb.instanceID = newID()
+	return ok(out)
+}
+
+func sslLevel(s string) string {
+	if s == "" || s == unknownLBSSL {
+		return defaultLBSSL
+	}
+	return s
+}
+
+// flexIPsForLocked are the flexible IPs a new Load Balancer gets: those
+// named (free, of its zone), else a new IPv4 one (and an IPv6 one when
+// asked) unless assign_flexible_ip is false.
+func (api *lbAPI) flexIPsForLocked(body *createLBBody, projectID, zone string) ([]*flexIPRec, *apiError) {
+	named := slices.Clone(body.IPIDs)
+	if body.IPID != nil && *body.IPID != "" {
+		named = append(named, *body.IPID)
+	}
+	var ips []*flexIPRec
+	for _, id := range named {
+		ip := api.st.flexIPs[id]
+		switch {
+		case ip == nil || ip.zone != zone:
+			return nil, lbNotFound("ips", id)
+		case ip.lb != nil:
+			return nil, preconditionErr(preconditionInUse, "IP "+id+" is already used by Load Balancer "+ip.lb.id)
+		}
+		ips = append(ips, ip)
+	}
+	if len(ips) > 0 {
+		return ips, nil
+	}
+	if body.AssignFlexibleIP == nil || *body.AssignFlexibleIP {
+		ips = append(ips, api.newFlexIPLocked(projectID, zone, false, nil))
+	}
+	if body.AssignFlexibleIPv6 != nil && *body.AssignFlexibleIPv6 {
+		ips = append(ips, api.newFlexIPLocked(projectID, zone, true, nil))
+	}
+	return ips, nil
 }
 
 func (api *lbAPI) getLB(c *call) reply {
@@ -193,7 +206,7 @@ func (api *lbAPI) getLB(c *call) reply {
 	if err != nil {
 		return err.reply()
 	}
-	return ok(lb.json(api.opts.Region))
+	return ok(lb.json(api.view(true)))
 }
 
 func (api *lbAPI) listLBs(c *call) reply {
@@ -232,40 +245,45 @@ func (api *lbAPI) listLBs(c *call) reply {
 		LBs        []lbJSON `json:"lbs"`
 		TotalCount int      `json:"total_count"`
 	}{LBs: []lbJSON{}, TotalCount: len(lbs)}
+	v := api.view(true)
 	for _, lb := range lbs[lo:hi] {
-		out.LBs = append(out.LBs, lb.json(api.opts.Region))
+		out.LBs = append(out.LBs, lb.json(v))
 	}
 	return ok(out)
 }
 
 // deleteLB accepts the deletion: the Load Balancer goes to_delete and is
-// removed LBDeleteDelay later (at once without a delay). release_ip is about
-// flexible (public) IPs, which are not emulated.
+// removed LBDeleteDelay later (at once without a delay).
 func (api *lbAPI) deleteLB(c *call) reply {
-	if _, aerr := optBool(c.query, "release_ip"); aerr != nil {
+	release, aerr := optBool(c.query, "release_ip")
+	if aerr != nil {
 		return aerr.reply()
 	}
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	lb, err := api.changeableLBLocked(c)
+	lb, err := api.lbLocked(c)
 	if err != nil {
 		return err.reply()
+	}
+	if lb.status == lbStatusToDelete {
+		return api.changeableLocked(lb).reply()
 	}
 	c.lbID = lb.id
 	now := api.now()
 	lb.status, lb.updatedAt = lbStatusToDelete, now
 	api.auditLBLocked(c, AuditDeleteLB, lb.id, now)
+	releaseIPs := release != nil && *release
 	if d := api.opts.LBDeleteDelay; d > 0 || lb.held != nil {
-		go api.removeLBAfter(lb, d)
+		go api.removeLBAfter(lb, d, releaseIPs)
 	} else {
-		api.removeLBLocked(c, lb)
+		api.removeLBLocked(c, lb, releaseIPs)
 	}
 	return noContent()
 }
 
 // removeLBAfter removes lb once d of real time has passed and no hold keeps
 // it, unless the server is closed first.
-func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration) {
+func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration, releaseIPs bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -287,40 +305,30 @@ func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration) {
 	defer api.mu.Unlock()
 	if api.st.lbs[lb.id] == lb {
 		// The changes belong to the DeleteLB call that asked for them.
-		api.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb)
+		api.removeLBLocked(&call{op: OpDeleteLB, lbID: lb.id}, lb, releaseIPs)
 	}
 }
 
 // removeLBLocked ends a Load Balancer: every Private Network detached (its
-// IPs detached, the DHCP ones released), then gone.
-func (api *lbAPI) removeLBLocked(c *call, lb *lbRec) {
-	for len(lb.pns) > 0 {
-		api.detachLBPNLocked(c, lb, lb.pns[0])
+// IPs detached, the DHCP ones released), its frontends and backends gone,
+// its flexible IPs released or left detached, then it is gone.
+func (api *lbAPI) removeLBLocked(c *call, lb *lbRec, releaseIPs bool) {
+	for _, lp := range lb.pns {
+		api.detachLBPNLocked(c, lb, lp)
+	}
+	lb.pns = nil
+	for _, f := range lb.frontends {
+		delete(api.st.frontends, f.id)
+	}
+	for _, b := range lb.backends {
+		delete(api.st.backends, b.id)
+	}
+	for _, ip := range lb.flexIPs {
+		ip.lb = nil
+		if releaseIPs {
+			delete(api.st.flexIPs, ip.id)
+		}
 	}
 	delete(api.st.lbs, lb.id)
 	api.auditLBLocked(c, AuditLBGone, lb.id, api.now())
-}
-
-// changeableLBLocked is the Load Balancer of the path, refused while it is
-// being deleted.
-//
-// Scaleway's answer to a change of a Load Balancer in to_delete was never
-// recorded: this one is modelled on the API gateway's recorded
-// transient_state body (409, the current state named), which
-// scaleway-sdk-go reads as *scw.TransientStateError.
-func (api *lbAPI) changeableLBLocked(c *call) (*lbRec, *apiError) {
-	lb, err := api.lbLocked(c)
-	if err != nil {
-		return nil, err
-	}
-	if lb.status == lbStatusToDelete {
-		return nil, &apiError{status: http.StatusConflict, kind: ErrPreconditionFailed, body: map[string]any{
-			"current_state": lb.status,
-			"message":       "resource is in a transient state",
-			"resource":      "lb",
-			"resource_id":   lb.id,
-			"type":          "transient_state",
-		}}
-	}
-	return lb, nil
 }

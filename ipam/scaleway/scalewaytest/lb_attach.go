@@ -23,15 +23,22 @@ type lbDHCPConfJSON struct {
 	IPID string `json:"ip_id"`
 }
 
-func (lp *lbPNRec) json(lb *lbRec, region string) lbPNJSON {
+func (lp *lbPNRec) json(lb *lbRec, v lbView) lbPNJSON {
+	status, updated := lbPNStatusReady, maxTime(lp.updatedAt, lp.readyAt)
+	switch {
+	case !lp.goneAt.IsZero():
+		status, updated = lbPNStatusPending, lp.updatedAt
+	case v.now.Before(lp.readyAt):
+		status, updated = lbPNStatusPending, lp.updatedAt
+	}
 	return lbPNJSON{
 		CreatedAt:        ts(lp.createdAt),
 		DHCPConfig:       lbDHCPConfJSON{IPID: lp.ip.id},
 		IpamIDs:          []string{lp.ip.id},
-		LB:               lb.json(region),
+		LB:               lb.json(v),
 		PrivateNetworkID: lp.pn.id,
-		Status:           lbPNStatusReady,
-		UpdatedAt:        ts(lp.updatedAt),
+		Status:           status,
+		UpdatedAt:        ts(updated),
 	}
 }
 
@@ -72,7 +79,7 @@ func (api *lbAPI) attachLBPrivateNetwork(c *call) reply {
 	c.lbID = lb.id
 	att := &attachment{typ: string(ipam.ResourceTypeLBServer), id: lb.id, name: lb.name, mac: api.st.newMAC()}
 	now := api.now()
-	lp := &lbPNRec{pn: pn, att: att, createdAt: now, updatedAt: now}
+	lp := &lbPNRec{pn: pn, att: att, createdAt: now, updatedAt: now, readyAt: now.Add(api.opts.LBSettleDelay)}
 	if len(body.IpamIDs) == 1 {
 		ip, aerr := api.reservedForLBLocked(body.IpamIDs[0], pn)
 		if aerr != nil {
@@ -91,8 +98,8 @@ func (api *lbAPI) attachLBPrivateNetwork(c *call) reply {
 	}
 	c.ipID = lp.ip.id
 	lb.pns = append(lb.pns, lp)
-	lb.updatedAt = now
-	return ok(lp.json(lb, api.opts.Region))
+	lb.touch(now, api.opts.LBSettleDelay)
+	return ok(lp.json(lb, api.view(true)))
 }
 
 // reservedForLBLocked checks the IP an attachment names: it exists, is an
@@ -134,21 +141,32 @@ func (api *lbAPI) detachLBPrivateNetwork(c *call) reply {
 	}
 	c.lbID, c.ipID = lb.id, lp.ip.id
 	api.detachLBPNLocked(c, lb, lp)
+	now := api.now()
+	lb.touch(now, api.opts.LBSettleDelay)
+	if d := api.opts.LBSettleDelay; d > 0 {
+		// Still listed, pending, while the API detaches it.
+		lp.goneAt, lp.updatedAt = now.Add(d), now
+		lb.pns = slices.DeleteFunc(lb.pns, func(x *lbPNRec) bool { return !x.goneAt.IsZero() && !now.Before(x.goneAt) })
+	} else {
+		lb.pns = slices.DeleteFunc(lb.pns, func(x *lbPNRec) bool { return x == lp })
+	}
 	return noContent()
 }
 
-// detachLBPNLocked ends an attachment: its IP is detached, and released when
-// the attachment booked it. An IP the Go API detached (and maybe attached
-// elsewhere) meanwhile is left as it is.
+// detachLBPNLocked ends an attachment in IPAM: its IP is detached, and
+// released when the attachment booked it. An IP the Go API detached (and
+// maybe attached elsewhere) meanwhile is left as it is. The caller takes
+// the attachment off the Load Balancer.
 func (api *lbAPI) detachLBPNLocked(c *call, lb *lbRec, lp *lbPNRec) {
+	if !lp.goneAt.IsZero() {
+		return
+	}
 	if ip := lp.ip; api.st.ips[ip.id] == ip && ip.res == lp.att {
 		api.detachLocked(c, ip)
 		if lp.dhcp {
 			api.releaseLocked(c, ip)
 		}
 	}
-	lb.pns = slices.DeleteFunc(lb.pns, func(x *lbPNRec) bool { return x == lp })
-	lb.updatedAt = api.now()
 }
 
 func (api *lbAPI) listLBPrivateNetworks(c *call) reply {
@@ -170,7 +188,9 @@ func (api *lbAPI) listLBPrivateNetworks(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	pns := slices.Clone(lb.pns)
+	// The list shows its Load Balancer without instances.
+	v := api.view(false)
+	pns := lb.listedPNs(v.now)
 	if desc {
 		slices.Reverse(pns)
 	}
@@ -180,13 +200,14 @@ func (api *lbAPI) listLBPrivateNetworks(c *call) reply {
 		TotalCount     int        `json:"total_count"`
 	}{PrivateNetwork: []lbPNJSON{}, TotalCount: len(pns)}
 	for _, lp := range pns[lo:hi] {
-		out.PrivateNetwork = append(out.PrivateNetwork, lp.json(lb, api.opts.Region))
+		out.PrivateNetwork = append(out.PrivateNetwork, lp.json(lb, v))
 	}
 	return ok(out)
 }
 
-// newMAC is a locally administered MAC address, unique in the emulator.
+// newMAC is a locally administered MAC address, unique in the emulator,
+// upper case as IPAM shows the Load Balancers'.
 func (st *state) newMAC() string {
 	n := st.nextSeq()
-	return fmt.Sprintf("02:00:00:%02x:%02x:%02x", byte(n>>16), byte(n>>8), byte(n))
+	return fmt.Sprintf("02:00:00:%02X:%02X:%02X", byte(n>>16), byte(n>>8), byte(n))
 }

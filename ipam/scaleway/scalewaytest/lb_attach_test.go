@@ -205,9 +205,7 @@ func TestLBAttachRefusals(t *testing.T) {
 	}
 	// Unknown Load Balancer, Private Network, IP.
 	_, err = attach(c, unknownID, pn.ID, id)
-	if nf := errAs[*scw.ResourceNotFoundError](t, err); nf.Resource != "lb" || nf.ResourceID != unknownID {
-		t.Fatalf("%+v", nf)
-	}
+	wantLBNotFound(t, err, "lbs")
 	_, err = attach(c, b.ID, unknownID)
 	if nf := errAs[*scw.ResourceNotFoundError](t, err); nf.Resource != "private_network" || nf.ResourceID != unknownID {
 		t.Fatalf("%+v", nf)
@@ -222,7 +220,7 @@ func TestLBAttachRefusals(t *testing.T) {
 	_, err = attach(c, b.ID, pn.ID, elsewhere, id)
 	errAs[*scw.InvalidArgumentsError](t, err)
 	err = detach(c, unknownID, pn.ID)
-	errAs[*scw.ResourceNotFoundError](t, err)
+	wantLBNotFound(t, err, "lbs")
 
 	// Nothing changed.
 	if n := len(srv.Audit()); n != before {

@@ -93,9 +93,7 @@ func TestLBDeletionIsAsynchronous(t *testing.T) {
 	if gone := time.Since(start); gone < delay {
 		t.Fatalf("gone after %s, before the delay of %s", gone, delay)
 	}
-	if nf := errAs[*scw.ResourceNotFoundError](t, err); nf.Resource != "lb" {
-		t.Fatalf("%+v", nf)
-	}
+	wantLBNotFound(t, err, "lbs")
 	ip := mustGetIP(t, c, reserved)
 	if ip.Resource != nil || !slices.Equal(ip.Tags, []string{"keep"}) {
 		t.Fatalf("reserved IP after the deletion: %+v %v", ip.Resource, ip.Tags)

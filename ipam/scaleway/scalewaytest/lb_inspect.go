@@ -23,14 +23,22 @@ func (api *lbAPI) LBs() []LB {
 		return byCreated(namedItem{a.name, a.createdAt, a.seq}, namedItem{b.name, b.createdAt, b.seq})
 	})
 	out := make([]LB, len(lbs))
+	now := api.now()
 	for i, lb := range lbs {
 		pns := make(map[string]string, len(lb.pns))
 		for _, lp := range lb.pns {
-			pns[lp.pn.id] = lp.ip.id
+			if lp.goneAt.IsZero() {
+				pns[lp.pn.id] = lp.ip.id
+			}
+		}
+		var flex []string
+		for _, ip := range lb.flexIPs {
+			flex = append(flex, ip.addr.String())
 		}
 		out[i] = LB{
-			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID, Status: lb.status,
-			Tags: nonNil(lb.tags), PrivateNetworks: pns,
+			ID: lb.id, Name: lb.name, Zone: lb.zone, ProjectID: lb.projectID, Status: lb.statusAt(now),
+			Tags: nonNil(lb.tags), PrivateNetworks: pns, FlexibleIPs: flex,
+			Frontends: len(lb.frontends), Backends: len(lb.backends),
 		}
 	}
 	return out

@@ -44,8 +44,8 @@ type state struct {
 	// byCreated holds every IP sorted by (createdAt, seq): ListIPs in its
 	// default order walks it without sorting, and pages cost one pass.
 	byCreated []*ipRecord
-	lbs       map[string]*lbRec
-	audit     []AuditEvent
+	lbState
+	audit []AuditEvent
 	// ipLists caches the IPs a ListIPs filter matched, for its next pages.
 	ipLists *ipListCache
 }
@@ -58,7 +58,7 @@ func newState() state {
 		pns:        map[string]*pnRec{},
 		subnets:    map[string]*subnetRec{},
 		ips:        map[string]*ipRecord{},
-		lbs:        map[string]*lbRec{},
+		lbState:    newLBState(),
 		ipLists:    &ipListCache{},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,18 +20,41 @@ type route struct {
 	h      handler
 }
 
-func buildRoutes(ipam *ipamAPI, vpc *vpcAPI, lb *lbAPI, account *accountAPI) []route {
+// routeEntry is one line of a routing table.
+type routeEntry struct {
+	method, pattern string
+	op              Op
+	h               handler
+}
+
+// apis are the emulated APIs, one type each.
+type apis struct {
+	ipam     *ipamAPI
+	vpc      *vpcAPI
+	account  *accountAPI
+	lb       *lbAPI
+	lbIP     *lbIPAPI
+	frontend *frontendAPI
+	backend  *backendAPI
+}
+
+func buildRoutes(a apis) []route {
+	table := slices.Concat(ipamVPCRoutes(a), lbRoutes(a))
+	routes := make([]route, len(table))
+	for i, e := range table {
+		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
+	}
+	return routes
+}
+
+func ipamVPCRoutes(a apis) []routeEntry {
 	const (
 		ipamR = "ipam/v1/regions/{region}/"
 		vpcR  = "vpc/v2/regions/{region}/"
 		acct  = "account/v3/"
-		lbZ   = "lb/v1/zones/{zone}/"
 	)
-	table := []struct {
-		method, pattern string
-		op              Op
-		h               handler
-	}{
+	ipam, vpc, account := a.ipam, a.vpc, a.account
+	return []routeEntry{
 		{"GET", "metadata", OpMetadata, getMetadata},
 
 		{"POST", ipamR + "ips", OpBookIP, ipam.bookIP},
@@ -57,20 +81,44 @@ func buildRoutes(ipam *ipamAPI, vpc *vpcAPI, lb *lbAPI, account *accountAPI) []r
 		{"POST", acct + "projects", OpCreateProject, account.createProject},
 		{"GET", acct + "projects/{id}", OpGetProject, account.getProject},
 		{"DELETE", acct + "projects/{id}", OpDeleteProject, account.deleteProject},
+	}
+}
 
+func lbRoutes(a apis) []routeEntry {
+	const lbZ = "lb/v1/zones/{zone}/"
+	lb, ip, fe, be := a.lb, a.lbIP, a.frontend, a.backend
+	return []routeEntry{
 		{"POST", lbZ + "lbs", OpCreateLB, lb.createLB},
 		{"GET", lbZ + "lbs", OpListLBs, lb.listLBs},
 		{"GET", lbZ + "lbs/{id}", OpGetLB, lb.getLB},
+		{"PUT", lbZ + "lbs/{id}", OpUpdateLB, lb.updateLB},
 		{"DELETE", lbZ + "lbs/{id}", OpDeleteLB, lb.deleteLB},
+		{"POST", lbZ + "lbs/{id}/migrate", OpMigrateLB, lb.migrateLB},
 		{"POST", lbZ + "lbs/{id}/attach-private-network", OpAttachLBPrivateNetwork, lb.attachLBPrivateNetwork},
 		{"POST", lbZ + "lbs/{id}/detach-private-network", OpDetachLBPrivateNetwork, lb.detachLBPrivateNetwork},
 		{"GET", lbZ + "lbs/{id}/private-networks", OpListLBPrivateNetworks, lb.listLBPrivateNetworks},
+
+		{"POST", lbZ + "ips", OpCreateLBIP, ip.createIP},
+		{"GET", lbZ + "ips", OpListLBIPs, ip.listIPs},
+		{"GET", lbZ + "ips/{id}", OpGetLBIP, ip.getIP},
+		{"DELETE", lbZ + "ips/{id}", OpReleaseLBIP, ip.deleteIP},
+
+		{"POST", lbZ + "lbs/{id}/frontends", OpCreateFrontend, fe.createFrontend},
+		{"GET", lbZ + "lbs/{id}/frontends", OpListFrontends, fe.listFrontends},
+		{"GET", lbZ + "frontends/{id}", OpGetFrontend, fe.getFrontend},
+		{"PUT", lbZ + "frontends/{id}", OpUpdateFrontend, fe.updateFrontend},
+		{"DELETE", lbZ + "frontends/{id}", OpDeleteFrontend, fe.deleteFrontend},
+		{"GET", lbZ + "frontends/{id}/acls", OpListACLs, fe.listACLs},
+		{"PUT", lbZ + "frontends/{id}/acls", OpSetACLs, fe.setACLs},
+
+		{"POST", lbZ + "lbs/{id}/backends", OpCreateBackend, be.createBackend},
+		{"GET", lbZ + "lbs/{id}/backends", OpListBackends, be.listBackends},
+		{"GET", lbZ + "backends/{id}", OpGetBackend, be.getBackend},
+		{"PUT", lbZ + "backends/{id}", OpUpdateBackend, be.updateBackend},
+		{"DELETE", lbZ + "backends/{id}", OpDeleteBackend, be.deleteBackend},
+		{"PUT", lbZ + "backends/{id}/servers", OpSetBackendServers, be.setBackendServers},
+		{"PUT", lbZ + "backends/{id}/healthcheck", OpUpdateHealthCheck, be.updateHealthCheck},
 	}
-	routes := make([]route, len(table))
-	for i, e := range table {
-		routes[i] = route{method: e.method, segs: strings.Split(e.pattern, "/"), op: e.op, h: e.h}
-	}
-	return routes
 }
 
 // getMetadata answers the API gateway's /metadata, which the SDK reads after

@@ -46,6 +46,15 @@ type Options struct {
 	// of seconds. Zero removes it within the DeleteLB call. Real time;
 	// Close drops the removals still pending.
 	LBDeleteDelay time.Duration
+	// LBCreateDelay is how long a created Load Balancer stays to_create,
+	// then creating, before it is ready and takes changes; zero makes it
+	// ready at once. The emulator's clock measures it.
+	LBCreateDelay time.Duration
+	// LBSettleDelay is how long a change takes on a Load Balancer: its
+	// instance pending after a frontend, backend or update, an attached
+	// Private Network pending, a detached one still listed (pending). Zero
+	// settles at once. The emulator's clock measures it.
+	LBSettleDelay time.Duration
 }
 
 // ScalewayLBDeleteDelay is about how long Scaleway takes to delete a Load
@@ -53,6 +62,16 @@ type Options struct {
 // after the DELETE and 404 only 30 s later. make run and cmd/scw-emulator
 // delete this late; the suites choose shorter delays per test.
 const ScalewayLBDeleteDelay = 30 * time.Second
+
+// ScalewayLBCreateDelay and ScalewayLBSettleDelay are Scaleway's, from the
+// recordings (shared/scaleway-recordings/lb): a Load Balancer is ready about
+// 3 s after CreateLB (its updated_at says so), an attachment about 2 s after
+// AttachPrivateNetwork, and its instance is pending less than a second
+// after a change. cmd/scw-emulator uses them by default.
+const (
+	ScalewayLBCreateDelay = 3 * time.Second
+	ScalewayLBSettleDelay = 2 * time.Second
+)
 
 // maxBody bounds a request body; real requests are a few hundred bytes.
 const maxBody = 4 << 20
@@ -109,7 +128,10 @@ func New(opts Options) *Server {
 		faults:  newFaults(),
 		traffic: traffic{counts: map[Op]int{}},
 	}
-	s.routes = buildRoutes(s.ipamAPI, s.vpcAPI, s.lbAPI, &accountAPI{cl})
+	s.routes = buildRoutes(apis{
+		ipam: s.ipamAPI, vpc: s.vpcAPI, account: &accountAPI{cl}, lb: s.lbAPI,
+		lbIP: &lbIPAPI{cl}, frontend: &frontendAPI{cl}, backend: &backendAPI{cl},
+	})
 	return s
 }
 
