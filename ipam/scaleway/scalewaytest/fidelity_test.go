@@ -15,14 +15,19 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 )
 
 // The fidelity test replays real Scaleway traffic, recorded by the
 // terraform provider's test suite (go-vcr cassettes), against the emulator
 // and checks that it answers as the real API did: same status, same JSON
-// shape, same values for everything the API does not generate.
+// shape, same values for everything the API does not generate. The Load
+// Balancer recordings (lb/) are replayed on the recording's own clock;
+// what the real API itself answers at random within a second, or generates,
+// is compared as fidelity_lb_test.go says.
 
 // cassette is the part of a go-vcr v2 cassette the replay reads.
 type cassette struct {
@@ -35,8 +40,9 @@ type cassette struct {
 			Method  string              `json:"method"`
 		} `json:"request"`
 		Response struct {
-			Body string `json:"body"`
-			Code int    `json:"code"`
+			Body    string              `json:"body"`
+			Headers map[string][]string `json:"headers"`
+			Code    int                 `json:"code"`
 		} `json:"response"`
 	} `json:"interactions"`
 }
@@ -75,24 +81,55 @@ func TestFidelity(t *testing.T) {
 	sort.Strings(files)
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".cassette.yaml")
-		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var cas cassette
-			if err := yaml.Unmarshal(b, &cas); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(cas.Interactions) == 0 {
-				t.Fatalf("%s: no interactions", f)
-			}
-			r := newReplayer(t, NewTestServer(t, Options{SecretKey: testSecretKey}))
-			r.run(&cas)
-			t.Logf("%s: %d interactions replayed (%s), %d fields compared (%d values, %d IDs mapped consistently, %d timestamps), %d distinct IDs; compared: %s",
-				name, r.replayed, r.apiSummary(), r.values+r.idChecks+r.stamps, r.values, r.idChecks, r.stamps, len(r.ids), r.fieldSummary())
-		})
+		t.Run(name, func(t *testing.T) { replayCassette(t, name, f) })
 	}
+	// The Load Balancer recordings: the API the real CCM calls.
+	lbDir := filepath.Join(dir, "lb")
+	lbFiles, err := filepath.Glob(filepath.Join(lbDir, "*.cassette.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lbFiles) == 0 {
+		t.Run("lb", func(t *testing.T) {
+			t.Skipf("no Load Balancer recordings: %s is absent or holds no cassette", lbDir)
+		})
+		return
+	}
+	sort.Strings(lbFiles)
+	for _, f := range lbFiles {
+		name := "lb/" + strings.TrimSuffix(filepath.Base(f), ".cassette.yaml")
+		t.Run(name, func(t *testing.T) { replayCassette(t, name, f) })
+	}
+}
+
+// replayCassette replays one recording against a new emulator that keeps
+// Scaleway's Load Balancer timings on a clock set, call by call, to the
+// recording's own (its Date headers).
+func replayCassette(t *testing.T, name, file string) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cas cassette
+	if err := yaml.Unmarshal(b, &cas); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if len(cas.Interactions) == 0 {
+		t.Fatalf("%s: no interactions", file)
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	srv := NewTestServer(t, Options{
+		SecretKey: testSecretKey, Clock: clk,
+		LBCreateDelay: ScalewayLBCreateDelay, LBSettleDelay: ScalewayLBSettleDelay,
+		// Deletions are held from the DELETE until the recording shows
+		// the Load Balancer gone (see lbDeletions).
+		LBDeleteDelay: time.Millisecond,
+	})
+	r := newReplayer(t, srv)
+	r.clock = clk
+	r.run(&cas)
+	t.Logf("%s: %d interactions replayed (%s), %d fields compared (%d values, %d IDs mapped consistently, %d timestamps), %d distinct IDs; compared: %s",
+		name, r.replayed, r.apiSummary(), r.values+r.idChecks+r.stamps, r.values, r.idChecks, r.stamps, len(r.ids), r.fieldSummary())
 }
 
 type replayer struct {
@@ -112,6 +149,11 @@ type replayer struct {
 	uuid *regexp.Regexp
 	// stamp is the API's timestamp layout: UTC, six fractional digits.
 	stamp *regexp.Regexp
+
+	// clock is the emulator's, moved to each recorded answer's Date.
+	clock *clocktesting.FakePassiveClock
+	// lb follows the Load Balancers' deletions and generated values.
+	lb lbReplay
 }
 
 func newReplayer(t *testing.T, srv *Server) *replayer {
@@ -137,6 +179,8 @@ func apiOf(path string) string {
 		return "vpc"
 	case strings.HasPrefix(path, "/account/"):
 		return "account"
+	case strings.HasPrefix(path, "/lb/"):
+		return "lb"
 	case path == "/metadata":
 		return "metadata"
 	}
@@ -152,13 +196,16 @@ func (r *replayer) run(cas *cassette) {
 		r.at = fmt.Sprintf("interaction %d (%s %s)", it.ID, it.Request.Method, u.Path)
 		api := apiOf(u.Path)
 		if api == "" {
-			// Nothing the emulator serves; none in the current recordings.
+			// Nothing the emulator serves: the Instance API's public IPs
+			// that a backend recording uses as its servers.
 			r.t.Logf("%s: not an API the emulator serves, skipped", r.at)
 			r.apis["skipped"]++
 			continue
 		}
 		r.apis[api]++
 		r.replayed++
+		r.atRecordedTime(it.Response.Headers)
+		r.beforeLBCall(it.Request.Method, u.Path, it.Response.Code)
 
 		target := r.srv.URL() + r.rewrite(u.RequestURI())
 		var body io.Reader
@@ -293,6 +340,9 @@ func (r *replayer) compare(path string, rec, emu any) {
 		}
 	case []any:
 		ev := emu.([]any)
+		if r.instanceBeingAssigned(path, rv, ev) {
+			return
+		}
 		if len(ev) != len(rv) {
 			r.errorf("%s: %d elements, recorded %d", orRoot(path), len(ev), len(rv))
 			return
@@ -319,6 +369,9 @@ func (r *replayer) leaf(path string, rec, emu any) {
 	r.t.Helper()
 	key := strings.TrimSuffix(path[strings.LastIndex(path, ".")+1:], "[]")
 	rs, isString := rec.(string)
+	if r.lbLeaf(path, key, rec, emu) {
+		return
+	}
 	switch {
 	case key == "created_at" || key == "updated_at":
 		// Generated: same layout, any value.
@@ -375,7 +428,7 @@ func (r *replayer) mapID(path, rec, emu string) {
 
 func (r *replayer) apiSummary() string {
 	var parts []string
-	for _, api := range []string{"ipam", "vpc", "account", "metadata", "skipped"} {
+	for _, api := range []string{"ipam", "vpc", "account", "lb", "metadata", "skipped"} {
 		if n := r.apis[api]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", api, n))
 		}
