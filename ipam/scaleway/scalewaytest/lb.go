@@ -314,7 +314,7 @@ func (api *lbAPI) removeLBAfter(lb *lbRec, d time.Duration, releaseIPs bool) {
 // its flexible IPs released or left detached, then it is gone.
 func (api *lbAPI) removeLBLocked(c *call, lb *lbRec, releaseIPs bool) {
 	for _, lp := range lb.pns {
-		api.detachLBPNLocked(c, lb, lp)
+		api.detachLBPNLocked(c, lp)
 	}
 	lb.pns = nil
 	for _, f := range lb.frontends {

@@ -140,7 +140,7 @@ func (api *lbAPI) detachLBPrivateNetwork(c *call) reply {
 		return notFoundErr("private_network", body.PrivateNetworkID).reply()
 	}
 	c.lbID, c.ipID = lb.id, lp.ip.id
-	api.detachLBPNLocked(c, lb, lp)
+	api.detachLBPNLocked(c, lp)
 	now := api.now()
 	lb.touch(now, api.opts.LBSettleDelay)
 	if d := api.opts.LBSettleDelay; d > 0 {
@@ -157,7 +157,7 @@ func (api *lbAPI) detachLBPrivateNetwork(c *call) reply {
 // released when the attachment booked it. An IP the Go API detached (and
 // maybe attached elsewhere) meanwhile is left as it is. The caller takes
 // the attachment off the Load Balancer.
-func (api *lbAPI) detachLBPNLocked(c *call, lb *lbRec, lp *lbPNRec) {
+func (api *lbAPI) detachLBPNLocked(c *call, lp *lbPNRec) {
 	if !lp.goneAt.IsZero() {
 		return
 	}

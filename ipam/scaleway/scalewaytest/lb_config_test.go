@@ -296,6 +296,23 @@ func TestLBTakesTimeAsScalewayDoes(t *testing.T) {
 	if pns := lbPNs(t, c, l.ID); len(pns) != 0 || get().PrivateNetworkCount != 0 {
 		t.Fatalf("detached: %+v", pns)
 	}
+
+	// Detached and attached again at once, as the CCM does when a network's
+	// IPAM IDs change: the new attachment replaces the old one.
+	if _, err := attach(c, l.ID, pn.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(ScalewayLBSettleDelay))
+	if err := detach(c, l.ID, pn.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := attach(c, l.ID, pn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pns := lbPNs(t, c, l.ID); len(pns) != 1 || pns[0].IpamIDs[0] != again.IpamIDs[0] || get().PrivateNetworkCount != 1 {
+		t.Fatalf("re-attached: %+v", pns)
+	}
 }
 
 func TestLBConfigurationFaults(t *testing.T) {

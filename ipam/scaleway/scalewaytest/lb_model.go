@@ -117,13 +117,18 @@ func (lb *lbRec) attachment(pnID string) *lbPNRec {
 }
 
 // listedPNs are the attachments a read shows: live ones, and detached
-// ones until they are gone.
+// ones until they are gone, unless the network is attached again (the CCM
+// detaches and re-attaches a network whose IPAM IDs changed): the new
+// attachment replaces the old one.
 func (lb *lbRec) listedPNs(now time.Time) []*lbPNRec {
 	var out []*lbPNRec
 	for _, lp := range lb.pns {
-		if lp.goneAt.IsZero() || now.Before(lp.goneAt) {
-			out = append(out, lp)
+		switch {
+		case lp.goneAt.IsZero():
+		case !now.Before(lp.goneAt), lb.attachment(lp.pn.id) != nil:
+			continue
 		}
+		out = append(out, lp)
 	}
 	return out
 }
