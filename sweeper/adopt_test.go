@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -46,7 +46,7 @@ func (w *world) adopter(cloud scaleway.Cloud, g ...green) *allocator.Allocator {
 	if len(g) > 0 {
 		inst = g[0]
 	}
-	file := fixtures.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
+	file := localrun.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h, adoptFrom: ["+w.cfg.ClusterName+"]}\n"+
 		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: "+inst.retention+", adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
 	cfg, err := ipam.ParseConfig([]byte(file))

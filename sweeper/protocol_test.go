@@ -10,10 +10,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // schedule releases gated calls in a fixed order. Each step is

@@ -26,12 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // world is an emulator, a pool file, a Service cache and a clock.
@@ -52,7 +53,7 @@ func newWorldWith(t testing.TB, pools string) *world {
 	t.Helper()
 	w := &world{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))}
 	w.srv, w.pns = fixtures.Emulator(t, scalewaytest.Options{SecretKey: scalewaytest.TestSecretKey}, "nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/16")
-	file := fixtures.PoolFile("clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
+	file := localrun.PoolFile("clusterName: prod\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
 		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h}\n"+
 		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: 1h}\n"+pools, w.pns)
 	w.cloud = fixtures.Cloud(t, w.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3}})

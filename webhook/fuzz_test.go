@@ -7,8 +7,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // FuzzAdmissionReview sends any body to the webhook over HTTP: it always

@@ -26,12 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // testProject is the credentials' Project, other than the emulator's default.
@@ -72,7 +73,7 @@ func newHarness(t testing.TB) *harness {
 	h.srv, h.pns = fixtures.Emulator(t, scalewaytest.Options{ProjectID: testProject, SecretKey: scalewaytest.TestSecretKey},
 		"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
 	cloud := fixtures.Cloud(t, h.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3}})
-	cfg, err := ipam.ParseConfig([]byte(fixtures.PoolFile(harnessPools, h.pns)))
+	cfg, err := ipam.ParseConfig([]byte(localrun.PoolFile(harnessPools, h.pns)))
 	if err != nil {
 		t.Fatal(err)
 	}

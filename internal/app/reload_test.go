@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -223,12 +223,12 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	go func() { defer close(done); _ = r.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
-	if !fixtures.Poll(time.Until(deadline), time.Millisecond, clk.HasWaiters) {
+	if !localrun.Poll(time.Until(deadline), time.Millisecond, clk.HasWaiters) {
 		t.Fatal("the reloader never started polling")
 	}
 	clk.Step(10 * time.Second)
 	applied := func() bool { _, ok := alloc.Config().Pool("b"); return ok }
-	if !fixtures.Poll(time.Until(deadline), 10*time.Millisecond, applied) {
+	if !localrun.Poll(time.Until(deadline), 10*time.Millisecond, applied) {
 		t.Fatal("the change made before the first poll was never applied")
 	}
 }

@@ -11,10 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // Credentials of the emulator; shaped like real ones, so the SDK accepts them.
@@ -53,7 +54,7 @@ func (e *env) newCloud(t testing.TB) scaleway.Cloud {
 // config parses and resolves a pool file whose PN IDs are written as {{name}}.
 func (e *env) config(t testing.TB, file string) *ipam.Config {
 	t.Helper()
-	c, err := ipam.ParseConfig([]byte(fixtures.PoolFile(file, e.pns)))
+	c, err := ipam.ParseConfig([]byte(localrun.PoolFile(file, e.pns)))
 	if err != nil {
 		t.Fatal(err)
 	}

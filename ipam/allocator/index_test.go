@@ -12,7 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -503,7 +503,7 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	}
 	hold.Store(false)
 	close(cloud.release)
-	if !fixtures.Poll(5*time.Second, 5*time.Millisecond, a.inv.Listed) {
+	if !localrun.Poll(5*time.Second, 5*time.Millisecond, a.inv.Listed) {
 		t.Fatal("not listed after the first listing ended")
 	}
 }

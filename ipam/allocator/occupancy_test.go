@@ -7,8 +7,8 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestStartRefreshesOnItsClock: the background refresh lists the pools'
