@@ -9,10 +9,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // adoptionMargin is the release protocol's margin in these tests.
@@ -41,23 +41,14 @@ var greens = []green{
 // migration from it. cloud is what the admission calls; g (the first of
 // greens when omitted) is green's install.
 func (w *world) adopter(cloud scaleway.Cloud, g ...green) *allocator.Allocator {
-	w.t.Helper()
+	w.T.Helper()
 	inst := greens[0]
 	if len(g) > 0 {
 		inst = g[0]
 	}
-	file := localrun.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
-		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h, adoptFrom: ["+w.cfg.ClusterName+"]}\n"+
-		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: "+inst.retention+", adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
-	cfg, err := ipam.ParseConfig([]byte(file))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := cfg.Resolve(context.Background(), w.cloud); err != nil {
-		w.t.Fatal(err)
-	}
+	cfg := w.Config(w.T, fixtures.GreenPoolFile(w.Cfg.ClusterName, inst.retention))
 	// Green's Services: none yet.
-	return allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.clock,
+	return allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.Clock,
 		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}})
 }
 
@@ -98,22 +89,22 @@ func adoptionRace(t *testing.T, g green, before time.Duration, wantAdopted, want
 	w := newWorld(t)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	x := w.usedThenRetained("general", api)
-	p, _ := w.cfg.Pool("general")
-	release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
-	if at := w.entry(x.ID).ReleaseAt; !at.Equal(release) {
+	p, _ := w.Cfg.Pool("general")
+	release := w.Entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
+	if at := w.Entry(x.ID).ReleaseAt; !at.Equal(release) {
 		t.Fatalf("prod's ledger says release-at %v, want orphaned-since + prod's retention %v", at, release)
 	}
-	w.clock.SetTime(release.Add(-before))
+	w.Clock.SetTime(release.Add(-before))
 
 	s := newSchedule(order)
-	sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-	green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s}, g)
+	sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+	green := w.adopter(gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, g)
 	gp, _ := green.Config().Pool("general")
 	rep, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
 	if serr != nil || aerr != nil {
 		t.Fatalf("sweep: %v, admission: %v", serr, aerr)
 	}
-	if !w.exists(res.ID) {
+	if !w.Exists(res.ID) {
 		t.Fatalf("the admission handed out %s (adopted from %q), which is released", res.ID, res.AdoptedFrom)
 	}
 	adopted, released := res.ID == x.ID, slices.Contains(rep.Released, x.ID)
@@ -123,18 +114,18 @@ func adoptionRace(t *testing.T, g green, before time.Duration, wantAdopted, want
 	if !adopted {
 		return
 	}
-	if e := w.entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.cfg.ClusterName {
+	if e := w.Entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.Cfg.ClusterName {
 		t.Fatalf("adopted %+v, ledger %+v", res, e)
 	}
 	// Prod's cycles, long past the retention it had: never
 	// released, never re-tagged.
-	w.clock.Step(48 * time.Hour)
+	w.Clock.Step(48 * time.Hour)
 	for range 2 {
 		if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) {
 			t.Fatal("prod released the IP green adopted")
 		}
 	}
-	if e := w.entry(x.ID); e.Cluster != "green" {
+	if e := w.Entry(x.ID); e.Cluster != "green" {
 		t.Fatalf("prod's cycles re-tagged it: %+v", e)
 	}
 }
@@ -152,17 +143,17 @@ func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 		setup func(w *world, x *ipam.Reservation)
 	}{
 		{"deleted in prod: the cycle tags it orphaned", func(w *world, x *ipam.Reservation) {
-			live := w.live("payments", "api", x.ID)
+			live := w.Live("payments", "api", x.ID)
 			w.sweep(w.sweeper())
-			w.remove(live)
+			w.Remove(live)
 		}},
 		{"referenced in prod again: the cycle clears orphaned-since", func(w *world, x *ipam.Reservation) {
-			live := w.live("payments", "api", x.ID)
+			live := w.Live("payments", "api", x.ID)
 			w.sweep(w.sweeper())
-			w.remove(live)
+			w.Remove(live)
 			w.sweep(w.sweeper())
-			w.clock.Step(time.Minute)
-			w.live("payments", "api", x.ID)
+			w.Clock.Step(time.Minute)
+			w.Live("payments", "api", x.ID)
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,8 +162,8 @@ func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 			x := w.book("general", api.Namespace, api.Name)
 			tt.setup(w, x)
 			s := newSchedule([]string{"sweeper:ListIPs", "admission:ListIPs", "admission:SetTags", "sweeper:GetIP", "sweeper:SetTags"})
-			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-			green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
+			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+			green := w.adopter(gatedCloud{Cloud: w.Cloud, party: "admission", s: s})
 			gp, _ := green.Config().Pool("general")
 			_, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
 			if serr != nil || aerr != nil {
@@ -184,7 +175,7 @@ func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 			if slices.Contains(s.made, "sweeper:SetTags") {
 				t.Errorf("prod's cycle wrote tags after green's adoption (steps %v)", s.made)
 			}
-			if e := w.entry(x.ID); e.Cluster != "green" || !e.OrphanedSince.IsZero() {
+			if e := w.Entry(x.ID); e.Cluster != "green" || !e.OrphanedSince.IsZero() {
 				t.Fatalf("ledger after prod's cycle: %+v, want green's, not orphaned", e)
 			}
 		})
@@ -200,15 +191,15 @@ func TestBackfillWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 	s.backfills.lead(true)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	x := w.book("general", api.Namespace, api.Name)
-	created(s, w.live(api.Namespace, api.Name, x.ID))
-	green := w.adopter(w.cloud)
+	created(s, w.Live(api.Namespace, api.Name, x.ID))
+	green := w.adopter(w.Cloud)
 	gp, _ := green.Config().Pool("general")
 	if res, err := green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api}); err != nil || res.ID != x.ID {
 		t.Fatalf("green's adoption: %+v %v", res, err)
 	}
-	before, _ := w.srv.IP(x.ID)
+	before, _ := w.Srv.IP(x.ID)
 	rep := w.backfill(s)
-	after, _ := w.srv.IP(x.ID)
+	after, _ := w.Srv.IP(x.ID)
 	if rep.Backfilled != 0 || !ipam.SameTags(before.Tags, after.Tags) {
 		t.Fatalf("the back-fill wrote %v over green's %v (report %+v)", after.Tags, before.Tags, rep)
 	}
@@ -236,11 +227,11 @@ func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 				t.Run(g.name+"/"+z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
 					w := newWorld(t)
 					x := w.usedThenRetained("general", types.NamespacedName{Namespace: "payments", Name: "api"})
-					w.clock.SetTime(w.entry(x.ID).ReleaseAt.Add(-z.before))
+					w.Clock.SetTime(w.Entry(x.ID).ReleaseAt.Add(-z.before))
 
 					s := newSchedule(order)
-					sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-					cfg := w.adopter(w.cloud, g).Config()
+					sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+					cfg := w.adopter(w.Cloud, g).Config()
 					policy := ipam.Retention{PendingGrace: g.grace, Margin: g.margin}
 					var rep Report
 					var handed []ipam.Handed
@@ -248,8 +239,8 @@ func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 					run(s, map[string]func(){
 						"sweeper": func() { rep, serr = sw.Sweep(context.Background()) },
 						"handover": func() {
-							handed, herr = allocator.Handover(context.Background(), gatedCloud{Cloud: w.cloud, party: "handover", s: s}, cfg, policy,
-								ipam.HandoverRequest{From: w.cfg.ClusterName, Now: w.clock.Now})
+							handed, herr = allocator.Handover(context.Background(), gatedCloud{Cloud: w.Cloud, party: "handover", s: s}, cfg, policy,
+								ipam.HandoverRequest{From: w.Cfg.ClusterName, Now: w.Clock.Now})
 						},
 					})
 					if serr != nil || herr != nil {
@@ -257,7 +248,7 @@ func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 					}
 					moved := slices.ContainsFunc(handed, func(h ipam.Handed) bool { return h.ID == x.ID && h.Skipped == "" })
 					released := slices.Contains(rep.Released, x.ID)
-					if moved && !w.exists(x.ID) {
+					if moved && !w.Exists(x.ID) {
 						t.Fatalf("handover reported %s moved, and prod released it (steps %v)", x.ID, s.made)
 					}
 					if moved != z.moved || released != z.release {
@@ -267,9 +258,9 @@ func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
 						return
 					}
 					// Prod's cycles long past its retention: never released.
-					w.clock.Step(48 * time.Hour)
-					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) || w.entry(x.ID).Cluster != "green" {
-						t.Fatalf("prod released or re-tagged the IP handed to green: %+v", w.entry(x.ID))
+					w.Clock.Step(48 * time.Hour)
+					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) || w.Entry(x.ID).Cluster != "green" {
+						t.Fatalf("prod released or re-tagged the IP handed to green: %+v", w.Entry(x.ID))
 					}
 				})
 			}

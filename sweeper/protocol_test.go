@@ -139,14 +139,14 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			w := newWorld(t)
 			api := types.NamespacedName{Namespace: "payments", Name: "api"}
 			x := w.usedThenRetained("general", api)
-			p, _ := w.cfg.Pool("general")
+			p, _ := w.Cfg.Pool("general")
 			p.Retention.Duration = 24 * time.Hour
-			w.clock.Step(10 * time.Minute)
+			w.Clock.Step(10 * time.Minute)
 
 			s := newSchedule(order)
-			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s}; o.Margin = margin })
-			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-				References: fixtures.Records(w.kube), Clock: w.clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s}; o.Margin = margin })
+			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
 			if serr != nil || aerr != nil {
 				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
@@ -161,19 +161,19 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			// wrote after it, so the live IP is tagged retained again.
 			at := func(step string) int { return slices.Index(s.made, step) }
 			overtaken := at("sweeper:SetTags") > at("admission:SetTags") && at("sweeper:GetIP") < at("admission:SetTags") && at("sweeper:GetIP") >= 0
-			if retagged := !w.entry(x.ID).OrphanedSince.IsZero(); retagged != overtaken {
+			if retagged := !w.Entry(x.ID).OrphanedSince.IsZero(); retagged != overtaken {
 				t.Fatalf("retained again after the race: %v, want %v (steps %v)", retagged, overtaken, s.made)
 			}
 			// The re-created Service is live; the cycles run long past the
 			// old release time and the new one.
-			w.live(api.Namespace, api.Name, x.ID)
+			w.Live(api.Namespace, api.Name, x.ID)
 			for range 2 {
-				w.clock.Step(25 * time.Hour)
+				w.Clock.Step(25 * time.Hour)
 				if rep := w.sweep(w.sweeper(func(o *Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
 					t.Fatalf("a cycle released the live Service's IP (steps %v)", s.made)
 				}
 			}
-			if e := w.entry(x.ID); !e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() {
+			if e := w.Entry(x.ID); !e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() {
 				t.Fatalf("the live Service's IP is still retained: %+v (steps %v)", e, s.made)
 			}
 		})
@@ -217,14 +217,14 @@ func releaseProtocol(t *testing.T, read string) {
 				w := newWorld(t)
 				svc := types.NamespacedName{Namespace: "payments", Name: "api"}
 				x := w.usedThenRetained("general", svc)
-				orphaned := w.entry(x.ID).OrphanedSince
-				p, _ := w.cfg.Pool("general")
-				w.clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
+				orphaned := w.Entry(x.ID).OrphanedSince
+				p, _ := w.Cfg.Pool("general")
+				w.Clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
 
 				s := newSchedule(order)
-				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-					References: fixtures.Records(w.kube), Clock: w.clock,
+				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+					References: fixtures.Records(w.Kube), Clock: w.Clock,
 					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and
@@ -243,7 +243,7 @@ func releaseProtocol(t *testing.T, read string) {
 				if (read == "ListIPs" || z.reused) && !slices.Contains(s.made, "admission:"+read) {
 					t.Fatalf("the admission did not read by %s: steps made %v", read, s.made)
 				}
-				if !w.exists(res.ID) {
+				if !w.Exists(res.ID) {
 					t.Fatalf("invariant 2: the admission handed out %s (reused=%v), which is released", res.ID, res.Reused)
 				}
 				freed := slices.Contains(rep.Released, x.ID)
@@ -255,7 +255,7 @@ func releaseProtocol(t *testing.T, read string) {
 				// sweeper listing after the take-back may mark it orphaned
 				// again, from now: a new retention clock, not the old one.
 				if res.Reused {
-					if again := w.entry(x.ID).OrphanedSince; res.ID != x.ID || (!again.IsZero() && again.Before(w.clock.Now())) {
+					if again := w.Entry(x.ID).OrphanedSince; res.ID != x.ID || (!again.IsZero() && again.Before(w.Clock.Now())) {
 						t.Fatalf("taken back %s, orphaned-since %v (was %v)", res.ID, again, orphaned)
 					}
 				}

@@ -91,17 +91,17 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 				w := newWorldWith(t, tiny)
 				api := types.NamespacedName{Namespace: "payments", Name: "api"}
 				x := w.book("tiny", api.Namespace, api.Name)
-				gone := w.live(api.Namespace, api.Name, x.ID)
+				gone := w.Live(api.Namespace, api.Name, x.ID)
 				y := w.book("tiny", "ci", "live")
-				w.live("ci", "live", y.ID)
+				w.Live("ci", "live", y.ID)
 				w.sweep(w.sweeper()) // uids back-filled
-				w.remove(gone)
+				w.Remove(gone)
 				w.sweep(w.sweeper()) // X orphaned
-				w.clock.Step(time.Hour)
-				p, _ := w.cfg.Pool("tiny")
+				w.Clock.Step(time.Hour)
+				p, _ := w.Cfg.Pool("tiny")
 				alloc := func(s *schedule, party string) *allocator.Allocator {
-					return allocator.New(allocator.Options{Cloud: bookingCloud{gatedCloud{Cloud: w.cloud, party: party, s: s}}, Config: w.cfg,
-						References: fixtures.Records(w.kube), Clock: w.clock,
+					return allocator.New(allocator.Options{Cloud: bookingCloud{gatedCloud{Cloud: w.Cloud, party: party, s: s}}, Config: w.Cfg,
+						References: fixtures.Records(w.Kube), Clock: w.Clock,
 						Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
 				}
 
@@ -122,18 +122,18 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 				}
 				if aerr == nil {
 					handed = append(handed, res.ID)
-					w.live(api.Namespace, api.Name, res.ID)
+					w.Live(api.Namespace, api.Name, res.ID)
 				} else if ipam.ReasonOf(aerr) != ipam.ReasonYielding {
 					t.Fatalf("the re-create: %v", aerr)
 				}
 
-				w.clock.Step(margin + time.Second)
+				w.Clock.Step(margin + time.Second)
 				s2 := newSchedule(o2)
 				var rep Report
 				var serr error
 				parties := map[string]func(){
 					"sweeper": func() {
-						rep, serr = w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s2} }).Sweep(context.Background())
+						rep, serr = w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s2} }).Sweep(context.Background())
 					},
 				}
 				if aerr == nil {
@@ -151,7 +151,7 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 					t.Fatal(serr)
 				}
 				for _, id := range append(handed, y.ID) {
-					if !w.exists(id) {
+					if !w.Exists(id) {
 						t.Fatalf("invariant 2: %s was handed out (or is live) and is released; steps %v then %v", id, s1.made, s2.made)
 					}
 				}
@@ -187,21 +187,21 @@ func yieldWorld(t *testing.T) (*world, *webhook.ServiceMutator) { return yieldWo
 // yieldWorldWith is yieldWorld with these pools beside the world's.
 func yieldWorldWith(t *testing.T, pools string) (*world, *webhook.ServiceMutator) {
 	w := newWorldWith(t, pools)
-	if err := w.kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{request.LabelEnabled: "true"}}}); err != nil {
+	if err := w.Kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ci", Labels: map[string]string{request.LabelEnabled: "true"}}}); err != nil {
 		t.Fatal(err)
 	}
-	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock,
+	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock,
 		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second, SweepInterval: time.Minute}})
-	return w, &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+	return w, &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 }
 
 // retained admits ns/name in pool, lets the sweeper see it used, deletes it
 // and lets the sweeper mark it retained; it returns its IPAM ID.
 func (w *world) retainedIn(m *webhook.ServiceMutator, pool, ns, name string) string {
-	w.t.Helper()
+	w.T.Helper()
 	svc, _ := w.admit(m, ns, name, map[string]string{request.AnnotationPool: pool})
 	w.sweep(w.sweeper())
-	w.remove(svc)
+	w.Remove(svc)
 	w.sweep(w.sweeper())
 	return svc.Annotations[ccm.AnnotationPrivateIPIDs]
 }
@@ -224,22 +224,22 @@ func TestFullPoolsYield(t *testing.T) {
 		w, m := yieldWorld(t)
 		x := w.retainedIn(m, "tiny", "payments", "old")
 		w.admit(m, "ci", "live", pool)
-		w.clock.Step(time.Hour)
+		w.Clock.Step(time.Hour)
 		// A dry run changes nothing, and is not told to retry: its retries
 		// would wait for a release nobody asked for.
 		if _, resp := w.try(m, "payments", "new", pool, true); resp.Allowed || resp.Result.Code == http.StatusTooManyRequests ||
 			!strings.Contains(resp.Result.Message, "a CREATE would release the oldest (172.16.35.251") || w.broughtForward(x) {
-			t.Fatalf("a dry run: allowed=%v, %+v, release-at %v: it must write nothing and not ask for a retry", resp.Allowed, resp.Result, w.entry(x).ReleaseAt)
+			t.Fatalf("a dry run: allowed=%v, %+v, release-at %v: it must write nothing and not ask for a retry", resp.Allowed, resp.Result, w.Entry(x).ReleaseAt)
 		}
 		_, resp := w.try(m, "payments", "new", pool, false)
 		wantYield(t, resp, 80, `pool "tiny" is full; 1 of its 2 addresses are retained for deleted Services; the oldest (172.16.35.251, of the deleted payments/old) is being released`, "retry in ~80 s")
-		if at := w.entry(x).ReleaseAt; !at.Equal(w.clock.Now().Add(20 * time.Second)) {
+		if at := w.Entry(x).ReleaseAt; !at.Equal(w.Clock.Now().Add(20 * time.Second)) {
 			t.Fatalf("release-at %v, want the margin from now", at)
 		}
 		// The retry before the release asks for nothing more.
 		_, resp = w.try(m, "payments", "new", pool, false)
 		wantYield(t, resp, 80, "the oldest is being released for this Service")
-		w.clock.Step(20*time.Second + time.Second)
+		w.Clock.Step(20*time.Second + time.Second)
 		if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{x}) || rep.EarlyReleased["tiny"] != 1 {
 			t.Fatalf("released %v, early %v; want %s early", rep.Released, rep.EarlyReleased, x)
 		}
@@ -251,9 +251,9 @@ func TestFullPoolsYield(t *testing.T) {
 	t.Run("a reservation inside the reuse margin is never chosen", func(t *testing.T) {
 		w, m := yieldWorld(t)
 		w.admit(m, "ci", "live", pool)
-		w.clock.Step(time.Hour)
+		w.Clock.Step(time.Hour)
 		y := w.retainedIn(m, "tiny", "payments", "old") // orphaned just now
-		w.clock.Step(10 * time.Second)
+		w.Clock.Step(10 * time.Second)
 		_, resp := w.try(m, "payments", "new", pool, false)
 		wantYield(t, resp, 80, "none of which may be released yet (deleted within the last 20 s")
 		if w.broughtForward(y) {
@@ -269,23 +269,23 @@ func TestFullPoolsYield(t *testing.T) {
 		share(w, "dc-link", 2)
 		dc := map[string]string{request.AnnotationPool: "dc-link"}
 		other := w.retainedIn(m, "dc-link", "payments", "oldest")
-		w.clock.Step(time.Hour)
+		w.Clock.Step(time.Hour)
 		a := w.retainedIn(m, "dc-link", "ci", "a")
-		w.clock.Step(time.Hour)
+		w.Clock.Step(time.Hour)
 		b := w.retainedIn(m, "dc-link", "ci", "b")
-		w.clock.Step(time.Hour)
+		w.Clock.Step(time.Hour)
 		_, resp := w.try(m, "ci", "c", dc, false)
 		wantYield(t, resp, 80, `namespace ci holds 2/2 addresses of pool "dc-link"; 2 of them are retained for deleted Services; the oldest`, "of the deleted ci/a) is being released")
 		if !w.broughtForward(a) || w.broughtForward(b) || w.broughtForward(other) {
-			t.Fatalf("brought forward: ci/a %v, ci/b %v, payments/oldest %v; want ci/a's only", w.entry(a).ReleaseAt, w.entry(b).ReleaseAt, w.entry(other).ReleaseAt)
+			t.Fatalf("brought forward: ci/a %v, ci/b %v, payments/oldest %v; want ci/a's only", w.Entry(a).ReleaseAt, w.Entry(b).ReleaseAt, w.Entry(other).ReleaseAt)
 		}
 		// A retry that comes after the release was expected, before a
 		// (slow) cycle made it, waits for it rather than bring ci/b's
 		// forward too.
-		w.clock.Step(81 * time.Second)
+		w.Clock.Step(81 * time.Second)
 		_, resp = w.try(m, "ci", "c", dc, false)
 		if resp.Allowed || !strings.Contains(resp.Result.Message, "being released") || w.broughtForward(b) {
-			t.Fatalf("a late retry: %+v, ci/b release-at %v; want it to wait for ci/a's release", resp.Result, w.entry(b).ReleaseAt)
+			t.Fatalf("a late retry: %+v, ci/b release-at %v; want it to wait for ci/a's release", resp.Result, w.Entry(b).ReleaseAt)
 		}
 		// Other namespaces are not held to ci's share.
 		w.admit(m, "payments", "more", dc)
@@ -307,9 +307,9 @@ func TestFullPoolsYield(t *testing.T) {
 // broughtForward reports whether the ledger releases id before its
 // retention ends: a full pool or share made it yield.
 func (w *world) broughtForward(id string) bool {
-	w.t.Helper()
-	e := w.entry(id)
-	p, _ := w.cfg.Pool(e.Pool)
+	w.T.Helper()
+	e := w.Entry(id)
+	p, _ := w.Cfg.Pool(e.Pool)
 	return e.ReleaseAt.Before(e.OrphanedSince.Add(p.Retention.Duration))
 }
 
@@ -327,7 +327,7 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 	x := w.retainedIn(m, "tiny", "payments", "old-a")
 	y := w.retainedIn(m, "tiny-nodes", "payments", "old-b")
 	w.admit(m, "ci", "live", both)
-	w.clock.Step(time.Hour)
+	w.Clock.Step(time.Hour)
 
 	_, resp := w.try(m, "payments", "new", both, false)
 	wantYield(t, resp, 80, `pool "tiny" is full`, "(172.16.35.251, of the deleted payments/old-a) is being released")
@@ -339,7 +339,7 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 	if !w.broughtForward(x) || w.broughtForward(y) {
 		t.Fatalf("brought forward: tiny's %v, tiny-nodes' %v; want tiny's only", w.broughtForward(x), w.broughtForward(y))
 	}
-	w.clock.Step(21 * time.Second)
+	w.Clock.Step(21 * time.Second)
 	if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{x}) {
 		t.Fatalf("released %v, want %s", rep.Released, x)
 	}
@@ -353,7 +353,7 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 	// Until it is released, a retry waits for it.
 	_, resp = w.try(m, "payments", "new", both, false)
 	wantYield(t, resp, 80, `pool "tiny-nodes" is full`, "the oldest is being released for this Service")
-	w.clock.Step(21 * time.Second)
+	w.Clock.Step(21 * time.Second)
 	if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{y}) {
 		t.Fatalf("released %v, want %s", rep.Released, y)
 	}
@@ -364,7 +364,7 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 }
 
 func share(w *world, pool string, n int) {
-	p, _ := w.cfg.Pool(pool)
+	p, _ := w.Cfg.Pool(pool)
 	p.MaxPerNamespace = &n
 }
 
@@ -377,7 +377,7 @@ func TestDryRunOnAPoolOfDeletedServicesIsNotRetried(t *testing.T) {
 	pool := map[string]string{request.AnnotationPool: "tiny"}
 	for _, name := range []string{"a", "b"} {
 		svc, _ := w.admit(m, "payments", name, pool)
-		w.remove(svc)
+		w.Remove(svc)
 	}
 	if _, resp := w.try(m, "payments", "new", pool, true); resp.Allowed || resp.Result.Code == http.StatusTooManyRequests ||
 		!strings.Contains(resp.Result.Message, "not retained yet") || !strings.Contains(resp.Result.Message, "(dry run)") {
