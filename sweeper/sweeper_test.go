@@ -18,13 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -32,12 +30,10 @@ import (
 // world is cluster prod (fixtures.ProdWorld) with the sweeper's helpers.
 type world struct{ *fixtures.World }
 
-func newWorld(t testing.TB) *world { t.Helper(); return newWorldWith(t, "") }
-
-// newWorldWith is newWorld with more pools in the pool file.
-func newWorldWith(t testing.TB, pools string) *world {
+// newWorld is cluster prod, with pools beside its own.
+func newWorld(t testing.TB, pools ...string) *world {
 	t.Helper()
-	return &world{fixtures.ProdWorld(t, pools)}
+	return &world{fixtures.ProdWorld(t, pools...)}
 }
 
 func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
@@ -59,19 +55,6 @@ func (w *world) book(pool, ns, name string) *ipam.Reservation {
 func (w *world) sweep(s *Sweeper) Report {
 	w.T.Helper()
 	return fixtures.Swept(w.World, s.Sweep)
-}
-
-// usedThenRetained books an IP in pool for svc, lets the sweeper see a
-// live Service use it (uid back-filled), deletes the Service and lets the
-// sweeper retain it (orphaned-since and release-at set).
-func (w *world) usedThenRetained(pool string, svc types.NamespacedName) *ipam.Reservation {
-	w.T.Helper()
-	x := w.book(pool, svc.Namespace, svc.Name)
-	live := w.Live(svc.Namespace, svc.Name, x.ID)
-	w.sweep(w.sweeper())
-	w.Remove(live)
-	w.sweep(w.sweeper())
-	return x
 }
 
 type events struct{ list []string }
@@ -305,45 +288,6 @@ func TestSameClusterNameOnOtherNetworksIsLeftAlone(t *testing.T) {
 	}
 	if ip, _ := w.Srv.IP(theirs); !ipam.SameTags(ip.Tags, tags) {
 		t.Fatalf("its tags changed: %v", ip.Tags)
-	}
-}
-
-// racingCloud changes an IP's tags right before the sweeper re-reads it,
-// as an admission taking it back would.
-type racingCloud struct {
-	scaleway.Cloud
-	before func(id string)
-}
-
-func (c racingCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
-	c.before(id)
-	return c.Cloud.GetIP(ctx, id)
-}
-
-// TestReleaseSkippedWhenTagsChanged: the re-read before a release is the
-// second line of defence behind the release protocol, for a replica whose
-// clock runs behind: its admission still takes the IP back, and the
-// sweeper, seeing the tags changed, does not release it.
-func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
-	w := newWorld(t)
-	r := w.book("general", "payments", "api")
-	w.sweep(w.sweeper())
-	skewed := clocktesting.NewFakeClock(w.Clock.Now())
-	w.Clock.Step(2 * time.Hour)
-	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: skewed})
-	s := w.sweeper(func(o *Options) {
-		o.Cloud = racingCloud{Cloud: w.Cloud, before: func(string) {
-			p, _ := w.Cfg.Pool("general")
-			if _, err := alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: "payments", Name: "api"}}); err != nil {
-				t.Fatal(err)
-			}
-		}}
-	})
-	if rep := w.sweep(s); len(rep.Released) != 0 || !w.Exists(r.ID) {
-		t.Fatal("released an IP taken back during the cycle")
-	}
-	if !w.Entry(r.ID).OrphanedSince.IsZero() {
-		t.Fatal("the reuse did not clear orphaned-since")
 	}
 }
 

@@ -1,129 +1,21 @@
-package sweeper
+package interleavings
 
 import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
-
-// schedule releases gated calls in a fixed order. Each step is
-// "<party>:<op>"; a call whose step is still ahead waits for its turn, one
-// already passed (or never scheduled) goes through. A party that finishes
-// without making its remaining steps (it decided not to) has them skipped.
-type schedule struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	steps    []string
-	next     int
-	finished map[string]bool
-	made     []string // the steps made, in order
-}
-
-func newSchedule(steps []string) *schedule {
-	s := &schedule{steps: steps, finished: map[string]bool{}}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-func party(step string) string { p, _, _ := strings.Cut(step, ":"); return p }
-
-func (s *schedule) skip() {
-	for s.next < len(s.steps) && s.finished[party(s.steps[s.next])] {
-		s.next++
-	}
-	s.cond.Broadcast()
-}
-
-// enter blocks until step's turn; false when step is not ahead.
-func (s *schedule) enter(step string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.steps[s.next:], step) {
-		return false
-	}
-	for s.steps[s.next] != step {
-		s.cond.Wait()
-	}
-	return true
-}
-
-func (s *schedule) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.made = append(s.made, s.steps[s.next])
-	s.next++
-	s.skip()
-}
-
-func (s *schedule) finish(p string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finished[p] = true
-	s.skip()
-}
-
-// gatedCloud holds one party's GetIP, ListIPs, SetTags and ReleaseIP calls
-// until the schedule lets them through.
-type gatedCloud struct {
-	scaleway.Cloud
-	party string
-	s     *schedule
-}
-
-func (c gatedCloud) gate(op string) func() {
-	if c.s.enter(c.party + ":" + op) {
-		return c.s.leave
-	}
-	return func() {}
-}
-
-func (c gatedCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
-	defer c.gate("GetIP")()
-	return c.Cloud.GetIP(ctx, id)
-}
-
-func (c gatedCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
-	defer c.gate("ListIPs")()
-	return c.Cloud.ListIPs(ctx, f)
-}
-
-func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*scaleway.IP, error) {
-	defer c.gate("SetTags")()
-	return c.Cloud.SetTags(ctx, id, tags)
-}
-
-func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
-	defer c.gate("ReleaseIP")()
-	return c.Cloud.ReleaseIP(ctx, id)
-}
-
-// race runs a sweep and a reservation at once, each party's calls gated by
-// s, and returns what each ended with.
-func race(s *schedule, sw *Sweeper, alloc *allocator.Allocator, req ipam.Request) (rep Report, res *ipam.Reservation, serr, aerr error) {
-	run(s, map[string]func(){
-		"sweeper":   func() { rep, serr = sw.Sweep(context.Background()) },
-		"admission": func() { res, aerr = alloc.Reserve(context.Background(), req) },
-	})
-	return rep, res, serr, aerr
-}
-
-// interleavings are every order of the sweeper's re-read and release and
-// the admission's sticky read (read: its listing of the Service, or its
-// re-read of the index's candidate) and take-back, each party's own order
-// kept: the six ways the two can meet on one retained IP.
-func interleavings(read string) [][]string {
-	return orders([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"admission:" + read, "admission:SetTags"})
-}
 
 // TestRewriteAndTakeBackEveryInterleaving: the operator lengthened the
 // pool's retention, so the cycle rewrites a retained IP's release-at (its
@@ -144,9 +36,12 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			w.Clock.Step(10 * time.Minute)
 
 			s := newSchedule(order)
-			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s}; o.Margin = margin })
+			sw := w.sweeper(func(o *sweeper.Options) {
+				o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s}
+				o.Margin = margin
+			})
 			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
-				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
 			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
 			if serr != nil || aerr != nil {
 				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
@@ -169,7 +64,7 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			w.Live(api.Namespace, api.Name, x.ID)
 			for range 2 {
 				w.Clock.Step(25 * time.Hour)
-				if rep := w.sweep(w.sweeper(func(o *Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
+				if rep := w.sweep(w.sweeper(func(o *sweeper.Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
 					t.Fatalf("a cycle released the live Service's IP (steps %v)", s.made)
 				}
 			}
@@ -222,10 +117,10 @@ func releaseProtocol(t *testing.T, read string) {
 				w.Clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
 
 				s := newSchedule(order)
-				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+				sw := w.sweeper(func(o *sweeper.Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
 				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
 					References: fixtures.Records(w.Kube), Clock: w.Clock,
-					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+					Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and
 					// holds the retained IP.
@@ -261,5 +156,44 @@ func releaseProtocol(t *testing.T, read string) {
 				}
 			})
 		}
+	}
+}
+
+// racingCloud changes an IP's tags right before the sweeper re-reads it,
+// as an admission taking it back would.
+type racingCloud struct {
+	scaleway.Cloud
+	before func(id string)
+}
+
+func (c racingCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
+	c.before(id)
+	return c.Cloud.GetIP(ctx, id)
+}
+
+// TestReleaseSkippedWhenTagsChanged: the re-read before a release is the
+// second line of defence behind the release protocol, for a replica whose
+// clock runs behind: its admission still takes the IP back, and the
+// sweeper, seeing the tags changed, does not release it.
+func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "api")
+	w.sweep(w.sweeper())
+	skewed := clocktesting.NewFakeClock(w.Clock.Now())
+	w.Clock.Step(2 * time.Hour)
+	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: skewed})
+	s := w.sweeper(func(o *sweeper.Options) {
+		o.Cloud = racingCloud{Cloud: w.Cloud, before: func(string) {
+			p, _ := w.Cfg.Pool("general")
+			if _, err := alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: "payments", Name: "api"}}); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	})
+	if rep := w.sweep(s); len(rep.Released) != 0 || !w.Exists(r.ID) {
+		t.Fatal("released an IP taken back during the cycle")
+	}
+	if !w.Entry(r.ID).OrphanedSince.IsZero() {
+		t.Fatal("the reuse did not clear orphaned-since")
 	}
 }
