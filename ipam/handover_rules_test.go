@@ -74,3 +74,15 @@ func TestHandoverCandidate(t *testing.T) {
 		})
 	}
 }
+
+// A request without a clock reads the real one, as HandoverRequest says.
+func TestHandoverCandidateWithoutAClock(t *testing.T) {
+	cfg := rulesConfig(t)
+	old := Entry{Cluster: "old", Pool: "dc", Service: svcAPI, UID: "u0"}
+	ip := ledgerIP("ip-1", subA, "172.16.4.15", retained(old, time.Hour, time.Hour))
+	// Judged by the real clock, that reservation's release is long past.
+	h, _, ok := HandoverCandidate(cfg, rulesPolicy, HandoverRequest{From: "old"}, ip)
+	if !ok || h.Skipped == "" {
+		t.Fatalf("candidate %v, skipped %q: want one skipped by the real clock", ok, h.Skipped)
+	}
+}
