@@ -106,7 +106,7 @@ type RecordIndexer interface {
 }
 
 // Records answers the allocator's "who references this ID" (it implements
-// ipam.References) from the Service informer's Records, in memory.
+// allocator.References) from the Service informer's Records, in memory.
 type Records struct {
 	Indexer RecordIndexer
 	// Synced reports whether the informer has synced; nil when it always

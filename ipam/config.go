@@ -255,7 +255,7 @@ func (p *Pool) cannotBeDefault() string {
 		return "an IPv6 pool cannot be the default: a Service that asks for nothing would get only an IPv6 address, and the CCM reports IPv4 status only"
 	case p.Disabled:
 		return "a disabled pool cannot be the default: every Service that asks for nothing would be denied; move default to another pool"
-	case !p.autoAssign():
+	case !p.AutoAssigns():
 		return "a pool with autoAssign: false cannot be the default: it only serves explicit address requests"
 	}
 	return ""
@@ -344,29 +344,6 @@ func (p *Pool) parseSet(field string, items []string) (*netipx.IPSet, []error) {
 	}
 	s, _ := b.IPSet() // the builder only errs on invalid ranges, filtered above
 	return s, errs
-}
-
-func parseRange(s string) (netipx.IPRange, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		pr, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netipx.IPRange{}, err
-		}
-		return netipx.RangeOfPrefix(pr.Masked()), nil
-	}
-	if strings.Contains(s, "-") {
-		r, err := netipx.ParseIPRange(s)
-		if err != nil {
-			return netipx.IPRange{}, err
-		}
-		return r, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netipx.IPRange{}, err
-	}
-	return netipx.IPRangeFrom(a, a), nil
 }
 
 // overlaps reports pools of one Private Network whose addresses intersect:

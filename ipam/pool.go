@@ -83,11 +83,9 @@ func (p *Pool) Allows(namespace string) bool {
 	return false
 }
 
-func (p *Pool) autoAssign() bool { return p.AutoAssign == nil || *p.AutoAssign }
-
 // AutoAssigns reports whether the pool hands out addresses to Services that
 // name the pool without an address.
-func (p *Pool) AutoAssigns() bool { return p.autoAssign() }
+func (p *Pool) AutoAssigns() bool { return p.AutoAssign == nil || *p.AutoAssign }
 
 // ShareOf is how many addresses of pool p one namespace may hold, live and
 // retained reservations counted; 0 means no cap.
@@ -207,4 +205,27 @@ func (c *Config) PoolOfID(namespace, subnetID string, addr netip.Addr) (pool *Po
 		}
 	}
 	return pool, allowed
+}
+
+func parseRange(s string) (netipx.IPRange, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		pr, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		return netipx.RangeOfPrefix(pr.Masked()), nil
+	}
+	if strings.Contains(s, "-") {
+		r, err := netipx.ParseIPRange(s)
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		return r, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netipx.IPRange{}, err
+	}
+	return netipx.IPRangeFrom(a, a), nil
 }

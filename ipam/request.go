@@ -76,9 +76,16 @@ func (h Holder) Entry() Entry {
 	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
 }
 
+// HolderOf describes who holds ip, from its ledger entry.
 func HolderOf(ip *scaleway.IP) Holder {
+	e, ok := ParseEntry(ip.Tags)
+	return HolderFrom(ip, e, ok)
+}
+
+// HolderFrom is HolderOf over an entry already parsed (ok: ip has one).
+func HolderFrom(ip *scaleway.IP, e Entry, ok bool) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
-	if e, ok := ParseEntry(ip.Tags); ok {
+	if ok {
 		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID
 	}
 	return h

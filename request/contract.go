@@ -59,24 +59,6 @@ func externallyManaged(r Ask) error {
 	return nil
 }
 
-// check holds the CCM's contract on the pools of a plan: one IP per Private
-// Network, and at least one IPv4 address (the CCM reports IPv4 status only).
-func (p *Plan) check() error {
-	pns := make([]string, len(p.Reserve))
-	v4 := false
-	for i, r := range p.Reserve {
-		pns[i] = r.Pool.PrivateNetworkID
-		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
-	}
-	if i, j, shared := sharedNetwork(pns); shared {
-		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", p.Reserve[i].Pool.Name, p.Reserve[j].Pool.Name, pns[j]), nil}
-	}
-	if !v4 {
-		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
-	}
-	return nil
-}
-
 // sharedNetwork finds the first two items on the same Private Network: a
 // Load Balancer takes one IP per Private Network. It is the one place that
 // rule is checked, on the pools of a plan before booking (check), or on
@@ -209,6 +191,24 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: %s enables PROXY protocol on ports %s but not on %s; in-cluster clients reach the backends directly, bypassing the Load Balancer, so they send no PROXY header on any port: enable it on all ports or on none", key, v, strings.Join(missing, ",")))
 	}
 	return out
+}
+
+// Written is what an admission that reserved rs writes and tells: the
+// CCM's annotations and ours (spec.loadBalancerIP is never written: the CCM
+// reads the IDs), the DHCP note of the reservations' Events (DHCPNote), and
+// the warnings on what the CCM will do besides (Warnings).
+func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservation) (annotations map[string]string, dhcpNote string, warnings []string) {
+	ids := make([]string, len(rs))
+	addrs := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i], addrs[i] = r.ID, r.Address.String()
+	}
+	annotations = map[string]string{
+		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
+		ccm.AnnotationPNIDs:        UnionPNs(ask.PNIDs, cfg.ClusterPrivateNetworkID, rs),
+		AnnotationAddresses:        strings.Join(addrs, ","),
+	}
+	return annotations, DHCPNote(cfg.ClusterPrivateNetworkID, annotations), Warnings(cfg, svc, ask)
 }
 
 // DHCPNote tells, in the reservation's Event, that a Load Balancer attached

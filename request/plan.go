@@ -197,3 +197,21 @@ func (p *Plan) PoolPNs() []string {
 	}
 	return out
 }
+
+// check holds the CCM's contract on the pools of a plan: one IP per Private
+// Network, and at least one IPv4 address (the CCM reports IPv4 status only).
+func (p *Plan) check() error {
+	pns := make([]string, len(p.Reserve))
+	v4 := false
+	for i, r := range p.Reserve {
+		pns[i] = r.Pool.PrivateNetworkID
+		v4 = v4 || r.Pool.IPFamily == ipam.IPv4
+	}
+	if i, j, shared := sharedNetwork(pns); shared {
+		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), fmt.Sprintf("pools %q and %q are on the same Private Network %s, and a Load Balancer takes one IP per Private Network; ask for one of them", p.Reserve[i].Pool.Name, p.Reserve[j].Pool.Name, pns[j]), nil}
+	}
+	if !v4 {
+		return &AnnotationError{AnnotationPool, PoolList(p.Reserve), "only IPv6 pools are requested; the CCM reports IPv4 status only, so a private Load Balancer needs an IPv4 pool too", nil}
+	}
+	return nil
+}

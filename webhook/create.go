@@ -50,8 +50,9 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, sv
 		return refusal(err)
 	}
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
-	if err == nil {
-		// Brought-your-own IDs name their networks only once validated.
+	// Brought-your-own IDs name their networks only once validated; the
+	// pools' networks were checked before booking.
+	if err == nil && len(p.IDs) > 0 {
 		if err = request.CheckReserved(cfg, ask, p, reservations); err != nil {
 			m.releaseBooked(ctx, key, reservations)
 		}

@@ -86,11 +86,9 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 // patched answers a reservation: the CCM's annotations and ours, a warning
 // and an Event per reservation, the CCM's warnings, and the log line.
 func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d decision) admission.Response {
-	clusterPN := d.cfg.ClusterPrivateNetworkID
-	written := reservedAnnotations(clusterPN, d.ask.PNIDs, d.reserved)
+	written, dhcp, told := request.Written(d.cfg, svc, d.ask, d.reserved)
 	resp := patchAnnotations(req.Object.Raw, written)
-	warnings := make([]string, 0, len(d.reserved)+3)
-	dhcp := request.DHCPNote(clusterPN, written)
+	warnings := make([]string, 0, len(d.reserved)+len(told))
 	var held []heldEvent
 	for _, r := range d.reserved {
 		warnings = append(warnings, reservedWarning(r))
@@ -111,7 +109,7 @@ func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d d
 	if len(held) > 0 {
 		m.held.hold(d.key, time.Now(), held)
 	}
-	warnings = append(warnings, request.Warnings(d.cfg, svc, d.ask)...)
+	warnings = append(warnings, told...)
 	m.Log.Info(logVerb(d.reserved), "service", d.key, "addresses", written[request.AnnotationAddresses], "ids", written[ccm.AnnotationPrivateIPIDs])
 	return resp.WithWarnings(warnings...)
 }
@@ -151,21 +149,6 @@ func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response
 // retryAfterSeconds is the Retry-After of retryable refusals: about how long
 // a Load Balancer takes to let go of its IP, or a cache to catch up.
 const retryAfterSeconds = 2
-
-// reservedAnnotations are the CCM's annotations and ours for the
-// reservations. spec.loadBalancerIP is never written: the CCM reads the IDs.
-func reservedAnnotations(clusterPN string, userPNs []string, rs []*ipam.Reservation) map[string]string {
-	ids := make([]string, len(rs))
-	addrs := make([]string, len(rs))
-	for i, r := range rs {
-		ids[i], addrs[i] = r.ID, r.Address.String()
-	}
-	return map[string]string{
-		ccm.AnnotationPrivateIPIDs:  strings.Join(ids, ","),
-		ccm.AnnotationPNIDs:         request.UnionPNs(userPNs, clusterPN, rs),
-		request.AnnotationAddresses: strings.Join(addrs, ","),
-	}
-}
 
 // patchAnnotations sets annotations on the raw object and answers with the
 // patch. It edits the JSON as it came rather than a re-encoded Service: a

@@ -57,7 +57,7 @@ func ParseHandoverFlags(args []string) (HandoverOptions, error) {
 }
 
 // Handover moves cluster --from's retained reservations to --to, the pool
-// file's cluster (see ipam.Handover), and prints one line per reservation
+// file's cluster (see allocator.Handover), and prints one line per reservation
 // and a total.
 func Handover(ctx context.Context, o HandoverOptions, out io.Writer) error {
 	cfg, _, err := loadConfig(o.ConfigFile)

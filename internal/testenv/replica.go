@@ -64,7 +64,7 @@ func (r *Replica) Incarnation() string {
 func (r *Replica) Allocator() *allocator.Allocator { return r.alloc.Load() }
 
 // Remembers reports whether the replica's Service cache has shown it id on
-// svc and it is still a hint (see ipam.Inventory.Hinted): a re-create of
+// svc and it is still a hint (see inventory.Inventory.Hinted): a re-create of
 // svc through this replica re-reads it.
 func (r *Replica) Remembers(svc types.NamespacedName, id string) bool {
 	alloc := r.alloc.Load()

@@ -3,7 +3,9 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,10 +54,14 @@ func (o *occupancy) space(p *ipam.Pool) (*addrspace.Space, error) {
 }
 
 func (o *occupancy) take(addr netip.Addr, h ipam.Holder) {
-	o.holders[addr] = h
-	for _, s := range o.spaces {
-		s.Mark(addr)
+	// Every held address is marked in every space already (space, load
+	// and free keep it so): a booking recorded after its pick marks nothing.
+	if _, held := o.holders[addr]; !held {
+		for _, s := range o.spaces {
+			s.Mark(addr)
+		}
 	}
+	o.holders[addr] = h
 }
 
 func (o *occupancy) free(addr netip.Addr) {
@@ -181,4 +187,132 @@ func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
 			s.Mark(addr)
 		}
 	}
+}
+
+// existing returns the subnet view of pool p, nil before its first listing.
+func (v *views) existing(p *ipam.Pool) *occupancy {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.occ[p.SubnetID()]
+}
+
+// record notes a booking or take-back of ours in the subnet's view and
+// index, if there is one.
+func (v *views) Record(p *ipam.Pool, ip *scaleway.IP) {
+	o := v.existing(p)
+	if o == nil {
+		return
+	}
+	e, ok := ipam.ParseEntry(ip.Tags)
+	o.mu.Lock()
+	o.take(ip.Address, ipam.HolderFrom(ip, e, ok))
+	o.mine.record(ip, e, ok, v.cfg.Load().ClusterName, v.clock.Now())
+	o.mu.Unlock()
+}
+
+// Outcome is how the booking of a picked address went.
+type Outcome int
+
+const (
+	PickBooked Outcome = iota
+	// PickTaken: someone the view did not know of holds it.
+	PickTaken
+	// PickFailed: the booking failed for another reason.
+	PickFailed
+)
+
+// Pick chooses a free address in p's ranges. Unless it only predicts (a
+// dry run, settle is nil), the address is marked used before the booking,
+// so concurrent admissions pick different ones, and the caller reports how
+// the booking went with settle: a failed booking frees the address; a
+// taken one keeps it marked until the next listing and moves picking
+// elsewhere in the pool (another replica picking in the same order would
+// otherwise go on colliding address after address), and relist asks the
+// next pick for a listing.
+func (v *views) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr netip.Addr, settle func(how Outcome, relist bool), err error) {
+	o, err := v.view(ctx, p, false)
+	if err != nil {
+		return netip.Addr{}, nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, err := o.space(p)
+	if err != nil {
+		return netip.Addr{}, nil, err
+	}
+	if addr, err = s.Pick(); err != nil {
+		return netip.Addr{}, nil, &NoRoom{Used: s.Used(), Size: s.Size()}
+	}
+	if predict {
+		return addr, nil, nil
+	}
+	o.take(addr, ipam.Holder{})
+	o.inflight[addr]++
+	return addr, func(how Outcome, relist bool) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.inflight[addr]--; o.inflight[addr] <= 0 {
+			delete(o.inflight, addr)
+		}
+		switch how {
+		case PickFailed:
+			o.free(addr)
+		case PickTaken:
+			s.SeekFree(v.rand)
+			o.relist = o.relist || relist
+		}
+	}, nil
+}
+
+// candidates are the IDs to re-read for req, in order of preference: the
+// index's reservations of the Service in the pool, then the IDs the
+// Service references (an UPDATE), then IDs the Service cache showed on a
+// Service of that name that no listing has seen yet. known are all the
+// IDs of the Service the inventory knows of; fresh is false when the
+// pool's index is missing or older than the TTL.
+func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string]bool, fresh bool) {
+	o := v.existing(req.Pool)
+	if o == nil {
+		return nil, nil, false
+	}
+	known = map[string]bool{}
+	add := func(id string) {
+		if !known[id] {
+			known[id] = true
+			ids = append(ids, id)
+		}
+	}
+	v.mu.Lock()
+	hints := maps.Clone(v.hints[req.Service])
+	views := maps.Clone(v.occ)
+	v.mu.Unlock()
+	cfg, now := v.Config(), v.clock.Now()
+	o.mu.Lock()
+	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < v.ttl
+	for _, r := range o.mine.of(req.Service) {
+		// A Service that showed the ID after the index learned its tags
+		// may have taken it back since: its orphaned-since is stale.
+		hintedLater := hints[r.id].After(r.learned)
+		if req.Pool.Covers(r.address) && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
+			add(r.id)
+		} else {
+			known[r.id] = true
+		}
+	}
+	o.mu.Unlock()
+	if !fresh {
+		return nil, nil, false
+	}
+	for _, id := range req.Own {
+		if !indexedElsewhere(views, id, req.Pool) {
+			add(id)
+		}
+	}
+	hinted := slices.Sorted(maps.Keys(hints))
+	for _, id := range hinted {
+		if !known[id] && !indexedElsewhere(views, id, req.Pool) {
+			add(id)
+		}
+	}
+	return ids, known, true
 }

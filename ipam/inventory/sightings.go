@@ -1,9 +1,14 @@
 package inventory
 
 import (
+	"maps"
+	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // sightings are IPAM IDs seen on Services, and when last.
@@ -46,4 +51,125 @@ func (s sightings) dropBefore(since time.Time, settled func(id string) bool) {
 			delete(s, svc)
 		}
 	}
+}
+
+// Remember records the IPAM IDs a Service references, as the Service cache
+// shows them: written by any replica, they reach every replica's cache
+// within moments, long before its next listing. A re-create of that
+// Service re-reads them, so it gets its address back even when another
+// replica booked it since this one last listed. No call is made; the IDs
+// are dropped once a listing of every pool has run after them.
+func (v *Inventory) Remember(svc types.NamespacedName, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	now := v.clock.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.add(svc, ids, now)
+	v.shown.add(svc, ids, now)
+}
+
+// Hinted returns the IDs the Service cache showed on svc that are still
+// hints (no listing, re-read or release has accounted for them since):
+// what a re-create of svc re-reads besides the index. For status and
+// tests; admissions read the hints under their own lock.
+func (v *Inventory) Hinted(svc types.NamespacedName) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Sorted(maps.Keys(v.hints[svc]))
+}
+
+// shownOn returns when the Service cache last showed each ID on svc.
+func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps.Clone(v.shown[svc])
+}
+
+// learn records what a re-read sent at readAt showed: the index entry of
+// one of this cluster's reservations, and the hint answered. It is dated
+// from the read, not its answer: a listing that started in between saw
+// newer tags.
+func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
+	v.mu.Lock()
+	v.hints.drop(&svc, ip.ID)
+	view := v.occ[ip.SubnetID]
+	v.mu.Unlock()
+	if view == nil {
+		return
+	}
+	view.mu.Lock()
+	defer view.mu.Unlock()
+	if r, ok := indexEntry(ip, v.Config().ClusterName, readAt); ok {
+		view.mine.put(r)
+	} else {
+		view.mine.drop(ip.ID)
+	}
+}
+
+// forget drops an IP that is gone (released here or found missing) from
+// every view, index and hint.
+func (v *Inventory) Forget(id string, addr netip.Addr) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.drop(nil, id)
+	v.shown.drop(nil, id)
+	for _, o := range v.occ {
+		o.mu.Lock()
+		if r, ok := o.mine.byID[id]; ok {
+			addr = r.address
+			o.mine.drop(id)
+		}
+		// Only if it still marks this IP: the address may be another
+		// booking's by now, or a pick in flight.
+		if h, ok := o.holders[addr]; ok && h.IPID == id {
+			o.free(addr)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// dropHints forgets the hints recorded before since: a listing of every
+// pool that started after them has put what they named in the indexes.
+// Of the IDs shown, it forgets what those listings have settled: a uid
+// back-filled (the ledger tells from now on), or no reservation any more.
+func (v *Inventory) dropHints(since time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.hints.dropBefore(since, func(string) bool { return true })
+	v.shown.dropBefore(since, func(id string) bool {
+		indexed, used := false, false
+		for _, o := range v.occ {
+			o.mu.Lock()
+			if r, ok := o.mine.byID[id]; ok {
+				indexed, used = true, r.used
+			}
+			o.mu.Unlock()
+		}
+		return !indexed || used
+	})
+}
+
+// Knows reports which Service and pool the index holds the reservation id
+// for, in any pool's subnet.
+func (v *Inventory) Knows(id string) (svc types.NamespacedName, pool string, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, o := range v.occ {
+		o.mu.Lock()
+		r, found := o.mine.byID[id]
+		o.mu.Unlock()
+		if found {
+			return r.service, r.pool, true
+		}
+	}
+	return types.NamespacedName{}, "", false
+}
+
+// Hints is the number of Services with hints kept.
+func (v *Inventory) Hints() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.hints)
 }

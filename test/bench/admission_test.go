@@ -144,14 +144,15 @@ func (r *report) callsPerAdmission() {
 
 // latency: p50/p99 of sequential creates through the apiserver, without a
 // webhook (a namespace not opted in: the apiserver does not call it), with
-// the no-op webhook, and with ours, at 0 and 20 ms of emulated Scaleway
-// latency per call.
+// the no-op webhook, the waiting no-op, the patch no-op (waits, then
+// answers with a patch of ours' shape) and ours, at 0 and 20 ms of
+// emulated Scaleway latency per call.
 //
 // The hooked rows run on one control plane in one run, in many short
-// blocks taking turns: no-op, ours, waiting no-op, then the reverse, and
-// again (the replicas restarted with the other handler in between, a few
-// seconds each), and within a block each hooked create is paired with an
-// un-webhooked one, in alternating order. The load of a shared 2-core
+// blocks taking turns: no-op, ours, patch no-op, waiting no-op, then the
+// reverse, and again (the replicas restarted with the other handler in
+// between, a few seconds each), and within a block each hooked create is
+// paired with an un-webhooked one, in alternating order. The load of a shared 2-core
 // machine comes and goes over seconds to minutes (another test suite, etcd
 // compacting): with a few long blocks whichever row ran in a busy minute
 // got its p99, and ours − no-op at p99 swung by tens of ms between runs.
@@ -165,14 +166,15 @@ func (r *report) callsPerAdmission() {
 // 0 ms rows, where the p99 goal is, get the most samples.
 func (r *report) latency() {
 	const (
-		latencyBlocks = 30
+		latencyBlocks = 40 // 10 rounds of the 4 kinds, half of them reversed
 		warmup        = 10
 	)
+	kinds := [...]string{"noop", "ours", "patch", "wait"}
 	lats := []time.Duration{0, 20 * time.Millisecond}
 	pairsPerBlock := map[time.Duration]int{0: 100, 20 * time.Millisecond: 35}
 	ctx := context.Background()
 	type rows struct {
-		none, noop, wait, ours []time.Duration
+		none, noop, wait, patch, ours []time.Duration
 		// blocks are each block's samples, by kind: the p50 differences
 		// are taken against the paired un-webhooked creates block by
 		// block, and the intervals resample whole blocks.
@@ -190,7 +192,7 @@ func (r *report) latency() {
 	// The apiserver's own split of the hooked blocks, by latency and kind.
 	api := map[time.Duration]map[string]apiserverTimes{}
 	for _, lat := range lats {
-		samples[lat], use[lat] = &rows{blocks: map[string]*pairedBlocks{"noop": {}, "wait": {}, "ours": {}}}, &spent{calls: emuCalls{byKind: map[string]int{}}}
+		samples[lat], use[lat] = &rows{blocks: map[string]*pairedBlocks{"noop": {}, "wait": {}, "patch": {}, "ours": {}}}, &spent{calls: emuCalls{byKind: map[string]int{}}}
 		api[lat] = map[string]apiserverTimes{}
 	}
 	metrics, err := kubernetes.NewForConfig(r.env.Config)
@@ -204,6 +206,11 @@ func (r *report) latency() {
 		}
 		return t
 	}
+	wait := &waiting{}
+	patch := r.newPatching(wait)
+	// kind is the block's webhook: its creates in the opted-in namespace
+	// under the patch no-op must come back with the patch applied.
+	var kind string
 	seq := 0
 	create := func(ns string) time.Duration {
 		seq++
@@ -212,16 +219,21 @@ func (r *report) latency() {
 		if err := r.kube.Create(ctx, s); err != nil {
 			r.b.Fatal(err)
 		}
-		return time.Since(start)
+		took := time.Since(start)
+		if kind == "patch" && ns == "opted" {
+			if err := patch.applied(s); err != nil {
+				r.b.Fatal(err)
+			}
+		}
+		return took
 	}
 	var restarts time.Duration
-	wait := &waiting{}
 	for blk := range latencyBlocks {
-		turn := [...]string{"noop", "ours", "wait"}
-		if blk/3%2 == 1 {
+		turn := kinds
+		if blk/len(turn)%2 == 1 {
 			slices.Reverse(turn[:])
 		}
-		kind := turn[blk%3]
+		kind = turn[blk%len(turn)]
 		ours := kind == "ours"
 		var h admission.Handler = noop{}
 		switch kind {
@@ -229,6 +241,8 @@ func (r *report) latency() {
 			h = nil
 		case "wait":
 			h = wait
+		case "patch":
+			h = patch
 		}
 		start := time.Now()
 		if err := r.env.RestartWebhook(h); err != nil {
@@ -263,6 +277,8 @@ func (r *report) latency() {
 					rs.ours = append(rs.ours, hooked)
 				case "wait":
 					rs.wait = append(rs.wait, hooked)
+				case "patch":
+					rs.patch = append(rs.patch, hooked)
 				default:
 					rs.noop = append(rs.noop, hooked)
 				}
@@ -286,10 +302,10 @@ func (r *report) latency() {
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d latency blocks, %s restarting the replicas\n", latencyBlocks, restarts.Round(time.Millisecond))
 
-	r.printf("Service create latency through the apiserver: sequential creates, %d blocks taking turns (no-op, ours, waiting no-op,\n", latencyBlocks)
-	r.printf("then the reverse), each hooked create paired with an un-webhooked one; samples per webhook row: %d at 0 ms, %d at 20 ms\n",
-		latencyBlocks/3*pairsPerBlock[0], latencyBlocks/3*pairsPerBlock[20*time.Millisecond])
-	r.printf("(three times that without)\n")
+	r.printf("Service create latency through the apiserver: sequential creates, %d blocks taking turns (no-op, ours, patch no-op,\n", latencyBlocks)
+	r.printf("waiting no-op, then the reverse), each hooked create paired with an un-webhooked one; samples per webhook row: %d at 0 ms,\n",
+		latencyBlocks/len(kinds)*pairsPerBlock[0])
+	r.printf("%d at 20 ms (%d times that without)\n", latencyBlocks/len(kinds)*pairsPerBlock[20*time.Millisecond], len(kinds))
 	r.printf("  %-10s %-44s %10s %10s %10s\n", "emulator", "webhook", "p50", "p90", "p99")
 	type pcts struct{ p50, p90, p99 time.Duration }
 	stats := map[time.Duration]map[string]pcts{}
@@ -303,6 +319,7 @@ func (r *report) latency() {
 			{"none", "none (namespace not opted in: not called)", rs.none},
 			{"noop", "no-op webhook (allows, no patch, no call)", rs.noop},
 			{"wait", "waiting no-op (waits the emulated latency)", rs.wait},
+			{"patch", "patch no-op (waits, then a patch like ours)", rs.patch},
 			{"ours", "ours (pool with ranges)", rs.ours},
 		} {
 			p := pcts{percentile(row.d, .50), percentile(row.d, .90), percentile(row.d, .99)}
@@ -354,17 +371,18 @@ func (r *report) latency() {
 					wlo-emulated+lat, whi-emulated+lat, 2*time.Millisecond, fmt.Sprintf("%s, 90%% interval %s … %s; a webhook that only waits %d ms costs %s over the no-op's p50 + %d ms",
 						ms(over), ms(wlo-emulated+lat), ms(whi-emulated+lat), lat/time.Millisecond, ms(waited), lat/time.Millisecond)))
 		}
+		r.patchRows(lat, emulated, bl)
 		r.printf("  %-10s %-50s %10s mean per admission, in %.2f calls: %s\n", "", "Scaleway time on the admission path", ms(pathTime), pathCalls, u.calls.pathKinds(u.admissions))
 		r.printf("  %-10s %-50s %s; %d BookIP conflicts (409)\n", "", "  besides, per admission (background)", u.calls.otherKinds(u.admissions), u.calls.conflicts)
 		r.printf("  %-10s %-50s %10s mean in the handler, %s in %.2f Scaleway calls (the sweeper's included)\n", "", "  the replicas' histograms",
 			ms(time.Duration(u.histAdmission/adm*float64(time.Second))), ms(time.Duration(u.histSCW/adm*float64(time.Second))), float64(u.histCalls)/adm)
 		a := api[lat]
-		r.printf("  %-10s %-50s no-op %s, waiting no-op %s, ours %s\n", "", "the apiserver's call to the webhook (its mean)",
-			ms(a["noop"].webhook()), ms(a["wait"].webhook()), ms(a["ours"].webhook()))
+		r.printf("  %-10s %-50s no-op %s, waiting no-op %s, patch no-op %s, ours %s\n", "", "the apiserver's call to the webhook (its mean)",
+			ms(a["noop"].webhook()), ms(a["wait"].webhook()), ms(a["patch"].webhook()), ms(a["ours"].webhook()))
 		r.printf("  %-10s %-50s %10s   (a webhook that only waits: %s)\n", "", fmt.Sprintf("  in it, ours − no-op − %.2f calls × %d ms", pathCalls, lat/time.Millisecond),
 			ms(a["ours"].webhook()-a["noop"].webhook()-emulated), ms(a["wait"].webhook()-a["noop"].webhook()-time.Duration(pathCalls*float64(lat))))
-		r.printf("  %-10s %-50s no-op %s, waiting no-op %s, ours %s\n", "", "the rest of the apiserver's POSTs (its mean, both of a pair)",
-			ms(a["noop"].rest()), ms(a["wait"].rest()), ms(a["ours"].rest()))
+		r.printf("  %-10s %-50s no-op %s, waiting no-op %s, patch no-op %s, ours %s\n", "", "the rest of the apiserver's POSTs (its mean, both of a pair)",
+			ms(a["noop"].rest()), ms(a["wait"].rest()), ms(a["patch"].rest()), ms(a["ours"].rest()))
 		if lat == 20*time.Millisecond {
 			r.printf("  %-10s %-50s %10s ≤ %s   %s\n", "", "ours − no-op (p50, paired) ≤ 20 ms + 2 ms", ms(diff50), ms(22*time.Millisecond),
 				r.checkInterval("at 20 ms emulated latency, ours p50 ≤ no-op p50 + 20 ms + 2 ms (met or missed when the 90% interval of ours − no-op, each against its paired un-webhooked creates, is)",
@@ -375,6 +393,11 @@ func (r *report) latency() {
 	r.printf("  At 0 ms per call, our handler's row includes the HTTP round trips to the emulator (the Scaleway time line).\n")
 	r.printf("  The waiting no-op allows after waiting %d ms × the calls ours makes (1), with no patch and no call: what waiting alone\n", 20)
 	r.printf("  costs through the apiserver on this machine, which ours − no-op − calls × latency counts as ours.\n")
+	ops, size := patch.size()
+	r.printf("  The patch no-op waits as long, then answers with a patch of ours' shape (%d operations, %d bytes: the operations and\n", ops, size)
+	r.printf("  paths of the patch ours answered a Service of the pool with, each value as long as ours'), which the apiserver applies\n")
+	r.printf("  and stores (each of its Services is checked): ours − waiting no-op also counts that work as ours, ours − patch no-op\n")
+	r.printf("  does not. Both are less (calls − 1) × latency: the no-ops wait one call's latency, ours as many as it makes.\n")
 	r.printf("  The apiserver's means come from its own histograms: apiserver_admission_webhook_admission_duration_seconds (its call to\n")
 	r.printf("  the webhook, hooked creates only) and apiserver_request_sli_duration_seconds (the POST without webhook time, over both\n")
 	r.printf("  creates of each pair, so a change in the hooked ones shows at half its size there).\n")
