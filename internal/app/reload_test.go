@@ -20,6 +20,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -102,7 +103,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+	if err := inventory.Resolve(context.Background(), cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -303,7 +304,7 @@ func resolvedConfig(t *testing.T, path string, cloud scaleway.Cloud) (*ipam.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+	if err := inventory.Resolve(context.Background(), cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg, data

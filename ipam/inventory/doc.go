@@ -6,7 +6,8 @@
 // showed on Services (sightings.go); who holds a pool's addresses
 // (holders.go); the releases brought forward for requests in full pools
 // (asked.go); the pools' stats (report.go). Start and Refresh keep it
-// listed (refresh.go).
+// listed (refresh.go); Resolve reads the pool file's Private Networks
+// (resolve.go).
 //
 // It owns every lock of that state and holds none across a Scaleway call.
 // It answers intent-named questions and records what the allocator wrote;

@@ -1,4 +1,4 @@
-package allocator
+package inventory_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -14,7 +16,10 @@ import (
 const otherProject = "2b7f4d1e-9c3a-4e5f-8a6b-7c8d9e0f1a2b"
 
 func TestResolve(t *testing.T) {
-	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
+	e := fixtures.NewWorld(t, fixtures.WorldOptions{
+		Emulator: scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		PNs:      []string{"nodes=172.16.0.0/22", "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24"},
+	})
 	other, err := e.Srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.36.0/22")
 	if err != nil {
 		t.Fatal(err)
@@ -22,11 +27,11 @@ func TestResolve(t *testing.T) {
 	e.PNs["elsewhere"] = other
 	ctx := context.Background()
 	resolve := func(pools string) error {
-		c, err := ipam.ParseConfig([]byte(localrun.PoolFile(poolFile(pools), e.PNs)))
+		c, err := ipam.ParseConfig([]byte(localrun.PoolFile("clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+pools, e.PNs)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Resolve(ctx, e.Cloud)
+		return inventory.Resolve(ctx, e.Cloud, c)
 	}
 	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}"}`); err != nil {
 		t.Fatalf("single subnet inferred: %v", err)
