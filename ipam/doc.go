@@ -2,8 +2,8 @@
 // allocator and the sweeper agree on, decided from their inputs alone.
 //
 // It holds the pool file (config.go: its format and validation; pool.go:
-// the pool model; resolve.go: its check against the live Private
-// Networks), the tag ledger that marks every reservation with its cluster,
+// the pool model; resolve.go: its check against the Private Networks
+// ipam/inventory read), the tag ledger that marks every reservation with its cluster,
 // pool, Service and namespace (ledger.go: Entry), the request and
 // reservation types (request.go), the release protocol shared with the
 // sweeper (retention.go: Retention), which reservation a Service takes back

@@ -138,10 +138,14 @@ func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield
 	case dryRun && len(f.Yieldable) > 0:
 		h := f.Yieldable[0]
 		return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, h.Addr, h.Service, wait), nil
+	case dryRun && len(f.Releasing) == 0:
+		return refuse(ReasonWouldYield, "%s, none of which may be released yet; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, wait), nil
 	case dryRun:
 		return refuse(ReasonWouldYield, "%s and being released; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, wait), nil
 	case !waiting.IsZero():
-		return yielding(waiting.Sub(now), "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(waiting.Sub(now))), nil
+		// A second at least: a release awaited since is due any moment.
+		after := max(waiting.Sub(now), time.Second)
+		return yielding(after, "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(after)), nil
 	case len(f.Yieldable) > 0:
 		return nil, &f.Yieldable[0]
 	case len(f.Releasing) == 0:

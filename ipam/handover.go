@@ -50,7 +50,11 @@ func HandoverCandidate(cfg *Config, policy Retention, req HandoverRequest, ip *s
 		return Handed{}, nil, false
 	}
 	h := Handed{ID: ip.ID, Address: ip.Address, Service: e.Service, Pool: cfg.Pools[i].Name}
-	h.Skipped = HandoverSkip(policy, cfg.Pools[i], e, req.From, req.Now())
+	now := time.Now
+	if req.Now != nil {
+		now = req.Now
+	}
+	h.Skipped = HandoverSkip(policy, cfg.Pools[i], e, req.From, now())
 	return h, cfg.Pools[i], true
 }
 

@@ -1,62 +1,71 @@
 package ipam
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
-// Resolve checks the pools against the live Private Networks: each must
-// exist, be in the credentials' Project and hold the pool's subnet (or
-// exactly one subnet of its family when the file names none). It fills in
-// the subnet and its IPAM ID.
-func (c *Config) Resolve(ctx context.Context, cloud scaleway.Cloud) error {
-	project := cloud.ProjectID()
-	var errs []error
-	// transient keeps an answer that may change on retry, so that callers
-	// (the reloader) can tell "try again" from "this file is wrong".
-	var transient error
-	pns := map[string]*scaleway.PrivateNetwork{}
-	get := func(id string) (*scaleway.PrivateNetwork, error) {
-		if pn, ok := pns[id]; ok {
-			return pn, nil
+// Networks are the Private Networks a pool file names, as VPC answered:
+// each by ID, or the error reading it. ipam/inventory reads them.
+type Networks struct {
+	// Project is the credentials' default Project, "" for none.
+	Project string
+	Found   map[string]*scaleway.PrivateNetwork
+	Failed  map[string]error
+}
+
+// NetworkIDs are the Private Networks the pool file names, the nodes' first,
+// each once.
+func (c *Config) NetworkIDs() []string {
+	ids := []string{c.ClusterPrivateNetworkID}
+	for _, p := range c.Pools {
+		if !slices.Contains(ids, p.PrivateNetworkID) {
+			ids = append(ids, p.PrivateNetworkID)
 		}
-		pn, err := cloud.GetPrivateNetwork(ctx, id)
-		if err != nil {
-			if scaleway.Classify(err) == scaleway.KindUnavailable && transient == nil {
-				transient = err
-			}
-			return nil, err
-		}
-		pns[id] = pn
-		return pn, nil
 	}
-	if _, err := get(c.ClusterPrivateNetworkID); err != nil {
+	return ids
+}
+
+// Bind checks the pools against their Private Networks: each must exist,
+// be in the credentials' Project and hold the pool's subnet (or exactly one
+// subnet of its family when the file names none). It fills in the subnet
+// and its IPAM ID. An error wraps the first unavailable answer, if any, so
+// that callers (the reloader) can tell "try again" from "this file is
+// wrong".
+func (c *Config) Bind(n Networks) error {
+	var errs []error
+	if err := n.Failed[c.ClusterPrivateNetworkID]; err != nil {
 		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
 	}
 	for i, p := range c.Pools {
-		pn, err := get(p.PrivateNetworkID)
-		errs = append(errs, p.resolveOn(i, pn, err, project)...)
+		errs = append(errs, p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project)...)
 	}
 	// Pools that named no subnet only now cover one: check overlaps again.
 	errs = append(errs, c.overlaps()...)
-	if len(errs) > 0 {
-		return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	var transient error
+	for _, id := range c.NetworkIDs() {
+		if err := n.Failed[id]; err != nil && scaleway.Classify(err) == scaleway.KindUnavailable {
+			transient = err
+			break
+		}
+	}
+	return fmt.Errorf("pool file does not match the Private Networks:\n  %w%w", joinIndented(errs), cause{transient})
 }
 
-// ResolvePool resolves the named pool alone, as Resolve does each pool, for
-// callers that report pool by pool (preflight). What spans pools (overlaps)
-// is Resolve's alone.
-func (c *Config) ResolvePool(ctx context.Context, cloud scaleway.Cloud, name string) error {
+// BindPool binds the named pool alone, as Bind does each pool, for callers
+// that report pool by pool (preflight). What spans pools (overlaps) is
+// Bind's alone.
+func (c *Config) BindPool(name string, n Networks) error {
 	for i, p := range c.Pools {
 		if p.Name == name {
-			pn, err := cloud.GetPrivateNetwork(ctx, p.PrivateNetworkID)
-			return errors.Join(p.resolveOn(i, pn, err, cloud.ProjectID())...)
+			return errors.Join(p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project)...)
 		}
 	}
 	return fmt.Errorf("no pool %q in the pool file", name)
@@ -66,6 +75,9 @@ func (c *Config) ResolvePool(ctx context.Context, cloud scaleway.Cloud, name str
 // reading it) and fills in its subnet.
 func (p *Pool) resolveOn(i int, pn *scaleway.PrivateNetwork, getErr error, project string) (errs []error) {
 	where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+	if getErr == nil && pn == nil {
+		getErr = fmt.Errorf("not read")
+	}
 	if getErr != nil {
 		return []error{fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(getErr))}
 	}

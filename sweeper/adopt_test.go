@@ -2,193 +2,27 @@ package sweeper
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
-// adoptionMargin is the release protocol's margin in these tests.
-const adoptionMargin = 20 * time.Second
-
-// green is how cluster green is installed: its pool general's retention,
-// its pending grace and its release margin, each of which may differ from
-// prod's (1h, DefaultPendingGrace, adoptionMargin): a reader judges prod's
-// release from prod's ledger, never from these.
-type green struct {
-	name      string
-	retention string
-	grace     time.Duration
-	margin    time.Duration
-}
-
-// greens are the installs the adoption interleavings run with.
-var greens = []green{
-	{"same install", "1h", DefaultPendingGrace, adoptionMargin},
-	{"longer retention, grace and margin", "24h", 3 * DefaultPendingGrace, 2 * adoptionMargin},
-	{"shorter retention, grace and margin", "30m", DefaultPendingGrace / 2, adoptionMargin / 2},
-}
-
-// adopter is an admission of cluster green, on the world's networks with
-// the world's pools, each adopting from the world's cluster: a cluster
-// migration from it. cloud is what the admission calls; g (the first of
-// greens when omitted) is green's install.
-func (w *world) adopter(cloud scaleway.Cloud, g ...green) *allocator.Allocator {
-	w.t.Helper()
-	inst := greens[0]
-	if len(g) > 0 {
-		inst = g[0]
-	}
-	file := fixtures.PoolFile("clusterName: green\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+
-		"  - {name: dc-link, privateNetworkID: {{dc}}, ranges: [172.16.35.200-172.16.35.250], retention: 24h, adoptFrom: ["+w.cfg.ClusterName+"]}\n"+
-		"  - {name: general, privateNetworkID: {{edge}}, default: true, retention: "+inst.retention+", adoptFrom: ["+w.cfg.ClusterName+"]}\n", w.pns)
-	cfg, err := ipam.ParseConfig([]byte(file))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := cfg.Resolve(context.Background(), w.cloud); err != nil {
-		w.t.Fatal(err)
-	}
+// adopter is an admission of cluster green (fixtures.GreenPoolFile), on
+// the world's networks, each pool adopting from the world's cluster: a
+// cluster migration from it. The interleavings of test/interleavings race
+// it against the sweeper; here it adopts between two of the sweeper's
+// rounds.
+func (w *world) adopter() *allocator.Allocator {
+	w.T.Helper()
+	cfg := w.Config(w.T, fixtures.GreenPoolFile(w.Cfg.ClusterName, "1h"))
 	// Green's Services: none yet.
-	return allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.clock,
-		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}})
-}
-
-// TestAdoptionAndTheOtherClustersReleaseEveryInterleaving drives cluster
-// prod's sweeper releasing a retained IP and cluster green's CREATE of the
-// same Service adopting it through every order of {sweeper GetIP, sweeper
-// ReleaseIP, admission ListIPs, admission SetTags}, inside the retention,
-// inside the margin and after the release is due. An adopted IP is never
-// released, then or by prod's later cycles; inside the retention it is
-// adopted, once due it is released.
-func TestAdoptionAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
-	for _, g := range greens {
-		// Inside both margins: prod's release is as close to green as it
-		// is to prod.
-		inside := min(adoptionMargin, g.margin) / 2
-		zones := []struct {
-			name             string
-			before           time.Duration // before the release
-			adopted, release bool
-		}{
-			{"inside the retention", max(adoptionMargin, g.margin) + time.Minute, true, false},
-			{"inside the margin", inside, false, false},
-			{"release due", -time.Minute, false, true},
-		}
-		for _, z := range zones {
-			for _, order := range interleavings("ListIPs") {
-				t.Run(g.name+"/"+z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
-					adoptionRace(t, g, z.before, z.adopted, z.release, order)
-				})
-			}
-		}
-	}
-}
-
-// adoptionRace is one run of TestAdoptionAndTheOtherClustersReleaseEveryInterleaving:
-// green installed as g adopts at before prod's release, in order.
-func adoptionRace(t *testing.T, g green, before time.Duration, wantAdopted, wantReleased bool, order []string) {
-	w := newWorld(t)
-	api := types.NamespacedName{Namespace: "payments", Name: "api"}
-	x := w.usedThenRetained("general", api)
-	p, _ := w.cfg.Pool("general")
-	release := w.entry(x.ID).OrphanedSince.Add(p.Retention.Duration)
-	if at := w.entry(x.ID).ReleaseAt; !at.Equal(release) {
-		t.Fatalf("prod's ledger says release-at %v, want orphaned-since + prod's retention %v", at, release)
-	}
-	w.clock.SetTime(release.Add(-before))
-
-	s := newSchedule(order)
-	sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-	green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s}, g)
-	gp, _ := green.Config().Pool("general")
-	rep, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
-	if serr != nil || aerr != nil {
-		t.Fatalf("sweep: %v, admission: %v", serr, aerr)
-	}
-	if !w.exists(res.ID) {
-		t.Fatalf("the admission handed out %s (adopted from %q), which is released", res.ID, res.AdoptedFrom)
-	}
-	adopted, released := res.ID == x.ID, slices.Contains(rep.Released, x.ID)
-	if adopted != wantAdopted || released != wantReleased {
-		t.Fatalf("adopted=%v released=%v, want adopted=%v released=%v", adopted, released, wantAdopted, wantReleased)
-	}
-	if !adopted {
-		return
-	}
-	if e := w.entry(x.ID); e.Cluster != "green" || res.AdoptedFrom != w.cfg.ClusterName {
-		t.Fatalf("adopted %+v, ledger %+v", res, e)
-	}
-	// Prod's cycles, long past the retention it had: never
-	// released, never re-tagged.
-	w.clock.Step(48 * time.Hour)
-	for range 2 {
-		if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) {
-			t.Fatal("prod released the IP green adopted")
-		}
-	}
-	if e := w.entry(x.ID); e.Cluster != "green" {
-		t.Fatalf("prod's cycles re-tagged it: %+v", e)
-	}
-}
-
-// TestCycleWritesNoTagsOfAnAdoptedIP: prod's cycle lists X with prod's
-// tags, green adopts X (its one write), then prod's cycle would write X's
-// ledger from its listing: orphaned-since on an IP whose Service prod
-// deleted, or orphaned-since cleared on one a Service of prod references
-// again. Written, prod's tags replace green's, and X is prod's again, to
-// release once retained there. The cycle re-reads first, and leaves it.
-func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		// setup leaves X as prod's cycle is to find it.
-		setup func(w *world, x *ipam.Reservation)
-	}{
-		{"deleted in prod: the cycle tags it orphaned", func(w *world, x *ipam.Reservation) {
-			live := w.live("payments", "api", x.ID)
-			w.sweep(w.sweeper())
-			w.remove(live)
-		}},
-		{"referenced in prod again: the cycle clears orphaned-since", func(w *world, x *ipam.Reservation) {
-			live := w.live("payments", "api", x.ID)
-			w.sweep(w.sweeper())
-			w.remove(live)
-			w.sweep(w.sweeper())
-			w.clock.Step(time.Minute)
-			w.live("payments", "api", x.ID)
-		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t)
-			api := types.NamespacedName{Namespace: "payments", Name: "api"}
-			x := w.book("general", api.Namespace, api.Name)
-			tt.setup(w, x)
-			s := newSchedule([]string{"sweeper:ListIPs", "admission:ListIPs", "admission:SetTags", "sweeper:GetIP", "sweeper:SetTags"})
-			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-			green := w.adopter(gatedCloud{Cloud: w.cloud, party: "admission", s: s})
-			gp, _ := green.Config().Pool("general")
-			_, res, serr, aerr := race(s, sw, green, ipam.Request{Pool: gp, Service: api})
-			if serr != nil || aerr != nil {
-				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
-			}
-			if res.ID != x.ID {
-				t.Fatalf("green did not adopt %s: %+v", x.ID, res)
-			}
-			if slices.Contains(s.made, "sweeper:SetTags") {
-				t.Errorf("prod's cycle wrote tags after green's adoption (steps %v)", s.made)
-			}
-			if e := w.entry(x.ID); e.Cluster != "green" || !e.OrphanedSince.IsZero() {
-				t.Fatalf("ledger after prod's cycle: %+v, want green's, not orphaned", e)
-			}
-		})
-	}
+	return allocator.New(allocator.Options{Cloud: w.Cloud, Config: cfg, Clock: w.Clock,
+		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second}})
 }
 
 // TestBackfillWritesNoTagsOfAnAdoptedIP: prod's Service is created, green
@@ -200,79 +34,16 @@ func TestBackfillWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 	s.backfills.lead(true)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	x := w.book("general", api.Namespace, api.Name)
-	created(s, w.live(api.Namespace, api.Name, x.ID))
-	green := w.adopter(w.cloud)
+	created(s, w.Live(api.Namespace, api.Name, x.ID))
+	green := w.adopter()
 	gp, _ := green.Config().Pool("general")
 	if res, err := green.Reserve(context.Background(), ipam.Request{Pool: gp, Service: api}); err != nil || res.ID != x.ID {
 		t.Fatalf("green's adoption: %+v %v", res, err)
 	}
-	before, _ := w.srv.IP(x.ID)
+	before, _ := w.Srv.IP(x.ID)
 	rep := w.backfill(s)
-	after, _ := w.srv.IP(x.ID)
+	after, _ := w.Srv.IP(x.ID)
 	if rep.Backfilled != 0 || !ipam.SameTags(before.Tags, after.Tags) {
 		t.Fatalf("the back-fill wrote %v over green's %v (report %+v)", after.Tags, before.Tags, rep)
-	}
-}
-
-// TestHandoverAndTheOtherClustersReleaseEveryInterleaving drives green's
-// `scw-lb-ipam handover` (its listing, re-read and write) against prod's
-// sweeper releasing the retained IP (its re-read and release), in every
-// order, inside prod's retention, inside its margin and once due, with
-// green installed as each of greens: a moved IP is never released by
-// prod, and one prod is releasing is never moved.
-func TestHandoverAndTheOtherClustersReleaseEveryInterleaving(t *testing.T) {
-	for _, g := range greens {
-		inside := min(adoptionMargin, g.margin) / 2
-		for _, z := range []struct {
-			name           string
-			before         time.Duration
-			moved, release bool
-		}{
-			{"inside the retention", max(adoptionMargin, g.margin) + time.Minute, true, false},
-			{"inside the margin", inside, false, false},
-			{"release due", -time.Minute, false, true},
-		} {
-			for _, order := range orders([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"handover:ListIPs", "handover:GetIP", "handover:SetTags"}) {
-				t.Run(g.name+"/"+z.name+"/"+strings.Join(order, ","), func(t *testing.T) {
-					w := newWorld(t)
-					x := w.usedThenRetained("general", types.NamespacedName{Namespace: "payments", Name: "api"})
-					w.clock.SetTime(w.entry(x.ID).ReleaseAt.Add(-z.before))
-
-					s := newSchedule(order)
-					sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-					cfg := w.adopter(w.cloud, g).Config()
-					policy := ipam.Retention{PendingGrace: g.grace, Margin: g.margin}
-					var rep Report
-					var handed []ipam.Handed
-					var serr, herr error
-					run(s, map[string]func(){
-						"sweeper": func() { rep, serr = sw.Sweep(context.Background()) },
-						"handover": func() {
-							handed, herr = allocator.Handover(context.Background(), gatedCloud{Cloud: w.cloud, party: "handover", s: s}, cfg, policy,
-								ipam.HandoverRequest{From: w.cfg.ClusterName, Now: w.clock.Now})
-						},
-					})
-					if serr != nil || herr != nil {
-						t.Fatalf("sweep: %v, handover: %v", serr, herr)
-					}
-					moved := slices.ContainsFunc(handed, func(h ipam.Handed) bool { return h.ID == x.ID && h.Skipped == "" })
-					released := slices.Contains(rep.Released, x.ID)
-					if moved && !w.exists(x.ID) {
-						t.Fatalf("handover reported %s moved, and prod released it (steps %v)", x.ID, s.made)
-					}
-					if moved != z.moved || released != z.release {
-						t.Fatalf("moved=%v released=%v, want moved=%v released=%v (steps %v, handed %+v)", moved, released, z.moved, z.release, s.made, handed)
-					}
-					if !moved {
-						return
-					}
-					// Prod's cycles long past its retention: never released.
-					w.clock.Step(48 * time.Hour)
-					if rep := w.sweep(w.sweeper()); slices.Contains(rep.Released, x.ID) || w.entry(x.ID).Cluster != "green" {
-						t.Fatalf("prod released or re-tagged the IP handed to green: %+v", w.entry(x.ID))
-					}
-				})
-			}
-		}
 	}
 }

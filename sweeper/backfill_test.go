@@ -23,12 +23,12 @@ import (
 // network, each a retained reservation of a Service long gone: what a
 // cycle lists, and a back-fill must not.
 func (w *world) retained(n int) {
-	w.t.Helper()
+	w.T.Helper()
 	for i := range n {
-		tags := ipam.Entry{Cluster: w.cfg.ClusterName, Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: fmt.Sprint("gone-", i)},
-			UID: fmt.Sprint("uid-gone-", i), OrphanedSince: w.clock.Now().Add(-time.Minute), ReleaseAt: w.clock.Now().Add(59 * time.Minute)}.Tags()
-		if _, err := w.srv.AddIP(w.pns["edge"].ID, netip.Addr{}, tags, nil); err != nil {
-			w.t.Fatal(err)
+		tags := ipam.Entry{Cluster: w.Cfg.ClusterName, Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: fmt.Sprint("gone-", i)},
+			UID: fmt.Sprint("uid-gone-", i), OrphanedSince: w.Clock.Now().Add(-time.Minute), ReleaseAt: w.Clock.Now().Add(59 * time.Minute)}.Tags()
+		if _, err := w.Srv.AddIP(w.PNs["edge"].ID, netip.Addr{}, tags, nil); err != nil {
+			w.T.Fatal(err)
 		}
 	}
 }
@@ -38,23 +38,11 @@ func created(s *Sweeper, svc *corev1.Service) {
 	s.Handler().OnAdd(ccm.NewRecord(svc), false)
 }
 
-// calls are the emulator's calls since its counts were reset, by operation,
-// /metadata aside.
-func (w *world) calls() map[scalewaytest.Op]int {
-	out := map[scalewaytest.Op]int{}
-	for op, n := range w.srv.Counts() {
-		if n > 0 && op != scalewaytest.OpMetadata {
-			out[op] = n
-		}
-	}
-	return out
-}
-
 func (w *world) backfill(s *Sweeper) Report {
-	w.t.Helper()
+	w.T.Helper()
 	rep, err := s.Backfill(context.Background())
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	return rep
 }
@@ -70,32 +58,32 @@ func TestBackfillReadsOnlyItsOwnIDs(t *testing.T) {
 			s := w.sweeper()
 			s.backfills.lead(true)
 			a, b := w.book("dc-link", "payments", "api"), w.book("general", "payments", "api")
-			svc := w.live("payments", "api", a.ID, b.ID)
+			svc := w.Live("payments", "api", a.ID, b.ID)
 			created(s, svc)
-			w.srv.ResetCounts()
+			w.Srv.ResetCounts()
 			rep := w.backfill(s)
 			want := map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2, scalewaytest.OpUpdateIP: 2}
-			if got := w.calls(); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := w.CallCounts(); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("calls %v, want %v", got, want)
 			}
 			if rep.Backfilled != 2 || rep.Errors != 0 {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, id := range []string{a.ID, b.ID} {
-				if e := w.entry(id); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
+				if e := w.Entry(id); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
 					t.Fatalf("ledger of %s: %+v", id, e)
 				}
 			}
 			// Nothing queued, nothing read; queued again, it is read and
 			// left as it is.
-			w.srv.ResetCounts()
+			w.Srv.ResetCounts()
 			w.backfill(s)
-			if got := w.calls(); len(got) != 0 {
+			if got := w.CallCounts(); len(got) != 0 {
 				t.Fatalf("an empty round called %v", got)
 			}
 			created(s, svc)
-			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.calls()) != fmt.Sprint(map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2}) {
-				t.Fatalf("a Service already back-filled: %+v, calls %v", rep, w.calls())
+			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.CallCounts()) != fmt.Sprint(map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2}) {
+				t.Fatalf("a Service already back-filled: %+v, calls %v", rep, w.CallCounts())
 			}
 		})
 	}
@@ -111,24 +99,24 @@ func TestBackfillReadsTheServiceWhenItRuns(t *testing.T) {
 
 	t.Run("deleted", func(t *testing.T) {
 		r := w.book("general", "payments", "deleted")
-		svc := w.live("payments", "deleted", r.ID)
+		svc := w.Live("payments", "deleted", r.ID)
 		created(s, svc)
-		w.remove(svc)
-		w.srv.ResetCounts()
-		if rep := w.backfill(s); rep.Backfilled != 0 || rep.Errors != 0 || len(w.calls()) != 0 {
-			t.Fatalf("a deleted Service: %+v, calls %v", rep, w.calls())
+		w.Remove(svc)
+		w.Srv.ResetCounts()
+		if rep := w.backfill(s); rep.Backfilled != 0 || rep.Errors != 0 || len(w.CallCounts()) != 0 {
+			t.Fatalf("a deleted Service: %+v, calls %v", rep, w.CallCounts())
 		}
-		if e := w.entry(r.ID); e.UID != "" {
+		if e := w.Entry(r.ID); e.UID != "" {
 			t.Fatalf("uid %q written for a deleted Service", e.UID)
 		}
 	})
 	t.Run("re-created", func(t *testing.T) {
 		r := w.book("general", "payments", "recreated")
-		first := w.live("payments", "recreated", r.ID)
+		first := w.Live("payments", "recreated", r.ID)
 		created(s, first)
-		w.remove(first)
-		w.clock.Step(time.Second) // a new UID
-		again := w.live("payments", "recreated", r.ID)
+		w.Remove(first)
+		w.Clock.Step(time.Second) // a new UID
+		again := w.Live("payments", "recreated", r.ID)
 		created(s, again)
 		if again.UID == first.UID {
 			t.Fatal("the fixture gave both the same UID")
@@ -136,34 +124,34 @@ func TestBackfillReadsTheServiceWhenItRuns(t *testing.T) {
 		if rep := w.backfill(s); rep.Backfilled != 1 {
 			t.Fatalf("report %+v", rep)
 		}
-		if e := w.entry(r.ID); e.UID != string(again.UID) {
+		if e := w.Entry(r.ID); e.UID != string(again.UID) {
 			t.Fatalf("uid %q, want the re-created Service's %q", e.UID, again.UID)
 		}
 	})
 	t.Run("no longer a LoadBalancer", func(t *testing.T) {
 		r := w.book("general", "payments", "clusterip")
-		svc := w.live("payments", "clusterip", r.ID)
+		svc := w.Live("payments", "clusterip", r.ID)
 		created(s, svc)
 		svc.Spec.Type = corev1.ServiceTypeClusterIP
-		if err := w.kube.Update(ctx, svc); err != nil {
+		if err := w.Kube.Update(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		if rep := w.backfill(s); rep.Backfilled != 0 || w.entry(r.ID).UID != "" {
+		if rep := w.backfill(s); rep.Backfilled != 0 || w.Entry(r.ID).UID != "" {
 			t.Fatalf("a Service no longer live was back-filled: %+v", rep)
 		}
 	})
 	t.Run("orphaned before the Service came", func(t *testing.T) {
 		r := w.book("general", "payments", "late")
 		w.sweep(s) // no Service yet: tagged orphaned
-		if w.entry(r.ID).OrphanedSince.IsZero() {
+		if w.Entry(r.ID).OrphanedSince.IsZero() {
 			t.Fatal("not tagged orphaned")
 		}
-		svc := w.live("payments", "late", r.ID)
+		svc := w.Live("payments", "late", r.ID)
 		created(s, svc)
 		if rep := w.backfill(s); rep.Backfilled != 1 || rep.Untagged != 1 {
 			t.Fatalf("report %+v", rep)
 		}
-		if e := w.entry(r.ID); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
+		if e := w.Entry(r.ID); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
 			t.Fatalf("ledger %+v", e)
 		}
 	})
@@ -177,27 +165,27 @@ func TestBackfillLeavesOthersToTheCycle(t *testing.T) {
 	s.backfills.lead(true)
 	theirs := w.book("general", "payments", "theirs") // another Service's
 	w.sweep(s)                                        // tagged orphaned: the cycles, not the back-fill, clear it
-	byo, _ := w.srv.AddIP(w.pns["edge"].ID, netip.MustParseAddr("10.10.9.4"), []string{"byo"}, nil)
-	otherCluster, _ := w.srv.AddIP(w.pns["edge"].ID, netip.MustParseAddr("10.10.9.5"), ipam.Entry{Cluster: "staging", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: "mixed"}}.Tags(), nil)
+	byo, _ := w.Srv.AddIP(w.PNs["edge"].ID, netip.MustParseAddr("10.10.9.4"), []string{"byo"}, nil)
+	otherCluster, _ := w.Srv.AddIP(w.PNs["edge"].ID, netip.MustParseAddr("10.10.9.5"), ipam.Entry{Cluster: "staging", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: "mixed"}}.Tags(), nil)
 	// Our cluster's name on a network no pool uses: another cluster's.
-	sameName, _ := w.srv.AddIP(w.pns["nodes"].ID, netip.MustParseAddr("172.16.0.50"), ipam.Entry{Cluster: "prod", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: "mixed"}}.Tags(), nil)
+	sameName, _ := w.Srv.AddIP(w.PNs["nodes"].ID, netip.MustParseAddr("172.16.0.50"), ipam.Entry{Cluster: "prod", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: "mixed"}}.Tags(), nil)
 	ids := []string{theirs.ID, byo, otherCluster, sameName, "5eeb0000-0000-4000-8000-00000000dead"}
 	before := map[string][]string{}
 	for _, id := range ids[:4] {
-		ip, _ := w.srv.IP(id)
+		ip, _ := w.Srv.IP(id)
 		before[id] = ip.Tags
 	}
-	created(s, w.live("payments", "mixed", ids...))
-	w.srv.ResetCounts()
+	created(s, w.Live("payments", "mixed", ids...))
+	w.Srv.ResetCounts()
 	rep := w.backfill(s)
 	if rep.Backfilled+rep.Untagged+rep.Errors != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := w.calls(); got[scalewaytest.OpGetIP] != len(ids) || len(got) != 1 {
+	if got := w.CallCounts(); got[scalewaytest.OpGetIP] != len(ids) || len(got) != 1 {
 		t.Fatalf("calls %v, want %d GetIP only", got, len(ids))
 	}
 	for id, tags := range before {
-		if ip, _ := w.srv.IP(id); !ipam.SameTags(ip.Tags, tags) {
+		if ip, _ := w.Srv.IP(id); !ipam.SameTags(ip.Tags, tags) {
 			t.Fatalf("IP %s touched: %v → %v", id, tags, ip.Tags)
 		}
 	}
@@ -211,17 +199,17 @@ func TestBackfillErrorsAreCounted(t *testing.T) {
 	s := w.sweeper(func(o *Options) { o.Metrics = NewMetrics(reg) })
 	s.backfills.lead(true)
 	r := w.book("general", "payments", "api")
-	svc := w.live("payments", "api", r.ID)
+	svc := w.Live("payments", "api", r.ID)
 	created(s, svc)
-	w.srv.FailNext(scalewaytest.OpUpdateIP, 10, scalewaytest.Fault{Status: 500})
+	w.Srv.FailNext(scalewaytest.OpUpdateIP, 10, scalewaytest.Fault{Status: 500})
 	if rep := w.backfill(s); rep.Errors != 1 || rep.Backfilled != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if got := testutil.ToFloat64(s.o.Metrics.errors); got != 1 {
 		t.Fatalf("scw_lb_ipam_sweeper_errors_total %v, want 1", got)
 	}
-	w.srv.FailNext(scalewaytest.OpUpdateIP, 0, scalewaytest.Fault{})
-	if rep := w.sweep(s); rep.Backfilled != 1 || w.entry(r.ID).UID != string(svc.UID) {
+	w.Srv.FailNext(scalewaytest.OpUpdateIP, 0, scalewaytest.Fault{})
+	if rep := w.sweep(s); rep.Backfilled != 1 || w.Entry(r.ID).UID != string(svc.UID) {
 		t.Fatalf("the next cycle did not write the uid: %+v", rep)
 	}
 }
@@ -251,12 +239,12 @@ func TestBackfillWaitsForACycleInFlight(t *testing.T) {
 	round := make(chan Report, 1)
 	hooked := false
 	s = w.sweeper(func(o *Options) {
-		o.Cloud = tagHook{Cloud: w.cloud, before: func() {
+		o.Cloud = tagHook{Cloud: w.Cloud, before: func() {
 			if hooked {
 				return
 			}
 			hooked = true
-			svc = w.live("payments", "api", r.ID)
+			svc = w.Live("payments", "api", r.ID)
 			created(s, svc)
 			go func() {
 				rep, err := s.Backfill(context.Background())
@@ -280,7 +268,7 @@ func TestBackfillWaitsForACycleInFlight(t *testing.T) {
 	if rep := <-round; rep.Backfilled != 1 {
 		t.Fatalf("round %+v", rep)
 	}
-	if e := w.entry(r.ID); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
+	if e := w.Entry(r.ID); e.UID != string(svc.UID) || !e.OrphanedSince.IsZero() {
 		t.Fatalf("ledger after the cycle and the round: uid %q (want %q), orphaned-since %v", e.UID, svc.UID, e.OrphanedSince)
 	}
 }
@@ -293,7 +281,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	w.retained(20)
 	s := w.sweeper(func(o *Options) { o.Interval = time.Hour; o.Debounce = 5 * time.Second })
 	r := w.book("general", "payments", "api")
-	svc := w.live("payments", "api", r.ID)
+	svc := w.Live("payments", "api", r.ID)
 	created(s, svc)
 	if n := s.backfills.queued(); n != 0 {
 		t.Fatalf("a replica that does not lead queued %d Services", n)
@@ -303,11 +291,11 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- s.Start(ctx) }()
 	// The first cycle writes the uid of the Services that were there.
-	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle at start")
+	waitFor(t, func() bool { return w.Entry(r.ID).UID != "" }, "the first cycle at start")
 
 	late := w.book("general", "payments", "late")
-	lateSvc := w.live("payments", "late", late.ID)
-	w.srv.ResetCounts()
+	lateSvc := w.Live("payments", "late", late.ID)
+	w.Srv.ResetCounts()
 	// The informer's first listing replays existing Services: not queued.
 	s.Handler().OnAdd(ccm.NewRecord(lateSvc), true)
 	if n := s.backfills.queued(); n != 0 {
@@ -315,13 +303,13 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	}
 	created(s, lateSvc)
 	waitFor(t, func() bool {
-		w.clock.Step(time.Second)
-		return w.entry(late.ID).UID == string(lateSvc.UID)
+		w.Clock.Step(time.Second)
+		return w.Entry(late.ID).UID == string(lateSvc.UID)
 	}, "the back-fill of a new Service")
-	if elapsed := w.clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
+	if elapsed := w.Clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
 		t.Fatalf("written by the periodic cycle (%s), not the back-fill", elapsed)
 	}
-	if got := w.calls(); got[scalewaytest.OpListIPs] != 0 || got[scalewaytest.OpGetIP] != 1 || got[scalewaytest.OpUpdateIP] != 1 {
+	if got := w.CallCounts(); got[scalewaytest.OpListIPs] != 0 || got[scalewaytest.OpGetIP] != 1 || got[scalewaytest.OpUpdateIP] != 1 {
 		t.Fatalf("calls %v, want one GetIP and one UpdateIP", got)
 	}
 
@@ -329,7 +317,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	created(s, w.live("payments", "after", late.ID))
+	created(s, w.Live("payments", "after", late.ID))
 	if n := s.backfills.queued(); n != 0 {
 		t.Fatalf("queued %d Services after the term ended", n)
 	}
@@ -354,13 +342,13 @@ func TestStartWaitsForTheServiceInformer(t *testing.T) {
 		o.Synced = func() bool { return asked.Add(1) > 3 }
 	})
 	r := w.book("general", "payments", "api")
-	w.live("payments", "api", r.ID)
+	w.Live("payments", "api", r.ID)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- s.Start(ctx) }()
 	// The clock is not stepped: only a first cycle writes the uid.
-	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle once the informer synced")
+	waitFor(t, func() bool { return w.Entry(r.ID).UID != "" }, "the first cycle once the informer synced")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

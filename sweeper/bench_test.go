@@ -23,10 +23,10 @@ import (
 func BenchmarkSweepCycle10k(b *testing.B) {
 	const n, orphans = 10_000, 100
 	w := newWorld(b)
-	edge := w.pns["edge"].ID
+	edge := w.PNs["edge"].ID
 	ctx := context.Background()
 	seed := func() {
-		old := w.clock.Now().Add(-48 * time.Hour)
+		old := w.Clock.Now().Add(-48 * time.Hour)
 		for i := range n {
 			addr := netip.AddrFrom4([4]byte{10, 10, byte(1 + i/250), byte(1 + i%250)})
 			name := fmt.Sprint("svc-", i)
@@ -34,7 +34,7 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			if i < orphans {
 				e.OrphanedSince = old
 			}
-			id, err := w.srv.AddIP(edge, addr, e.Tags(), nil)
+			id, err := w.Srv.AddIP(edge, addr, e.Tags(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 					ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{ccm.AnnotationPrivateIPIDs: id}},
 					Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
 				}
-				if err := w.kube.Create(ctx, svc); err != nil {
+				if err := w.Kube.Create(ctx, svc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -59,13 +59,13 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			for j := range orphans {
 				addr := netip.AddrFrom4([4]byte{10, 10, byte(1 + j/250), byte(1 + j%250)})
 				name := fmt.Sprint("svc-", j)
-				e := ipam.Entry{Cluster: "prod", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: name}, UID: "uid-" + name, OrphanedSince: w.clock.Now().Add(-48 * time.Hour)}
-				if _, err := w.srv.AddIP(edge, addr, e.Tags(), nil); err != nil {
+				e := ipam.Entry{Cluster: "prod", Pool: "general", Service: types.NamespacedName{Namespace: "payments", Name: name}, UID: "uid-" + name, OrphanedSince: w.Clock.Now().Add(-48 * time.Hour)}
+				if _, err := w.Srv.AddIP(edge, addr, e.Tags(), nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
-		w.srv.ResetCounts()
+		w.Srv.ResetCounts()
 		start := time.Now()
 		b.StartTimer()
 		rep, err := s.Sweep(ctx)
@@ -74,9 +74,9 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			b.Fatalf("cycle: %+v %v", rep, err)
 		}
 		wall := time.Since(start)
-		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpListIPs)), "list-calls/op")
-		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpGetIP)+w.srv.Count(scalewaytest.OpReleaseIP)), "release-calls/op")
-		b.ReportMetric(float64(w.srv.Count(scalewaytest.OpUpdateIP)), "tag-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpListIPs)), "list-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpGetIP)+w.Srv.Count(scalewaytest.OpReleaseIP)), "release-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpUpdateIP)), "tag-calls/op")
 		b.ReportMetric(wall.Seconds(), "wall-s/op")
 		b.StartTimer()
 	}

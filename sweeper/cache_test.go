@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +21,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // servedList serves a fixed list of Services, deep-copied, as the cache
@@ -119,7 +119,7 @@ func TestCycleOnRecords(t *testing.T) {
 	}
 	run := func(t *testing.T, svcs []corev1.Service, store toolscache.Store) (Report, []string, map[string]ipam.Entry) {
 		w := newWorld(t)
-		old := w.clock.Now().Add(-48 * time.Hour)
+		old := w.Clock.Now().Add(-48 * time.Hour)
 		for i, s := range []struct {
 			id, svc  string
 			orphaned bool
@@ -132,15 +132,13 @@ func TestCycleOnRecords(t *testing.T) {
 				e.OrphanedSince = old
 			}
 			addr := netip.AddrFrom4([4]byte{172, 16, 35, byte(200 + i)})
-			if _, err := w.srv.AddIPWithID(id(s.id), w.pns["dc"].ID, addr, e.Tags(), nil); err != nil {
+			if _, err := w.Srv.AddIPWithID(id(s.id), w.PNs["dc"].ID, addr, e.Tags(), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		rec := &refEvents{scheme: scheme}
+		rec := &refEvents{scheme: fixtures.Scheme()}
 		s := w.sweeper(func(o *Options) {
-			o.Services, o.ServiceStore, o.Recorder, o.Namespaces = servedList(svcs), store, rec, w.kube
+			o.Services, o.ServiceStore, o.Recorder, o.Namespaces = servedList(svcs), store, rec, w.Kube
 		})
 		rep, err := s.Sweep(context.Background())
 		if err != nil {
@@ -148,7 +146,7 @@ func TestCycleOnRecords(t *testing.T) {
 		}
 		ledger := map[string]ipam.Entry{}
 		for _, k := range []string{idA, idShared, idOrphan, idTerminating, idClusterIP, idBack} {
-			if ip, ok := w.srv.IP(id(k)); ok {
+			if ip, ok := w.Srv.IP(id(k)); ok {
 				e, _ := ipam.ParseEntry(ip.Tags)
 				ledger[k] = e
 			}

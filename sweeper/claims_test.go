@@ -36,34 +36,34 @@ func (c *askedClaims) Collect(_ context.Context, inUse func(string, types.Namesp
 func TestClaimKeptWhileTheServiceOrItsLoadBalancerRemains(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	id, err := w.srv.AddIP(w.pns["edge"].ID, netip.MustParseAddr("10.10.0.77"), []string{"reserved-by-terraform"}, nil)
+	id, err := w.Srv.AddIP(w.PNs["edge"].ID, netip.MustParseAddr("10.10.0.77"), []string{"reserved-by-terraform"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
+	if err := w.Srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
 		t.Fatal(err)
 	}
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
 	claims := &askedClaims{id: id, svc: api}
 	s := w.sweeper(func(o *Options) { o.Claims = claims })
 
-	svc := w.live("payments", "api", id)
+	svc := w.Live("payments", "api", id)
 	svc.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
-	if err := w.kube.Update(ctx, svc); err != nil {
+	if err := w.Kube.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
 	w.sweep(s) // live
-	w.remove(svc)
+	w.Remove(svc)
 	w.sweep(s) // Terminating: the CCM holds it
-	if err := w.kube.Get(ctx, api, svc); err != nil {
+	if err := w.Kube.Get(ctx, api, svc); err != nil {
 		t.Fatal(err)
 	}
 	svc.Finalizers = nil
-	if err := w.kube.Update(ctx, svc); err != nil { // the CCM lets go: gone
+	if err := w.Kube.Update(ctx, svc); err != nil { // the CCM lets go: gone
 		t.Fatal(err)
 	}
 	w.sweep(s) // gone, its Load Balancer still being deleted
-	if err := w.srv.Detach(id); err != nil {
+	if err := w.Srv.Detach(id); err != nil {
 		t.Fatal(err)
 	}
 	w.sweep(s) // gone for good

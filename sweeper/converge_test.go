@@ -18,15 +18,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 const testGrace = 5 * time.Minute
@@ -43,12 +42,12 @@ func (w *world) monitored(mod ...func(*Options)) (*Sweeper, *events) {
 // admitted creates a private LoadBalancer Service holding rs as the webhook
 // writes it: the IDs and the addresses.
 func (w *world) admitted(name string, rs ...*ipam.Reservation) *corev1.Service {
-	w.t.Helper()
+	w.T.Helper()
 	var ids, addrs []string
 	for _, r := range rs {
 		ids, addrs = append(ids, r.ID), append(addrs, r.Address.String())
 	}
-	svc := w.live("payments", name, ids...)
+	svc := w.Live("payments", name, ids...)
 	w.edit(svc, func(s *corev1.Service) {
 		s.Annotations[request.AnnotationAddresses] = strings.Join(addrs, ",")
 		s.Annotations[ccm.AnnotationPrivate] = "true"
@@ -58,31 +57,31 @@ func (w *world) admitted(name string, rs ...*ipam.Reservation) *corev1.Service {
 
 // edit changes a Service in the cache, status included.
 func (w *world) edit(svc *corev1.Service, change func(*corev1.Service)) {
-	w.t.Helper()
+	w.T.Helper()
 	ctx := context.Background()
-	if err := w.kube.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc); err != nil {
-		w.t.Fatal(err)
+	if err := w.Kube.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc); err != nil {
+		w.T.Fatal(err)
 	}
 	change(svc)
-	if err := w.kube.Update(ctx, svc); err != nil {
-		w.t.Fatal(err)
+	if err := w.Kube.Update(ctx, svc); err != nil {
+		w.T.Fatal(err)
 	}
 	change(svc) // the update answered with the stored status
-	if err := w.kube.Status().Update(ctx, svc); err != nil {
-		w.t.Fatal(err)
+	if err := w.Kube.Status().Update(ctx, svc); err != nil {
+		w.T.Fatal(err)
 	}
 }
 
 // serve is the CCM making the Load Balancer lb for svc: its ID on the
 // Service, and, with attach, the reserved IPs on it and in the status.
 func (w *world) serve(svc *corev1.Service, lb string, attach bool) {
-	w.t.Helper()
+	w.T.Helper()
 	var ingress []corev1.LoadBalancerIngress
 	for _, id := range ccm.ReferencedIDs(svc) {
-		ip, _ := w.srv.IP(id)
+		ip, _ := w.Srv.IP(id)
 		if attach {
-			if err := w.srv.Attach(id, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
-				w.t.Fatal(err)
+			if err := w.Srv.Attach(id, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
+				w.T.Fatal(err)
 			}
 			ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
 		}
@@ -97,17 +96,17 @@ func (w *world) serve(svc *corev1.Service, lb string, attach bool) {
 // does not check invariant 2 as sweep does: these tests release IPs of live
 // Services out of band; the sweeper releasing one would show in its report.
 func (w *world) cycles(s *Sweeper, n int) Report {
-	w.t.Helper()
+	w.T.Helper()
 	var rep Report
 	for range n {
 		var err error
 		if rep, err = s.Sweep(context.Background()); err != nil {
-			w.t.Fatal(err)
+			w.T.Fatal(err)
 		}
 		if len(rep.Released) > 0 {
-			w.t.Fatalf("released %v", rep.Released)
+			w.T.Fatalf("released %v", rep.Released)
 		}
-		w.clock.Step(time.Minute)
+		w.Clock.Step(time.Minute)
 	}
 	return rep
 }
@@ -172,12 +171,12 @@ func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
 		}, []string{"attached to nothing", "likely the CCM ignored", "older than v0.36.0", ccm.AnnotationPrivateIPIDs, "SyncLoadBalancerFailed", "kubectl describe service"}},
 		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Reservation) {
 			w.serve(svc, "lb-new", false)
-			if err := w.srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+			if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", request.AnnotationAllowIPChange}},
 		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Reservation) {
-			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
+			if err := w.Cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
 				t.Fatal(err)
 			}
 		}, []string{"gone from IPAM", "Re-create the Service with " + request.AnnotationAddress, request.AnnotationAllowIPChange, "does not help"}},
@@ -227,7 +226,7 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 	}
 	// The previous Load Balancer grabs it: another cause, with a grace of
 	// its own (for the Event and the gauge), then a new Event.
-	if err := w.srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
+	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, int(testGrace/time.Minute))
@@ -246,7 +245,7 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 	}
 
 	// Converged: the gauge drops and the Service is forgotten.
-	if err := w.srv.Detach(r.ID); err != nil {
+	if err := w.Srv.Detach(r.ID); err != nil {
 		t.Fatal(err)
 	}
 	w.serve(svc, "lb-new", true)
@@ -256,7 +255,7 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 		t.Fatal("a converged Service is still remembered")
 	}
 	// Broken again: a fresh grace, then the cause is reported again.
-	if err := w.srv.Detach(r.ID); err != nil {
+	if err := w.Srv.Detach(r.ID); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, 5)
@@ -268,7 +267,7 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 		t.Fatalf("events %v", got)
 	}
 	// Deleted: forgotten.
-	w.remove(svc)
+	w.Remove(svc)
 	w.cycles(s, 1)
 	if len(s.notConverged) != 0 {
 		t.Fatal("a deleted Service is still remembered")
@@ -283,7 +282,7 @@ func TestServiceCountedOncePerReason(t *testing.T) {
 	a, b, c := w.book("dc-link", "payments", "api"), w.book("general", "payments", "api"), w.book("general", "payments", "api")
 	svc := w.admitted("api", a, b, c)
 	w.serve(svc, "lb-1", false)
-	if err := w.cloud.ReleaseIP(context.Background(), c.ID); err != nil {
+	if err := w.Cloud.ReleaseIP(context.Background(), c.ID); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, 10)
@@ -305,16 +304,16 @@ func TestServiceCountedOncePerReason(t *testing.T) {
 // and not when the claims could not be read.
 func TestOnlyOurReservationsReadAsGone(t *testing.T) {
 	w := newWorld(t)
-	edge := w.pns["edge"].ID
-	byAnnotation, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.1"), []string{"terraform"}, nil)
-	byClaim, _ := w.srv.AddIP(edge, netip.MustParseAddr("10.10.9.2"), []string{"terraform"}, nil)
-	outOfScope, _ := w.srv.AddIP(w.pns["nodes"].ID, netip.MustParseAddr("172.16.0.50"),
+	edge := w.PNs["edge"].ID
+	byAnnotation, _ := w.Srv.AddIP(edge, netip.MustParseAddr("10.10.9.1"), []string{"terraform"}, nil)
+	byClaim, _ := w.Srv.AddIP(edge, netip.MustParseAddr("10.10.9.2"), []string{"terraform"}, nil)
+	outOfScope, _ := w.Srv.AddIP(w.PNs["nodes"].ID, netip.MustParseAddr("172.16.0.50"),
 		ipam.Entry{Cluster: "prod", Pool: "removed", Service: types.NamespacedName{Namespace: "payments", Name: "legacy"}}.Tags(), nil)
 	claims := &askedClaims{id: byClaim, svc: types.NamespacedName{Namespace: "payments", Name: "claimed"}}
 	s, ev := w.monitored(func(o *Options) { o.Claims = claims })
 
 	withIDs := func(name, id, addr string, extra map[string]string) {
-		svc := w.live("payments", name, id)
+		svc := w.Live("payments", name, id)
 		w.edit(svc, func(s *corev1.Service) {
 			s.Annotations[request.AnnotationAddresses] = addr
 			for k, v := range extra {
@@ -344,16 +343,16 @@ func TestOnlyOurReservationsReadAsGone(t *testing.T) {
 	// GetIP once past the grace, and again a grace later: it exists (not
 	// ours), so nothing is reported.
 	s3, ev3 := w.monitored()
-	w.srv.ResetCounts()
+	w.Srv.ResetCounts()
 	w.cycles(s3, 20)
 	if got := notApplied(ev3); len(got) != 0 {
 		t.Fatalf("an existing IP reported: %v", got)
 	}
-	if n := w.srv.Count(scalewaytest.OpGetIP); n != 3 {
+	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 3 {
 		t.Fatalf("%d GetIP over 20 cycles, want 3 (the claimed ID, at 5, 10 and 15 minutes)", n)
 	}
 	// A control: released, it is gone, once a grace later.
-	if err := w.cloud.ReleaseIP(context.Background(), byClaim); err != nil {
+	if err := w.Cloud.ReleaseIP(context.Background(), byClaim); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s3, 20)
@@ -374,7 +373,7 @@ func TestUnreadClaimsKeepTheState(t *testing.T) {
 	w := newWorld(t)
 	r := w.book("dc-link", "payments", "api")
 	w.admitted("api", r)
-	if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil {
+	if err := w.Cloud.ReleaseIP(context.Background(), r.ID); err != nil {
 		t.Fatal(err)
 	}
 	var claims ClaimCollector = &askedClaims{id: "another", svc: types.NamespacedName{Namespace: "x", Name: "y"}}
@@ -407,9 +406,9 @@ func TestMonitorAddsNoScalewayCall(t *testing.T) {
 		// Back-fills and orphan tags settle; past the convergence grace,
 		// within the pending grace of the reservations without a Service.
 		w.cycles(s, 7)
-		w.srv.ResetCounts()
+		w.Srv.ResetCounts()
 		rep := w.cycles(s, 1)
-		return w.srv.Counts(), rep
+		return w.Srv.Counts(), rep
 	}
 	without, _ := steady(func(w *world) {
 		for range 4 {
@@ -428,9 +427,9 @@ func TestMonitorAddsNoScalewayCall(t *testing.T) {
 				w.serve(svc, "lb-2", false)
 			case "stuck":
 				w.serve(svc, "lb-3", false)
-				_ = w.srv.Attach(rs[len(rs)-1].ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9"})
+				_ = w.Srv.Attach(rs[len(rs)-1].ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9"})
 			case "released":
-				_ = w.cloud.ReleaseIP(context.Background(), rs[len(rs)-1].ID)
+				_ = w.Cloud.ReleaseIP(context.Background(), rs[len(rs)-1].ID)
 			}
 		}
 	})
@@ -578,11 +577,11 @@ func TestNoteFitsTheEventsAPI(t *testing.T) {
 	for i, r := range rs {
 		switch i % 3 {
 		case 1:
-			if err := w.srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}); err != nil {
+			if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}); err != nil {
 				t.Fatal(err)
 			}
 		case 2:
-			if err := w.cloud.ReleaseIP(context.Background(), r.ID); err != nil {
+			if err := w.Cloud.ReleaseIP(context.Background(), r.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -607,7 +606,7 @@ func TestGraceRestartsWhenTheCauseChanges(t *testing.T) {
 	r := w.book("dc-link", "payments", "api")
 	svc := w.admitted("api", r)
 	w.serve(svc, "lb-new", false)
-	if err := w.srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, 10)
@@ -616,7 +615,7 @@ func TestGraceRestartsWhenTheCauseChanges(t *testing.T) {
 	}
 	wantGauge(t, s, map[string]float64{ReasonAttachedElsewhere: 1})
 
-	if err := w.srv.Detach(r.ID); err != nil { // lb-old deleted at last
+	if err := w.Srv.Detach(r.ID); err != nil { // lb-old deleted at last
 		t.Fatal(err)
 	}
 	w.cycles(s, 4) // the CCM's back-off, under 300 s
@@ -670,11 +669,9 @@ func (e *storedEvents) list(t *testing.T) []eventsv1.Event {
 // earlier term of its own is dropped.
 func TestLeaderTermRestoresTheMonitor(t *testing.T) {
 	w := newWorld(t)
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	store := fake.NewClientBuilder().WithScheme(scheme).
+	store := fixtures.FakeKube().
 		WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
-	rec := &storedEvents{t: t, kube: store, clock: w.clock}
+	rec := &storedEvents{t: t, kube: store, clock: w.Clock}
 	leader := func() *Sweeper {
 		return w.sweeper(func(o *Options) {
 			o.Recorder, o.Events, o.Metrics, o.ConvergenceGrace = rec, store, NewMetrics(prometheus.NewRegistry()), testGrace
@@ -685,7 +682,7 @@ func TestLeaderTermRestoresTheMonitor(t *testing.T) {
 	w.serve(old, "lb-1", false)
 	stuck := w.admitted("stuck", b)
 	w.serve(stuck, "lb-2", false)
-	if err := w.srv.Attach(b.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9", Name: "previous"}); err != nil {
+	if err := w.Srv.Attach(b.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9", Name: "previous"}); err != nil {
 		t.Fatal(err)
 	}
 	first := leader()
@@ -744,16 +741,16 @@ func TestGoneConfirmedByOneReadPastTheGrace(t *testing.T) {
 	svc := w.admitted("api", r)
 	w.serve(svc, "lb-1", true)
 	w.cycles(s, 2)
-	if _, err := w.cloud.SetTags(context.Background(), r.ID, []string{"managed-by=terraform"}); err != nil {
+	if _, err := w.Cloud.SetTags(context.Background(), r.ID, []string{"managed-by=terraform"}); err != nil {
 		t.Fatal(err)
 	}
-	w.srv.ResetCounts()
+	w.Srv.ResetCounts()
 	w.cycles(s, int(testGrace/time.Minute))
-	if n := w.srv.Count(scalewaytest.OpGetIP); n != 0 {
+	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 0 {
 		t.Fatalf("%d GetIP within the grace, want none", n)
 	}
 	w.cycles(s, 1)
-	if n := w.srv.Count(scalewaytest.OpGetIP); n != 1 {
+	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 1 {
 		t.Fatalf("%d GetIP once past the grace, want 1", n)
 	}
 	w.cycles(s, 10)

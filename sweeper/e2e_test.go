@@ -16,27 +16,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
 // admit runs a CREATE through the real mutator and stores the mutated
 // Service, as the apiserver would.
 func (w *world) admit(m *webhook.ServiceMutator, ns, name string, ann map[string]string) (*corev1.Service, admission.Response) {
-	w.t.Helper()
+	w.T.Helper()
 	stored, resp := w.try(m, ns, name, ann, false)
 	if !resp.Allowed {
-		w.t.Fatalf("denied: %s", resp.Result.Message)
+		w.T.Fatalf("denied: %s", resp.Result.Message)
 	}
 	return stored, resp
 }
 
 // try is admit that may be denied, or a dry run: then nothing is stored.
 func (w *world) try(m *webhook.ServiceMutator, ns, name string, ann map[string]string, dryRun bool) (*corev1.Service, admission.Response) {
-	w.t.Helper()
+	w.T.Helper()
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
@@ -61,9 +61,9 @@ func (w *world) try(m *webhook.ServiceMutator, ns, name string, ann map[string]s
 			}
 		}
 	}
-	stored.UID = types.UID("uid-" + name + "-" + w.clock.Now().Format(time.RFC3339))
-	if err := w.kube.Create(context.Background(), stored); err != nil {
-		w.t.Fatal(err)
+	stored.UID = types.UID("uid-" + name + "-" + w.Clock.Now().Format(time.RFC3339))
+	if err := w.Kube.Create(context.Background(), stored); err != nil {
+		w.T.Fatal(err)
 	}
 	return stored, resp
 }
@@ -91,8 +91,8 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
-	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock})
+	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 	s := w.sweeper()
 
 	first, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
@@ -101,12 +101,12 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 		t.Fatalf("no IP: %v", first.Annotations)
 	}
 	w.sweep(s)
-	w.remove(first)
+	w.Remove(first)
 	w.sweep(s)
-	if w.entry(id).OrphanedSince.IsZero() {
+	if w.Entry(id).OrphanedSince.IsZero() {
 		t.Fatal("not orphaned after delete")
 	}
-	w.clock.Step(12 * time.Hour) // within the 24h retention
+	w.Clock.Step(12 * time.Hour) // within the 24h retention
 
 	again, resp := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
@@ -115,15 +115,15 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	if len(resp.Warnings) == 0 || resp.Warnings[0][:len("scw-lb-ipam: reused")] != "scw-lb-ipam: reused" {
 		t.Fatalf("warnings %q", resp.Warnings)
 	}
-	if !w.entry(id).OrphanedSince.IsZero() {
+	if !w.Entry(id).OrphanedSince.IsZero() {
 		t.Fatal("orphaned-since still set after reuse")
 	}
-	w.clock.Step(48 * time.Hour)
+	w.Clock.Step(48 * time.Hour)
 	w.sweep(s)
-	if !w.exists(id) {
+	if !w.Exists(id) {
 		t.Fatal("released the IP of the re-created Service")
 	}
-	if e := w.entry(id); e.UID != string(again.UID) {
+	if e := w.Entry(id); e.UID != string(again.UID) {
 		t.Fatalf("uid %q not moved to the new Service %q", e.UID, again.UID)
 	}
 }
@@ -131,7 +131,7 @@ func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 func TestStartRunsPeriodicallyAndOnTrigger(t *testing.T) {
 	w := newWorld(t)
 	r := w.book("general", "payments", "api")
-	svc := w.live("payments", "api", r.ID)
+	svc := w.Live("payments", "api", r.ID)
 	s := w.sweeper(func(o *Options) { o.Interval = time.Hour; o.Debounce = 5 * time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -140,17 +140,17 @@ func TestStartRunsPeriodicallyAndOnTrigger(t *testing.T) {
 		cancel()
 		<-done
 	}()
-	waitFor(t, func() bool { return w.entry(r.ID).UID != "" }, "the first cycle at start")
+	waitFor(t, func() bool { return w.Entry(r.ID).UID != "" }, "the first cycle at start")
 
-	w.remove(svc)
+	w.Remove(svc)
 	s.Handler().OnDelete(ccm.NewRecord(svc))
 	// The trigger waits out the debounce on the fake clock, far short of
 	// the hourly tick.
 	waitFor(t, func() bool {
-		w.clock.Step(time.Second)
-		return !w.entry(r.ID).OrphanedSince.IsZero()
+		w.Clock.Step(time.Second)
+		return !w.Entry(r.ID).OrphanedSince.IsZero()
 	}, "a cycle after the deletion")
-	if elapsed := w.clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
+	if elapsed := w.Clock.Since(fixtures.Epoch); elapsed >= time.Hour {
 		t.Fatalf("the cycle came from the periodic tick (%s), not the trigger", elapsed)
 	}
 }
@@ -168,9 +168,9 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 func TestRecreateUnseenByTheIndex(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	p, _ := w.cfg.Pool("dc-link")
+	p, _ := w.Cfg.Pool("dc-link")
 	replica := func() *allocator.Allocator {
-		return allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock})
+		return allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock})
 	}
 	a, b := replica(), replica()
 	if err := b.Inventory().Refresh(ctx); err != nil {
@@ -181,23 +181,23 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := w.live("payments", "api", old.ID)
+	first := w.Live("payments", "api", old.ID)
 	w.sweep(w.sweeper())
-	w.remove(first)
+	w.Remove(first)
 
 	again, err := b.Reserve(ctx, ipam.Request{Pool: p, Service: api})
 	if err != nil || again.ID == old.ID || !again.Booked {
 		t.Fatalf("re-create on the replica that has not seen it: %+v %v", again, err)
 	}
-	w.live("payments", "api", again.ID)
+	w.Live("payments", "api", again.ID)
 	w.sweep(w.sweeper())
-	if w.entry(old.ID).OrphanedSince.IsZero() {
+	if w.Entry(old.ID).OrphanedSince.IsZero() {
 		t.Fatal("the old reservation is not marked orphaned")
 	}
-	w.clock.Step(p.Retention.Duration + time.Minute)
+	w.Clock.Step(p.Retention.Duration + time.Minute)
 	rep := w.sweep(w.sweeper())
-	if !slices.Contains(rep.Released, old.ID) || w.exists(old.ID) || !w.exists(again.ID) {
-		t.Fatalf("released %v; old exists %v, new exists %v", rep.Released, w.exists(old.ID), w.exists(again.ID))
+	if !slices.Contains(rep.Released, old.ID) || w.Exists(old.ID) || !w.Exists(again.ID) {
+		t.Fatalf("released %v; old exists %v, new exists %v", rep.Released, w.Exists(old.ID), w.Exists(again.ID))
 	}
 }
 
@@ -210,21 +210,21 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 	w := newWorld(t)
 	const margin = 20 * time.Second
 	policy := ipam.Retention{PendingGrace: margin + time.Second, Margin: margin}
-	if err := policy.Check(w.cfg); err != nil {
+	if err := policy.Check(w.Cfg); err != nil {
 		t.Fatal(err)
 	}
-	alloc := allocator.New(allocator.Options{Cloud: w.cloud, Config: w.cfg, References: fixtures.Records(w.kube), Clock: w.clock, Retention: policy})
-	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.kube, Log: logr.Discard()}
+	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: policy})
+	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
 
 	first, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	id := first.Annotations[ccm.AnnotationPrivateIPIDs]
-	w.remove(first)
+	w.Remove(first)
 	w.sweep(s)
-	if e := w.entry(id); e.OrphanedSince.IsZero() || e.UID != "" {
+	if e := w.Entry(id); e.OrphanedSince.IsZero() || e.UID != "" {
 		t.Fatalf("want a pending reservation marked orphaned, got %+v", e)
 	}
-	w.clock.Step(500 * time.Millisecond)
+	w.Clock.Step(500 * time.Millisecond)
 	again, _ := w.admit(m, "payments", "api", map[string]string{request.AnnotationPool: "dc-link"})
 	if got := again.Annotations[ccm.AnnotationPrivateIPIDs]; got != id {
 		t.Fatalf("re-created at once got %s, want %s back", got, id)

@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestCCMWritesPassUntouched: the UPDATEs the CCM and the cloud-provider
@@ -57,7 +57,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 			for _, step := range steps {
 				next := cur.DeepCopy()
 				step.edit(next)
-				h.srv.ResetCounts()
+				h.Srv.ResetCounts()
 				r, _ := h.send(review(admissionv1.Update, next, cur, false))
 				h.check(step.name, r, untouched)
 				cur = next
@@ -73,7 +73,7 @@ func TestCCMWritesPassUntouched(t *testing.T) {
 		next := cur.DeepCopy()
 		next.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
 		next.Annotations[request.AnnotationPool] = "general"
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, cur, false))
 		h.check("pool change", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`))
 	})
@@ -110,8 +110,8 @@ func TestCCMContract(t *testing.T) {
 	})
 	t.Run("pn-ids without the nodes' network warned", func(t *testing.T) {
 		h := newHarness(t)
-		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.pns["lab"].ID)), nil, false))
-		if !r.Allowed || len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[1], "scw-lb-ipam: service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists Private Networks without the nodes' network "+h.pns["nodes"].ID) {
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.PNs["lab"].ID)), nil, false))
+		if !r.Allowed || len(r.Warnings) != 2 || !strings.HasPrefix(r.Warnings[1], "scw-lb-ipam: service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists Private Networks without the nodes' network "+h.PNs["nodes"].ID) {
 			t.Fatalf("warnings %q", r.Warnings)
 		}
 	})
@@ -119,18 +119,18 @@ func TestCCMContract(t *testing.T) {
 		h := newHarness(t)
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		notes := h.events.takeNotes()
-		if !r.Allowed || len(notes) != 1 || !strings.Contains(notes[0], "the Load Balancer also gets a DHCP address on the nodes' Private Network "+h.pns["nodes"].ID+", to reach the backends: the reserved address is the one in scw-lb-ipam.io/addresses (10.10.0.2)") {
+		if !r.Allowed || len(notes) != 1 || !strings.Contains(notes[0], "the Load Balancer also gets a DHCP address on the nodes' Private Network "+h.PNs["nodes"].ID+", to reach the backends: the reserved address is the one in scw-lb-ipam.io/addresses (10.10.0.2)") {
 			t.Fatalf("notes %q", notes)
 		}
 	})
 	t.Run("pn-ids naming a missing Private Network denied", func(t *testing.T) {
 		h := newHarness(t)
 		missing := "0d1c2b3a-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID+","+missing)), nil, false))
+		h.Srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.PNs["nodes"].ID+","+missing)), nil, false))
 		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
-		if n := h.srv.Count(scalewaytest.OpGetPrivateNetwork); n != 1 || len(h.srv.IPs()) != 0 {
-			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.srv.IPs()))
+		if n := h.Srv.Count(scalewaytest.OpGetPrivateNetwork); n != 1 || len(h.Srv.IPs()) != 0 {
+			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.Srv.IPs()))
 		}
 	})
 	t.Run("spec.loadBalancerIP on a private Load Balancer denied", func(t *testing.T) {

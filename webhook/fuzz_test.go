@@ -7,8 +7,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // FuzzAdmissionReview sends any body to the webhook over HTTP: it always
@@ -24,7 +24,7 @@ func FuzzAdmissionReview(f *testing.F) {
 	f.Add([]byte(`not json`))
 	h := newHarness(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		before := len(h.srv.IPs())
+		before := len(h.Srv.IPs())
 		r, status, err := h.sendRaw(body)
 		if err != nil {
 			t.Fatal(err)
@@ -35,8 +35,8 @@ func FuzzAdmissionReview(f *testing.F) {
 			}
 			return
 		}
-		if len(r.Patch) == 0 && len(h.srv.IPs()) != before {
-			t.Fatalf("booked %d IPs without mutating the Service", len(h.srv.IPs())-before)
+		if len(r.Patch) == 0 && len(h.Srv.IPs()) != before {
+			t.Fatalf("booked %d IPs without mutating the Service", len(h.Srv.IPs())-before)
 		}
 		var ops []map[string]any
 		if len(r.Patch) > 0 {

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestRecoverFromAnIDGoneFromIPAM proves the recoveries the sweeper's
@@ -24,7 +24,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		dead := live.Annotations[ccm.AnnotationPrivateIPIDs]
-		if err := h.cloud.ReleaseIP(context.Background(), dead); err != nil {
+		if err := h.Cloud.ReleaseIP(context.Background(), dead); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
@@ -50,7 +50,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 		if id == "" || id == dead {
 			t.Fatalf("private-ip-ids %q: want a new ID in place of %s", id, dead)
 		}
-		if ip, ok := h.srv.IP(id); !ok || ip.Address.IP.String() != addr {
+		if ip, ok := h.Srv.IP(id); !ok || ip.Address.IP.String() != addr {
 			t.Fatalf("IP %s: %+v (exists %v), want it booked at %s", id, ip.Address, ok, addr)
 		}
 		if got := out.Annotations[request.AnnotationAddresses]; got != addr {
@@ -83,7 +83,7 @@ func TestRecoverFromAnIDGoneFromIPAM(t *testing.T) {
 
 	t.Run("re-creating the Service books anew", func(t *testing.T) {
 		h, live, dead := setup(t)
-		if err := h.kube.Delete(context.Background(), live); err != nil {
+		if err := h.Kube.Delete(context.Background(), live); err != nil {
 			t.Fatal(err)
 		}
 		svc := fixtures.PrivateService("payments", "api", map[string]string{request.AnnotationPool: "dc-link", request.AnnotationAddress: "172.16.35.200"})

@@ -21,33 +21,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
-
-// testProject is the credentials' Project, other than the emulator's default.
-const testProject = "564aa517-68b0-4fd7-8c8c-d21c4bcdcbd5"
 
 // harness runs the mutator behind a real HTTP server, the way the apiserver
 // calls it, with the allocator talking to the emulator through the SDK.
 type harness struct {
-	t       testing.TB
-	srv     *scalewaytest.Server
-	pns     map[string]scalewaytest.PrivateNetwork
-	kube    client.Client
+	*fixtures.World
 	url     string
 	events  *recordedEvents
 	alloc   *allocator.Allocator
-	cloud   scaleway.Cloud
 	mutator *ServiceMutator
 }
 
@@ -68,41 +58,25 @@ pools:
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	h := &harness{t: t, events: &recordedEvents{}}
-	h.srv, h.pns = fixtures.Emulator(t, scalewaytest.Options{ProjectID: testProject, SecretKey: scalewaytest.TestSecretKey},
-		"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24")
-	cloud := fixtures.Cloud(t, h.srv, scaleway.Options{Backoff: wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 3}})
-	cfg, err := ipam.ParseConfig([]byte(fixtures.PoolFile(harnessPools, h.pns)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
-		t.Fatal(err)
-	}
-
-	ns := func(name string, labelled bool) *corev1.Namespace {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if labelled {
-			n.Labels = map[string]string{request.LabelEnabled: "true"}
-		}
-		return n
-	}
-	h.kube = fixtures.FakeKube().
-		WithObjects(ns("payments", true), ns("web", true), ns("edge-eu", true), ns("plain", false), ns("kube-system", true), ns("scw-lb-ipam", true)).
-		Build()
-	h.cloud = cloud
+	h := &harness{events: &recordedEvents{}}
+	h.World = fixtures.NewWorld(t, fixtures.WorldOptions{
+		Emulator:   scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		PNs:        []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24"},
+		PoolFile:   harnessPools,
+		Namespaces: map[string]bool{"payments": true, "web": true, "edge-eu": true, "plain": false, "kube-system": true, "scw-lb-ipam": true},
+	})
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
-	h.alloc = allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: fixtures.Records(h.kube),
+	h.alloc = allocator.New(allocator.Options{Cloud: h.Cloud, Config: h.Cfg, References: fixtures.Records(h.Kube),
 		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.
 	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	m := &ServiceMutator{
 		Allocator:  h.alloc,
-		Namespaces: h.kube,
+		Namespaces: h.Kube,
 		Excluded:   []string{"kube-system", "scw-lb-ipam"},
 		Recorder:   h.events,
 		Log:        logr.Discard(),
@@ -144,13 +118,13 @@ func review(op admissionv1.Operation, obj, old *corev1.Service, dryRun bool) []b
 
 // send posts a body and returns the decoded review response.
 func (h *harness) send(body []byte) (*admissionv1.AdmissionResponse, int) {
-	h.t.Helper()
+	h.T.Helper()
 	r, status, err := h.sendRaw(body)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	if r == nil {
-		h.t.Fatalf("not an AdmissionReview answer (HTTP %d)", status)
+		h.T.Fatalf("not an AdmissionReview answer (HTTP %d)", status)
 	}
 	h.persisted(body, r)
 	return r, status
@@ -169,7 +143,7 @@ func (h *harness) persisted(body []byte, r *admissionv1.AdmissionResponse) {
 	if err := json.Unmarshal(ar.Request.Object.Raw, &svc); err != nil {
 		return
 	}
-	out := fixtures.Patched(h.t, &svc, r.Patch)
+	out := fixtures.Patched(h.T, &svc, r.Patch)
 	out.UID, out.CreationTimestamp = types.UID("uid-"+out.Name), metav1.Now()
 	h.mutator.seen(ccm.NewRecord(out))
 }
@@ -217,11 +191,11 @@ func addOps(ids, pnIDs, addrs string) []jsonpatch.Operation {
 // store records an admitted Service in the cache, as the apiserver would
 // persist it, so that later admissions see it as live.
 func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *corev1.Service {
-	h.t.Helper()
-	out := fixtures.Patched(h.t, svc, r.Patch)
+	h.T.Helper()
+	out := fixtures.Patched(h.T, svc, r.Patch)
 	out.ResourceVersion = ""
-	if err := h.kube.Create(context.Background(), out); err != nil {
-		h.t.Fatal(err)
+	if err := h.Kube.Create(context.Background(), out); err != nil {
+		h.T.Fatal(err)
 	}
 	// The apiserver sends objects with their kind; the fake client strips it.
 	out.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
@@ -230,12 +204,12 @@ func (h *harness) store(svc *corev1.Service, r *admissionv1.AdmissionResponse) *
 
 // ipByAddress finds the emulator's IP at an address.
 func (h *harness) ipByAddress(addr string) (id string, tags []string) {
-	for _, ip := range h.srv.IPs() {
+	for _, ip := range h.Srv.IPs() {
 		if strings.HasPrefix(ip.Address.String(), addr+"/") {
 			return ip.ID, ip.Tags
 		}
 	}
-	h.t.Fatalf("no IP at %s", addr)
+	h.T.Fatalf("no IP at %s", addr)
 	return "", nil
 }
 

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // The rows below are the lifecycles of real clusters that the admission
@@ -122,23 +122,23 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 // retain tags an IP as the sweeper leaves it once its Service is gone:
 // uid back-filled (a live Service used it), orphaned since ago.
 func (h *harness) retain(id string, uid string, ago time.Duration) {
-	h.t.Helper()
-	ip, err := h.cloud.GetIP(context.Background(), id)
+	h.T.Helper()
+	ip, err := h.Cloud.GetIP(context.Background(), id)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	e, _ := ipam.ParseEntry(ip.Tags)
 	e.UID, e.OrphanedSince = uid, time.Now().Add(-ago).Truncate(time.Second)
-	if _, err := h.cloud.SetTags(context.Background(), id, e.Tags()); err != nil {
-		h.t.Fatal(err)
+	if _, err := h.Cloud.SetTags(context.Background(), id, e.Tags()); err != nil {
+		h.T.Fatal(err)
 	}
 }
 
 func (h *harness) orphanedSince(id string) time.Time {
-	h.t.Helper()
-	ip, err := h.cloud.GetIP(context.Background(), id)
+	h.T.Helper()
+	ip, err := h.Cloud.GetIP(context.Background(), id)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	e, _ := ipam.ParseEntry(ip.Tags)
 	return e.OrphanedSince
@@ -166,64 +166,64 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 	x := live.Annotations[ccm.AnnotationPrivateIPIDs]
 	h.retain(x, "uid-of-the-first-api", 0) // the sweeper back-filled its uid...
-	ip, _ := h.cloud.GetIP(ctx, x)
+	ip, _ := h.Cloud.GetIP(ctx, x)
 	e, _ := ipam.ParseEntry(ip.Tags)
 	e.OrphanedSince = time.Time{} // ...while it was live
-	if _, err := h.cloud.SetTags(ctx, x, e.Tags()); err != nil {
+	if _, err := h.Cloud.SetTags(ctx, x, e.Tags()); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.Attach(x, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
+	if err := h.Srv.Attach(x, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// A pending reservation of the same Service, booked later (a CREATE
 	// whose answer was lost, or refused after our admission).
-	if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), ipam.Entry{Cluster: "test", Pool: "dc-link", Service: client.ObjectKeyFromObject(live)}.Tags(), nil); err != nil {
+	if _, err := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35.201"), ipam.Entry{Cluster: "test", Pool: "dc-link", Service: client.ObjectKeyFromObject(live)}.Tags(), nil); err != nil {
 		t.Fatal(err)
 	}
 
 	// Still live in the cache (not Terminating): the apiserver would refuse
 	// the CREATE; say so instead of asking to retry.
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("exists", r, expect{allowed: false, code: 409, calls: "GetIP=1",
 		message: []string{"Service payments/api already exists and holds address 172.16.35.200"}})
 
 	// Terminating, held by the CCM's finalizer, X still attached: retry.
-	if err := h.kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+	if err := h.Kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
 		t.Fatal(err)
 	}
 	live.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
-	if err := h.kube.Update(ctx, live); err != nil {
+	if err := h.Kube.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.kube.Delete(ctx, live); err != nil {
+	if err := h.Kube.Delete(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("terminating", r, retry("GetIP=1", "address 172.16.35.200 (IPAM ID "+x+") is still held by the Load Balancer of the previous payments/api", "retry in a moment"))
-	if n := len(h.srv.IPs()); n != 2 {
+	if n := len(h.Srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs: a retryable refusal booked something", n)
 	}
 
 	// The LB is gone and the sweeper orphaned X; the cache still shows the
 	// old object live (it lags): a same-name reference does not block.
-	if err := h.srv.Detach(x); err != nil {
+	if err := h.Srv.Detach(x); err != nil {
 		t.Fatal(err)
 	}
 	h.retain(x, "uid-of-the-first-api", time.Minute)
-	if err := h.kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+	if err := h.Kube.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
 		t.Fatal(err)
 	}
 	live.Finalizers = nil
-	if err := h.kube.Update(ctx, live); err != nil { // the CCM lets go: gone
+	if err := h.Kube.Update(ctx, live); err != nil { // the CCM lets go: gone
 		t.Fatal(err)
 	}
 	lagging := fixtures.PrivateService("payments", "api", live.Annotations)
-	if err := h.kube.Create(ctx, lagging); err != nil {
+	if err := h.Kube.Create(ctx, lagging); err != nil {
 		t.Fatal(err)
 	}
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 	if !h.orphanedSince(x).IsZero() {
@@ -238,8 +238,8 @@ func TestRestoredManifest(t *testing.T) {
 	restored := func(h *harness) (*corev1.Service, string) {
 		live := h.created(fixtures.PrivateService("web", "api", nil))
 		id := live.Annotations[ccm.AnnotationPrivateIPIDs]
-		if err := h.kube.Delete(context.Background(), live); err != nil {
-			h.t.Fatal(err)
+		if err := h.Kube.Delete(context.Background(), live); err != nil {
+			h.T.Fatal(err)
 		}
 		return fixtures.PrivateService("web", "api", ann(ccm.AnnotationPrivateIPIDs, id, ccm.AnnotationPNIDs, live.Annotations[ccm.AnnotationPNIDs],
 			request.AnnotationAddresses, live.Annotations[request.AnnotationAddresses])), id
@@ -248,7 +248,7 @@ func TestRestoredManifest(t *testing.T) {
 		h := newHarness(t)
 		svc, id := restored(h)
 		h.retain(id, "uid-1", time.Hour)
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		h.check("retained", r, expect{allowed: true, calls: "GetIP=1 UpdateIP=1", warnings: func(*harness) []string {
 			return []string{"scw-lb-ipam: reused 10.10.0.2 (IPAM ID " + id + ") from pool general, retained for this Service"}
@@ -272,13 +272,13 @@ func TestRestoredManifest(t *testing.T) {
 		svc, id := restored(h)
 		// The earlier reservation went (released), and 10.10.0.2 with it;
 		// keep .2 taken so the fresh one is told apart.
-		if err := h.cloud.ReleaseIP(context.Background(), id); err != nil {
+		if err := h.Cloud.ReleaseIP(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.2"), nil, nil); err != nil {
+		if _, err := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.2"), nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		h.check("released", r, fresh)
 	})
@@ -286,7 +286,7 @@ func TestRestoredManifest(t *testing.T) {
 		h := newHarness(t)
 		svc, id := restored(h)
 		h.retain(id, "uid-1", 24*time.Hour-10*time.Second) // released in 10 s, margin 20 s
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		h.check("releasing", r, fresh)
 		if h.orphanedSince(id).IsZero() {
@@ -300,7 +300,7 @@ func TestRestoredManifest(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	t.Run("namespace unreadable", func(t *testing.T) {
 		h := newHarness(t)
-		h.mutator.Namespaces = failingReader{h.kube}
+		h.mutator.Namespaces = failingReader{h.Kube}
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("namespace", r, retry("", "namespace web cannot be read from the cache of scw-lb-ipam right now", "nothing was reserved, apply again in a moment"))
 	})
@@ -308,9 +308,9 @@ func TestFailClosed(t *testing.T) {
 		h := newHarness(t)
 		h.created(fixtures.PrivateService("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
-		h.alloc = allocator.New(allocator.Options{Cloud: h.cloud, Config: cfg, References: fixtures.Records(failingReader{h.kube})})
+		h.alloc = allocator.New(allocator.Options{Cloud: h.Cloud, Config: cfg, References: fixtures.Records(failingReader{h.Kube})})
 		h.mutator.Allocator = h.alloc
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("services", r, retry("ListIPs=1", "the Service cache of scw-lb-ipam cannot tell which Services use this IP right now"))
 	})
@@ -329,8 +329,8 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 // Finding 7: a dry run writes nothing anywhere, Events included.
 func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
-	attached, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
-	h.srv.ResetCounts()
+	attached, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {
 		e := denied("IPAM IP " + attached + " (10.10.0.78) is attached to lb_server legacy-lb")
@@ -348,11 +348,11 @@ func TestRetentionZeroIsNotSticky(t *testing.T) {
 	h := newHarness(t)
 	live := h.created(fixtures.PrivateService("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")))
 	id := live.Annotations[ccm.AnnotationPrivateIPIDs]
-	if err := h.kube.Delete(context.Background(), live); err != nil {
+	if err := h.Kube.Delete(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
 	h.retain(id, "uid-1", time.Second)
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("edge-eu", "api", ann(request.AnnotationPool, "ephemeral")), nil, false))
 	// The sweeper's orphaned-since is not in this replica's index yet: one
 	// re-read rules the old reservation out.

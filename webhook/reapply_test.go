@@ -9,16 +9,14 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // replaceOp is the patch that sets one annotation the object already has.
@@ -44,12 +42,12 @@ func reapplied(live *corev1.Service, manifest map[string]string) *corev1.Service
 func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	t.Run("pn-ids reset to the manifest's", func(t *testing.T) {
 		h := newHarness(t)
-		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
+		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.PNs["nodes"].ID)
 		live := h.created(fixtures.PrivateService("payments", "api", manifest))
 		if got, want := live.Annotations[ccm.AnnotationPNIDs], h.pnList("nodes", "dc"); got != want {
 			t.Fatalf("created with pn-ids %q, want %q", got, want)
 		}
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, manifest), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "dc"))}
@@ -57,8 +55,8 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a network the user adds is kept, the pool's added back", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
-		h.srv.ResetCounts()
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.PNs["nodes"].ID)))
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "lab", "dc"))}
@@ -66,10 +64,10 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("a Service that already lost the pool's network gets it back", func(t *testing.T) {
 		h := newHarness(t)
-		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)
+		manifest := ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.PNs["nodes"].ID)
 		live := h.created(fixtures.PrivateService("payments", "api", manifest))
-		live.Annotations[ccm.AnnotationPNIDs] = h.pns["nodes"].ID // stored by an earlier version
-		h.srv.ResetCounts()
+		live.Annotations[ccm.AnnotationPNIDs] = h.PNs["nodes"].ID // stored by an earlier version
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, manifest), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "dc"))}
@@ -77,20 +75,20 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 	})
 	t.Run("adding the pool's network back would pass a Load Balancer's 8: denied", func(t *testing.T) {
 		h := newHarness(t)
-		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pns["nodes"].ID)))
-		h.srv.ResetCounts()
+		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.PNs["nodes"].ID)))
+		h.Srv.ResetCounts()
 		// The manifest now lists eight networks of its own, not the pool's:
 		// with it added back, the Load Balancer would need nine.
 		eight := h.pnList("nodes", "edge", "lab", "old", "tmp") + ",7a000001-0000-4000-8000-000000000001,7a000002-0000-4000-8000-000000000002,7a000003-0000-4000-8000-000000000003"
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, eight)), live, false))
-		h.check("re-applied", r, denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of the reserved IPs: "+eight+","+h.pns["dc"].ID+")",
+		h.check("re-applied", r, denied(ccm.AnnotationPNIDs+" would list 9 Private Networks (the networks "+ccm.AnnotationPNIDs+" lists, then those of the reserved IPs: "+eight+","+h.PNs["dc"].ID+")",
 			"a Scaleway Load Balancer attaches at most 8"))
 	})
 	t.Run("a network the user removes stays removed", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link", ccm.AnnotationPNIDs, h.pnList("nodes", "lab"))))
-		h.srv.ResetCounts()
-		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.pns["nodes"].ID)), live, false))
+		h.Srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(ccm.AnnotationPNIDs, h.PNs["nodes"].ID)), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPNIDs, h.pnList("nodes", "dc"))}
 		}})
@@ -102,14 +100,14 @@ func TestReapplyKeepsThePoolsNetwork(t *testing.T) {
 func TestReapplyComparesRequestsAsSets(t *testing.T) {
 	t.Run("private-ip-ids with spaces, re-applied", func(t *testing.T) {
 		h := newHarness(t)
-		a, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.77"), nil, nil)
-		b, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.202"), nil, nil)
+		a, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.77"), nil, nil)
+		b, _ := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35.202"), nil, nil)
 		manifest := ann(ccm.AnnotationPrivateIPIDs, a+", "+b)
 		live := h.created(fixtures.PrivateService("payments", "raw", manifest))
 		if got := live.Annotations[ccm.AnnotationPrivateIPIDs]; got != a+","+b {
 			t.Fatalf("created with private-ip-ids %q, want %q", got, a+","+b)
 		}
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, manifest), live, false))
 		h.check("re-applied", r, expect{allowed: true, ops: func(*harness) []jsonpatch.Operation {
 			return []jsonpatch.Operation{replaceOp(ccm.AnnotationPrivateIPIDs, a+","+b)}
@@ -118,21 +116,21 @@ func TestReapplyComparesRequestsAsSets(t *testing.T) {
 	t.Run("pinning the current address", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.200")), live, false))
 		h.check("pinned", r, expect{allowed: true})
 	})
 	t.Run("pinning another address is a change", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationAddress, "172.16.35.201")), live, false))
 		h.check("moved", r, denied(`changing annotation scw-lb-ipam.io/address from "" to "172.16.35.201"`, "allow-ip-change"))
 	})
 	t.Run("reordering pools", func(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link,general")))
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, reapplied(live, ann(request.AnnotationPool, "general,dc-link")), live, false))
 		h.check("reordered", r, expect{allowed: true})
 	})
@@ -175,8 +173,8 @@ func TestNonCanonicalIDsAreDenied(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			lab := h.pns["lab"].ID
-			r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", tc.annotations(h.pns["nodes"].ID, lab)), nil, false))
+			lab := h.PNs["lab"].ID
+			r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", tc.annotations(h.PNs["nodes"].ID, lab)), nil, false))
 			h.check(name, r, denied(tc.want(lab)...))
 		})
 	}
@@ -189,23 +187,23 @@ func canonical(string) []string { return []string{"canonical form", "36 lower-ca
 // Service untouched.
 func TestNamespaceLabelledAMomentAgo(t *testing.T) {
 	cached := func(h *harness) client.Reader {
-		return fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}).Build()
+		return fixtures.FakeKube().WithObjects(fixtures.Namespace("web", false)).Build()
 	}
 	t.Run("read live", func(t *testing.T) {
 		h := newHarness(t)
-		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), h.kube
+		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), h.Kube
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("labelled", r, reserved("general", "10.10.0.2", "nodes", "edge"))
 	})
 	t.Run("not labelled live either", func(t *testing.T) {
 		h := newHarness(t)
-		h.mutator.NamespacesLive = h.kube
+		h.mutator.NamespacesLive = h.Kube
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("plain", "api", nil), nil, false))
 		h.check("plain", r, expect{allowed: true})
 	})
 	t.Run("unreadable live", func(t *testing.T) {
 		h := newHarness(t)
-		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), failingReader{h.kube}
+		h.mutator.Namespaces, h.mutator.NamespacesLive = cached(h), failingReader{h.Kube}
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
 		h.check("fail closed", r, retry("", "namespace web cannot be read", "nothing was reserved, apply again in a moment"))
 	})
@@ -215,25 +213,25 @@ func TestNamespaceLabelledAMomentAgo(t *testing.T) {
 // reservation of svc in the pool tag named, retained since a minute ago,
 // and lets the allocator's index learn it.
 func (h *harness) seedRetained(pn, addr, pool string, svc types.NamespacedName, res *scalewaytest.Resource) string {
-	h.t.Helper()
+	h.T.Helper()
 	tags := ipam.Entry{Cluster: "test", Pool: pool, Service: svc, UID: "uid-of-the-previous", OrphanedSince: time.Now().Add(-time.Minute).Truncate(time.Second)}.Tags()
-	id, err := h.srv.AddIP(h.pns[pn].ID, mustAddr(addr), tags, res)
+	id, err := h.Srv.AddIP(h.PNs[pn].ID, mustAddr(addr), tags, res)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	return id
 }
 
 // poolTag reads the pool an IP is tagged with.
 func (h *harness) poolTag(id string) string {
-	h.t.Helper()
-	ip, err := h.cloud.GetIP(context.Background(), id)
+	h.T.Helper()
+	ip, err := h.Cloud.GetIP(context.Background(), id)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	e, _ := ipam.ParseEntry(ip.Tags)
 	return e.Pool
@@ -248,7 +246,7 @@ func TestStickyBeforePolicy(t *testing.T) {
 		h.seedRetained("old", "10.40.0.9", "drained", api, nil)
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("re-created", r, reused("drained", "10.40.0.9", "GetIP=1 UpdateIP=1", "nodes", "old"))
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "new", ann(request.AnnotationPool, "drained")), nil, false))
 		h.check("new Service", r, denied(`pool "drained" is disabled (draining)`))
 	})
@@ -301,7 +299,7 @@ func TestLoadBalancerClassIsOutOfScope(t *testing.T) {
 	svc := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
 	class := "metallb.io/metallb"
 	svc.Spec.LoadBalancerClass = &class
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	h.check("class", r, expect{allowed: true})
 	if want, what, err := h.unreserved(svc); want || err != nil {

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestUpdateRules: the UPDATE rules alone, from (old, new, request), with
@@ -19,7 +19,7 @@ func TestUpdateRules(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.alloc.Config()
 	const id, other = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f", "0f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
-	dc, nodes := h.pns["dc"].ID, h.pns["nodes"].ID
+	dc, nodes := h.PNs["dc"].ID, h.PNs["nodes"].ID
 	// reservedSvc is a Service an earlier admission reserved 172.16.35.200
 	// for in pool dc-link, with extra annotations.
 	reservedSvc := func(kv ...string) *corev1.Service {

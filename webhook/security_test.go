@@ -7,9 +7,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // everyAnnotation is a request using every annotation the webhook reads.
@@ -25,9 +25,9 @@ func everyAnnotation(ids string) map[string]string {
 // namespaceSelector matched it, so the cache is what lags.
 func TestSecurityScope(t *testing.T) {
 	h := newHarness(t)
-	id, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.50"), nil, nil)
+	id, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.50"), nil, nil)
 	for _, ns := range []string{"plain", "kube-system", "scw-lb-ipam", "no-such-namespace"} {
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
 			svc := fixtures.PrivateService(ns, "x", everyAnnotation(id))
 			var old = svc.DeepCopy()
@@ -61,9 +61,9 @@ func TestSecurityTheft(t *testing.T) {
 	// A retained reservation of another Service (deleted, not yet released).
 	h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "gone", ann(request.AnnotationPool, "dc-link")), nil, false))
 	goneID, _ := h.ipByAddress("172.16.35.201")
-	foreign, _ := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &scalewaytest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
-	nodesIP, _ := h.srv.AddIP(h.pns["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
-	otherCluster, _ := h.srv.AddIP(h.pns["edge"].ID, mustAddr("10.10.0.60"), []string{"scw-lb-ipam", "scw-lb-ipam/cluster=staging", "scw-lb-ipam/pool=general", "scw-lb-ipam/service=payments/thief"}, nil)
+	foreign, _ := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &scalewaytest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
+	nodesIP, _ := h.Srv.AddIP(h.PNs["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
+	otherCluster, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.60"), []string{"scw-lb-ipam", "scw-lb-ipam/cluster=staging", "scw-lb-ipam/pool=general", "scw-lb-ipam/service=payments/thief"}, nil)
 
 	for _, tt := range []struct {
 		name string
@@ -81,14 +81,14 @@ func TestSecurityTheft(t *testing.T) {
 		{"a pool not allowed for the namespace", "web", ann(request.AnnotationPool, "dc-link"), `pool "dc-link" is not allowed for namespace web`},
 		{"an IP outside every pool the namespace may use", "web", ann(request.AnnotationIPAMIDs, nodesIP), "not on the Private Network of a pool namespace web may use"},
 	} {
-		before := len(h.srv.IPs())
-		h.srv.ResetCounts()
+		before := len(h.Srv.IPs())
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService(tt.ns, "thief", tt.ann), nil, false))
 		if r.Allowed || !strings.Contains(r.Result.Message, tt.want) {
 			t.Errorf("%s: allowed=%v %q, want a denial mentioning %q", tt.name, r.Allowed, r.Result.Message, tt.want)
 		}
-		if n := h.srv.Count(scalewaytest.OpUpdateIP) + h.srv.Count(scalewaytest.OpReleaseIP); n != 0 || len(h.srv.IPs()) != before {
-			t.Errorf("%s: the denial changed IPAM (%d writes, %d → %d IPs)", tt.name, n, before, len(h.srv.IPs()))
+		if n := h.Srv.Count(scalewaytest.OpUpdateIP) + h.Srv.Count(scalewaytest.OpReleaseIP); n != 0 || len(h.Srv.IPs()) != before {
+			t.Errorf("%s: the denial changed IPAM (%d writes, %d → %d IPs)", tt.name, n, before, len(h.Srv.IPs()))
 		}
 	}
 }

@@ -13,23 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // counted are the emulator operations whose counts the tests pin.
 var counted = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP, scalewaytest.OpGetIP, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP}
 
-func (h *harness) calls() string {
-	var parts []string
-	for _, op := range counted {
-		if n := h.srv.Count(op); n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", op, n))
-		}
-	}
-	return strings.Join(parts, " ")
-}
+// calls are the counted operations made, "" for none.
+func (h *harness) calls() string { return h.CallsMade(counted...) }
 
 type expect struct {
 	allowed  bool
@@ -43,31 +36,31 @@ type expect struct {
 }
 
 func (h *harness) check(name string, r *admissionv1.AdmissionResponse, want expect) {
-	h.t.Helper()
+	h.T.Helper()
 	if string(r.UID) != "d1c8a9e2-0000-4000-8000-000000000001" {
-		h.t.Errorf("%s: UID not echoed: %q", name, r.UID)
+		h.T.Errorf("%s: UID not echoed: %q", name, r.UID)
 	}
 	if r.Allowed != want.allowed {
 		msg := ""
 		if r.Result != nil {
 			msg = r.Result.Message
 		}
-		h.t.Fatalf("%s: allowed = %v, want %v (%s)", name, r.Allowed, want.allowed, msg)
+		h.T.Fatalf("%s: allowed = %v, want %v (%s)", name, r.Allowed, want.allowed, msg)
 	}
 	if !want.allowed {
 		if r.Result == nil || r.Result.Code != want.code {
-			h.t.Errorf("%s: status = %+v, want code %d", name, r.Result, want.code)
+			h.T.Errorf("%s: status = %+v, want code %d", name, r.Result, want.code)
 		}
 		var after int32
 		if r.Result != nil && r.Result.Details != nil {
 			after = r.Result.Details.RetryAfterSeconds
 		}
 		if after != want.retryAfter {
-			h.t.Errorf("%s: Retry-After %d, want %d", name, after, want.retryAfter)
+			h.T.Errorf("%s: Retry-After %d, want %d", name, after, want.retryAfter)
 		}
 		for _, f := range want.message {
 			if !strings.Contains(r.Result.Message, f) {
-				h.t.Errorf("%s: message %q does not mention %q", name, r.Result.Message, f)
+				h.T.Errorf("%s: message %q does not mention %q", name, r.Result.Message, f)
 			}
 		}
 	}
@@ -75,18 +68,18 @@ func (h *harness) check(name string, r *admissionv1.AdmissionResponse, want expe
 	if want.ops != nil {
 		wantOps = want.ops(h)
 	}
-	if got := patchOps(h.t, r); !reflect.DeepEqual(got, wantOps) {
-		h.t.Errorf("%s: patch\n got %+v\nwant %+v", name, got, wantOps)
+	if got := patchOps(h.T, r); !reflect.DeepEqual(got, wantOps) {
+		h.T.Errorf("%s: patch\n got %+v\nwant %+v", name, got, wantOps)
 	}
 	var wantWarn []string
 	if want.warnings != nil {
 		wantWarn = want.warnings(h)
 	}
 	if !reflect.DeepEqual(r.Warnings, wantWarn) {
-		h.t.Errorf("%s: warnings\n got %q\nwant %q", name, r.Warnings, wantWarn)
+		h.T.Errorf("%s: warnings\n got %q\nwant %q", name, r.Warnings, wantWarn)
 	}
 	if got := h.calls(); got != want.calls {
-		h.t.Errorf("%s: Scaleway calls = %q, want %q", name, got, want.calls)
+		h.T.Errorf("%s: Scaleway calls = %q, want %q", name, got, want.calls)
 	}
 }
 
@@ -117,7 +110,7 @@ func reserved(pool, addr string, pns ...string) expect {
 func (h *harness) pnList(names ...string) string {
 	ids := make([]string, len(names))
 	for i, n := range names {
-		ids[i] = h.pns[n].ID
+		ids[i] = h.PNs[n].ID
 	}
 	return strings.Join(ids, ",")
 }
@@ -174,17 +167,17 @@ func TestCreate(t *testing.T) {
 		// then, before the patch, with nothing booked or released.
 		{name: "brought-your-own IP's network over a Load Balancer's 8", svc: byoOver8,
 			setup: func(h *harness) {
-				ids := []string{h.pns["nodes"].ID, h.pns["dc"].ID, h.pns["lab"].ID, h.pns["old"].ID, h.pns["tmp"].ID}
+				ids := []string{h.PNs["nodes"].ID, h.PNs["dc"].ID, h.PNs["lab"].ID, h.PNs["old"].ID, h.PNs["tmp"].ID}
 				for i := range 3 {
-					pn, err := h.srv.AddPrivateNetwork(fmt.Sprintf("more-%d", i), fmt.Sprintf("10.6%d.0.0/24", i))
+					pn, err := h.Srv.AddPrivateNetwork(fmt.Sprintf("more-%d", i), fmt.Sprintf("10.6%d.0.0/24", i))
 					if err != nil {
-						h.t.Fatal(err)
+						h.T.Fatal(err)
 					}
 					ids = append(ids, pn.ID)
 				}
-				id, err := h.srv.AddIP(h.pns["edge"].ID, netip.MustParseAddr("10.10.0.50"), nil, nil)
+				id, err := h.Srv.AddIP(h.PNs["edge"].ID, netip.MustParseAddr("10.10.0.50"), nil, nil)
 				if err != nil {
-					h.t.Fatal(err)
+					h.T.Fatal(err)
 				}
 				byoOver8.Annotations = ann(request.AnnotationIPAMIDs, id, ccm.AnnotationPNIDs, strings.Join(ids, ","))
 			},
@@ -239,7 +232,7 @@ func TestCreate(t *testing.T) {
 			setup: func(h *harness) {
 				r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "other", ann(request.AnnotationAddress, "172.16.35.201")), nil, false))
 				if !r.Allowed {
-					h.t.Fatal(r.Result.Message)
+					h.T.Fatal(r.Result.Message)
 				}
 			},
 			want: func() expect {
@@ -249,8 +242,8 @@ func TestCreate(t *testing.T) {
 			}()},
 		{name: "address held by a resource", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
-				if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35.201"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
-					h.t.Fatal(err)
+				if _, err := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35.201"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
+					h.T.Fatal(err)
 				}
 			},
 			want: func() expect {
@@ -262,12 +255,12 @@ func TestCreate(t *testing.T) {
 		{name: "pool exhausted", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
 			setup: func(h *harness) {
 				for i := 200; i <= 203; i++ {
-					if _, err := h.srv.AddIP(h.pns["dc"].ID, mustAddr(fmt.Sprint("172.16.35.", i)), nil, nil); err != nil {
-						h.t.Fatal(err)
+					if _, err := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr(fmt.Sprint("172.16.35.", i)), nil, nil); err != nil {
+						h.T.Fatal(err)
 					}
 				}
-				if err := h.alloc.Inventory().Refresh(h.t.Context()); err != nil {
-					h.t.Fatal(err)
+				if err := h.alloc.Inventory().Refresh(h.T.Context()); err != nil {
+					h.T.Fatal(err)
 				}
 			},
 			want: func() expect {
@@ -277,7 +270,7 @@ func TestCreate(t *testing.T) {
 				return e
 			}()},
 		{name: "Scaleway unavailable", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
-			setup: func(h *harness) { h.srv.FailNext(scalewaytest.OpBookIP, 100, scalewaytest.Fault{Status: 503}) },
+			setup: func(h *harness) { h.Srv.FailNext(scalewaytest.OpBookIP, 100, scalewaytest.Fault{Status: 503}) },
 			want: func() expect {
 				// A booking is not retried blindly (it may have happened):
 				// the Service's reservations are listed in between.
@@ -290,7 +283,7 @@ func TestCreate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			for k, v := range tt.svc.Annotations {
-				for name, pn := range h.pns {
+				for name, pn := range h.PNs {
 					v = strings.ReplaceAll(v, "{{"+name+"}}", pn.ID)
 				}
 				tt.svc.Annotations[k] = v
@@ -302,7 +295,7 @@ func TestCreate(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(h)
 			}
-			h.srv.ResetCounts()
+			h.Srv.ResetCounts()
 			r, status := h.send(review(admissionv1.Create, tt.svc, nil, tt.dryRun))
 			if status != http.StatusOK {
 				t.Fatalf("HTTP %d", status)

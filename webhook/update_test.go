@@ -12,17 +12,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // created admits a CREATE and stores the result as the live Service.
 func (h *harness) created(svc *corev1.Service) *corev1.Service {
-	h.t.Helper()
+	h.T.Helper()
 	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 	if !r.Allowed {
-		h.t.Fatalf("create denied: %s", r.Result.Message)
+		h.T.Fatalf("create denied: %s", r.Result.Message)
 	}
 	return h.store(svc, r)
 }
@@ -33,7 +33,7 @@ func TestUpdate(t *testing.T) {
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Spec.Ports = append(next.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("unchanged", r, expect{allowed: true})
 	})
@@ -42,7 +42,7 @@ func TestUpdate(t *testing.T) {
 		h := newHarness(t)
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link"))
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("restored", r, expect{allowed: true, ops: func(h *harness) []jsonpatch.Operation {
 			return addOps(live.Annotations[ccm.AnnotationPrivateIPIDs], live.Annotations[ccm.AnnotationPNIDs], live.Annotations[request.AnnotationAddresses])
@@ -54,7 +54,7 @@ func TestUpdate(t *testing.T) {
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Annotations[request.AnnotationPool] = "general"
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("denied", r, denied(`changing annotation scw-lb-ipam.io/pool from "dc-link" to "general"`, `set annotation scw-lb-ipam.io/allow-ip-change: "true"`))
 	})
@@ -66,7 +66,7 @@ func TestUpdate(t *testing.T) {
 		next := live.DeepCopy()
 		next.Annotations[request.AnnotationPool] = "general"
 		next.Annotations[request.AnnotationAllowIPChange] = "true"
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		want := reserved("general", "10.10.0.2", "nodes", "edge")
 		want.ops = func(h *harness) []jsonpatch.Operation {
@@ -78,7 +78,7 @@ func TestUpdate(t *testing.T) {
 			return ops
 		}
 		h.check("allowed", r, want)
-		if _, ok := h.srv.IP(oldID); !ok {
+		if _, ok := h.Srv.IP(oldID); !ok {
 			t.Fatal("the old IP was released by the webhook; the sweeper owns that")
 		}
 	})
@@ -88,7 +88,7 @@ func TestUpdate(t *testing.T) {
 		live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
 		next := live.DeepCopy()
 		next.Annotations[ccm.AnnotationPrivateIPIDs] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, live, false))
 		h.check("denied", r, denied("changing annotation service.beta.kubernetes.io/scw-loadbalancer-private-ip-ids", "allow-ip-change"))
 	})
@@ -101,7 +101,7 @@ func TestUpdate(t *testing.T) {
 		if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		h.srv.ResetCounts()
+		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("allocated", r, reserved("dc-link", "172.16.35.200", "nodes", "dc"))
 	})
@@ -109,12 +109,12 @@ func TestUpdate(t *testing.T) {
 
 func TestBringYourOwn(t *testing.T) {
 	h := newHarness(t)
-	edge := h.pns["edge"].ID
-	free, _ := h.srv.AddIP(edge, mustAddr("10.10.0.77"), []string{"reserved-by-terraform"}, nil)
-	attached, _ := h.srv.AddIP(edge, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
-	raw, _ := h.srv.AddIP(edge, mustAddr("10.10.0.79"), nil, nil)
+	edge := h.PNs["edge"].ID
+	free, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.77"), []string{"reserved-by-terraform"}, nil)
+	attached, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
+	raw, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.79"), nil, nil)
 
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "byo", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("valid ipam-ids", r, expect{allowed: true, calls: "GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation { return addOps(free, h.pnList("nodes", "edge"), "10.10.0.77") },
@@ -123,7 +123,7 @@ func TestBringYourOwn(t *testing.T) {
 		}})
 	h.store(fixtures.PrivateService("web", "byo", ann(request.AnnotationIPAMIDs, free)), r)
 
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "thief", ann(request.AnnotationIPAMIDs, free)), nil, false))
 	h.check("another Service's ID", r, func() expect {
 		e := denied("annotation scw-lb-ipam.io/ipam-ids", "already used by Service web/byo")
@@ -131,11 +131,11 @@ func TestBringYourOwn(t *testing.T) {
 		return e
 	}())
 
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "x", ann(request.AnnotationIPAMIDs, attached)), nil, false))
 	h.check("attached", r, func() expect { e := denied("attached to lb_server legacy-lb"); e.calls = "GetIP=1"; return e }())
 
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("web", "rawbyo", ann(ccm.AnnotationPrivateIPIDs, raw)), nil, false))
 	h.check("raw private-ip-ids", r, expect{allowed: true, calls: "GetIP=1",
 		ops: func(h *harness) []jsonpatch.Operation {
@@ -148,7 +148,7 @@ func TestBringYourOwn(t *testing.T) {
 
 	// Stealing another Service's booked reservation by its ID.
 	live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "copycat", ann(ccm.AnnotationPrivateIPIDs, live.Annotations[ccm.AnnotationPrivateIPIDs])), nil, false))
 	h.check("tagged reservation", r, func() expect {
 		e := denied("already used by Service payments/api")
@@ -168,7 +168,7 @@ func TestRetriedCreateBooksOnce(t *testing.T) {
 	if a, b := patchOps(t, first), patchOps(t, second); !reflect.DeepEqual(a, b) {
 		t.Fatalf("the retry got another patch:\n%+v\n%+v", a, b)
 	}
-	if n := h.srv.Count(scalewaytest.OpBookIP); n != 1 {
+	if n := h.Srv.Count(scalewaytest.OpBookIP); n != 1 {
 		t.Fatalf("%d bookings for one Service", n)
 	}
 	if !strings.HasPrefix(second.Warnings[0], "scw-lb-ipam: reused 172.16.35.200") {
@@ -181,7 +181,7 @@ func TestMultiplePools(t *testing.T) {
 	if err := h.alloc.Inventory().Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	h.srv.ResetCounts()
+	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link,general")), nil, false))
 	if !r.Allowed {
 		t.Fatal(r.Result.Message)
@@ -205,13 +205,13 @@ func TestSecondPoolFailureReleasesTheFirst(t *testing.T) {
 	h := newHarness(t)
 	// general (IPAM chooses) is booked first, then dc-link fails: exhausted.
 	for i := 200; i <= 203; i++ {
-		_, _ = h.srv.AddIP(h.pns["dc"].ID, mustAddr("172.16.35."+itoa(i)), nil, nil)
+		_, _ = h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35."+itoa(i)), nil, nil)
 	}
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "general,dc-link")), nil, false))
 	if r.Allowed || !strings.Contains(r.Result.Message, "exhausted") {
 		t.Fatalf("response %+v", r.Result)
 	}
-	for _, ip := range h.srv.IPs() {
+	for _, ip := range h.Srv.IPs() {
 		if strings.HasPrefix(ip.Address.String(), "10.10.") {
 			t.Fatalf("the general pool's IP %s was left booked", ip.Address)
 		}
@@ -266,7 +266,7 @@ func TestMalformed(t *testing.T) {
 	if resp.StatusCode/100 != 2 && resp.StatusCode/100 != 4 {
 		t.Errorf("not JSON: HTTP %d", resp.StatusCode)
 	}
-	if n := h.srv.Count(scalewaytest.OpBookIP); n != 0 || len(h.srv.IPs()) != 0 {
+	if n := h.Srv.Count(scalewaytest.OpBookIP); n != 0 || len(h.Srv.IPs()) != 0 {
 		t.Fatalf("malformed input booked %d", n)
 	}
 }

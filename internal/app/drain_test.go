@@ -24,7 +24,8 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -88,7 +89,7 @@ func testDrainClosesKeepAliveConnections(t *testing.T, h2 bool) {
 	if !h2 && !resp.Close {
 		t.Errorf("admission while draining answered with Connection %q: the client keeps its connection pooled to a replica about to stop", resp.Header.Get("Connection"))
 	}
-	if !fixtures.Poll(2*time.Second, 10*time.Millisecond, func() bool { return busy.open() == 0 }) {
+	if !localrun.Poll(2*time.Second, 10*time.Millisecond, func() bool { return busy.open() == 0 }) {
 		t.Errorf("the client still pools %d connection(s) to the draining replica", busy.open())
 	}
 	select {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -179,7 +180,7 @@ func (p *preflight) poolFile(ctx context.Context, parseErr error) {
 	}
 	// The whole file, for what spans pools; each pool's own line follows,
 	// whatever this verdict.
-	if err := p.cfg.Resolve(ctx, p.cloud); err != nil {
+	if err := inventory.Resolve(ctx, p.cloud, p.cfg); err != nil {
 		p.fail(checkPoolFile, err.Error(), fix)
 		return
 	}
@@ -208,7 +209,7 @@ func (p *preflight) poolNetwork(ctx context.Context, pool *ipam.Pool) {
 	if !p.needs(check, checkCredentials) {
 		return
 	}
-	if err := p.cfg.ResolvePool(ctx, p.cloud, pool.Name); err != nil {
+	if err := inventory.ResolvePool(ctx, p.cloud, p.cfg, pool.Name); err != nil {
 		p.fail(check, err.Error(), p.poolNetworkFix(ctx, pool))
 		return
 	}

@@ -33,12 +33,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // preflightOtherProject is a Project the test credentials do not book in.
@@ -535,7 +536,7 @@ func TestPreflightLostCanaryIsSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+	if err := inventory.Resolve(context.Background(), cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(booked.Add(sweeper.DefaultPendingGrace - time.Minute))

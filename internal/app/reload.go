@@ -15,6 +15,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -108,7 +109,7 @@ func (r *configReloader) check(ctx context.Context) {
 		err = r.policy.Check(cfg)
 	}
 	if err == nil {
-		err = cfg.Resolve(ctx, r.cloud)
+		err = inventory.Resolve(ctx, r.cloud, cfg)
 		if scaleway.Classify(err) == scaleway.KindUnavailable {
 			r.retryDelay = min(max(2*r.retryDelay, r.every), maxReloadDelay)
 			r.retryAt = r.clock.Now().Add(r.retryDelay)

@@ -17,9 +17,10 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -102,7 +103,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+	if err := inventory.Resolve(context.Background(), cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -223,12 +224,12 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	go func() { defer close(done); _ = r.Start(ctx) }()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
-	if !fixtures.Poll(time.Until(deadline), time.Millisecond, clk.HasWaiters) {
+	if !localrun.Poll(time.Until(deadline), time.Millisecond, clk.HasWaiters) {
 		t.Fatal("the reloader never started polling")
 	}
 	clk.Step(10 * time.Second)
 	applied := func() bool { _, ok := alloc.Config().Pool("b"); return ok }
-	if !fixtures.Poll(time.Until(deadline), 10*time.Millisecond, applied) {
+	if !localrun.Poll(time.Until(deadline), 10*time.Millisecond, applied) {
 		t.Fatal("the change made before the first poll was never applied")
 	}
 }
@@ -303,7 +304,7 @@ func resolvedConfig(t *testing.T, path string, cloud scaleway.Cloud) (*ipam.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(context.Background(), cloud); err != nil {
+	if err := inventory.Resolve(context.Background(), cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg, data

@@ -94,7 +94,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Config.Resolve(ctx, cloud); err != nil {
+	if err := inventory.Resolve(ctx, cloud, r.Config); err != nil {
 		return nil, err
 	}
 	if r.Manager, err = o.newManager(); err != nil {

@@ -16,7 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 func TestServeFlagsDefaults(t *testing.T) {
@@ -127,7 +128,7 @@ func getH2(t *testing.T, url string) *http.Response {
 		resp *http.Response
 		err  error
 	)
-	if !fixtures.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+	if !localrun.Poll(10*time.Second, 50*time.Millisecond, func() bool {
 		resp, err = c.Get(url)
 		return err == nil
 	}) {

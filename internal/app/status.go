@@ -119,7 +119,7 @@ func resolvedCloud(ctx context.Context, cfg *ipam.Config, opts []scw.ClientOptio
 	if err != nil {
 		return nil, fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
 	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
+	if err := inventory.Resolve(ctx, cloud, cfg); err != nil {
 		return nil, err
 	}
 	return cloud, nil

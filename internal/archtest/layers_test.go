@@ -24,10 +24,11 @@ type layer struct {
 // The README's Architecture section shows this table (TestREADMEShowsTheLayers).
 var layers = []layer{
 	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image"}},
-	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "internal/archtest"}},
+	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest"}},
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
-	{"test fixtures", []string{"internal/fixtures"}},
+	{"test fixtures", []string{"test/fixtures"}},
+	{"local runs", []string{"internal/localrun"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
 	{"allocator", []string{"ipam/allocator"}},
@@ -53,7 +54,7 @@ var (
 )
 
 // testOnly are linked into no binary that ships.
-var testOnly = []string{"ipam/scaleway/scalewaytest", "internal/fixtures", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+var testOnly = []string{"ipam/scaleway/scalewaytest", "test/fixtures", "internal/localrun", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
 
 type pkg struct {
 	ImportPath string
@@ -167,11 +168,30 @@ func TestScalewaySDKConfined(t *testing.T) {
 
 // TestShippedBinaryLinksNoTestCode: scw-lb-ipam, which the image ships,
 // depends on neither the emulator, the CCM stand-in, the test environment,
-// the playground nor envtest.
+// the tests' fixtures, internal/localrun, the playground nor envtest.
 func TestShippedBinaryLinksNoTestCode(t *testing.T) {
 	for _, p := range list(t, "-deps", "./cmd/scw-lb-ipam") {
 		if name, _ := rel(p.ImportPath); slices.Contains(testOnly, name) || slices.Contains(testOnly, p.ImportPath) {
 			t.Errorf("cmd/scw-lb-ipam links %s", p.ImportPath)
+		}
+	}
+}
+
+// TestOnlyTestsImportTestPackages: the packages under test/ are the tests'
+// own; a package elsewhere (make run's playground, the test environment it
+// starts) imports none of them, so that what make run needs stays out of
+// test/ (internal/localrun) and the tests' scaffolding may grow without
+// reaching make run.
+func TestOnlyTestsImportTestPackages(t *testing.T) {
+	for _, p := range list(t, "./...") {
+		from, _ := rel(p.ImportPath)
+		if strings.HasPrefix(from, "test/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if to, ours := rel(imp); ours && strings.HasPrefix(to, "test/") {
+				t.Errorf("%s imports %s: only tests may import the packages under test/", from, to)
+			}
 		}
 	}
 }

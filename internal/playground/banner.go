@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
 func waitListening(ctx context.Context, addr string, served chan error) error {
 	var stopped error // why the wait ended before the webhook listened
-	listening := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+	listening := localrun.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case err := <-served:
 			served <- err

@@ -22,7 +22,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
@@ -177,11 +177,11 @@ func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	if err := os.WriteFile(pools, r.poolData, 0o600); err != nil {
 		return err
 	}
-	webhookPort, err := fixtures.FreePort()
+	webhookPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
-	metricsPort, err := fixtures.FreePort()
+	metricsPort, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,9 @@
 // StartControlPlane is the one bootstrap of kube-apiserver and etcd, which
 // Start, the chart suite and the playground use alike. Start adds the
 // webhook replicas and the reads of their metrics (Observer). It imports
-// internal/app, the emulator, the CCM stand-in and the shared fixtures;
-// nothing the binary ships imports it.
+// internal/app, the emulator, the CCM stand-in and internal/localrun (free
+// ports, the pool file, the poll), never the tests' fixtures, since the
+// playground imports it; nothing the binary ships imports it.
 //
 // # Logs
 //

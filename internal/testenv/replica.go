@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 )
 
@@ -135,7 +135,7 @@ func (e *Env) StartWebhook() error {
 		}
 	}
 	e.route()
-	patched := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+	patched := localrun.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		err := e.Kube.Get(context.Background(), client.ObjectKey{Name: release}, mwc)
 		return err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0
@@ -172,7 +172,7 @@ func (e *Env) RestartWebhook(h admission.Handler) error {
 // (pool file pools, self-managed TLS), its ports, and its own proxy to the
 // apiserver at apiHost, which a test can cut (CutAPIServer, Kill).
 func (r *Replica) configure(pools, apiHost string) error {
-	probe, err := fixtures.FreePort()
+	probe, err := localrun.FreePort()
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (r *Replica) configure(pools, apiHost string) error {
 	r.serve.Certs.SecretName, r.serve.Certs.ServiceName, r.serve.Certs.WebhookConfigName = release+"-tls", release, release
 	r.serve.Webhook.Excluded = append(r.serve.Webhook.Excluded, ReleaseNamespace)
 	r.serve.Server.CertDir = filepath.Join(r.env.tmp, r.Name, "certs")
-	if r.serve.Server.Port, err = fixtures.FreePort(); err != nil {
+	if r.serve.Server.Port, err = localrun.FreePort(); err != nil {
 		return err
 	}
 	r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.serve.Server.Port))
@@ -245,7 +245,7 @@ func (r *Replica) start() error {
 		errc <- built.Start(ctx)
 	}()
 	var served error // serve's return, if it returned before ready
-	ready := fixtures.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+	ready := localrun.Poll(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case err := <-errc:
 			served = fmt.Errorf("%s: serve returned: %w", r.Name, err)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
@@ -42,7 +42,7 @@ type Options struct {
 	// "nodes" is the cluster's.
 	PrivateNetworks []string
 	// PoolFile is the pool file, {{name}} standing for the ID of Private
-	// Network name (fixtures.PoolFile).
+	// Network name (localrun.PoolFile).
 	PoolFile string
 	// Namespaces to create; true means opted in.
 	Namespaces map[string]bool
@@ -203,7 +203,7 @@ func startEmulator(o Options) (*scalewaytest.Server, map[string]scalewaytest.Pri
 // them.
 func (e *Env) addReplicas() error {
 	pools := filepath.Join(e.tmp, "pools.yaml")
-	if err := os.WriteFile(pools, []byte(fixtures.PoolFile(e.o.PoolFile, e.PNs)), 0o600); err != nil {
+	if err := os.WriteFile(pools, []byte(localrun.PoolFile(e.o.PoolFile, e.PNs)), 0o600); err != nil {
 		return err
 	}
 	apiURL, err := url.Parse(e.Config.Host)
@@ -377,4 +377,4 @@ func (e *Env) ScalewayOptions() []scw.ClientOption {
 }
 
 // PoolFile is the pool file the webhook runs with.
-func (e *Env) PoolFile() string { return fixtures.PoolFile(e.o.PoolFile, e.PNs) }
+func (e *Env) PoolFile() string { return localrun.PoolFile(e.o.PoolFile, e.PNs) }

@@ -24,8 +24,8 @@ func adoptEnv(t *testing.T, greenRefs References, adoptFrom string) (e *env, blu
 			`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.220"]` + extra + "}\n"
 	}
 	policy := ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}
-	blue = New(Options{Cloud: e.cloud, Config: e.config(t, file("blue", "")), Retention: policy})
-	green = New(Options{Cloud: e.cloud, Config: e.config(t, file("green", ", adoptFrom: ["+adoptFrom+"]")), References: greenRefs, Retention: policy})
+	blue = New(Options{Cloud: e.Cloud, Config: e.Config(t, file("blue", "")), Retention: policy})
+	green = New(Options{Cloud: e.Cloud, Config: e.Config(t, file("green", ", adoptFrom: ["+adoptFrom+"]")), References: greenRefs, Retention: policy})
 	return e, blue, green
 }
 
@@ -34,7 +34,7 @@ func retag(t *testing.T, e *env, id string, edit func(*ipam.Entry)) {
 	t.Helper()
 	entry, _ := ipam.ParseEntry(mustIP(t, e, id).Tags)
 	edit(&entry)
-	if _, err := e.cloud.SetTags(context.Background(), id, entry.Tags()); err != nil {
+	if _, err := e.Cloud.SetTags(context.Background(), id, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,7 +47,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	// Live in blue: used (uid back-filled) and attached to its Load
 	// Balancer.
 	retag(t, e, held.ID, func(en *ipam.Entry) { en.UID = "uid-blue" })
-	if err := e.srv.Attach(held.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
+	if err := e.Srv.Attach(held.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// Green's index is fresh (its booking listed the subnet) but holds
@@ -75,7 +75,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 		t.Fatalf("green's retry: %+v %v", again, err)
 	}
 	// Blue, which does not adopt from green, no longer sees it as its own.
-	if err := e.srv.Detach(held.ID); err != nil {
+	if err := e.Srv.Detach(held.ID); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := blue.Reserve(ctx, ipam.Request{Pool: pool(t, blue, "ranged"), Service: api})
@@ -287,8 +287,8 @@ func TestValidateIDOfAReservationReleasedMeanwhile(t *testing.T) {
 	e, blue, green := adoptEnv(t, nil, "blue")
 	api := svc("payments", "api")
 	held := reserve(t, blue, "ranged", api)
-	cloud := releaseBeforeWrite{Cloud: e.cloud, release: func() {
-		if err := e.cloud.ReleaseIP(ctx, held.ID); err != nil {
+	cloud := releaseBeforeWrite{Cloud: e.Cloud, release: func() {
+		if err := e.Cloud.ReleaseIP(ctx, held.ID); err != nil {
 			t.Fatal(err)
 		}
 	}}

@@ -178,6 +178,42 @@ func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Reserv
 	return res, err
 }
 
+// sticky finds the reservation of the same Service and pool to take back.
+// Among the candidates it prefers the one a live Service actually used (its
+// uid was back-filled, or, before the back-fill, the Service cache showed
+// it on a Service of that name) over pending ones (bookings of failed or
+// retried admissions), and the oldest booking first: a re-created Service
+// gets the address its previous incarnation had, not one booked by a retry
+// in between. When that reservation is still attached to the previous Load
+// Balancer, the answer is a retryable refusal: booking another would move
+// the Service to a new address once the old LB is gone.
+//
+// The candidates come from the reservation index, without a call when it
+// holds none: a fresh Service costs its booking alone. Each candidate is
+// re-read (GetIP) before it is handed out, and taken back under the
+// release protocol: a stale index costs stickiness, never correctness.
+// Without a fresh index (before the first listing, or after listings
+// failed for longer than the TTL) the Service's reservations are listed.
+//
+// It also returns the IDs of every reservation of the Service it knows of,
+// so that a booking whose answer was lost can be told apart from them.
+func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *scaleway.IP, err error) {
+	ids, known, fresh := t.inv.Candidates(req)
+	var ips []*scaleway.IP
+	// The index holds this cluster's reservations only: a pool that adopts
+	// other clusters' lists the Service's, whichever cluster tagged them.
+	if fresh && len(req.Pool.AdoptFrom) == 0 {
+		ips, err = t.reread(ctx, req.Service, ids)
+	} else {
+		ips, known, err = listService(ctx, t.cloud, req)
+	}
+	if err != nil || len(ips) == 0 {
+		return known, nil, err
+	}
+	found, err = t.choose(ctx, req, ips)
+	return known, found, err
+}
+
 // bookNew books a fresh reservation for req (or predicts one, in a dry
 // run).
 func (b *booker) bookNew(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
@@ -327,40 +363,4 @@ func (b *booker) pick(ctx context.Context, p *ipam.Pool, predict bool) (netip.Ad
 		return addr, nil, ipam.APIError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
 	}
 	return addr, settle, nil
-}
-
-// sticky finds the reservation of the same Service and pool to take back.
-// Among the candidates it prefers the one a live Service actually used (its
-// uid was back-filled, or, before the back-fill, the Service cache showed
-// it on a Service of that name) over pending ones (bookings of failed or
-// retried admissions), and the oldest booking first: a re-created Service
-// gets the address its previous incarnation had, not one booked by a retry
-// in between. When that reservation is still attached to the previous Load
-// Balancer, the answer is a retryable refusal: booking another would move
-// the Service to a new address once the old LB is gone.
-//
-// The candidates come from the reservation index, without a call when it
-// holds none: a fresh Service costs its booking alone. Each candidate is
-// re-read (GetIP) before it is handed out, and taken back under the
-// release protocol: a stale index costs stickiness, never correctness.
-// Without a fresh index (before the first listing, or after listings
-// failed for longer than the TTL) the Service's reservations are listed.
-//
-// It also returns the IDs of every reservation of the Service it knows of,
-// so that a booking whose answer was lost can be told apart from them.
-func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *scaleway.IP, err error) {
-	ids, known, fresh := t.inv.Candidates(req)
-	var ips []*scaleway.IP
-	// The index holds this cluster's reservations only: a pool that adopts
-	// other clusters' lists the Service's, whichever cluster tagged them.
-	if fresh && len(req.Pool.AdoptFrom) == 0 {
-		ips, err = t.reread(ctx, req.Service, ids)
-	} else {
-		ips, known, err = listService(ctx, t.cloud, req)
-	}
-	if err != nil || len(ips) == 0 {
-		return known, nil, err
-	}
-	found, err = t.choose(ctx, req, ips)
-	return known, found, err
 }

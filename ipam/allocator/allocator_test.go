@@ -20,7 +20,7 @@ var countedOps = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP
 func allocEnv(t *testing.T, r References) (*env, *Allocator) {
 	t.Helper()
 	e := newEnv(t, "dc=172.16.32.0/22", "wide=172.16.64.0/22", "edge=10.10.0.0/29", "pay=10.20.0.0/24")
-	cfg := e.config(t, poolFile(`
+	cfg := e.Config(t, poolFile(`
   - {name: auto, privateNetworkID: "{{wide}}"}
   - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.203"]}
   - {name: manual, privateNetworkID: "{{dc}}", ranges: ["172.16.34.0/24"], autoAssign: false}
@@ -28,7 +28,7 @@ func allocEnv(t *testing.T, r References) (*env, *Allocator) {
   - {name: small, privateNetworkID: "{{edge}}"}
   - {name: payments, privateNetworkID: "{{pay}}", namespaces: ["payments"]}
 `))
-	return e, New(Options{Cloud: e.cloud, Config: cfg, References: r})
+	return e, New(Options{Cloud: e.Cloud, Config: cfg, References: r})
 }
 
 func pool(t *testing.T, a *Allocator, name string) *ipam.Pool {
@@ -44,7 +44,7 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func mustIP(t *testing.T, e *env, id string) *scaleway.IP {
 	t.Helper()
-	ip, err := e.cloud.GetIP(context.Background(), id)
+	ip, err := e.Cloud.GetIP(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestReleaseBooked(t *testing.T) {
 	if err := a.Release(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := e.srv.IP(r.ID); ok {
+	if _, ok := e.Srv.IP(r.ID); ok {
 		t.Fatal("still booked")
 	}
 }

@@ -49,7 +49,7 @@ func TestHandover(t *testing.T) {
 	for _, id := range []string{api, web, closing, old} {
 		tagsBefore[id] = mustIP(t, e, id).Tags
 	}
-	dry, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "blue", DryRun: true, Now: func() time.Time { return now }})
+	dry, err := Handover(ctx, e.Cloud, cfg, policy, ipam.HandoverRequest{From: "blue", DryRun: true, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestHandover(t *testing.T) {
 		}
 	}
 
-	moved, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "blue", Namespace: "payments", Now: func() time.Time { return now }})
+	moved, err := Handover(ctx, e.Cloud, cfg, policy, ipam.HandoverRequest{From: "blue", Namespace: "payments", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestHandover(t *testing.T) {
 			t.Fatalf("%s was re-tagged: %v", id, mustIP(t, e, id).Tags)
 		}
 	}
-	if _, err := Handover(ctx, e.cloud, cfg, policy, ipam.HandoverRequest{From: "green"}); err == nil {
+	if _, err := Handover(ctx, e.Cloud, cfg, policy, ipam.HandoverRequest{From: "green"}); err == nil {
 		t.Fatal("a handover from the pool file's own cluster was accepted")
 	}
 }
@@ -98,7 +98,7 @@ func TestHandoverRereadsBeforeWriting(t *testing.T) {
 		en.UID, en.OrphanedSince, en.ReleaseAt = "u", time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	})
 	// Blue takes it back between the listing and the re-read.
-	cloud := rereadHook{Cloud: e.cloud, before: func() { retag(t, e, r.ID, func(en *ipam.Entry) { en.OrphanedSince = time.Time{} }) }}
+	cloud := rereadHook{Cloud: e.Cloud, before: func() { retag(t, e, r.ID, func(en *ipam.Entry) { en.OrphanedSince = time.Time{} }) }}
 	got, err := Handover(ctx, cloud, green.Config(), ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}, ipam.HandoverRequest{From: "blue"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestHandoverReadsTheClockBeforeEachWrite(t *testing.T) {
 	now := start
 	clock := func() time.Time { now = now.Add(time.Minute); return now }
 	policy := ipam.Retention{PendingGrace: time.Hour, Margin: 30 * time.Second}
-	got, err := Handover(ctx, e.cloud, green.Config(), policy, ipam.HandoverRequest{From: "blue", Now: clock})
+	got, err := Handover(ctx, e.Cloud, green.Config(), policy, ipam.HandoverRequest{From: "blue", Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -25,11 +25,11 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 	t.Helper()
 	e, base := allocEnv(t, r)
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := New(Options{Cloud: e.cloud, Config: base.Config(), References: r, Clock: clk})
+	a := New(Options{Cloud: e.Cloud, Config: base.Config(), References: r, Clock: clk})
 	if err := a.inv.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	return e, a, clk
 }
 
@@ -38,7 +38,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 // mine's last listing.
 func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *ipam.Pool) (*Allocator, *ipam.Reservation) {
 	t.Helper()
-	other := New(Options{Cloud: e.cloud, Config: mine.Config()})
+	other := New(Options{Cloud: e.Cloud, Config: mine.Config()})
 	theirs, err := other.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -56,12 +56,12 @@ func TestIndexedCreateBooksDirectly(t *testing.T) {
 		{Pool: pool(t, a, "small"), Service: svc("web", "chosen")},
 		{Pool: pool(t, a, "manual"), Service: svc("web", "asked"), Address: mustAddr("172.16.34.9")},
 	} {
-		e.srv.ResetCounts()
+		e.Srv.ResetCounts()
 		r, err := a.Reserve(ctx, req)
 		if err != nil || !r.Booked {
 			t.Fatalf("%s: %+v %v", req.Pool.Name, r, err)
 		}
-		if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+		if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 			t.Fatalf("%s: calls %s", req.Pool.Name, got)
 		}
 	}
@@ -83,15 +83,15 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 	// Released by the sweeper (another replica's) since: a fresh booking,
 	// and the index forgets the ID.
-	if err := e.cloud.ReleaseIP(ctx, first.ID); err != nil {
+	if err := e.Cloud.ReleaseIP(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	second, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || second.ID == first.ID || !second.Booked || second.Reused {
 		t.Fatalf("after release: %+v %v", second, err)
 	}
-	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -99,7 +99,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	// handed out.
 	entry, _ := ipam.ParseEntry(mustIP(t, e, second.ID).Tags)
 	entry.Service = svc("web", "other")
-	if _, err := e.cloud.SetTags(ctx, second.ID, entry.Tags()); err != nil {
+	if _, err := e.Cloud.SetTags(ctx, second.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 	third, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
@@ -109,14 +109,14 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 	// Attached to the previous Load Balancer since: the retryable refusal,
 	// nothing booked.
-	if err := e.srv.Attach(third.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.Srv.Attach(third.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
 	beingDeleted(a, svc("web", "api"))
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, third.Address.String(), "retry in a moment")
-	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -132,14 +132,14 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	p := pool(t, mine, "ranged")
 	other, theirs := otherReplicaBooks(t, e, mine, p)
 
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	fresh, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || fresh.Reused || fresh.ID == theirs.ID {
 		t.Fatalf("unseen: %+v %v", fresh, err)
 	}
 	// The picked address was theirs too (the subnet's view is as old as the
 	// index): a conflict, then the next one.
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=2 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=2 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -148,12 +148,12 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	mine.Remember(svc("web", "api2"), []string{theirs.ID})
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	back, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api2")})
 	if err != nil || back.ID != theirs.ID || !back.Reused {
 		t.Fatalf("remembered: %+v %v", back, err)
 	}
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -164,11 +164,11 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	mine.Remember(svc("web", "db"), []string{inSmall.ID})
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	if _, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "db")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -186,15 +186,15 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || r.ID == "" || r.Booked {
 		t.Fatalf("%+v %v", r, err)
 	}
-	if n := len(e.srv.IPs()); n != 1 {
+	if n := len(e.Srv.IPs()); n != 1 {
 		t.Fatalf("%d IPs booked, want 1", n)
 	}
-	if got := e.calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=1 ListIPs=1" {
+	if got := e.Calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=1 ListIPs=1" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -207,12 +207,12 @@ func TestStaleIndexListsTheService(t *testing.T) {
 	ctx := context.Background()
 	_, theirs := otherReplicaBooks(t, e, a, pool(t, a, "small"))
 	clk.Step(inventory.DefaultOccupancyTTL + time.Second)
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	back, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || back.ID != theirs.ID {
 		t.Fatalf("%+v %v", back, err)
 	}
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=1 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -268,7 +268,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
 	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -287,12 +287,12 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	again, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || again.ID != first.ID || !again.Reused {
 		t.Fatalf("retry after the listing landed: %+v %v (first %s)", again, err, first.ID)
 	}
-	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -347,8 +347,8 @@ func TestIndexUnderConcurrentUse(t *testing.T) {
 			t.Fatalf("%s not indexed for s%d: %v", id, i, s)
 		}
 	}
-	if len(e.srv.IPs()) != n {
-		t.Fatalf("%d IPs booked for %d reservations", len(e.srv.IPs()), n)
+	if len(e.Srv.IPs()) != n {
+		t.Fatalf("%d IPs booked for %d reservations", len(e.Srv.IPs()), n)
 	}
 }
 
@@ -366,16 +366,16 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 	}
 	entry, _ := ipam.ParseEntry(mustIP(t, e, x.ID).Tags)
 	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-25*time.Hour)
-	if _, err := e.cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
+	if _, err := e.Cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := New(Options{Cloud: e.cloud, Config: base.Config(), Clock: clk})
+	a := New(Options{Cloud: e.Cloud, Config: base.Config(), Clock: clk})
 	if err := a.inv.Refresh(ctx); err != nil { // indexed: past its retention
 		t.Fatal(err)
 	}
 	entry.OrphanedSince = time.Time{} // taken back elsewhere
-	if _, err := e.cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
+	if _, err := e.Cloud.SetTags(ctx, x.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(time.Second)
@@ -405,7 +405,7 @@ func (c countingCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*s
 func TestStaleViewIsListedOnceForABurst(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	n := &atomic.Int64{}
-	a := New(Options{Cloud: countingCloud{Cloud: e.cloud, subnetListings: n}, Config: base.Config()})
+	a := New(Options{Cloud: countingCloud{Cloud: e.Cloud, subnetListings: n}, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -427,7 +427,7 @@ func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
 	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -473,7 +473,7 @@ func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
 	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := New(Options{Cloud: cloud, Config: base.Config()})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	hold := &atomic.Bool{}
 	hold.Store(true)
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := New(Options{Cloud: cloud, Config: base.Config()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -503,7 +503,7 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 	}
 	hold.Store(false)
 	close(cloud.release)
-	if !fixtures.Poll(5*time.Second, 5*time.Millisecond, a.inv.Listed) {
+	if !localrun.Poll(5*time.Second, 5*time.Millisecond, a.inv.Listed) {
 		t.Fatal("not listed after the first listing ended")
 	}
 }
@@ -525,16 +525,16 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "dc=172.16.32.0/22")
-			cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/24"]}`))
-			one := New(Options{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
-			two := New(Options{Cloud: e.cloud, Config: cfg, Rand: tc.seek})
+			cfg := e.Config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/24"]}`))
+			one := New(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
+			two := New(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
 			ctx := context.Background()
 			for _, a := range []*Allocator{one, two} {
 				if err := a.inv.Refresh(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
-			e.srv.ResetCounts()
+			e.Srv.ResetCounts()
 			for i := range 20 {
 				for k, a := range []*Allocator{one, two} {
 					if _, err := a.Reserve(ctx, ipam.Request{Pool: cfg.Pools[0], Service: svc("web", fmt.Sprint(k, "-", i))}); err != nil {
@@ -542,7 +542,7 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 					}
 				}
 			}
-			books := e.srv.Count(scalewaytest.OpBookIP)
+			books := e.Srv.Count(scalewaytest.OpBookIP)
 			t.Logf("%d bookings for 40 reservations", books)
 			if tc.maxBooks < 1<<30 && books > tc.maxBooks {
 				t.Fatalf("%d bookings for 40 reservations: the replicas kept colliding", books)
@@ -566,7 +566,7 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	p := pool(t, mine, "small")
 	_, theirs := otherReplicaBooks(t, e, mine, p)
 	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -578,7 +578,7 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	if err := mine.Release(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := e.srv.IP(theirs.ID); !ok {
+	if _, ok := e.Srv.IP(theirs.ID); !ok {
 		t.Fatal("the other replica's booking was released")
 	}
 }
@@ -600,16 +600,16 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	// The other replica's booking, used by the Service since and attached
 	// to its Load Balancer.
 	tags := ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
-	used, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.3"), tags, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
+	used, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.3"), tags, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
 	if err != nil || used == pending.ID {
 		t.Fatal(used, err)
 	}
 	mine.Remember(svc("web", "api"), []string{used})
 	beingDeleted(mine, svc("web", "api"))
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err = mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, "10.10.0.3", "retry in a moment")
-	if got := e.calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=2 BookIP=0" {
+	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=2 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -620,7 +620,7 @@ func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	hold := &atomic.Bool{}
 	hold.Store(true)
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	a := New(Options{Cloud: cloud, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	first, cancel := context.WithCancel(context.Background())
@@ -653,19 +653,19 @@ func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
 func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	a := New(Options{Cloud: e.cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
+	a := New(Options{Cloud: e.Cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
 	p := pool(t, a, "ranged")
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.35.200"), nil, nil)
+	theirs, err := e.Srv.AddIP(e.PNs["dc"].ID, mustAddr("172.16.35.200"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")}); err != nil || r.Address != mustAddr("172.16.35.201") {
 		t.Fatalf("%+v %v", r, err)
 	}
-	if err := e.cloud.ReleaseIP(ctx, theirs); err != nil {
+	if err := e.Cloud.ReleaseIP(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.inv.Refresh(ctx); err != nil {
@@ -701,7 +701,7 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 	for i := range 100 {
 		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
 	}
-	e.srv.FailNext(scalewaytest.OpListIPs, 1000, scalewaytest.Fault{Status: 403})
+	e.Srv.FailNext(scalewaytest.OpListIPs, 1000, scalewaytest.Fault{Status: 403})
 	clk.Step(inventory.DefaultOccupancyTTL + time.Second)
 	if err := a.inv.Refresh(ctx); err == nil {
 		t.Fatal("the listings did not fail")
@@ -719,7 +719,7 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
 	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.cloud, pn: e.pns["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
 	joined := make(chan struct{}, 1)
 	inv := inventory.New(inventory.Options{Cloud: cloud, Config: base.Config(), Clock: clk, Joined: func() {
 		select {
@@ -774,7 +774,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, mine, "small")
-	other := New(Options{Cloud: e.cloud, Config: mine.Config()})
+	other := New(Options{Cloud: e.Cloud, Config: mine.Config()})
 	if err := other.inv.Refresh(ctx); err != nil { // listed before the pending booking
 		t.Fatal(err)
 	}
@@ -800,7 +800,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 		ip := mustIP(t, e, id)
 		en, _ := ipam.ParseEntry(ip.Tags)
 		en.OrphanedSince = time.Now().Add(-time.Second)
-		if _, err := e.cloud.SetTags(ctx, id, en.Tags()); err != nil {
+		if _, err := e.Cloud.SetTags(ctx, id, en.Tags()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -826,7 +826,7 @@ func TestRecreateOfAMovedServiceGetsItsLatestAddress(t *testing.T) {
 	p := pool(t, a, "small")
 	seed := func(addr string, orphanedAgo time.Duration) string {
 		tags := ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1", OrphanedSince: time.Now().Add(-orphanedAgo).Truncate(time.Second)}.Tags()
-		id, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr(addr), tags, nil)
+		id, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr(addr), tags, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -860,22 +860,22 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		e := newEnv(b, "dc=172.16.32.0/20")
-		cfg := e.config(b, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0-172.16.46.255"]}`))
+		cfg := e.Config(b, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0-172.16.46.255"]}`))
 		addr := netip.MustParseAddr("172.16.33.0")
 		for range 1450 {
-			if _, err := e.srv.AddIP(e.pns["dc"].ID, addr, nil, nil); err != nil {
+			if _, err := e.Srv.AddIP(e.PNs["dc"].ID, addr, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 			addr = addr.Next()
 		}
-		replicas := []*Allocator{New(Options{Cloud: e.cloud, Config: cfg}), New(Options{Cloud: e.cloud, Config: cfg})}
+		replicas := []*Allocator{New(Options{Cloud: e.Cloud, Config: cfg}), New(Options{Cloud: e.Cloud, Config: cfg})}
 		ctx := context.Background()
 		for _, a := range replicas {
 			if err := a.inv.Refresh(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
-		e.srv.ResetCounts()
+		e.Srv.ResetCounts()
 		b.StartTimer()
 		const inFlight, each = 16, 32
 		var wg sync.WaitGroup
@@ -892,6 +892,6 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 		}
 		wg.Wait()
 		reservations := len(replicas) * inFlight * each
-		b.ReportMetric(float64(e.srv.Count(scalewaytest.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
+		b.ReportMetric(float64(e.Srv.Count(scalewaytest.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
 	}
 }

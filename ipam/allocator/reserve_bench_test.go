@@ -20,16 +20,16 @@ import (
 // -mutexprofile and -blockprofile to see where admissions wait.
 func BenchmarkReserve(b *testing.B) {
 	e := newEnv(b, "dc=10.64.0.0/18")
-	cfg := e.config(b, poolFile(`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["10.64.16.0-10.64.63.200"]}`))
+	cfg := e.Config(b, poolFile(`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["10.64.16.0-10.64.63.200"]}`))
 	addr := netip.MustParseAddr("10.64.0.10")
 	for range 4000 {
-		if _, err := e.srv.AddIP(e.pns["dc"].ID, addr, nil, nil); err != nil {
+		if _, err := e.Srv.AddIP(e.PNs["dc"].ID, addr, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		addr = addr.Next()
 	}
-	inv := inventory.New(inventory.Options{Cloud: e.cloud, Config: cfg, RefreshInterval: 10 * time.Millisecond})
-	a := New(Options{Inventory: inv, Cloud: e.cloud})
+	inv := inventory.New(inventory.Options{Cloud: e.Cloud, Config: cfg, RefreshInterval: 10 * time.Millisecond})
+	a := New(Options{Inventory: inv, Cloud: e.Cloud})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = inv.Start(ctx) }()

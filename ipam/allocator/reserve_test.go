@@ -15,18 +15,18 @@ import (
 
 func TestReserveIPAMChooses(t *testing.T) {
 	e, a := allocEnv(t, nil)
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	r, err := a.Reserve(context.Background(), ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "front")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Address != mustAddr("10.10.0.2") || !r.Booked || r.Reused || r.PrivateNetworkID != e.pns["edge"].ID {
+	if r.Address != mustAddr("10.10.0.2") || !r.Booked || r.Reused || r.PrivateNetworkID != e.PNs["edge"].ID {
 		t.Fatalf("reservation = %+v", r)
 	}
-	if got := e.calls(countedOps...); got != "ListIPs=1 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=1 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
-	ip, ok := e.srv.IP(r.ID)
+	ip, ok := e.Srv.IP(r.ID)
 	if !ok {
 		t.Fatal("not booked in the emulator")
 	}
@@ -50,20 +50,20 @@ func TestReserveSpecificAddress(t *testing.T) {
 	wantRefusal(t, err, ipam.ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
 
 	// An address held by another resource names that resource.
-	if _, err := e.srv.AddIP(e.pns["edge"].ID, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
+	if _, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
 	wantRefusal(t, err, ipam.ReasonAddressTaken, "held by rdb_instance orders-db")
 
 	// Outside the pool: refused before any booking.
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "ranged"), Service: svc("web", "d"), Address: mustAddr("172.16.32.9")})
 	wantRefusal(t, err, ipam.ReasonAddressOutsidePool, `not in pool "ranged" (172.16.35.200-172.16.35.203)`)
 	// The subnet's last two addresses belong to IPAM.
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
 	wantRefusal(t, err, ipam.ReasonAddressOutsidePool, "10.10.0.6")
-	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
+	if n := e.Srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("refused requests booked %d times", n)
 	}
 }
@@ -73,9 +73,9 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	e, a := allocEnv(t, live)
 	ctx := context.Background()
 	p := pool(t, a, "ranged")
-	pn := e.pns["dc"].ID
+	pn := e.PNs["dc"].ID
 	// Known before the first pick: listed with the subnet.
-	if _, err := e.srv.AddIP(pn, mustAddr("172.16.35.200"), []string{"vm"}, nil); err != nil {
+	if _, err := e.Srv.AddIP(pn, mustAddr("172.16.35.200"), []string{"vm"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	r1, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "one")})
@@ -83,25 +83,25 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 		t.Fatalf("first pick: %+v %v", r1, err)
 	}
 	// Taken behind the allocator's back after its listing: a conflict.
-	if _, err := e.srv.AddIP(pn, mustAddr("172.16.35.202"), nil, nil); err != nil {
+	if _, err := e.Srv.AddIP(pn, mustAddr("172.16.35.202"), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	r2, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("172.16.35.203") {
 		t.Fatalf("pick after conflict: %+v %v", r2, err)
 	}
 	// The index (from the first pick's listing) knows the Service has no
 	// reservation: no sticky lookup, the bookings alone.
-	if got := e.calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=2 ListIPs=0" {
+	if got := e.Calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=2 ListIPs=0" {
 		t.Fatalf("calls: %s", got)
 	}
 	// Full now, of live Services: refused with counts, no booking.
 	live[r1.ID], live[r2.ID] = svc("web", "one"), svc("web", "two")
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "three")})
 	wantRefusal(t, err, ipam.ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
-	if n := e.srv.Count(scalewaytest.OpBookIP); n != 0 {
+	if n := e.Srv.Count(scalewaytest.OpBookIP); n != 0 {
 		t.Fatalf("exhausted pool booked %d times", n)
 	}
 }
@@ -131,12 +131,12 @@ func TestReserveSticky(t *testing.T) {
 
 	// A client retry of the same CREATE: same IP, nothing written; the
 	// index knows it, the re-read decides.
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	again, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || again.ID != first.ID || !again.Reused || again.Booked {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
 
@@ -144,15 +144,15 @@ func TestReserveSticky(t *testing.T) {
 	// hour ago, then the Service comes back: the tag goes.
 	entry, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags)
 	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-time.Hour)
-	if _, err := e.cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
+	if _, err := e.Cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	back, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || back.ID != first.ID || !back.Reused {
 		t.Fatalf("sticky: %+v %v", back, err)
 	}
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=1 GetIP=1 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=1 GetIP=1 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
 	if got, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags); !got.OrphanedSince.IsZero() {
@@ -174,10 +174,10 @@ func TestReserveSticky(t *testing.T) {
 		t.Fatalf("referenced IP reused: %+v %v", notRef, err)
 	}
 	delete(r, first.ID)
-	if err := e.srv.Attach(notRef.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.Srv.Attach(notRef.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(first.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
+	if err := e.Srv.Attach(first.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
 		t.Fatal(err)
 	}
 	// The oldest reservation is still attached to the previous Load
@@ -187,11 +187,11 @@ func TestReserveSticky(t *testing.T) {
 	// CCM's finalizer) the CREATE cannot succeed: retry.
 	withoutTerminating := a.refs
 	beingDeleted(a, svc("web", "api"))
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
 	// Both of its reservations are read before the choice.
-	if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=2 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=2 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
 	// Once it is gone the re-create takes its reservation back although the
@@ -202,16 +202,16 @@ func TestReserveSticky(t *testing.T) {
 		t.Fatalf("re-create after the previous Service is gone: %+v %v, want %s back", back, err, first.ID)
 	}
 	// Attached to something else than a Load Balancer: not ours to wait for.
-	if err := e.srv.Detach(first.ID); err != nil {
+	if err := e.Srv.Detach(first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(first.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
+	if err := e.Srv.Attach(first.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Detach(notRef.ID); err != nil {
+	if err := e.Srv.Detach(notRef.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
+	if err := e.Srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
@@ -242,14 +242,14 @@ func TestReserveWithSpecificAddressIsStickyOnlyForThatAddress(t *testing.T) {
 func TestReserveRefusals(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "drained"), Service: svc("web", "x")})
 	wantRefusal(t, err, ipam.ReasonPoolDisabled, `pool "drained" is disabled`, "ask for another pool")
 	_, err = a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "manual"), Service: svc("web", "x")})
 	wantRefusal(t, err, ipam.ReasonAddressRequired, "autoAssign: false", "scw-lb-ipam.io/address", "172.16.34.0/24")
 	// The Service's own reservation is looked up before pool policy (a
 	// drained pool gives its Services theirs back): a read, nothing written.
-	if got := e.calls(countedOps...); got != "ListIPs=2 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=2 BookIP=0 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 		t.Fatalf("refusals wrote to the API: %s", got)
 	}
 }
@@ -257,7 +257,7 @@ func TestReserveRefusals(t *testing.T) {
 func TestReserveDryRunBooksNothing(t *testing.T) {
 	e, a := allocEnv(t, nil)
 	ctx := context.Background()
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	for _, req := range []ipam.Request{
 		{Pool: pool(t, a, "ranged"), Service: svc("web", "x"), DryRun: true},
 		{Pool: pool(t, a, "small"), Service: svc("web", "x"), DryRun: true},
@@ -271,11 +271,11 @@ func TestReserveDryRunBooksNothing(t *testing.T) {
 			t.Fatalf("predicted %s", r.Address)
 		}
 	}
-	if n := e.srv.Count(scalewaytest.OpBookIP) + e.srv.Count(scalewaytest.OpUpdateIP); n != 0 {
+	if n := e.Srv.Count(scalewaytest.OpBookIP) + e.Srv.Count(scalewaytest.OpUpdateIP); n != 0 {
 		t.Fatalf("dry run wrote %d times", n)
 	}
-	if len(e.srv.IPs()) != 0 {
-		t.Fatalf("dry run left IPs: %v", e.srv.IPs())
+	if len(e.Srv.IPs()) != 0 {
+		t.Fatalf("dry run left IPs: %v", e.Srv.IPs())
 	}
 }
 
@@ -284,12 +284,12 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	ctx := context.Background()
 	// The booking happens, the answer is a 500: the allocator must find it
 	// rather than book a second address.
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.srv.IPs()); n != 1 {
+	if n := len(e.Srv.IPs()); n != 1 {
 		t.Fatalf("%d IPs booked, want 1", n)
 	}
 	// Adopted, not Booked: not this admission's to release (it may be
@@ -298,35 +298,35 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 		t.Fatalf("reservation = %+v", r)
 	}
 	// A lost answer with nothing behind it: booked on the second try.
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 503})
+	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 503})
 	r2, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("10.10.0.3") {
 		t.Fatalf("after 503: %+v %v", r2, err)
 	}
-	if n := len(e.srv.IPs()); n != 2 {
+	if n := len(e.Srv.IPs()); n != 2 {
 		t.Fatalf("%d IPs booked, want 2", n)
 	}
 }
 
 func TestReserveUnavailable(t *testing.T) {
 	e, a := allocEnv(t, nil)
-	e.srv.FailNext(scalewaytest.OpBookIP, 10, scalewaytest.Fault{Status: 503})
+	e.Srv.FailNext(scalewaytest.OpBookIP, 10, scalewaytest.Fault{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonUnavailable, "unavailable after retries", "nothing was reserved")
-	if n := len(e.srv.IPs()); n != 0 {
+	if n := len(e.Srv.IPs()); n != 0 {
 		t.Fatalf("%d IPs booked", n)
 	}
-	if strings.Contains(err.Error(), testSecretKey) {
+	if strings.Contains(err.Error(), scalewaytest.TestSecretKey) {
 		t.Fatal("the secret key leaked into an error")
 	}
 }
 
 func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
-	cfg := e.config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/26"]}`))
-	a := New(Options{Cloud: e.cloud, Config: cfg})
+	cfg := e.Config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/26"]}`))
+	a := New(Options{Cloud: e.Cloud, Config: cfg})
 	const n = 40
 	var wg sync.WaitGroup
 	got := make([]*ipam.Reservation, n)
@@ -347,7 +347,7 @@ func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 		}
 		seen[got[i].Address] = true
 	}
-	if b := e.srv.Count(scalewaytest.OpBookIP); b != n {
+	if b := e.Srv.Count(scalewaytest.OpBookIP); b != n {
 		t.Fatalf("%d bookings for %d reservations: picks collided", b, n)
 	}
 }

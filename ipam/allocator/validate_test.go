@@ -16,15 +16,15 @@ func TestValidateID(t *testing.T) {
 	r := refs{}
 	e, a := allocEnv(t, r)
 	ctx := context.Background()
-	edge, pay := e.pns["edge"].ID, e.pns["pay"].ID
-	free, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
-	attached, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
-	payOnly, _ := e.srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
-	nodes, _ := e.srv.AddIP(e.pns["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
-	theirs, _ := e.srv.AddIP(edge, mustAddr("10.10.0.5"), ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
-	otherCluster, _ := e.srv.AddIP(pay, mustAddr("10.20.0.10"), ipam.Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
-	mine, _ := e.srv.AddIP(pay, mustAddr("10.20.0.11"), ipam.Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
-	refd, _ := e.srv.AddIP(pay, mustAddr("10.20.0.12"), nil, nil)
+	edge, pay := e.PNs["edge"].ID, e.PNs["pay"].ID
+	free, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
+	attached, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	payOnly, _ := e.Srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
+	nodes, _ := e.Srv.AddIP(e.PNs["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
+	theirs, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.5"), ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
+	otherCluster, _ := e.Srv.AddIP(pay, mustAddr("10.20.0.10"), ipam.Entry{Cluster: "staging", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	mine, _ := e.Srv.AddIP(pay, mustAddr("10.20.0.11"), ipam.Entry{Cluster: "test", Pool: "payments", Service: svc("payments", "api")}.Tags(), nil)
+	refd, _ := e.Srv.AddIP(pay, mustAddr("10.20.0.12"), nil, nil)
 	r[refd] = svc("payments", "billing")
 
 	tests := []struct {
@@ -47,10 +47,10 @@ func TestValidateID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e.srv.ResetCounts()
+			e.Srv.ResetCounts()
 			ns, name, _ := strings.Cut(tt.svc, "/")
 			res, err := a.ValidateID(ctx, ipam.IDRequest{ID: tt.id, Service: svc(ns, name)})
-			if got := e.calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
+			if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 				t.Errorf("calls: %s", got)
 			}
 			if len(tt.want) > 0 {
@@ -90,9 +90,9 @@ func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
 	e, a := allocEnv(t, refs{})
 	a.claims = heldBy(svc("web", "api"))
 	ctx := context.Background()
-	edge := e.pns["edge"].ID
-	lb, _ := e.srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &scalewaytest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
-	vm, _ := e.srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	edge := e.PNs["edge"].ID
+	lb, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &scalewaytest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
+	vm, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 
 	live := a.refs
 	beingDeleted(a, svc("web", "api"))

@@ -50,7 +50,7 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range 3 {
-			replica := New(Options{Cloud: barrierCloud{Cloud: e.cloud, wg: &barrier}, Config: a.Config()})
+			replica := New(Options{Cloud: barrierCloud{Cloud: e.Cloud, wg: &barrier}, Config: a.Config()})
 			wg.Go(func() {
 				_, errs[i] = replica.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", string(rune('c'+i)))})
 			})
@@ -171,8 +171,8 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, "dc=172.16.32.0/22")
-			cfg := e.config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
-			a := New(Options{Cloud: e.cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
+			cfg := e.Config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
+			a := New(Options{Cloud: e.Cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
 			now := time.Now()
 			for i := range n {
 				orphaned := now.Add(-tt.ago)
@@ -181,7 +181,7 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 				if tt.attached {
 					res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
 				}
-				if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(i)}), tags, res); err != nil {
+				if _, err := e.Srv.AddIP(e.PNs["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(i)}), tags, res); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -189,20 +189,20 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			if err := a.Inventory().Refresh(ctx); err != nil {
 				t.Fatal(err)
 			}
-			e.srv.ResetCounts()
+			e.Srv.ResetCounts()
 			_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "full"), Service: svc("payments", "new")})
 			if ipam.ReasonOf(err) != ipam.ReasonYielding {
 				t.Fatalf("Reserve: %v, want a retryable refusal", err)
 			}
 			var calls int
 			for _, op := range countedOps {
-				calls += e.srv.Count(op)
+				calls += e.Srv.Count(op)
 			}
-			if calls > 4 || e.srv.Count(scalewaytest.OpGetIP) > 1 {
-				t.Fatalf("%d calls (%s) with %d retained reservations; want at most 4, one re-read", calls, e.calls(countedOps...), n)
+			if calls > 4 || e.Srv.Count(scalewaytest.OpGetIP) > 1 {
+				t.Fatalf("%d calls (%s) with %d retained reservations; want at most 4, one re-read", calls, e.Calls(countedOps...), n)
 			}
-			if yielded := e.srv.Count(scalewaytest.OpUpdateIP) == 1; yielded != tt.yields {
-				t.Fatalf("brought one forward: %v, want %v (%s)", yielded, tt.yields, e.calls(countedOps...))
+			if yielded := e.Srv.Count(scalewaytest.OpUpdateIP) == 1; yielded != tt.yields {
+				t.Fatalf("brought one forward: %v, want %v (%s)", yielded, tt.yields, e.Calls(countedOps...))
 			}
 		})
 	}
@@ -217,18 +217,18 @@ func TestShareCountsFromTheNamespacesListing(t *testing.T) {
 	const others = 2000
 	ctx := context.Background()
 	e := newEnv(t, "wide=172.16.64.0/18")
-	cfg := e.config(t, poolFile(`  - {name: capped, privateNetworkID: "{{wide}}", maxPerNamespace: 4}`+"\n"))
-	a := New(Options{Cloud: e.cloud, Config: cfg})
+	cfg := e.Config(t, poolFile(`  - {name: capped, privateNetworkID: "{{wide}}", maxPerNamespace: 4}`+"\n"))
+	a := New(Options{Cloud: e.Cloud, Config: cfg})
 	for i := range others {
 		tags := ipam.Entry{Cluster: "test", Pool: "capped", Service: svc(fmt.Sprint("team-", i%50), fmt.Sprint("s-", i)), UID: "u"}.Tags()
-		if _, err := e.srv.AddIP(e.pns["wide"].ID, netip.Addr{}, tags, nil); err != nil {
+		if _, err := e.Srv.AddIP(e.PNs["wide"].ID, netip.Addr{}, tags, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "capped"), Service: svc("ci", "warm")}); err != nil {
 		t.Fatal(err)
 	}
-	e.srv.ResetCounts()
+	e.Srv.ResetCounts()
 	if _, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "capped"), Service: svc("ci", "new")}); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestShareCountsFromTheNamespacesListing(t *testing.T) {
 	// index), the namespace's before the booking and after it (the
 	// confirmation), the booking: one page each (50 IPs), where the
 	// cluster's on the network are 41.
-	if got := e.calls(countedOps...); got != "ListIPs=3 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
+	if got := e.Calls(countedOps...); got != "ListIPs=3 BookIP=1 UpdateIP=0 GetIP=0 ReleaseIP=0" {
 		t.Fatalf("calls with %d reservations of other namespaces: %s", others, got)
 	}
 }
@@ -261,7 +261,7 @@ func TestShareHoldsForALostBookingTakenBack(t *testing.T) {
 		r[res.ID] = svc("ci", name)
 	}
 	// The lost answer's booking: the newest of the namespace's.
-	lost, err := e.cloud.BookIP(ctx, scaleway.BookRequest{PrivateNetworkID: p.PrivateNetworkID,
+	lost, err := e.Cloud.BookIP(ctx, scaleway.BookRequest{PrivateNetworkID: p.PrivateNetworkID,
 		Tags: ipam.Entry{Cluster: "test", Pool: "auto", Service: svc("ci", "c")}.Tags()})
 	if err != nil {
 		t.Fatal(err)

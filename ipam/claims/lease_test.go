@@ -10,8 +10,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // The dangerous order of finding 4: the sweeper's collection reads a claim

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
@@ -48,3 +49,42 @@ func (v *views) Marked(p *ipam.Pool, addr netip.Addr) bool {
 type NoRoom struct{ Used, Size uint64 }
 
 func (e *NoRoom) Error() string { return fmt.Sprintf("no free address (%d/%d used)", e.Used, e.Size) }
+
+// HeldIn is what holds pool p in its subnet's view (nil: none known).
+func (v *views) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(v.existing(p), p) }
+
+// Relisted is what holds pool p after a fresh listing of its subnet.
+func (v *views) Relisted(ctx context.Context, p *ipam.Pool) ([]ipam.Held, error) {
+	o, err := v.view(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return heldIn(o, p), nil
+}
+
+func heldIn(o *occupancy, p *ipam.Pool) []ipam.Held {
+	holders, _ := o.holdersIn(p)
+	all := make([]ipam.Held, 0, len(holders))
+	for addr, h := range holders {
+		all = append(all, ipam.Held{Addr: addr, Holder: h})
+	}
+	return all
+}
+
+// holdersIn copies the booked addresses of pool p from its subnet's view;
+// bookings still in flight are left out until they answer. listed is when
+// the subnet was last listed, zero before its first listing (a nil view).
+func (o *occupancy) holdersIn(p *ipam.Pool) (holders map[netip.Addr]ipam.Holder, listed time.Time) {
+	holders = map[netip.Addr]ipam.Holder{}
+	if o == nil {
+		return holders, time.Time{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for addr, h := range o.holders {
+		if h.IPID != "" && p.Contains(addr) {
+			holders[addr] = h
+		}
+	}
+	return holders, o.loaded
+}

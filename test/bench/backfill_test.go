@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
@@ -145,7 +145,7 @@ func counted(byKind map[string]int) string {
 // (restarted replicas have fresh metrics).
 func (r *report) firstCycle() {
 	cycled := func() bool { _, n := histogram(r.env, "scw_lb_ipam_sweeper_cycle_duration_seconds"); return n > 0 }
-	if !fixtures.Poll(2*time.Minute, 200*time.Millisecond, cycled) {
+	if !localrun.Poll(2*time.Minute, 200*time.Millisecond, cycled) {
 		r.b.Fatal("the sweeper's leader ran no cycle within 2 minutes of the restart")
 	}
 }
@@ -159,7 +159,7 @@ func (r *report) backfilled(svcs []*corev1.Service) {
 		}
 	}
 	var missing int
-	done := fixtures.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
+	done := localrun.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
 		missing = 0
 		for id, uid := range want {
 			ip, _ := r.env.Emu.IP(id)

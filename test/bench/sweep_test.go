@@ -29,6 +29,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -209,7 +210,7 @@ func sweepChild() error {
 	if err != nil {
 		return err
 	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
+	if err := inventory.Resolve(ctx, cloud, cfg); err != nil {
 		return err
 	}
 	// The Service informer's content: every live Service, one per

@@ -24,11 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 const (
@@ -279,13 +280,13 @@ pools:
 	// A leader killed near the end is replaced only once its lease has
 	// expired: the sweeper's settling (debounce, retention, a cycle)
 	// counts from a replica leading again.
-	led := fixtures.Poll(30*time.Second, 250*time.Millisecond, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
+	led := localrun.Poll(30*time.Second, 250*time.Millisecond, func() bool { return slices.ContainsFunc(env.Replicas, (*testenv.Replica).Leading) })
 	if !led {
 		t.Error("no replica leads the sweeper 30s after the operations ended")
 	}
 	// An IP is released once past its retention and detached: a Load
 	// Balancer deleted at the end holds its IP for deleteDelay.
-	ok3 := led && fixtures.Poll(30*time.Second+sharedRetention+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
+	ok3 := led && localrun.Poll(30*time.Second+sharedRetention+max(deleteDelay, 0), 250*time.Millisecond, func() bool { return len(r.unreferencedOurs()) == 0 })
 	stopSampling()
 	<-sampleDone
 	stopWatching()

@@ -12,9 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 const (
@@ -134,7 +135,7 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 
 // backfilled waits, 15 s at most, for the uid tag of svc's reservations.
 func (c *churn) backfilled(svc *corev1.Service) {
-	fixtures.Poll(15*time.Second, 100*time.Millisecond, func() bool {
+	localrun.Poll(15*time.Second, 100*time.Millisecond, func() bool {
 		for _, id := range ccm.ReferencedIDs(svc) {
 			ip, ok := c.r.env.Emu.IP(id)
 			if e, _ := ipam.ParseEntry(ip.Tags); !ok || e.UID == "" {

@@ -7,7 +7,7 @@ import (
 
 	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
@@ -26,7 +26,7 @@ func (r *run) staleReleaseAt(n int) string {
 	}
 	api := ipamapi.NewAPI(console)
 	var done []string
-	fixtures.Poll(30*time.Second, 200*time.Millisecond, func() bool {
+	localrun.Poll(30*time.Second, 200*time.Millisecond, func() bool {
 		ips := r.env.Emu.IPs()
 		slices.Reverse(ips) // newest first
 		for _, ip := range ips {

@@ -32,10 +32,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 func ensureNamespace(t testing.TB, name string, labels map[string]string) {
@@ -217,7 +218,7 @@ func TestSelfManagedEndToEnd(t *testing.T) {
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	unready := fixtures.Poll(2*time.Second-time.Since(stopping), 50*time.Millisecond, func() bool {
+	unready := localrun.Poll(2*time.Second-time.Since(stopping), 50*time.Millisecond, func() bool {
 		resp, err := http.Get(first.readyz)
 		if err != nil {
 			t.Fatalf("readiness probe: %v: the server stopped instead of failing its probe", err)
@@ -373,7 +374,7 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	}
 	t.Cleanup(func() { p.stop(t) })
 	ready := false
-	fixtures.Poll(60*time.Second, 200*time.Millisecond, func() bool {
+	localrun.Poll(60*time.Second, 200*time.Millisecond, func() bool {
 		if resp, err := http.Get(p.readyz); err == nil {
 			resp.Body.Close()
 			ready = resp.StatusCode == http.StatusOK

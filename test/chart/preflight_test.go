@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
@@ -304,7 +304,7 @@ func helmTest(t *testing.T, kubeconfig string, during func()) (out, logs string,
 		done <- result{out, err}
 	}()
 	pod := &corev1.Pod{}
-	created := fixtures.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
+	created := localrun.Poll(2*time.Minute, 100*time.Millisecond, func() bool {
 		err := kube.Get(ctx, key, pod)
 		if err == nil && pod.UID != previous && pod.DeletionTimestamp == nil {
 			return true

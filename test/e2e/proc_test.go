@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 )
 
 // proc is one of the node's processes, its output in logs/NAME.log.
@@ -93,7 +93,7 @@ func (n *node) waitFor(what string, timeout time.Duration, p *proc, done func(co
 	defer cancel()
 	var last error
 	exited := false
-	held := fixtures.Poll(timeout, 250*time.Millisecond, func() bool {
+	held := localrun.Poll(timeout, 250*time.Millisecond, func() bool {
 		ok, err := done(ctx)
 		if err != nil {
 			last = err

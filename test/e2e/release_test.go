@@ -18,11 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // The release, as the README installs it.
@@ -136,7 +137,7 @@ func (in *installation) uninstall(t *testing.T) {
 // timeout, not at every poll as an account of cond would be.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !fixtures.Poll(timeout, 250*time.Millisecond, cond) {
+	if !localrun.Poll(timeout, 250*time.Millisecond, cond) {
 		t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, podReport(t))
 	}
 }

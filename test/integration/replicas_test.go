@@ -14,14 +14,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestBringYourOwnAcrossReplicas: two allocators that share
@@ -76,7 +77,7 @@ func replica(t *testing.T, withClaims bool) *allocator.Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(ctx, cloud); err != nil {
+	if err := inventory.Resolve(ctx, cloud, cfg); err != nil {
 		t.Fatal(err)
 	}
 	c, err := s.Client(nil)

@@ -25,11 +25,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestMakeRun drives make run's entry point like a newcomer: start it, apply
@@ -156,7 +157,7 @@ func TestMakeRun(t *testing.T) {
 		}
 		return slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
 	}
-	if !fixtures.Poll(30*time.Second, 200*time.Millisecond, made) {
+	if !localrun.Poll(30*time.Second, 200*time.Millisecond, made) {
 		t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
 	}
 

@@ -1,34 +1,37 @@
-package allocator
+package inventory_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // otherProject is a Project the test credentials do not book in.
 const otherProject = "2b7f4d1e-9c3a-4e5f-8a6b-7c8d9e0f1a2b"
 
 func TestResolve(t *testing.T) {
-	e := newEnv(t, "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24")
-	other, err := e.srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.36.0/22")
+	e := fixtures.NewWorld(t, fixtures.WorldOptions{
+		Emulator: scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		PNs:      []string{"nodes=172.16.0.0/22", "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24"},
+	})
+	other, err := e.Srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.36.0/22")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pns["elsewhere"] = other
+	e.PNs["elsewhere"] = other
 	ctx := context.Background()
 	resolve := func(pools string) error {
-		file := poolFile(pools)
-		for name, pn := range e.pns {
-			file = strings.ReplaceAll(file, "{{"+name+"}}", pn.ID)
-		}
-		c, err := ipam.ParseConfig([]byte(file))
+		c, err := ipam.ParseConfig([]byte(localrun.PoolFile("clusterName: test\nregion: fr-par\nclusterPrivateNetworkID: {{nodes}}\npools:\n"+pools, e.PNs)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Resolve(ctx, e.cloud)
+		return inventory.Resolve(ctx, e.Cloud, c)
 	}
 	if err := resolve(`  - {name: a, privateNetworkID: "{{one}}"}`); err != nil {
 		t.Fatalf("single subnet inferred: %v", err)
@@ -49,7 +52,7 @@ func TestResolve(t *testing.T) {
 		// IPAM would refuse every booking there: the file is refused first,
 		// naming both Projects.
 		{`  - {name: a, privateNetworkID: "{{one}}"}
-  - {name: b, privateNetworkID: "{{elsewhere}}"}`, "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject + ", not in the credentials' Project " + testProject + " (SCW_DEFAULT_PROJECT_ID)"},
+  - {name: b, privateNetworkID: "{{elsewhere}}"}`, "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject + ", not in the credentials' Project " + fixtures.Project + " (SCW_DEFAULT_PROJECT_ID)"},
 	} {
 		err := resolve(tt.pools)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -1,129 +1,21 @@
-package sweeper
+package interleavings
 
 import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
-
-// schedule releases gated calls in a fixed order. Each step is
-// "<party>:<op>"; a call whose step is still ahead waits for its turn, one
-// already passed (or never scheduled) goes through. A party that finishes
-// without making its remaining steps (it decided not to) has them skipped.
-type schedule struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	steps    []string
-	next     int
-	finished map[string]bool
-	made     []string // the steps made, in order
-}
-
-func newSchedule(steps []string) *schedule {
-	s := &schedule{steps: steps, finished: map[string]bool{}}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-func party(step string) string { p, _, _ := strings.Cut(step, ":"); return p }
-
-func (s *schedule) skip() {
-	for s.next < len(s.steps) && s.finished[party(s.steps[s.next])] {
-		s.next++
-	}
-	s.cond.Broadcast()
-}
-
-// enter blocks until step's turn; false when step is not ahead.
-func (s *schedule) enter(step string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.steps[s.next:], step) {
-		return false
-	}
-	for s.steps[s.next] != step {
-		s.cond.Wait()
-	}
-	return true
-}
-
-func (s *schedule) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.made = append(s.made, s.steps[s.next])
-	s.next++
-	s.skip()
-}
-
-func (s *schedule) finish(p string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finished[p] = true
-	s.skip()
-}
-
-// gatedCloud holds one party's GetIP, ListIPs, SetTags and ReleaseIP calls
-// until the schedule lets them through.
-type gatedCloud struct {
-	scaleway.Cloud
-	party string
-	s     *schedule
-}
-
-func (c gatedCloud) gate(op string) func() {
-	if c.s.enter(c.party + ":" + op) {
-		return c.s.leave
-	}
-	return func() {}
-}
-
-func (c gatedCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
-	defer c.gate("GetIP")()
-	return c.Cloud.GetIP(ctx, id)
-}
-
-func (c gatedCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
-	defer c.gate("ListIPs")()
-	return c.Cloud.ListIPs(ctx, f)
-}
-
-func (c gatedCloud) SetTags(ctx context.Context, id string, tags []string) (*scaleway.IP, error) {
-	defer c.gate("SetTags")()
-	return c.Cloud.SetTags(ctx, id, tags)
-}
-
-func (c gatedCloud) ReleaseIP(ctx context.Context, id string) error {
-	defer c.gate("ReleaseIP")()
-	return c.Cloud.ReleaseIP(ctx, id)
-}
-
-// race runs a sweep and a reservation at once, each party's calls gated by
-// s, and returns what each ended with.
-func race(s *schedule, sw *Sweeper, alloc *allocator.Allocator, req ipam.Request) (rep Report, res *ipam.Reservation, serr, aerr error) {
-	run(s, map[string]func(){
-		"sweeper":   func() { rep, serr = sw.Sweep(context.Background()) },
-		"admission": func() { res, aerr = alloc.Reserve(context.Background(), req) },
-	})
-	return rep, res, serr, aerr
-}
-
-// interleavings are every order of the sweeper's re-read and release and
-// the admission's sticky read (read: its listing of the Service, or its
-// re-read of the index's candidate) and take-back, each party's own order
-// kept: the six ways the two can meet on one retained IP.
-func interleavings(read string) [][]string {
-	return orders([]string{"sweeper:GetIP", "sweeper:ReleaseIP"}, []string{"admission:" + read, "admission:SetTags"})
-}
 
 // TestRewriteAndTakeBackEveryInterleaving: the operator lengthened the
 // pool's retention, so the cycle rewrites a retained IP's release-at (its
@@ -139,14 +31,17 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			w := newWorld(t)
 			api := types.NamespacedName{Namespace: "payments", Name: "api"}
 			x := w.usedThenRetained("general", api)
-			p, _ := w.cfg.Pool("general")
+			p, _ := w.Cfg.Pool("general")
 			p.Retention.Duration = 24 * time.Hour
-			w.clock.Step(10 * time.Minute)
+			w.Clock.Step(10 * time.Minute)
 
 			s := newSchedule(order)
-			sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s}; o.Margin = margin })
-			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-				References: fixtures.Records(w.kube), Clock: w.clock, Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+			sw := w.sweeper(func(o *sweeper.Options) {
+				o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s}
+				o.Margin = margin
+			})
+			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
 			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
 			if serr != nil || aerr != nil {
 				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
@@ -161,19 +56,19 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 			// wrote after it, so the live IP is tagged retained again.
 			at := func(step string) int { return slices.Index(s.made, step) }
 			overtaken := at("sweeper:SetTags") > at("admission:SetTags") && at("sweeper:GetIP") < at("admission:SetTags") && at("sweeper:GetIP") >= 0
-			if retagged := !w.entry(x.ID).OrphanedSince.IsZero(); retagged != overtaken {
+			if retagged := !w.Entry(x.ID).OrphanedSince.IsZero(); retagged != overtaken {
 				t.Fatalf("retained again after the race: %v, want %v (steps %v)", retagged, overtaken, s.made)
 			}
 			// The re-created Service is live; the cycles run long past the
 			// old release time and the new one.
-			w.live(api.Namespace, api.Name, x.ID)
+			w.Live(api.Namespace, api.Name, x.ID)
 			for range 2 {
-				w.clock.Step(25 * time.Hour)
-				if rep := w.sweep(w.sweeper(func(o *Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
+				w.Clock.Step(25 * time.Hour)
+				if rep := w.sweep(w.sweeper(func(o *sweeper.Options) { o.Margin = margin })); slices.Contains(rep.Released, x.ID) {
 					t.Fatalf("a cycle released the live Service's IP (steps %v)", s.made)
 				}
 			}
-			if e := w.entry(x.ID); !e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() {
+			if e := w.Entry(x.ID); !e.OrphanedSince.IsZero() || !e.ReleaseAt.IsZero() {
 				t.Fatalf("the live Service's IP is still retained: %+v (steps %v)", e, s.made)
 			}
 		})
@@ -217,15 +112,15 @@ func releaseProtocol(t *testing.T, read string) {
 				w := newWorld(t)
 				svc := types.NamespacedName{Namespace: "payments", Name: "api"}
 				x := w.usedThenRetained("general", svc)
-				orphaned := w.entry(x.ID).OrphanedSince
-				p, _ := w.cfg.Pool("general")
-				w.clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
+				orphaned := w.Entry(x.ID).OrphanedSince
+				p, _ := w.Cfg.Pool("general")
+				w.Clock.SetTime(z.at(orphaned, orphaned.Add(p.Retention.Duration)))
 
 				s := newSchedule(order)
-				sw := w.sweeper(func(o *Options) { o.Cloud = gatedCloud{Cloud: w.cloud, party: "sweeper", s: s} })
-				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.cloud, party: "admission", s: s}, Config: w.cfg,
-					References: fixtures.Records(w.kube), Clock: w.clock,
-					Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: margin}})
+				sw := w.sweeper(func(o *sweeper.Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
+				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+					References: fixtures.Records(w.Kube), Clock: w.Clock,
+					Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and
 					// holds the retained IP.
@@ -243,7 +138,7 @@ func releaseProtocol(t *testing.T, read string) {
 				if (read == "ListIPs" || z.reused) && !slices.Contains(s.made, "admission:"+read) {
 					t.Fatalf("the admission did not read by %s: steps made %v", read, s.made)
 				}
-				if !w.exists(res.ID) {
+				if !w.Exists(res.ID) {
 					t.Fatalf("invariant 2: the admission handed out %s (reused=%v), which is released", res.ID, res.Reused)
 				}
 				freed := slices.Contains(rep.Released, x.ID)
@@ -255,11 +150,50 @@ func releaseProtocol(t *testing.T, read string) {
 				// sweeper listing after the take-back may mark it orphaned
 				// again, from now: a new retention clock, not the old one.
 				if res.Reused {
-					if again := w.entry(x.ID).OrphanedSince; res.ID != x.ID || (!again.IsZero() && again.Before(w.clock.Now())) {
+					if again := w.Entry(x.ID).OrphanedSince; res.ID != x.ID || (!again.IsZero() && again.Before(w.Clock.Now())) {
 						t.Fatalf("taken back %s, orphaned-since %v (was %v)", res.ID, again, orphaned)
 					}
 				}
 			})
 		}
+	}
+}
+
+// racingCloud changes an IP's tags right before the sweeper re-reads it,
+// as an admission taking it back would.
+type racingCloud struct {
+	scaleway.Cloud
+	before func(id string)
+}
+
+func (c racingCloud) GetIP(ctx context.Context, id string) (*scaleway.IP, error) {
+	c.before(id)
+	return c.Cloud.GetIP(ctx, id)
+}
+
+// TestReleaseSkippedWhenTagsChanged: the re-read before a release is the
+// second line of defence behind the release protocol, for a replica whose
+// clock runs behind: its admission still takes the IP back, and the
+// sweeper, seeing the tags changed, does not release it.
+func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("general", "payments", "api")
+	w.sweep(w.sweeper())
+	skewed := clocktesting.NewFakeClock(w.Clock.Now())
+	w.Clock.Step(2 * time.Hour)
+	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: skewed})
+	s := w.sweeper(func(o *sweeper.Options) {
+		o.Cloud = racingCloud{Cloud: w.Cloud, before: func(string) {
+			p, _ := w.Cfg.Pool("general")
+			if _, err := alloc.Reserve(context.Background(), ipam.Request{Pool: p, Service: types.NamespacedName{Namespace: "payments", Name: "api"}}); err != nil {
+				t.Fatal(err)
+			}
+		}}
+	})
+	if rep := w.sweep(s); len(rep.Released) != 0 || !w.Exists(r.ID) {
+		t.Fatal("released an IP taken back during the cycle")
+	}
+	if !w.Entry(r.ID).OrphanedSince.IsZero() {
+		t.Fatal("the reuse did not clear orphaned-since")
 	}
 }
