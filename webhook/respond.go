@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +77,7 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 	case resultPatched:
 		resp = m.patched(req, svc, d)
 	case resultRestored:
-		resp = patchAnnotations(req.Object.Raw, d.set)
+		resp = patchAnnotations(svc, req.Object.Raw, d.set)
 	}
 	if m.Metrics != nil {
 		m.Metrics.observeAdmission(string(req.Operation), d.result, time.Since(start))
@@ -87,7 +89,7 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 // and an Event per reservation, the CCM's warnings, and the log line.
 func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d decision) admission.Response {
 	written, dhcp, told := request.Written(d.cfg, svc, d.ask, d.reserved)
-	resp := patchAnnotations(req.Object.Raw, written)
+	resp := patchAnnotations(svc, req.Object.Raw, written)
 	warnings := make([]string, 0, len(d.reserved)+len(told))
 	var held []heldEvent
 	for _, r := range d.reserved {
@@ -154,7 +156,24 @@ const retryAfterSeconds = 2
 // patch. It edits the JSON as it came rather than a re-encoded Service: a
 // typed round trip would drop fields this build does not know (a newer
 // apiserver's), and the patch would remove them.
-func patchAnnotations(raw []byte, set map[string]string) admission.Response {
+func patchAnnotations(svc *corev1.Service, raw []byte, set map[string]string) admission.Response {
+	if svc.Annotations != nil {
+		// The object has annotations: an operation per key that changes,
+		// the patch a diff of the whole object would give, without
+		// decoding, encoding and diffing it.
+		var ops []jsonpatch.JsonPatchOperation
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			op := "add"
+			if old, ok := svc.Annotations[k]; ok {
+				if old == set[k] {
+					continue
+				}
+				op = "replace"
+			}
+			ops = append(ops, jsonpatch.NewOperation(op, "/metadata/annotations/"+pointerEscape.Replace(k), set[k]))
+		}
+		return admission.Patched("", ops...)
+	}
 	var obj map[string]any
 	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -178,6 +197,9 @@ func patchAnnotations(raw []byte, set map[string]string) admission.Response {
 	}
 	return admission.PatchResponseFromRaw(raw, mutated)
 }
+
+// pointerEscape escapes a key for a JSON Pointer (RFC 6901).
+var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 func reservedWarning(r *ipam.Reservation) string {
 	switch {
