@@ -128,7 +128,7 @@ func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield
 		return nil, nil
 	}
 	wait := seconds(f.RetryAfter)
-	head := fmt.Sprintf("%s; %d %s are retained for deleted Services", f.What, n, f.Among)
+	head := f.head()
 	settling := fmt.Sprintf("%s; %d %s belong to no live Service and are not retained yet (just deleted, or being created)", f.What, len(f.Settling), f.Among)
 	switch {
 	case n == 0 && dryRun:

@@ -89,11 +89,7 @@ func (b *backendRec) json(v lbView) backendJSON {
 
 // backendLocked is the backend of the path.
 func (cl *cloud) backendLocked(c *call) (*backendRec, *apiError) {
-	b := cl.st.backends[c.id]
-	if b == nil || b.lb.zone != c.zone {
-		return nil, lbNotFound("backend", c.id)
-	}
-	return b, nil
+	return childLocked(cl, cl.st.backends, c, "backend", false)
 }
 
 func (api *backendAPI) createBackend(c *call) reply {
@@ -150,46 +146,14 @@ func (api *backendAPI) getBackend(c *call) reply {
 }
 
 func (api *backendAPI) listBackends(c *call) reply {
-	page, size, aerr := paging(c.query)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	name := optString(c.query, "name")
-	api.mu.RLock()
-	defer api.mu.RUnlock()
-	lb, aerr := api.lbOfLocked(c.zone, c.id)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	var bs []*backendRec
-	for _, b := range lb.backends {
-		if name == nil || containsFold(b.settings.Name, *name) {
-			bs = append(bs, b)
-		}
-	}
-	lo, hi := window(page, size, len(bs))
-	out := struct {
-		Backends   []backendJSON `json:"backends"`
-		TotalCount int           `json:"total_count"`
-	}{Backends: []backendJSON{}, TotalCount: len(bs)}
 	v := api.view(true)
-	for _, b := range bs[lo:hi] {
-		out.Backends = append(out.Backends, b.json(v))
-	}
-	return ok(out)
+	return listChildren(api.cloud, c, "backend", func(lb *lbRec) []*backendRec { return lb.backends }, func(r *backendRec) backendJSON { return r.json(v) })
 }
 
 // changeableBackendLocked is the backend of the path, refused while its
 // Load Balancer is not ready.
 func (api *backendAPI) changeableBackendLocked(c *call) (*backendRec, *apiError) {
-	b, aerr := api.backendLocked(c)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := api.changeableLocked(b.lb); aerr != nil {
-		return nil, aerr
-	}
-	return b, nil
+	return childLocked(api.cloud, api.st.backends, c, "backend", true)
 }
 
 // updateBackend replaces the settings; the health check and the servers

@@ -79,11 +79,7 @@ func (f *frontendRec) json(v lbView) frontendJSON {
 
 // frontendLocked is the frontend of the path.
 func (cl *cloud) frontendLocked(c *call) (*frontendRec, *apiError) {
-	f := cl.st.frontends[c.id]
-	if f == nil || f.lb.zone != c.zone {
-		return nil, lbNotFound("frontend", c.id)
-	}
-	return f, nil
+	return childLocked(cl, cl.st.frontends, c, "frontend", false)
 }
 
 // frontendTargetLocked checks a frontend's backend and port on lb: the
@@ -147,46 +143,14 @@ func (api *frontendAPI) getFrontend(c *call) reply {
 }
 
 func (api *frontendAPI) listFrontends(c *call) reply {
-	page, size, aerr := paging(c.query)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	name := optString(c.query, "name")
-	api.mu.RLock()
-	defer api.mu.RUnlock()
-	lb, aerr := api.lbOfLocked(c.zone, c.id)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	var fs []*frontendRec
-	for _, f := range lb.frontends {
-		if name == nil || containsFold(f.settings.Name, *name) {
-			fs = append(fs, f)
-		}
-	}
-	lo, hi := window(page, size, len(fs))
-	out := struct {
-		Frontends  []frontendJSON `json:"frontends"`
-		TotalCount int            `json:"total_count"`
-	}{Frontends: []frontendJSON{}, TotalCount: len(fs)}
 	v := api.view(false)
-	for _, f := range fs[lo:hi] {
-		out.Frontends = append(out.Frontends, f.json(v))
-	}
-	return ok(out)
+	return listChildren(api.cloud, c, "frontend", func(lb *lbRec) []*frontendRec { return lb.frontends }, func(r *frontendRec) frontendJSON { return r.json(v) })
 }
 
 // changeableFrontendLocked is the frontend of the path, refused while its
 // Load Balancer is not ready.
 func (api *frontendAPI) changeableFrontendLocked(c *call) (*frontendRec, *apiError) {
-	f, aerr := api.frontendLocked(c)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if aerr := api.changeableLocked(f.lb); aerr != nil {
-		return nil, aerr
-	}
-	return f, nil
+	return childLocked(api.cloud, api.st.frontends, c, "frontend", true)
 }
 
 func (api *frontendAPI) updateFrontend(c *call) reply {
