@@ -166,19 +166,13 @@ func (api *backendAPI) updateBackend(c *call) reply {
 	if aerr := body.check(); aerr != nil {
 		return aerr.reply()
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	b, aerr := api.changeableBackendLocked(c)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	if body.Name == "" {
-		body.Name = b.settings.Name
-	}
-	now := api.now()
-	b.settings, b.updatedAt = body, now
-	b.lb.touch(now, api.opts.LBSettleDelay)
-	return ok(b.json(api.view(true)))
+	return changeChild(api.cloud, api.st.backends, c, "backend", func(b *backendRec, now time.Time) (func() any, *apiError) {
+		if body.Name == "" {
+			body.Name = b.settings.Name
+		}
+		b.settings, b.updatedAt = body, now
+		return func() any { return b.json(api.view(true)) }, nil
+	})
 }
 
 func (api *backendAPI) setBackendServers(c *call) reply {
@@ -192,16 +186,10 @@ func (api *backendAPI) setBackendServers(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	b, aerr := api.changeableBackendLocked(c)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	now := api.now()
-	b.pool, b.updatedAt = pool, now
-	b.lb.touch(now, api.opts.LBSettleDelay)
-	return ok(b.json(api.view(true)))
+	return changeChild(api.cloud, api.st.backends, c, "backend", func(b *backendRec, now time.Time) (func() any, *apiError) {
+		b.pool, b.updatedAt = pool, now
+		return func() any { return b.json(api.view(true)) }, nil
+	})
 }
 
 func (api *backendAPI) updateHealthCheck(c *call) reply {
@@ -209,16 +197,10 @@ func (api *backendAPI) updateHealthCheck(c *call) reply {
 	if aerr != nil {
 		return aerr.reply()
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	b, aerr := api.changeableBackendLocked(c)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	now := api.now()
-	b.healthCheck = hc
-	b.lb.touch(now, api.opts.LBSettleDelay)
-	return ok(hc)
+	return changeChild(api.cloud, api.st.backends, c, "backend", func(b *backendRec, _ time.Time) (func() any, *apiError) {
+		b.healthCheck = hc
+		return func() any { return hc }, nil
+	})
 }
 
 // deleteBackend refuses a backend a frontend still uses.

@@ -1,5 +1,9 @@
 package scalewaytest
 
+import (
+	"time"
+)
+
 // A frontend and a backend are children of one Load Balancer: their calls
 // find, list and guard them the same way, and differ only in the kind's
 // name, its records and its JSON.
@@ -56,4 +60,24 @@ func listChildren[R lbChild, J any](cl *cloud, c *call, kind string, of func(*lb
 		items = append(items, toJSON(r))
 	}
 	return ok(map[string]any{kind + "s": items, "total_count": len(rs)})
+}
+
+// changeChild runs change on the path's child of kind, under the emulator's
+// lock and refused while its Load Balancer is not ready; a change that
+// succeeds leaves that Load Balancer settling, as Scaleway's does, before
+// its answer is rendered.
+func changeChild[R lbChild](cl *cloud, recs map[string]R, c *call, kind string, change func(r R, now time.Time) (answer func() any, aerr *apiError)) reply {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	r, aerr := childLocked(cl, recs, c, kind, true)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	now := cl.now()
+	answer, aerr := change(r, now)
+	if aerr != nil {
+		return aerr.reply()
+	}
+	r.owner().touch(now, cl.opts.LBSettleDelay)
+	return ok(answer())
 }

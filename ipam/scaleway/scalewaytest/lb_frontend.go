@@ -161,23 +161,17 @@ func (api *frontendAPI) updateFrontend(c *call) reply {
 	if aerr := body.check(); aerr != nil {
 		return aerr.reply()
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	f, aerr := api.changeableFrontendLocked(c)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	b, aerr := api.frontendTargetLocked(f.lb, f, &body)
-	if aerr != nil {
-		return aerr.reply()
-	}
-	if body.Name == "" {
-		body.Name = f.settings.Name
-	}
-	now := api.now()
-	f.backend, f.settings, f.updatedAt = b, body.frontendSettings, now
-	f.lb.touch(now, api.opts.LBSettleDelay)
-	return ok(f.json(api.view(true)))
+	return changeChild(api.cloud, api.st.frontends, c, "frontend", func(f *frontendRec, now time.Time) (func() any, *apiError) {
+		b, aerr := api.frontendTargetLocked(f.lb, f, &body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if body.Name == "" {
+			body.Name = f.settings.Name
+		}
+		f.backend, f.settings, f.updatedAt = b, body.frontendSettings, now
+		return func() any { return f.json(api.view(true)) }, nil
+	})
 }
 
 func (api *frontendAPI) deleteFrontend(c *call) reply {
