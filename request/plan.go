@@ -61,7 +61,6 @@ func (p *Plan) Fallback(i int, err error) *ipam.Pool {
 // answers (nil, nil) for a Service that asks for nothing when there is no
 // default pool for it: such Services are left alone.
 func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
-	allowed := cfg.AllowedPools(namespace)
 	if r.ExternallyManaged {
 		return nil, externallyManaged(r)
 	}
@@ -69,7 +68,7 @@ func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	case len(r.IDs) > 0:
 		return &Plan{IDs: r.IDs, IDsFrom: AnnotationIPAMIDs}, nil
 	case r.Empty() && len(r.RawIDs) > 0:
-		return restored(r, allowed), nil
+		return restored(r, cfg.AllowedPools(namespace)), nil
 	case r.Empty():
 		def := cfg.DefaultPool()
 		if def == nil || !def.Allows(namespace) {
@@ -77,7 +76,7 @@ func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 		}
 		return &Plan{Reserve: []ipam.Request{{Pool: def}}}, nil
 	}
-	return pooled(cfg, namespace, r, allowed)
+	return pooled(cfg, namespace, r)
 }
 
 // restored plans a manifest that carries private-ip-ids and asks for
@@ -100,15 +99,17 @@ func restored(r Ask, allowed []*ipam.Pool) *Plan {
 }
 
 // pooled plans named pools and addresses: one allocator request per pool.
-func pooled(cfg *ipam.Config, namespace string, r Ask, allowed []*ipam.Pool) (*Plan, error) {
+// The pools namespace may use are listed only where they are needed (an
+// address without a named pool, a refusal): not on every admission.
+func pooled(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	var pools []*ipam.Pool
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
 		if !ok {
-			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(cfg.AllowedPools(namespace))), nil}
 		}
 		if !p.Allows(namespace) {
-			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(allowed)), nil}
+			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("pool %q is not allowed for namespace %s; pools it may use: %s", name, namespace, names(cfg.AllowedPools(namespace))), nil}
 		}
 		pools = append(pools, p)
 	}
@@ -117,11 +118,11 @@ func pooled(cfg *ipam.Config, namespace string, r Ask, allowed []*ipam.Pool) (*P
 	// is named, to the allowed pool that contains it.
 	p := &Plan{}
 	used := map[*ipam.Pool]bool{}
+	candidates := pools
+	if len(candidates) == 0 && len(r.Addresses) > 0 {
+		candidates = cfg.AllowedPools(namespace)
+	}
 	for _, a := range r.Addresses {
-		candidates := pools
-		if len(candidates) == 0 {
-			candidates = allowed
-		}
 		var match *ipam.Pool
 		for _, c := range candidates {
 			if c.Contains(a) && !used[c] {
@@ -130,7 +131,7 @@ func pooled(cfg *ipam.Config, namespace string, r Ask, allowed []*ipam.Pool) (*P
 			}
 		}
 		if match == nil {
-			return nil, &AnnotationError{AnnotationAddress, JoinAddrs(r.Addresses), addressProblem(a, pools, allowed, namespace), nil}
+			return nil, &AnnotationError{AnnotationAddress, JoinAddrs(r.Addresses), addressProblem(a, pools, candidates, namespace), nil}
 		}
 		used[match] = true
 		p.Reserve = append(p.Reserve, ipam.Request{Pool: match, Address: a})
