@@ -73,18 +73,11 @@ func sharedNetwork(pns []string) (first, second int, shared bool) {
 }
 
 // CheckBeforeBooking refuses what the CCM would refuse later, with the IP
-// already booked: a pn-ids of more networks than a Load Balancer attaches
-// (from the plan's pools), spec.loadBalancerIP on a private Load Balancer,
-// and a pn-ids naming a Private Network that does not exist in the region
-// (exists asks Scaleway about a network the pool file does not name).
-func CheckBeforeBooking(ctx context.Context, cfg *ipam.Config, svc *corev1.Service, ask Ask, p *Plan, exists func(context.Context, string) (bool, error)) error {
-	from := PNOrigin(ask.PNIDs)
-	if len(p.Reserve) > 0 {
-		from += ", then those of pools " + PoolList(p.Reserve)
-	}
-	if err := CheckNetworkLimit(PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from); err != nil {
-		return err
-	}
+// already booked, beyond what the plan holds (NewPlan): spec.loadBalancerIP
+// on a private Load Balancer, and a pn-ids naming a Private Network that
+// does not exist in the region (exists asks Scaleway about a network the
+// pool file does not name).
+func CheckBeforeBooking(ctx context.Context, cfg *ipam.Config, svc *corev1.Service, ask Ask, exists func(context.Context, string) (bool, error)) error {
 	if svc.Annotations[ccm.AnnotationPrivate] == "true" && svc.Spec.LoadBalancerIP != "" {
 		return fmt.Errorf("spec.loadBalancerIP %s: the CCM refuses spec.loadBalancerIP on a private Load Balancer (%s: \"true\"); remove it and set annotation %s: %q to reserve that address", svc.Spec.LoadBalancerIP, ccm.AnnotationPrivate, AnnotationAddress, svc.Spec.LoadBalancerIP)
 	}
@@ -145,21 +138,6 @@ func PNOrigin(user []string) string {
 // The CCM detaches the LB from networks it is not told about.
 func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
 	return strings.Join(PNList(user, clusterPN, ReservationPNs(rs)), ",")
-}
-
-// PNList is UnionPNs over network IDs: user's items (or clusterPN), then
-// each of added that no item names yet.
-func PNList(user []string, clusterPN string, added []string) []string {
-	out := slices.Clone(user)
-	if len(out) == 0 {
-		out = []string{clusterPN}
-	}
-	for _, id := range added {
-		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // ReservationPNs are the Private Networks of the reservations, in order.

@@ -90,8 +90,6 @@ func TestCheckReserved(t *testing.T) {
 		{"a pn-ids of 8 already listing the reserved IP's network", byo(eight, other(3)), nil},
 		{"a pn-ids of 8 and an ID on a ninth network", byo(eight, other(9)), []string{
 			"would list 9 Private Networks", "(the networks " + ccm.AnnotationPNIDs + " lists, then those of the reserved IPs: " + strings.Join(eight, ",") + "," + other(9) + ")"}},
-		{"a pn-ids of 8 and a pool on a ninth network", inPools(eight, "pay", pay),
-			[]string{"would list 9 Private Networks", strings.Join(eight, ",") + "," + pay}},
 		{"IDs sharing a network beyond the limit: the sharing is told", byo(eight, dc, dc),
 			[]string{"IPAM IDs id-1 and id-2 are both on Private Network " + dc}},
 	} {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -60,7 +61,20 @@ func (p *Plan) Fallback(i int, err error) *ipam.Pool {
 // NewPlan resolves a request against the pool file for a namespace. It
 // answers (nil, nil) for a Service that asks for nothing when there is no
 // default pool for it: such Services are left alone.
+//
+// A plan the CCM could not carry out is refused here, before anything is
+// booked: too many Private Networks for one Load Balancer, two pools on one
+// network, no IPv4 pool.
 func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
+	p, err := planFor(cfg, namespace, r)
+	if p == nil || err != nil {
+		return p, err
+	}
+	return p, p.checkNetworks(cfg, r)
+}
+
+// planFor is NewPlan before the network limit.
+func planFor(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	if r.ExternallyManaged {
 		return nil, externallyManaged(r)
 	}
@@ -195,6 +209,32 @@ func (p *Plan) PoolPNs() []string {
 	out := make([]string, len(p.Reserve))
 	for i, r := range p.Reserve {
 		out[i] = r.Pool.PrivateNetworkID
+	}
+	return out
+}
+
+// checkNetworks refuses a plan whose pn-ids would list more networks than
+// a Load Balancer attaches (see CheckNetworkLimit): the user's networks or
+// the nodes', then the pools'.
+func (p *Plan) checkNetworks(cfg *ipam.Config, r Ask) error {
+	from := PNOrigin(r.PNIDs)
+	if len(p.Reserve) > 0 {
+		from += ", then those of pools " + PoolList(p.Reserve)
+	}
+	return CheckNetworkLimit(PNList(r.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from)
+}
+
+// PNList is the pn-ids annotation over network IDs: user's items (or
+// clusterPN), then each of added that no item names yet.
+func PNList(user []string, clusterPN string, added []string) []string {
+	out := slices.Clone(user)
+	if len(out) == 0 {
+		out = []string{clusterPN}
+	}
+	for _, id := range added {
+		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
+			out = append(out, id)
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package request
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -29,6 +30,11 @@ func TestNewPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := netip.MustParseAddr
+	// eight is a pn-ids of 8 networks, none a pool's.
+	eight := []string{"11111111-1111-4111-8111-111111111111"}
+	for i := 1; i <= 7; i++ {
+		eight = append(eight, fmt.Sprintf("5555555%d-5555-4555-8555-555555555555", i))
+	}
 	for _, tt := range []struct {
 		name string
 		ns   string
@@ -56,6 +62,10 @@ func TestNewPlan(t *testing.T) {
 			"error: 192.168.1.1 is in none of the pools namespace payments may use (dc-link, dc-old, pay)"},
 		{"externally managed", "payments", Ask{Pools: []string{"pay"}, ExternallyManaged: true}, "error: the Service uses an externally managed Load Balancer"},
 		{"externally managed, asking nothing", "payments", Ask{ExternallyManaged: true}, "nil"},
+		{"a pn-ids of 8 and a pool on a ninth network", "payments", Ask{Pools: []string{"pay"}, PNIDs: eight},
+			"error: service.beta.kubernetes.io/scw-loadbalancer-pn-ids would list 9 Private Networks (the networks service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists, then those of pools pay: " + strings.Join(eight, ",") + ",44444444-4444-4444-8444-444444444444), and a Scaleway Load Balancer attaches at most 8"},
+		{"a pn-ids of 8 already naming the pool's network", "payments", Ask{Pools: []string{"pay"}, PNIDs: append(eight[:7:7], "44444444-4444-4444-8444-444444444444")}, "pay"},
+		{"the nodes' network and 8 pools' would be 9, IDs are checked once validated", "payments", Ask{IDs: []string{"id-1"}, PNIDs: eight}, "ids(" + AnnotationIPAMIDs + ")=id-1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := NewPlan(cfg, tt.ns, tt.ask)

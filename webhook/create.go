@@ -46,7 +46,7 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, sv
 		return refusal(errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one"))
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
-	if err := request.CheckBeforeBooking(ctx, cfg, svc, ask, p, m.Allocator.PrivateNetworkExists); err != nil {
+	if err := request.CheckBeforeBooking(ctx, cfg, svc, ask, m.Allocator.PrivateNetworkExists); err != nil {
 		return refusal(err)
 	}
 	reservations, err := m.reserve(ctx, key, p, own, dryRun)
