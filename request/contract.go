@@ -140,6 +140,21 @@ func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
 	return strings.Join(PNList(user, clusterPN, ReservationPNs(rs)), ",")
 }
 
+// PNList is UnionPNs over network IDs: user's items (or clusterPN), then
+// each of added that no item names yet.
+func PNList(user []string, clusterPN string, added []string) []string {
+	out := slices.Clone(user)
+	if len(out) == 0 {
+		out = []string{clusterPN}
+	}
+	for _, id := range added {
+		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // ReservationPNs are the Private Networks of the reservations, in order.
 func ReservationPNs(rs []*ipam.Reservation) []string {
 	out := make([]string, len(rs))

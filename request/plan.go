@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -217,26 +216,14 @@ func (p *Plan) PoolPNs() []string {
 // a Load Balancer attaches (see CheckNetworkLimit): the user's networks or
 // the nodes', then the pools'.
 func (p *Plan) checkNetworks(cfg *ipam.Config, r Ask) error {
+	if max(len(r.PNIDs), 1)+len(p.Reserve) <= maxPrivateNetworks {
+		return nil // the list cannot be longer: no need to build it
+	}
 	from := PNOrigin(r.PNIDs)
 	if len(p.Reserve) > 0 {
 		from += ", then those of pools " + PoolList(p.Reserve)
 	}
 	return CheckNetworkLimit(PNList(r.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from)
-}
-
-// PNList is the pn-ids annotation over network IDs: user's items (or
-// clusterPN), then each of added that no item names yet.
-func PNList(user []string, clusterPN string, added []string) []string {
-	out := slices.Clone(user)
-	if len(out) == 0 {
-		out = []string{clusterPN}
-	}
-	for _, id := range added {
-		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // check holds the CCM's contract on the pools of a plan: one IP per Private
