@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"maps"
 	"sync/atomic"
 	"time"
@@ -15,15 +17,21 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
-// patching is the waiting no-op that also answers with a patch of ours'
-// shape: the apiserver decodes a webhook's patch, applies it and stores
-// the larger object, work that ours − waiting no-op counts as our
-// handler's. It waits as the waiting no-op does (the same d), then returns
-// the operations and paths of the patch ours answered a Service of the
-// same pool with, each value as long as ours'.
+// patching is the no-op that waits where ours waits and answers with a
+// patch of ours' shape. Ours waits on one Scaleway call (its BookIP): an
+// HTTP request to the emulator, which answers after the emulated latency.
+// This no-op makes one such request too (the emulator's metadata, plain
+// net/http), so that ours − patch no-op holds what ours adds over a webhook
+// that calls the API once: the SDK, the rules, the inventory, the patch's
+// computation; not the loopback round trip and the emulator's own answer,
+// which stand in for the network and Scaleway. The apiserver decodes the
+// patch, applies it and stores the larger object, the same for both. It
+// returns the operations and paths of the patch ours answered a Service of
+// the same pool with, each value as long as ours'.
 type patching struct {
-	*waiting
-	shape []jsonpatch.JsonPatchOperation
+	url    string
+	client *http.Client
+	shape  []jsonpatch.JsonPatchOperation
 	// lengths are the annotations the patch writes, by key, and the length
 	// of each value: what a stored Service shows once it is applied.
 	lengths map[string]int
@@ -31,8 +39,31 @@ type patching struct {
 }
 
 func (p *patching) Handle(ctx context.Context, _ admission.Request) admission.Response {
-	p.pause(ctx)
+	if err := p.call(ctx); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	return admission.Patched("", p.ops(p.seq.Add(1))...)
+}
+
+// call is the one request the no-op waits on; an error fails the create,
+// and the bench with it.
+func (p *patching) call(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the patch no-op's call GET %s answered %s", p.url, resp.Status)
+	}
+	return nil
 }
 
 // ops is the patch of the n-th Service.
@@ -65,7 +96,7 @@ func stamp(tmpl string, n uint64) string {
 // rows ask for, and takes the patch ours answered it with: ours writes
 // annotations only, and the difference of the annotations as sent and as
 // stored, diffed by the function ours answers with, is its patch.
-func (r *report) newPatching(w *waiting) *patching {
+func (r *report) newPatching() *patching {
 	if err := r.env.RestartWebhook(nil); err != nil {
 		r.b.Fatal(err)
 	}
@@ -82,7 +113,8 @@ func (r *report) newPatching(w *waiting) *patching {
 		return raw
 	}
 	resp := admission.PatchResponseFromRaw(asJSON(sent), asJSON(s.Annotations))
-	p := &patching{waiting: w, shape: resp.Patches, lengths: map[string]int{}}
+	p := &patching{url: r.env.Emu.URL() + "/metadata", client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		shape: resp.Patches, lengths: map[string]int{}}
 	for k, v := range s.Annotations {
 		if _, ok := sent[k]; !ok {
 			p.lengths[k] = len(v)
@@ -131,5 +163,5 @@ func (r *report) patchRows(lat, emulated time.Duration, bl map[string]*pairedBlo
 	}
 	r.printf("%s\n", line)
 	pd, plo, phi := pairedDiff(bl["patch"], bl["wait"])
-	r.printf("  %-10s %-50s %10s   (90%% interval %s … %s)\n", "", "  the patch alone (patch no-op − waiting no-op)", ms(pd), ms(plo), ms(phi))
+	r.printf("  %-10s %-50s %10s   (90%% interval %s … %s)\n", "", "  its call and patch (patch no-op − waiting no-op)", ms(pd), ms(plo), ms(phi))
 }
