@@ -7,9 +7,13 @@ PKGS  := ./...
 SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages help generate verify
 
 all: build
+
+# help prints every target that carries a "## " description, in file order.
+help: ## This list: each target and what it does.
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^=]*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -118,12 +122,12 @@ bench: tools crds image ## The benchmark table (real control plane) with the ima
 run: tools build ## The playground: kube-apiserver, etcd, the emulator and scw-lb-ipam, until Ctrl-C.
 	@exec $(BIN)/scw-playground -root $(CURDIR)
 
-clean:
+clean: ## Remove bin/ (the tools, the binaries, the image).
 	rm -rf $(BIN)
 
 # ---- crds: third-party CRDs the chart's objects need on the test apiserver --
 # Copied from the modules pinned in test/crds/go.mod (checked against go.sum).
-crds: bin/crds/.stamp
+crds: bin/crds/.stamp ## Copy the third-party CRDs the chart's objects need into bin/crds.
 
 bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 	@mkdir -p bin/crds
