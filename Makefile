@@ -50,7 +50,16 @@ image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, in
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
 
-test: lint tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+test: lint verify tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+
+# ---- generate and verify: one source for the pool file, the metrics, the ---
+# denial reasons and the chart's values (internal/docs reads the Go types,
+# their doc comments and values.yaml's "# --" comments).
+generate: ## Write the generated docs and the pool file's part of values.schema.json from the code.
+	$(GO) run ./cmd/scw-docs -root $(CURDIR)
+
+verify: ## Fail, naming the file and make generate, when a generated file is out of date.
+	$(GO) run ./cmd/scw-docs -root $(CURDIR) -verify
 
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 	$(GO) test -count=1 -race -timeout 30m $(UNIT)

@@ -126,10 +126,10 @@ func checkLink(root, from, target string, anchorsOf func(string) (map[string]boo
 	return ""
 }
 
-// MarkdownFiles are README.md and every Markdown file under docs/,
-// relative to root.
+// MarkdownFiles are README.md, the chart's README and every Markdown file
+// under docs/, relative to root.
 func MarkdownFiles(root string) ([]string, error) {
-	files := []string{"README.md"}
+	files := []string{"README.md", chartReadme}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".md") {
 			return err
