@@ -299,6 +299,7 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
 	}
 	checkMonitoredMetricsExported(t, body)
+	checkMetricsDocumented(t, body)
 	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
 		t.Errorf("metrics server negotiated %q (%s), want HTTP/1.1 only", resp.TLS.NegotiatedProtocol, resp.Proto)
 	}

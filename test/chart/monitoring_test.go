@@ -308,6 +308,52 @@ func checkMonitoredMetricsExported(t *testing.T, scrape string) {
 	}
 }
 
+// checkMetricsDocumented: every scw_lb_ipam_ family the binary serves is
+// in docs/metrics.md with the type and help it is served with. make
+// generate writes that page by reading the collectors' constructors in the
+// source; this holds it to what the running binary registers.
+func checkMetricsDocumented(t *testing.T, scrape string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{} // name → "type|help"
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, "\x00"), " | ")
+		if len(cells) != 5 || !strings.HasPrefix(cells[0], "| `scw_lb_ipam_") {
+			continue
+		}
+		name := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		documented[name] = cells[1] + "|" + strings.ReplaceAll(cells[3], "\x00", "|")
+	}
+	kinds, helps := map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(scrape, "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, kind, _ := strings.Cut(rest, " ")
+			kinds[name] = kind
+		}
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, help, _ := strings.Cut(rest, " ")
+			helps[name] = help
+		}
+	}
+	served := map[string]string{}
+	for name, kind := range kinds {
+		if strings.HasPrefix(name, "scw_lb_ipam_") {
+			served[name] = kind + "|" + helps[name]
+		}
+	}
+	if len(served) < 8 {
+		t.Fatalf("only %d scw_lb_ipam_ families in the scrape", len(served))
+	}
+	for _, name := range sortedKeys(served) {
+		if documented[name] != served[name] {
+			t.Errorf("%s is served as %q (type|help) but docs/metrics.md has %q: run make generate", name, served[name], documented[name])
+		}
+	}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
