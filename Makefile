@@ -7,9 +7,13 @@ PKGS  := ./...
 SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages help generate verify
 
 all: build
+
+# help prints every target that carries a "## " description, in file order.
+help: ## This list: each target and what it does.
+	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^=]*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build the binaries into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -46,7 +50,16 @@ image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, in
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
 
-test: lint tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+test: lint verify tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+
+# ---- generate and verify: one source for the pool file, the metrics, the ---
+# denial reasons and the chart's values (internal/docs reads the Go types,
+# their doc comments and values.yaml's "# --" comments).
+generate: ## Write the generated docs and the pool file's part of values.schema.json from the code.
+	$(GO) run ./cmd/scw-docs -root $(CURDIR)
+
+verify: ## Fail, naming the file and make generate, when a generated file is out of date.
+	$(GO) run ./cmd/scw-docs -root $(CURDIR) -verify
 
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
 	$(GO) test -count=1 -race -timeout 30m $(UNIT)
@@ -118,12 +131,12 @@ bench: tools crds image ## The benchmark table (real control plane) with the ima
 run: tools build ## The playground: kube-apiserver, etcd, the emulator and scw-lb-ipam, until Ctrl-C.
 	@exec $(BIN)/scw-playground -root $(CURDIR)
 
-clean:
+clean: ## Remove bin/ (the tools, the binaries, the image).
 	rm -rf $(BIN)
 
 # ---- crds: third-party CRDs the chart's objects need on the test apiserver --
 # Copied from the modules pinned in test/crds/go.mod (checked against go.sum).
-crds: bin/crds/.stamp
+crds: bin/crds/.stamp ## Copy the third-party CRDs the chart's objects need into bin/crds.
 
 bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 	@mkdir -p bin/crds

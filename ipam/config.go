@@ -1,15 +1,11 @@
 package ipam
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"path"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,47 +28,90 @@ const (
 	IPv6 Family = "IPv6"
 )
 
-// Config is the pool file.
+// Config is the pool file. Each field's doc comment is its description in
+// docs/pool-file.md and the chart's values.schema.json, which make generate
+// writes from it; a "+schema: {…}" line adds JSON Schema keywords to what
+// the field's Go type gives, "+required" makes the field required, and
+// "+enum: scaleway.Regions()" takes the values from the SDK's regions.
 type Config struct {
-	// ClusterName is written into the ledger; it must be unique among the
-	// clusters that share a Private Network.
+	// ClusterName is written into the tags of every reservation (the
+	// ledger); it must be unique among the clusters that share a Private
+	// Network. A lower-case DNS label, e.g. "prod-par".
+	// +schema: {"pattern": "^$|^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}
 	ClusterName string `json:"clusterName"`
-	Region      string `json:"region"`
-	// ClusterPrivateNetworkID is the nodes' Private Network: always kept in
-	// the pn-ids annotation so the LB can reach its backends.
-	ClusterPrivateNetworkID string  `json:"clusterPrivateNetworkID"`
-	Pools                   []*Pool `json:"pools"`
+	// Region is the Scaleway region of the cluster and of every pool's
+	// Private Network.
+	// +enum: scaleway.Regions()
+	Region string `json:"region"`
+	// ClusterPrivateNetworkID is the nodes' Private Network (the CCM's
+	// PN_ID, private_network_id in scw k8s cluster get): always kept in
+	// the pn-ids annotation, so that the Load Balancer reaches its backends.
+	// +schema: {"anyOf": [{"const": ""}, {"$ref": "#/definitions/uuid"}]}
+	ClusterPrivateNetworkID string `json:"clusterPrivateNetworkID"`
+	// Pools are the named sets of addresses Services ask for; at least one.
+	Pools []*Pool `json:"pools"`
 	// DefaultMaxPerNamespace is the share of a pool that does not set its
-	// own maxPerNamespace; 0 means no share.
+	// own maxPerNamespace: how many of its addresses one namespace may hold,
+	// live and retained reservations counted. 0 means no cap.
+	// +schema: {"minimum": 0}
 	DefaultMaxPerNamespace int `json:"defaultMaxPerNamespace,omitempty"`
 }
 
 // Pool is one named set of addresses on a Private Network.
 type Pool struct {
-	Name             string `json:"name"`
+	// Name is what Services ask for in scw-lb-ipam.io/pool, and what the
+	// pool's reservations are tagged with. A lower-case DNS label, unique
+	// in the file.
+	// +required
+	// +schema: {"pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}
+	Name string `json:"name"`
+	// PrivateNetworkID is the Private Network the pool's addresses are
+	// booked on. It must be in the Project of the credentials
+	// (SCW_DEFAULT_PROJECT_ID): IPAM books an address only in its network's
+	// own Project.
+	// +required
+	// +schema: {"$ref": "#/definitions/uuid"}
 	PrivateNetworkID string `json:"privateNetworkID"`
-	// Subnet may be left empty when the Private Network has a single subnet
-	// of the pool's family; Resolve fills it in.
-	Subnet   string   `json:"subnet,omitempty"`
-	IPFamily Family   `json:"ipFamily,omitempty"`
-	Ranges   []string `json:"ranges,omitempty"`
-	Exclude  []string `json:"exclude,omitempty"`
-	// Namespaces that may use the pool, as path.Match globs; empty means
+	// Subnet is the network's subnet the pool takes its addresses from, in
+	// CIDR form. It may be left out when the Private Network has a single
+	// subnet of the pool's family.
+	Subnet string `json:"subnet,omitempty"`
+	// IPFamily is IPv4 (the default) or IPv6.
+	IPFamily Family `json:"ipFamily,omitempty"`
+	// Ranges are the addresses the pool hands out, as "first-last" ranges
+	// or CIDR prefixes inside the subnet; empty means IPAM chooses any free
+	// address of the subnet.
+	Ranges []string `json:"ranges,omitempty"`
+	// Exclude lists addresses, ranges or prefixes the pool never hands out.
+	Exclude []string `json:"exclude,omitempty"`
+	// Namespaces that may use the pool, as globs ("edge-*"); empty means
 	// every opted-in namespace.
+	// +schema: {"items": {"type": "string", "minLength": 1}}
 	Namespaces []string `json:"namespaces,omitempty"`
-	// AutoAssign false restricts the pool to explicit address requests.
-	AutoAssign *bool    `json:"autoAssign,omitempty"`
-	Default    bool     `json:"default,omitempty"`
-	Disabled   bool     `json:"disabled,omitempty"`
-	Retention  Duration `json:"retention,omitempty"`
+	// AutoAssign false restricts the pool to explicit address requests
+	// (scw-lb-ipam.io/address); the default is true.
+	AutoAssign *bool `json:"autoAssign,omitempty"`
+	// Default makes the pool serve Services that ask for nothing; at most
+	// one pool is the default.
+	Default bool `json:"default,omitempty"`
+	// Disabled drains the pool: it gives its Services their reservations
+	// back and refuses new bookings.
+	Disabled bool `json:"disabled,omitempty"`
+	// Retention is how long a reservation outlives its Service, waiting for
+	// it to come back (a Go duration such as "90m", or whole days such as
+	// "7d"); the default is 24h, and 0 releases it as soon as the Load
+	// Balancer lets it go.
+	Retention Duration `json:"retention,omitempty"`
 	// MaxPerNamespace caps the addresses of the pool one namespace holds,
 	// its live and retained reservations counted: a namespace that churns
-	// Service names cannot grow past it. 0 means no cap, nil the file's
-	// defaultMaxPerNamespace.
+	// Service names cannot grow past it. 0 means no cap; unset, the file's
+	// defaultMaxPerNamespace applies.
+	// +schema: {"minimum": 0}
 	MaxPerNamespace *int `json:"maxPerNamespace,omitempty"`
 	// AdoptFrom names the clusters whose reservations a CREATE in this pool
 	// may take over (a cluster migration): those of the same Service on the
 	// pool's network and address space. Other clusters' are never touched.
+	// +schema: {"items": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}, "uniqueItems": true}
 	AdoptFrom []string `json:"adoptFrom,omitempty"`
 
 	prefix   netip.Prefix
@@ -80,67 +119,6 @@ type Pool struct {
 	include  *netipx.IPSet // ranges, or the whole subnet
 	exclude  *netipx.IPSet
 	picks    bool // we pick addresses (ranges or exclude set); otherwise IPAM does
-}
-
-// Duration is a time.Duration written as "90m", "24h" or "7d". It remembers
-// whether the file set it, so that an explicit "0" is not a default.
-type Duration struct {
-	time.Duration
-	set bool
-}
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"24h\" or \"7d\"")
-	}
-	v, err := ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	d.Duration, d.set = v, true
-	return nil
-}
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-// ParseDuration accepts Go durations and a whole number of days ("7d").
-// Kept rather than prometheus/common/model.ParseDuration, which refuses Go
-// forms pool files may hold ("1.5h", "1h30m0.5s", and "-1h", which
-// Validate reports as negative rather than as unreadable).
-func ParseDuration(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		switch {
-		case errors.Is(err, strconv.ErrRange), err == nil && (n > maxDays || n < -maxDays):
-			return 0, outOfRange(s)
-		case err != nil || n < 0:
-			return 0, fmt.Errorf("duration %q: days must be a whole number such as \"7d\"", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		// time.ParseDuration words an overflow as it words a typo.
-		if goDuration.MatchString(s) {
-			return 0, outOfRange(s)
-		}
-		return 0, fmt.Errorf("duration %q: use a form such as \"90m\", \"24h\" or \"7d\"", s)
-	}
-	return v, nil
-}
-
-// maxDays is the longest whole number of days a time.Duration holds;
-// more used to wrap around silently ("213504d" was 25m26s).
-const maxDays = int(math.MaxInt64 / int64(24*time.Hour))
-
-// goDuration is the syntax time.ParseDuration reads: a string it matches
-// but refuses does not fit a time.Duration.
-var goDuration = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
-
-func outOfRange(s string) error {
-	return fmt.Errorf("duration %q is out of range: the longest is %dd (%dh, about %d years); write %dd or less",
-		s, maxDays, int64(math.MaxInt64)/int64(time.Hour), maxDays/365, maxDays)
 }
 
 // ParseConfig reads a pool file strictly (unknown fields are errors) and

@@ -16,16 +16,38 @@ import (
 // its denial and metrics.
 type Reason string
 
+// The reasons, each with what it says to the person who applied the
+// Service; docs/troubleshooting.md lists them (make generate).
 const (
-	ReasonPoolDisabled       Reason = "PoolDisabled"
-	ReasonPoolNotAllowed     Reason = "PoolNotAllowed"
-	ReasonAddressRequired    Reason = "AddressRequired"
+	// ReasonPoolDisabled: the pool is draining (disabled: true); it keeps
+	// its Services' reservations and books no new ones.
+	ReasonPoolDisabled Reason = "PoolDisabled"
+	// ReasonPoolNotAllowed: the namespace may not use the pool (the pool's
+	// namespaces).
+	ReasonPoolNotAllowed Reason = "PoolNotAllowed"
+	// ReasonAddressRequired: the pool hands out only addresses asked for by
+	// scw-lb-ipam.io/address (autoAssign: false).
+	ReasonAddressRequired Reason = "AddressRequired"
+	// ReasonAddressOutsidePool: the address asked for is outside the pool's
+	// ranges, excluded, or one of the subnet's addresses IPAM keeps.
 	ReasonAddressOutsidePool Reason = "AddressOutsidePool"
-	ReasonAddressTaken       Reason = "AddressTaken"
-	ReasonPoolExhausted      Reason = "PoolExhausted"
-	ReasonIDNotFound         Reason = "IPNotFound"
-	ReasonIDNotUsable        Reason = "IPNotUsable"
-	ReasonUnavailable        Reason = "ScalewayUnavailable"
+	// ReasonAddressTaken: another Service, cluster or resource holds the
+	// address asked for.
+	ReasonAddressTaken Reason = "AddressTaken"
+	// ReasonPoolExhausted: every address of the pool is in use, and none is
+	// retained for a deleted Service that could yield.
+	ReasonPoolExhausted Reason = "PoolExhausted"
+	// ReasonIDNotFound: the IPAM ID in scw-lb-ipam.io/ipam-ids does not
+	// exist in the region.
+	ReasonIDNotFound Reason = "IPNotFound"
+	// ReasonIDNotUsable: the IPAM ID exists but may not serve this Service:
+	// another region, off the namespace's pools' networks, attached, or
+	// used by or reserved for another Service.
+	ReasonIDNotUsable Reason = "IPNotUsable"
+	// ReasonUnavailable: Scaleway did not answer after retries, or picked
+	// addresses were taken by others too many times in a row; nothing was
+	// reserved, apply again.
+	ReasonUnavailable Reason = "ScalewayUnavailable"
 	// ReasonStillHeld: the Service's reservation is still attached to the
 	// Load Balancer of its previous incarnation; retry once it is detached.
 	ReasonStillHeld Reason = "AddressStillHeld"
@@ -48,8 +70,11 @@ const (
 	// ReasonCacheUnavailable: a cache or the Kubernetes API could not
 	// answer in time; retry.
 	ReasonCacheUnavailable Reason = "CacheUnavailable"
+	// ReasonPermissionDenied: Scaleway refused the credentials of
+	// scw-lb-ipam; the operator must give its API key IPAM rights.
 	ReasonPermissionDenied Reason = "ScalewayPermissionDenied"
-	ReasonInternal         Reason = "Internal"
+	// ReasonInternal: an unexpected error; its message says which.
+	ReasonInternal Reason = "Internal"
 )
 
 // Error is a refusal with a message for the person who applied the Service:

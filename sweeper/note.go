@@ -59,7 +59,7 @@ func note(t Target, fs []finding, late time.Duration) string {
 	}
 	// Many IPs: the lines name them all, the runbook the fixes, and the
 	// holders' names go first.
-	const runbook = "\nFixes: the README's runbook ScwLbIpamServicesNotConverged."
+	const runbook = "\nFixes: the runbook ScwLbIpamServicesNotConverged in docs/alerts.md."
 	for _, o := range []struct {
 		names bool
 		fix   string

@@ -13,7 +13,7 @@ import (
 )
 
 // TestRecoverFromAnIDGoneFromIPAM proves the recoveries the sweeper's
-// gone_from_ipam Event and the README runbook name, with the ID deleted out
+// gone_from_ipam Event and the runbook's name, with the ID deleted out
 // of band: re-creating the Service with its old address pinned books that
 // address anew under a new ID, and asking for another address under
 // allow-ip-change books that one. Neither removing the dead ID from

@@ -277,7 +277,7 @@ func (p *preflight) dryRunFailure(err error) (problem, fix string) {
 			return "the apiserver could not call the webhook: " + msg,
 				"check the webhook's pods (kubectl -n <release namespace> get pods,endpoints), that the apiserver reaches them on the webhook port, and that the caBundle signs their certificate"
 		case ours:
-			return "the webhook answered and denied it: " + msg, "follow the denial's own fix (README, Troubleshooting)"
+			return "the webhook answered and denied it: " + msg, "follow the denial's own fix (docs/troubleshooting.md)"
 		case m[1] == "failed calling webhook":
 			return fmt.Sprintf("webhook %s, not scw-lb-ipam's, could not be called: %s", m[2], msg),
 				fmt.Sprintf("that webhook fails LoadBalancer Services in namespace %s too: check it (kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations), or pass --namespace (helm: tests.preflight.namespace) of a namespace it does not select", p.o.Namespace)

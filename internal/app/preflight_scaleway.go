@@ -75,9 +75,9 @@ func (p *preflight) credentials(ctx context.Context) {
 		who += " " + ak // the access key names the key; the secret key is never shown
 	}
 	grant := func(project string) string {
-		return "give the key's IAM application a policy on Project " + project + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly (README, Install on Kapsule, step 3)"
+		return "give the key's IAM application a policy on Project " + project + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly (docs/install.md, step 3)"
 	}
-	const create = "create an IAM application with the permission sets IPAMFullAccess and PrivateNetworksReadOnly on the cluster's Project, an API key for it, and the Secret the chart reads (README, Install on Kapsule, step 3)"
+	const create = "create an IAM application with the permission sets IPAMFullAccess and PrivateNetworksReadOnly on the cluster's Project, an API key for it, and the Secret the chart reads (docs/install.md, step 3)"
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: region, ClientOptions: p.o.ScalewayOptions})
 	if err != nil {
 		p.fail(checkCredentials, err.Error(), "set SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID: "+create)
@@ -227,7 +227,7 @@ func (p *preflight) poolNetworkFix(ctx context.Context, pool *ipam.Pool) string 
 	case kind == scaleway.KindNotFound:
 		return fmt.Sprintf("set the pool's privateNetworkID to a Private Network of region %s and Project %s (scw vpc private-network list project-id=%s region=%s)", p.cfg.Region, project, project, p.cfg.Region)
 	case kind == scaleway.KindPermissionDenied:
-		return "give the key's IAM application PrivateNetworksReadOnly on the network's Project (README, Install on Kapsule, step 3)"
+		return "give the key's IAM application PrivateNetworksReadOnly on the network's Project (docs/install.md, step 3)"
 	default:
 		return "check the network path to the Scaleway API, then run again"
 	}
@@ -251,7 +251,7 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 	if err != nil {
 		fix := "check the network path to the Scaleway API and status.scaleway.com, then run again"
 		if scaleway.Classify(err) == scaleway.KindPermissionDenied {
-			fix = "give the key's IAM application IPAMFullAccess on Project " + p.cloud.ProjectID() + " (README, Install on Kapsule, step 3)"
+			fix = "give the key's IAM application IPAMFullAccess on Project " + p.cloud.ProjectID() + " (docs/install.md, step 3)"
 		}
 		p.fail(check, fmt.Sprintf("listing the IPs of Private Network %s: %v", pool.PrivateNetworkID, err), fix)
 		return
@@ -332,7 +332,7 @@ func canaryFix(err error, address netip.Addr, projectID string) string {
 	case scaleway.KindExhausted:
 		return "the subnet has no free address: release addresses in it or widen the pool"
 	case scaleway.KindPermissionDenied:
-		return "give the key's IAM application IPAMFullAccess on Project " + projectID + ": it may list but not book (README, Install on Kapsule, step 3)"
+		return "give the key's IAM application IPAMFullAccess on Project " + projectID + ": it may list but not book (docs/install.md, step 3)"
 	case scaleway.KindUnavailable:
 		return "check the network path to the Scaleway API and status.scaleway.com, then run again"
 	}

@@ -1,6 +1,6 @@
 // Package archtest holds the tests of the project's shape: the layers of
 // the import graph (written once, in layers_test.go, and shown in the
-// README's Architecture section), where scaleway-sdk-go may be imported,
+// Layers section of docs/architecture.md), where scaleway-sdk-go may be imported,
 // what the shipped binary must not link, and the size limits of code that
 // is not a test (size_test.go: functions, files, methods per type). It has no code of its own and
 // imports nothing.

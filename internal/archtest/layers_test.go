@@ -13,7 +13,7 @@ import (
 
 const module = "github.com/scw-lb-ipam/scw-lb-ipam"
 
-// layer is one row of the README's diagram.
+// layer is one row of the diagram in docs/architecture.md.
 type layer struct {
 	name string
 	pkgs []string // relative to the module
@@ -21,10 +21,10 @@ type layer struct {
 
 // layers is the import graph's order, top to bottom: a package imports only
 // packages of the layers below its own, never one of its own layer or above.
-// The README's Architecture section shows this table (TestREADMEShowsTheLayers).
+// docs/architecture.md shows this table (TestDocsShowTheLayers).
 var layers = []layer{
-	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image"}},
-	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest"}},
+	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image", "cmd/scw-docs"}},
+	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest", "internal/docs"}},
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
 	{"test fixtures", []string{"test/fixtures"}},
@@ -112,7 +112,7 @@ func TestImportLayers(t *testing.T) {
 		from, _ := rel(p.ImportPath)
 		li, placed := at[from]
 		if !placed {
-			t.Errorf("package %s is in no layer: add it to layers in internal/archtest and to the README's diagram", from)
+			t.Errorf("package %s is in no layer: add it to layers in internal/archtest and to the diagram in docs/architecture.md", from)
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -196,7 +196,7 @@ func TestOnlyTestsImportTestPackages(t *testing.T) {
 	}
 }
 
-// diagram is the layer table as the README shows it.
+// diagram is the layer table as docs/architecture.md shows it.
 func diagram() string {
 	var b strings.Builder
 	for i, l := range layers {
@@ -205,19 +205,19 @@ func diagram() string {
 	return b.String()
 }
 
-// TestREADMEShowsTheLayers: the README's Architecture section holds the
-// table above, verbatim, so that the diagram and this test cannot drift.
-func TestREADMEShowsTheLayers(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsShowTheLayers: the Layers section of docs/architecture.md holds
+// the table above, verbatim, so that the diagram and this test cannot drift.
+func TestDocsShowTheLayers(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, arch, ok := strings.Cut(string(readme), "\n## Architecture\n")
+	_, arch, ok := strings.Cut(string(doc), "\n## Layers\n")
 	if !ok {
-		t.Fatal("README.md has no ## Architecture section")
+		t.Fatal("docs/architecture.md has no ## Layers section")
 	}
 	arch, _, _ = strings.Cut(arch, "\n## ")
 	if want := diagram(); !strings.Contains(arch, want) {
-		t.Fatalf("README.md's Architecture section does not show the layers as internal/archtest has them; it should contain:\n%s", want)
+		t.Fatalf("the Layers section of docs/architecture.md does not show the layers as internal/archtest has them; it should contain:\n%s", want)
 	}
 }

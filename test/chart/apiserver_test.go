@@ -299,6 +299,7 @@ func checkSecureMetrics(t *testing.T, p *process, caPEM []byte) {
 		t.Errorf("metrics for the reader: %s\n%.500s\nlogs:\n%s", resp.Status, body, p.logs.String())
 	}
 	checkMonitoredMetricsExported(t, body)
+	checkMetricsDocumented(t, body)
 	if resp.Proto != "HTTP/1.1" || resp.TLS.NegotiatedProtocol != "http/1.1" {
 		t.Errorf("metrics server negotiated %q (%s), want HTTP/1.1 only", resp.TLS.NegotiatedProtocol, resp.Proto)
 	}
@@ -405,8 +406,8 @@ func (p *process) stop(t testing.TB) {
 	}
 }
 
-// TestReadmeInstall follows the README's install steps on the apiserver:
-// the credentials Secret created from literals with the README's own
+// TestReadmeInstall follows the install guide's steps (docs/install.md) on
+// the apiserver: the credentials Secret created from literals with the guide's own
 // kubectl command (test values in place of the shell's), then the install
 // command, as a server-side dry run, with the production example values,
 // which must name that Secret; the Secret carries every key the chart's
@@ -426,7 +427,7 @@ func TestReadmeInstall(t *testing.T) {
 		}
 	}
 
-	// The README's kubectl create secret, run as written but for the
+	// The guide's kubectl create secret, run as written but for the
 	// values its shell computes.
 	var create []string
 	for _, c := range shellCommands(section) {
@@ -446,7 +447,7 @@ func TestReadmeInstall(t *testing.T) {
 	for i, w := range create {
 		if k, v, ok := strings.Cut(strings.TrimPrefix(w, "--from-literal="), "="); ok && strings.HasPrefix(w, "--from-literal=") && strings.Contains(v, "$") {
 			if fake[k] == "" {
-				t.Fatalf("the README computes %s in the shell (%s): give the test a value for it", k, v)
+				t.Fatalf("docs/install.md computes %s in the shell (%s): give the test a value for it", k, v)
 			}
 			create[i] = "--from-literal=" + k + "=" + fake[k]
 		}
@@ -460,7 +461,7 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	secret := &corev1.Secret{}
 	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: secretName}, secret); err != nil {
-		t.Fatalf("the README's Secret %s/%s: %v", namespace, secretName, err)
+		t.Fatalf("the install guide's Secret %s/%s: %v", namespace, secretName, err)
 	}
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), secret) })
 	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != scalewaytest.DefaultProjectID {
@@ -472,7 +473,7 @@ func TestReadmeInstall(t *testing.T) {
 	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b"), "Secret")
 	for k := range field(t, own, "stringData").(map[string]any) {
 		if _, ok := secret.Data[k]; !ok {
-			t.Errorf("the README's Secret lacks %s, which the chart's pods read", k)
+			t.Errorf("the install guide's Secret lacks %s, which the chart's pods read", k)
 		}
 	}
 
@@ -485,7 +486,7 @@ func TestReadmeInstall(t *testing.T) {
 		}
 	}
 	if !slices.Contains(refs, secretName) {
-		t.Errorf("the production values read the Secrets %v, not the README's %s", refs, secretName)
+		t.Errorf("the production values read the Secrets %v, not the install guide's %s", refs, secretName)
 	}
 	out, err := helm(t, "upgrade", "--install", release, chartDir, "--namespace", namespace,
 		"--values", production, "--kubeconfig", kubeconfig, "--dry-run=server")
@@ -499,7 +500,7 @@ func TestReadmeInstall(t *testing.T) {
 	}
 }
 
-// TestReadmeUpgradeUninstall runs the README's upgrade and uninstall for
+// TestReadmeUpgradeUninstall runs the install guide's upgrade and uninstall for
 // real (release "lifecycle", its webhook set to Ignore so that it does not
 // stand in the other tests' way; no kubelet runs its pods): the upgrade
 // applies, and the uninstall removes every object of the release and

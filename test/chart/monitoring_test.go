@@ -63,7 +63,7 @@ func TestRenderMonitoringOnlyWhenEnabled(t *testing.T) {
 
 // TestPrometheusRuleParses: Prometheus's rule parser loads the rendered
 // rules; every alert of the list is there with its severity, hold time and a
-// runbook_url into its own sub-section of the README; every selector stays
+// runbook_url into its own section of docs/alerts.md; every selector stays
 // within the release namespace.
 func TestPrometheusRuleParses(t *testing.T) {
 	objs := render(t, []string{"ci/self-managed-values.yaml"}, "prometheusRule.enabled=true",
@@ -72,7 +72,7 @@ func TestPrometheusRuleParses(t *testing.T) {
 	if rule.GetNamespace() != namespace || rule.GetName() != release || rule.GetLabels()["release"] != "prometheus" {
 		t.Errorf("PrometheusRule %s/%s labels %v", rule.GetNamespace(), rule.GetName(), rule.GetLabels())
 	}
-	headings := readmeHeadings(t)
+	headings := alertsHeadings(t)
 	seen := map[string]bool{}
 	for _, g := range parseRules(t, rule).Groups {
 		for _, r := range g.Rules {
@@ -86,11 +86,11 @@ func TestPrometheusRuleParses(t *testing.T) {
 				t.Errorf("%s: labels %v for %s, want severity %s, team platform, for %s", r.Alert, r.Labels, r.For, want.severity, want.hold)
 			}
 			anchor := strings.ToLower(r.Alert)
-			if url := r.Annotations["runbook_url"]; url != "https://github.com/scw-lb-ipam/scw-lb-ipam/blob/main/README.md#"+anchor {
+			if url := r.Annotations["runbook_url"]; url != "https://github.com/scw-lb-ipam/scw-lb-ipam/blob/main/docs/alerts.md#"+anchor {
 				t.Errorf("%s: runbook_url %q", r.Alert, url)
 			}
 			if !headings[anchor] {
-				t.Errorf("%s: the README has no section ### %s for its runbook_url", r.Alert, r.Alert)
+				t.Errorf("%s: docs/alerts.md has no section ## %s for its runbook_url", r.Alert, r.Alert)
 			}
 			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("%s: annotations %v", r.Alert, r.Annotations)
@@ -113,14 +113,14 @@ func TestPrometheusRuleParses(t *testing.T) {
 			t.Errorf("alert %s missing", name)
 		}
 	}
-	// Every runbook sub-section of the README belongs to an alert.
+	// Every runbook section of docs/alerts.md belongs to an alert.
 	for h := range headings {
 		if strings.HasPrefix(h, "scwlbipam") && !slices.ContainsFunc(sortedKeys(wantAlerts), func(a string) bool { return strings.ToLower(a) == h }) {
-			t.Errorf("README section %q is the runbook of no alert", h)
+			t.Errorf("docs/alerts.md section %q is the runbook of no alert", h)
 		}
 	}
 
-	// A runbook base of one's own replaces the README's.
+	// A runbook base of one's own replaces docs/alerts.md.
 	own := one(t, render(t, []string{"ci/self-managed-values.yaml"}, "prometheusRule.enabled=true",
 		"prometheusRule.runbookBaseURL=https://wiki.example.com/runbooks/scw-lb-ipam"), "PrometheusRule")
 	for _, g := range parseRules(t, own).Groups {
@@ -185,7 +185,7 @@ func renderDashboard(t *testing.T, sets ...string) (*unstructured.Unstructured, 
 }
 
 // TestGrafanaDashboard: the ConfigMap carries the sidecar's label and a
-// valid dashboard whose panels cover what the README promises, each query
+// valid dashboard whose panels cover what docs/alerts.md promises, each query
 // a PromQL expression on the selected namespace.
 func TestGrafanaDashboard(t *testing.T) {
 	cm, d := renderDashboard(t)
@@ -308,6 +308,52 @@ func checkMonitoredMetricsExported(t *testing.T, scrape string) {
 	}
 }
 
+// checkMetricsDocumented: every scw_lb_ipam_ family the binary serves is
+// in docs/metrics.md with the type and help it is served with. make
+// generate writes that page by reading the collectors' constructors in the
+// source; this holds it to what the running binary registers.
+func checkMetricsDocumented(t *testing.T, scrape string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{} // name → "type|help"
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(strings.ReplaceAll(line, `\|`, "\x00"), " | ")
+		if len(cells) != 5 || !strings.HasPrefix(cells[0], "| `scw_lb_ipam_") {
+			continue
+		}
+		name := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		documented[name] = cells[1] + "|" + strings.ReplaceAll(cells[3], "\x00", "|")
+	}
+	kinds, helps := map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(scrape, "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, kind, _ := strings.Cut(rest, " ")
+			kinds[name] = kind
+		}
+		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name, help, _ := strings.Cut(rest, " ")
+			helps[name] = help
+		}
+	}
+	served := map[string]string{}
+	for name, kind := range kinds {
+		if strings.HasPrefix(name, "scw_lb_ipam_") {
+			served[name] = kind + "|" + helps[name]
+		}
+	}
+	if len(served) < 8 {
+		t.Fatalf("only %d scw_lb_ipam_ families in the scrape", len(served))
+	}
+	for _, name := range sortedKeys(served) {
+		if documented[name] != served[name] {
+			t.Errorf("%s is served as %q (type|help) but docs/metrics.md has %q: run make generate", name, served[name], documented[name])
+		}
+	}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -317,17 +363,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// readmeHeadings are the anchors GitHub gives the README's headings.
-func readmeHeadings(t *testing.T) map[string]bool {
+// alertsHeadings are the anchors GitHub gives the second-level headings of
+// docs/alerts.md, one per alert.
+func alertsHeadings(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "alerts.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
 	anchors := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if title, ok := strings.CutPrefix(line, "### "); ok {
+		if title, ok := strings.CutPrefix(line, "## "); ok {
 			anchors[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(title), ""), " ", "-")] = true
 		}
 	}

@@ -7,18 +7,18 @@ import (
 	"testing"
 )
 
-// readmeInstall is the README's "Install on Kapsule" section, up to the next
-// section of the same level or below.
+// readmeInstall is the "Install on Kapsule" section of the install guide,
+// docs/install.md, up to the next section of the same level or below.
 func readmeInstall(t testing.TB) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	start := strings.Index(s, "\n## Install on Kapsule\n")
 	if start < 0 {
-		t.Fatal("README.md has no section ## Install on Kapsule")
+		t.Fatal("docs/install.md has no section ## Install on Kapsule")
 	}
 	s = s[start+1:]
 	if end := strings.Index(s[3:], "\n#"); end >= 0 {
@@ -60,7 +60,7 @@ func shellCommands(section string) []string {
 	return out
 }
 
-// shellWords splits a command as sh does for what the README writes: words
+// shellWords splits a command as sh does for what the guide writes: words
 // separated by blanks, double quotes grouping (and kept out of the word).
 func shellWords(cmd string) []string {
 	var words []string

@@ -55,7 +55,7 @@ func testHelmUpgradeInstall(t *testing.T) {
 
 		// Without --wait, install would apply to the Service still
 		// Terminating, which then disappears when the CCM removes its
-		// finalizer (the README warns about it).
+		// finalizer (docs/usage.md warns about it).
 		succeed(t, s.helm, "helm", "uninstall", rel, "--wait")
 		succeed(t, s.helm, "helm", append([]string{"install", rel, chartDir}, values...)...)
 		s.recreated(t, "helm uninstall --wait && helm install", st)

@@ -26,7 +26,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
-// The release, as the README installs it.
+// The release, as docs/install.md installs it.
 const (
 	release   = "scw-lb-ipam"
 	namespace = "scw-lb-ipam"

@@ -106,7 +106,7 @@ envFrom:
 {{- fail "config.pools needs at least one pool" -}}
 {{- end -}}
 {{- if and (not .Values.scaleway.existingSecret) (or (not .Values.scaleway.accessKey) (not .Values.scaleway.secretKey)) -}}
-{{- fail "set scaleway.existingSecret (a Secret in the release namespace with SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID and SCW_DEFAULT_REGION; see the README, Install on Kapsule) or scaleway.accessKey and scaleway.secretKey" -}}
+{{- fail "set scaleway.existingSecret (a Secret in the release namespace with SCW_ACCESS_KEY, SCW_SECRET_KEY, SCW_DEFAULT_PROJECT_ID and SCW_DEFAULT_REGION; see docs/install.md) or scaleway.accessKey and scaleway.secretKey" -}}
 {{- end -}}
 {{- if and .Values.scaleway.existingSecret (or .Values.scaleway.accessKey .Values.scaleway.secretKey) -}}
 {{- fail "scaleway.existingSecret and scaleway.accessKey/secretKey are mutually exclusive: use one" -}}
