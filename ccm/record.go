@@ -56,11 +56,19 @@ type Record struct {
 	// timestamps have no finer resolution, and uint32 lasts until 2106.
 	Created uint32
 	// Annotations are the annotations of scw-lb-ipam and of the CCM (by
-	// prefix, so that one read later needs no change here), sorted by key.
+	// prefix, so that one read later needs no change here) and the requests
+	// in other implementations' words (OtherRequestAnnotations), sorted by
+	// key.
 	Annotations []Annotation
 	// Ingress are the IPs of status.loadBalancer.ingress.
 	Ingress []string
-	flags   uint8
+	// Labels are the labels that may carry a Gateway's namespace
+	// (keptLabel), sorted by key.
+	Labels []Annotation
+	// LoadBalancerIP is spec.loadBalancerIP, a request in other
+	// implementations' words.
+	LoadBalancerIP string
+	flags          uint8
 }
 
 const (
@@ -97,7 +105,9 @@ func NewRecord(svc *corev1.Service) *Record {
 	if svc.DeletionTimestamp != nil {
 		r.flags |= flagDeleting
 	}
-	r.Annotations = recordAnnotations(svc.Annotations)
+	r.Annotations = recordAnnotations(svc.Annotations, kept)
+	r.Labels = recordAnnotations(svc.Labels, keptLabel)
+	r.LoadBalancerIP = svc.Spec.LoadBalancerIP
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
 			r.Ingress = append(r.Ingress, in.IP)
@@ -106,9 +116,9 @@ func NewRecord(svc *corev1.Service) *Record {
 	return r
 }
 
-// recordAnnotations are the annotations of scw-lb-ipam and of the CCM in ann,
-// sorted by key; nil when there are none.
-func recordAnnotations(ann map[string]string) []Annotation {
+// recordAnnotations are the entries of ann that kept keeps, sorted by key; nil
+// when there are none.
+func recordAnnotations(ann map[string]string, kept func(string) bool) []Annotation {
 	n := 0
 	for k := range ann {
 		if kept(k) {
@@ -131,8 +141,10 @@ func recordAnnotations(ann map[string]string) []Annotation {
 	return out
 }
 
+// kept: the annotations of scw-lb-ipam and of the CCM, and the requests
+// in other implementations' words and external-dns's (keptOther).
 func kept(key string) bool {
-	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix)
+	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix) || keptOther(key)
 }
 
 // repeats: the annotations whose values many Services share (pool names,
@@ -161,6 +173,15 @@ func (r *Record) Annotation(key string) string {
 		return ""
 	}
 	return r.Annotations[i].Value
+}
+
+// Label is the value of a kept label, "" when absent.
+func (r *Record) Label(key string) string {
+	i, ok := slices.BinarySearchFunc(r.Labels, key, func(a Annotation, k string) int { return strings.Compare(a.Key, k) })
+	if !ok {
+		return ""
+	}
+	return r.Labels[i].Value
 }
 
 // AnnotationMap is the kept annotations as a fresh map, for the readers

@@ -45,6 +45,10 @@ type Config struct {
 	// DefaultMaxPerNamespace is the share of a pool that does not set its
 	// own maxPerNamespace; 0 means no share.
 	DefaultMaxPerNamespace int `json:"defaultMaxPerNamespace,omitempty"`
+	// How Services are read and written besides the pools (services.go).
+	TranslateRequests  *bool               `json:"translateRequests,omitempty"`
+	DNSTarget          *bool               `json:"dnsTarget,omitempty"`
+	GatewayControllers []GatewayController `json:"gatewayControllers,omitempty"`
 }
 
 // Pool is one named set of addresses on a Private Network.
@@ -213,6 +217,7 @@ func (c *Config) Validate() error {
 		add("pools", "%d pools are marked default (%s); at most one may be", len(defaults), strings.Join(defaults, ", "))
 	}
 	errs = append(errs, c.overlaps()...)
+	errs = append(errs, c.checkGatewayControllers()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
 	}

@@ -273,7 +273,7 @@ func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader,
 	if err != nil || !opted {
 		return false, "", err
 	}
-	ask, err := Parse(svc.AnnotationMap())
+	ask, _, err := Read(cfg, svc.Namespace, svc.AnnotationMap(), svc.LoadBalancerIP)
 	if err != nil {
 		return false, "", nil
 	}

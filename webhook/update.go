@@ -61,7 +61,9 @@ type ruling struct {
 // LoadBalancer, from the old and new objects and the new request alone (a
 // pure function; cfg is the pool file): no call, no cache.
 func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ruling {
-	prev, _ := request.Parse(old.Annotations)
+	// The old request read as the new one is, other implementations'
+	// words translated: a re-apply that keeps them asks for the same.
+	prev, _, _ := request.Read(cfg, old.Namespace, old.Annotations, old.Spec.LoadBalancerIP)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
 	allocate := func(v verdict, next request.Ask) ruling {
