@@ -3,6 +3,7 @@ package ipam
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -54,8 +55,13 @@ func (c *Config) checkGatewayControllers() (errs []error) {
 			errs = append(errs, fmt.Errorf("%s.namespace: %q is listed twice; list each controller namespace once", where, g.Namespace))
 		}
 		seen = append(seen, g.Namespace)
-		if msgs := validation.IsQualifiedName(g.GatewayNamespaceLabel); len(msgs) > 0 {
+		switch {
+		case len(validation.IsQualifiedName(g.GatewayNamespaceLabel)) > 0:
 			errs = append(errs, fmt.Errorf("%s.gatewayNamespaceLabel: %q is not a label key; write the label that carries the owning Gateway's namespace, such as gateway.envoyproxy.io/owning-gateway-namespace", where, g.GatewayNamespaceLabel))
+		case !strings.Contains(g.GatewayNamespaceLabel, "gateway"):
+			// The Service informer keeps only such labels of a Service
+			// (ccm.keptLabel): the sweeper would not see another.
+			errs = append(errs, fmt.Errorf("%s.gatewayNamespaceLabel: %q does not contain \"gateway\"; scw-lb-ipam keeps only such labels of the Services it watches, so this label would be read at admission but not by the sweeper", where, g.GatewayNamespaceLabel))
 		}
 	}
 	return errs

@@ -36,10 +36,11 @@ func TestGatewayControllersErrors(t *testing.T) {
 		entries string
 		want    []string
 	}{
-		"no namespace":  {"  - {gatewayNamespaceLabel: gateway.envoyproxy.io/owning-gateway-namespace}\n", []string{"gatewayControllers[0].namespace", "not a namespace name", "envoy-gateway-system"}},
-		"bad label":     {"  - {namespace: envoy-gateway-system, gatewayNamespaceLabel: 'owning gateway'}\n", []string{"gatewayControllers[0].gatewayNamespaceLabel", `"owning gateway" is not a label key`}},
-		"listed twice":  {"  - {namespace: eg, gatewayNamespaceLabel: a/b}\n  - {namespace: eg, gatewayNamespaceLabel: a/c}\n", []string{"gatewayControllers[1].namespace", "listed twice"}},
-		"unknown field": {"  - {namespace: eg, label: a/b}\n", []string{"unknown field", "label"}},
+		"no namespace":                      {"  - {gatewayNamespaceLabel: gateway.envoyproxy.io/owning-gateway-namespace}\n", []string{"gatewayControllers[0].namespace", "not a namespace name", "envoy-gateway-system"}},
+		"bad label":                         {"  - {namespace: envoy-gateway-system, gatewayNamespaceLabel: 'owning gateway'}\n", []string{"gatewayControllers[0].gatewayNamespaceLabel", `"owning gateway" is not a label key`}},
+		"listed twice":                      {"  - {namespace: eg, gatewayNamespaceLabel: gateway/b}\n  - {namespace: eg, gatewayNamespaceLabel: gateway/c}\n", []string{"gatewayControllers[1].namespace", "listed twice"}},
+		"a label the sweeper would not see": {"  - {namespace: eg, gatewayNamespaceLabel: example.com/owner-namespace}\n", []string{"gatewayControllers[0].gatewayNamespaceLabel", `does not contain "gateway"`, "not by the sweeper"}},
+		"unknown field":                     {"  - {namespace: eg, label: a/b}\n", []string{"unknown field", "label"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(validConfig + "gatewayControllers:\n" + tt.entries))

@@ -15,19 +15,20 @@ import (
 )
 
 // create judges a CREATE, or an UPDATE that makes a Service a LoadBalancer:
-// it reserves what the Service asks for.
-func (m *ServiceMutator) create(ctx context.Context, req admission.Request, svc *corev1.Service, ask request.Ask) decision {
-	return m.allocate(ctx, req, svc, ask, nil, false)
+// it reserves what the Service asks for. ns is the namespace its request
+// is judged by (request.JudgedNamespace).
+func (m *ServiceMutator) create(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask) decision {
+	return m.allocate(ctx, req, svc, ns, ask, nil, false)
 }
 
-// allocate plans ask against the pool file, holds the CCM's contract and
-// reserves. own are the IDs the Service references now (an UPDATE);
+// allocate plans ask against the pool file for namespace ns, holds the
+// CCM's contract and reserves. own are the IDs the Service references now (an UPDATE);
 // keepDHCP leaves a Service that asks for a reservation on the DHCP address
 // of its Load Balancer, with a warning (see updateRules).
-func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, svc *corev1.Service, ask request.Ask, own []string, keepDHCP bool) decision {
+func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask, own []string, keepDHCP bool) decision {
 	cfg := m.Allocator.Config()
 	dryRun := req.DryRun != nil && *req.DryRun
-	p, err := request.NewPlan(cfg, req.Namespace, ask)
+	p, err := request.NewPlan(cfg, ns, ask)
 	if err != nil {
 		return refusal(err)
 	}

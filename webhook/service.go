@@ -86,7 +86,9 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	if !judge {
 		return m.respond(req, svc, d, start)
 	}
-	ask, tr, err := request.Read(m.Allocator.Config(), req.Namespace, svc.Annotations, svc.Spec.LoadBalancerIP)
+	cfg := m.Allocator.Config()
+	ns := request.JudgedNamespace(cfg, req.Namespace, func(k string) string { return svc.Labels[k] })
+	ask, tr, err := request.Read(cfg, ns, svc.Annotations, svc.Spec.LoadBalancerIP)
 	if tr.ClearLoadBalancerIP {
 		svc.Spec.LoadBalancerIP = ""
 	}
@@ -94,9 +96,9 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	case err != nil:
 		d = refusal(err)
 	case old == nil:
-		d = m.create(ctx, req, svc, ask)
+		d = m.create(ctx, req, svc, ns, ask)
 	default:
-		d = m.update(ctx, req, old, svc, ask)
+		d = m.update(ctx, req, old, svc, ns, ask)
 	}
 	return translated(m.respond(req, svc, d, start), tr)
 }

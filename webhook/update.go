@@ -17,7 +17,7 @@ import (
 
 // update judges an UPDATE of a Service that already was a LoadBalancer,
 // by updateRules; one the rules let allocate is reserved for like a CREATE.
-func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ask request.Ask) decision {
+func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ns string, ask request.Ask) decision {
 	r := updateRules(m.Allocator.Config(), old, svc, ask)
 	switch r.verdict {
 	case verdictDeny:
@@ -28,7 +28,7 @@ func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old,
 		}
 		return decision{result: resultRestored, set: r.kept}
 	}
-	return m.allocate(ctx, req, svc, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
+	return m.allocate(ctx, req, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
 
 // verdict is what the UPDATE rules say of a change.
@@ -63,7 +63,8 @@ type ruling struct {
 func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ruling {
 	// The old request read as the new one is, other implementations'
 	// words translated: a re-apply that keeps them asks for the same.
-	prev, _, _ := request.Read(cfg, old.Namespace, old.Annotations, old.Spec.LoadBalancerIP)
+	ns := request.JudgedNamespace(cfg, old.Namespace, func(k string) string { return old.Labels[k] })
+	prev, _, _ := request.Read(cfg, ns, old.Annotations, old.Spec.LoadBalancerIP)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
 	allocate := func(v verdict, next request.Ask) ruling {
