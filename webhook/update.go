@@ -150,7 +150,8 @@ func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 // an earlier admission wrote them (canonical: the CCM splits on commas
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
-// with the pool's network the reserved IP). Empty when nothing differs.
+// with the pool's network the reserved IP), and external-dns's target.
+// Empty when nothing differs.
 func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) map[string]string {
 	kept := map[string]string{}
 	for _, k := range []string{ccm.AnnotationPrivateIPIDs, request.AnnotationAddresses} {
@@ -169,6 +170,12 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask
 	}
 	if v := strings.Join(pns, ","); v != "" && svc.Annotations[ccm.AnnotationPNIDs] != v {
 		kept[ccm.AnnotationPNIDs] = v
+	}
+	// external-dns's target, as pn-ids: what an earlier admission wrote,
+	// back where an apply dropped it; a target of the user's stays.
+	addrs := old.Annotations[request.AnnotationAddresses]
+	if key, v, ok := request.DNSTarget(cfg, svc.Annotations, addrs, addrs); ok && svc.Annotations[key] != v {
+		kept[key] = v
 	}
 	return kept
 }
