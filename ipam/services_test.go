@@ -1,8 +1,13 @@
 package ipam
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // TestServiceSwitches: translation and the DNS target are on unless the
@@ -53,5 +58,31 @@ func TestGatewayControllersErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGatewayShareTag: a reservation of a Gateway's Service counts in its
+// Gateway's namespace: the tag says so through a rewrite, the entry is
+// complete (the sweeper leaves it), and the share of that namespace counts
+// it, not the controller namespace's.
+func TestGatewayShareTag(t *testing.T) {
+	c, err := ParseConfig([]byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, _ := c.Pool("dc-link")
+	e := Entry{Cluster: "prod-par", Pool: "dc-link", Service: types.NamespacedName{Namespace: "envoy-gateway-system", Name: "envoy-payments-edge-3c1f0a2b"}, Namespace: "payments"}
+	got, ok := ParseEntry(e.Tags())
+	if !ok || got.Namespace != "payments" || got.ShareNamespace() != "payments" || !got.Complete() {
+		t.Fatalf("read back %+v (complete %v)", got, got.Complete())
+	}
+	ip := &scaleway.IP{Tags: got.Tags(), Address: netip.MustParseAddr("172.16.4.210")}
+	if !InShare("prod-par", "payments", pool, ip) || InShare("prod-par", "envoy-gateway-system", pool, ip) {
+		t.Fatalf("counted in payments' share %v, in the controller's %v; want payments' only",
+			InShare("prod-par", "payments", pool, ip), InShare("prod-par", "envoy-gateway-system", pool, ip))
+	}
+	// A reservation booked before the tag existed counts in its Service's.
+	if old := (Entry{Service: e.Service}); old.ShareNamespace() != "envoy-gateway-system" || old.Complete() {
+		t.Fatalf("untagged: share namespace %q, complete %v", old.ShareNamespace(), old.Complete())
 	}
 }

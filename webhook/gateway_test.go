@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -63,5 +64,36 @@ func TestGatewayNamespace(t *testing.T) {
 			}
 			h.check(tt.name, r, tt.want)
 		})
+	}
+}
+
+// TestGatewayShare: a Gateway's Service counts in its Gateway's share of a
+// pool, not the controller namespace's, and its reservation is tagged so.
+func TestGatewayShare(t *testing.T) {
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.alloc.Config()
+	cfg.GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	one := 1
+	dc, _ := cfg.Pool("dc-link")
+	dc.MaxPerNamespace = &one
+	h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
+	// payments holds its one address: its Gateway is refused.
+	r, _ := h.send(review(admissionv1.Create, gatewayService("envoy-gateway-system", "payments"), nil, false))
+	if r.Allowed || !strings.Contains(r.Result.Message, `namespace payments holds 1/1 addresses of pool "dc-link", all used by its live Services: api`) {
+		t.Fatalf("a Gateway of payments past its share: allowed %v (%+v)", r.Allowed, r.Result)
+	}
+	// edge-eu's Gateway counts in edge-eu's share, whatever payments holds.
+	edge := gatewayService("envoy-gateway-system", "edge-eu")
+	edge.Name = "envoy-edge-eu-edge-7d2e1b0c"
+	if r, _ = h.send(review(admissionv1.Create, edge, nil, false)); !r.Allowed {
+		t.Fatal(r.Result.Message)
+	}
+	_, tags := h.ipByAddress("172.16.35.201")
+	e, _ := ipam.ParseEntry(tags)
+	if e.Namespace != "edge-eu" || e.Service.Namespace != "envoy-gateway-system" {
+		t.Fatalf("the Gateway's reservation counts in %q for Service %s, want edge-eu", e.Namespace, e.Service)
 	}
 }
