@@ -52,9 +52,6 @@ type Record struct {
 	Name            string
 	UID             types.UID
 	ResourceVersion string
-	// Created is the creation time in Unix seconds: the apiserver's
-	// timestamps have no finer resolution, and uint32 lasts until 2106.
-	Created uint32
 	// Annotations are the annotations of scw-lb-ipam and of the CCM (by
 	// prefix, so that one read later needs no change here) and the requests
 	// in other implementations' words (OtherRequestAnnotations), sorted by
@@ -62,13 +59,15 @@ type Record struct {
 	Annotations []Annotation
 	// Ingress are the IPs of status.loadBalancer.ingress.
 	Ingress []string
-	// Labels are the labels that may carry a Gateway's namespace
-	// (keptLabel), sorted by key.
-	Labels []Annotation
-	// LoadBalancerIP is spec.loadBalancerIP, a request in other
-	// implementations' words.
-	LoadBalancerIP string
-	flags          uint8
+	// rare holds what few Services carry, nil for the others: a pointer
+	// costs every Record 8 B, its fields 40.
+	rare *rareFields
+	// Created is the creation time in Unix seconds: the apiserver's
+	// timestamps have no finer resolution, and uint32 lasts until 2106.
+	// Beside flags, the two fit in the word after rare: the Record stays
+	// in the 128 B size class.
+	Created uint32
+	flags   uint8
 }
 
 const (
@@ -106,8 +105,9 @@ func NewRecord(svc *corev1.Service) *Record {
 		r.flags |= flagDeleting
 	}
 	r.Annotations = recordAnnotations(svc.Annotations, kept)
-	r.Labels = recordAnnotations(svc.Labels, keptLabel)
-	r.LoadBalancerIP = svc.Spec.LoadBalancerIP
+	if labels := recordAnnotations(svc.Labels, keptLabel); labels != nil || svc.Spec.LoadBalancerIP != "" {
+		r.rare = &rareFields{labels: labels, loadBalancerIP: svc.Spec.LoadBalancerIP}
+	}
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
 			r.Ingress = append(r.Ingress, in.IP)
@@ -175,13 +175,34 @@ func (r *Record) Annotation(key string) string {
 	return r.Annotations[i].Value
 }
 
-// Label is the value of a kept label, "" when absent.
+// rareFields are the fields of a Record few Services have.
+type rareFields struct {
+	// labels are the labels that may carry a Gateway's namespace
+	// (keptLabel), sorted by key.
+	labels []Annotation
+	// loadBalancerIP is spec.loadBalancerIP, a request in other
+	// implementations' words.
+	loadBalancerIP string
+}
+
+// Label is the value of a kept label (keptLabel), "" when absent.
 func (r *Record) Label(key string) string {
-	i, ok := slices.BinarySearchFunc(r.Labels, key, func(a Annotation, k string) int { return strings.Compare(a.Key, k) })
+	if r.rare == nil {
+		return ""
+	}
+	i, ok := slices.BinarySearchFunc(r.rare.labels, key, func(a Annotation, k string) int { return strings.Compare(a.Key, k) })
 	if !ok {
 		return ""
 	}
-	return r.Labels[i].Value
+	return r.rare.labels[i].Value
+}
+
+// LoadBalancerIP is spec.loadBalancerIP.
+func (r *Record) LoadBalancerIP() string {
+	if r.rare == nil {
+		return ""
+	}
+	return r.rare.loadBalancerIP
 }
 
 // AnnotationMap is the kept annotations as a fresh map, for the readers

@@ -198,8 +198,8 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 					t.Errorf("annotation %s: %q, record %q", key, a, b)
 				}
 			}
-			if a, b := full.Labels["gateway.envoyproxy.io/owning-gateway-namespace"], rec.Label("gateway.envoyproxy.io/owning-gateway-namespace"); a != b || full.Spec.LoadBalancerIP != rec.LoadBalancerIP {
-				t.Errorf("Gateway label %q, loadBalancerIP %q; record %q, %q", a, full.Spec.LoadBalancerIP, b, rec.LoadBalancerIP)
+			if a, b := full.Labels["gateway.envoyproxy.io/owning-gateway-namespace"], rec.Label("gateway.envoyproxy.io/owning-gateway-namespace"); a != b || full.Spec.LoadBalancerIP != rec.LoadBalancerIP() {
+				t.Errorf("Gateway label %q, loadBalancerIP %q; record %q, %q", a, full.Spec.LoadBalancerIP, b, rec.LoadBalancerIP())
 			}
 			// client-go may hand the transform what it already made.
 			if again, _ := RecordService(rec); again != rec {
@@ -229,8 +229,8 @@ func TestRecordDrops(t *testing.T) {
 			t.Errorf("annotation %s kept", k)
 		}
 	}
-	if rec.Labels != nil {
-		t.Errorf("labels %v kept; only those that may carry a Gateway's namespace are", rec.Labels)
+	if rec.rare != nil {
+		t.Errorf("labels and loadBalancerIP %+v kept; only labels that may carry a Gateway's namespace are, and the Service has none", rec.rare)
 	}
 	if !slices.IsSortedFunc(rec.Annotations, func(a, b Annotation) int { return strings.Compare(a.Key, b.Key) }) {
 		t.Errorf("annotations not sorted: %v", rec.Annotations)

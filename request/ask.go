@@ -274,7 +274,7 @@ func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader,
 		return false, "", err
 	}
 	ns := JudgedNamespace(cfg, svc.Namespace, svc.Label)
-	ask, _, err := Read(cfg, ns, svc.AnnotationMap(), svc.LoadBalancerIP)
+	ask, _, err := Read(cfg, ns, svc.AnnotationMap(), svc.LoadBalancerIP())
 	if err != nil {
 		return false, "", nil
 	}
