@@ -90,9 +90,10 @@ func testKubectlApplyTwice(t *testing.T) {
 }
 
 // testKubectlServerSideApplyTwice: Argo CD's server-side apply, with its
-// field manager. The annotations the admission wrote on its apply count as
-// the applier's, so a re-apply that does not declare them may drop them
-// (external-dns's target with them): the webhook puts them back. No --force-conflicts: the manifest's fields have no other
+// field manager. The re-apply resets pn-ids, which the manifest declares,
+// and leaves the annotations it does not (the admission's, external-dns's
+// target), as client-side apply does; kubectl replace drops them
+// (testKubectlReplace). No --force-conflicts: the manifest's fields have no other
 // manager (the CCM's patches write the Load Balancer's ID and the
 // finalizer, which the manifest does not set), so the apply conflicts with
 // nobody, as Argo CD's own re-applies.
