@@ -159,11 +159,11 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
 # most of kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager
+TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager bin/external-dns
 
 .PHONY: tools FORCE
 
-tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm and the Scaleway CCM into bin/.
+tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm, the Scaleway CCM and external-dns into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
 
 # $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of
@@ -220,6 +220,13 @@ bin/etcd: FORCE
 
 bin/helm: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/helm,helm.sh/helm/v4,helm.sh/helm/v4/cmd/helm,-X helm.sh/helm/v4/internal/version.version=$$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean)
+
+# external-dns, whose target annotation scw-lb-ipam writes: v0.22.0 from the
+# module proxy (v0.23 needs Go 1.27), pinned in its own module with the two
+# replaces its go.mod explains, its version stamped as its own Makefile does.
+# It links every DNS provider's SDK: cold on 2 cores, niced, about 4 min.
+bin/external-dns: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/external-dns,sigs.k8s.io/external-dns,sigs.k8s.io/external-dns,-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$$v)
 
 # actionlint checks .github/workflows in make lint; pinned in its own module.
 bin/actionlint: FORCE

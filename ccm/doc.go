@@ -6,7 +6,10 @@
 // what this process holds of every Service: the Record, the one Service
 // informer that holds Records, and its index that answers "which live
 // Services reference this IPAM ID", which the webhook and the sweeper both
-// rely on. This project's own annotations are in package request.
+// rely on. The Record also keeps the requests written in other
+// load-balancer implementations' words (words.go), which package request
+// translates, and a Gateway controller's label with its Gateway's
+// namespace. This project's own annotations are in package request.
 //
 // It is the lowest layer the webhook and the sweeper share. It must not
 // import any other package of this module: it is pure knowledge of the

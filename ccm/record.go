@@ -52,14 +52,21 @@ type Record struct {
 	Name            string
 	UID             types.UID
 	ResourceVersion string
-	// Created is the creation time in Unix seconds: the apiserver's
-	// timestamps have no finer resolution, and uint32 lasts until 2106.
-	Created uint32
 	// Annotations are the annotations of scw-lb-ipam and of the CCM (by
-	// prefix, so that one read later needs no change here), sorted by key.
+	// prefix, so that one read later needs no change here) and the requests
+	// in other implementations' words (OtherRequestAnnotations), sorted by
+	// key.
 	Annotations []Annotation
 	// Ingress are the IPs of status.loadBalancer.ingress.
 	Ingress []string
+	// rare holds what few Services carry, nil for the others: a pointer
+	// costs every Record 8 B, its fields 40.
+	rare *rareFields
+	// Created is the creation time in Unix seconds: the apiserver's
+	// timestamps have no finer resolution, and uint32 lasts until 2106.
+	// Beside flags, the two fit in the word after rare: the Record stays
+	// in the 128 B size class.
+	Created uint32
 	flags   uint8
 }
 
@@ -97,7 +104,10 @@ func NewRecord(svc *corev1.Service) *Record {
 	if svc.DeletionTimestamp != nil {
 		r.flags |= flagDeleting
 	}
-	r.Annotations = recordAnnotations(svc.Annotations)
+	r.Annotations = recordAnnotations(svc.Annotations, kept)
+	if labels := recordAnnotations(svc.Labels, keptLabel); labels != nil || svc.Spec.LoadBalancerIP != "" {
+		r.rare = &rareFields{labels: labels, loadBalancerIP: svc.Spec.LoadBalancerIP}
+	}
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
 			r.Ingress = append(r.Ingress, in.IP)
@@ -106,9 +116,9 @@ func NewRecord(svc *corev1.Service) *Record {
 	return r
 }
 
-// recordAnnotations are the annotations of scw-lb-ipam and of the CCM in ann,
-// sorted by key; nil when there are none.
-func recordAnnotations(ann map[string]string) []Annotation {
+// recordAnnotations are the entries of ann that kept keeps, sorted by key; nil
+// when there are none.
+func recordAnnotations(ann map[string]string, kept func(string) bool) []Annotation {
 	n := 0
 	for k := range ann {
 		if kept(k) {
@@ -131,8 +141,10 @@ func recordAnnotations(ann map[string]string) []Annotation {
 	return out
 }
 
+// kept: the annotations of scw-lb-ipam and of the CCM, and the requests
+// in other implementations' words and external-dns's (keptOther).
 func kept(key string) bool {
-	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix)
+	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix) || keptOther(key)
 }
 
 // repeats: the annotations whose values many Services share (pool names,
@@ -161,6 +173,36 @@ func (r *Record) Annotation(key string) string {
 		return ""
 	}
 	return r.Annotations[i].Value
+}
+
+// rareFields are the fields of a Record few Services have.
+type rareFields struct {
+	// labels are the labels that may carry a Gateway's namespace
+	// (keptLabel), sorted by key.
+	labels []Annotation
+	// loadBalancerIP is spec.loadBalancerIP, a request in other
+	// implementations' words.
+	loadBalancerIP string
+}
+
+// Label is the value of a kept label (keptLabel), "" when absent.
+func (r *Record) Label(key string) string {
+	if r.rare == nil {
+		return ""
+	}
+	i, ok := slices.BinarySearchFunc(r.rare.labels, key, func(a Annotation, k string) int { return strings.Compare(a.Key, k) })
+	if !ok {
+		return ""
+	}
+	return r.rare.labels[i].Value
+}
+
+// LoadBalancerIP is spec.loadBalancerIP.
+func (r *Record) LoadBalancerIP() string {
+	if r.rare == nil {
+		return ""
+	}
+	return r.rare.loadBalancerIP
 }
 
 // AnnotationMap is the kept annotations as a fresh map, for the readers

@@ -97,6 +97,15 @@ func cachedServices() map[string]*corev1.Service {
 			delete(s.Annotations, AnnotationLoadBalancerID)
 		}),
 		"another namespace": edit(func(s *corev1.Service) { s.Namespace = "web" }),
+		"other implementations' words": edit(func(s *corev1.Service) {
+			s.Annotations[AnnotationMetalLBIPs] = "172.16.35.201"
+			s.Annotations[AnnotationCalicoPools] = `["dc-link"]`
+			s.Spec.LoadBalancerIP = "172.16.35.202"
+		}),
+		"a Gateway's Service": edit(func(s *corev1.Service) {
+			s.Namespace = "envoy-gateway-system"
+			s.Labels["gateway.envoyproxy.io/owning-gateway-namespace"] = "payments"
+		}),
 		"another controller's": edit(func(s *corev1.Service) {
 			class := "metallb.io/metallb"
 			s.Spec.LoadBalancerClass = &class
@@ -165,7 +174,7 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 			ours := func(ann map[string]string) map[string]string {
 				return maps.Collect(func(yield func(string, string) bool) {
 					for k, v := range ann {
-						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") {
+						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") || slices.Contains(OtherRequestAnnotations, k) {
 							if !yield(k, v) {
 								return
 							}
@@ -181,6 +190,16 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
 					t.Errorf("annotation %s: %q, record %q", key, a, b)
 				}
+			}
+			// The words of other implementations and the Gateway's
+			// namespace, as request.Read and request.JudgedNamespace read them.
+			for _, key := range OtherRequestAnnotations {
+				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
+					t.Errorf("annotation %s: %q, record %q", key, a, b)
+				}
+			}
+			if a, b := full.Labels["gateway.envoyproxy.io/owning-gateway-namespace"], rec.Label("gateway.envoyproxy.io/owning-gateway-namespace"); a != b || full.Spec.LoadBalancerIP != rec.LoadBalancerIP() {
+				t.Errorf("Gateway label %q, loadBalancerIP %q; record %q, %q", a, full.Spec.LoadBalancerIP, b, rec.LoadBalancerIP())
 			}
 			// client-go may hand the transform what it already made.
 			if again, _ := RecordService(rec); again != rec {
@@ -209,6 +228,9 @@ func TestRecordDrops(t *testing.T) {
 		if _, ok := rec.AnnotationMap()[k]; ok {
 			t.Errorf("annotation %s kept", k)
 		}
+	}
+	if rec.rare != nil {
+		t.Errorf("labels and loadBalancerIP %+v kept; only labels that may carry a Gateway's namespace are, and the Service has none", rec.rare)
 	}
 	if !slices.IsSortedFunc(rec.Annotations, func(a, b Annotation) int { return strings.Compare(a.Key, b.Key) }) {
 		t.Errorf("annotations not sorted: %v", rec.Annotations)

@@ -55,6 +55,10 @@ type Config struct {
 	// live and retained reservations counted. 0 means no cap.
 	// +schema: {"minimum": 0}
 	DefaultMaxPerNamespace int `json:"defaultMaxPerNamespace,omitempty"`
+	// How Services are read and written besides the pools (services.go).
+	TranslateRequests  *bool               `json:"translateRequests,omitempty"`
+	DNSTarget          *bool               `json:"dnsTarget,omitempty"`
+	GatewayControllers []GatewayController `json:"gatewayControllers,omitempty"`
 }
 
 // Pool is one named set of addresses on a Private Network.
@@ -191,6 +195,7 @@ func (c *Config) Validate() error {
 		add("pools", "%d pools are marked default (%s); at most one may be", len(defaults), strings.Join(defaults, ", "))
 	}
 	errs = append(errs, c.overlaps()...)
+	errs = append(errs, c.checkGatewayControllers()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("pool file is invalid:\n  %w", joinIndented(errs))
 	}

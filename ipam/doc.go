@@ -3,7 +3,8 @@
 //
 // It holds the pool file (config.go: its format and validation; pool.go:
 // the pool model; resolve.go: its check against the Private Networks
-// ipam/inventory read), the tag ledger that marks every reservation with its cluster,
+// ipam/inventory read; services.go: its switches of how Services are read
+// and written, and the Gateway controllers' namespaces), the tag ledger that marks every reservation with its cluster,
 // pool, Service and namespace (ledger.go: Entry), the request and
 // reservation types (request.go), the release protocol shared with the
 // sweeper (retention.go: Retention), which reservation a Service takes back

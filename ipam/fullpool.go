@@ -197,7 +197,7 @@ func Within(ips []*scaleway.IP, id string, n int) bool {
 // of pool: cluster's, of that namespace, in the pool's address space.
 func InShare(cluster, ns string, pool *Pool, ip *scaleway.IP) bool {
 	e, ok := ParseEntry(ip.Tags)
-	return ok && e.Owns(cluster) && e.Service.Namespace == ns && pool.Holds(ip.SubnetID, ip.Address)
+	return ok && e.Owns(cluster) && e.ShareNamespace() == ns && pool.Holds(ip.SubnetID, ip.Address)
 }
 
 func yielding(after time.Duration, format string, args ...any) *Error {

@@ -46,8 +46,11 @@ type Entry struct {
 	// Zero on a reservation retained by an older version (see
 	// Retention.When); one before OrphanedSince is stale.
 	ReleaseAt time.Time
-	// Namespace is the namespace tag as read: empty on a reservation
-	// booked before the tag existed. Tags always writes Service's.
+	// Namespace is the namespace tag as read: the namespace whose share
+	// the reservation counts in, its Service's, or for a Gateway's Service
+	// in a controller's namespace its Gateway's (request.JudgedNamespace).
+	// Empty on a reservation booked before the tag existed: Tags writes the
+	// Service's then (ShareNamespace).
 	Namespace string
 	// Early: ReleaseAt was brought forward by a full pool or share; it
 	// goes with ReleaseAt.
@@ -94,7 +97,7 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 
 // Tags renders the entry, ours first in a fixed order, then the foreign tags.
 func (e Entry) Tags() []string {
-	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String(), NamespaceTag(e.Service.Namespace)}
+	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String(), NamespaceTag(e.ShareNamespace())}
 	if e.UID != "" {
 		tags = append(tags, TagUID+e.UID)
 	}
@@ -121,6 +124,15 @@ func ceilSecond(t time.Time) time.Time {
 	return t
 }
 
+// ShareNamespace is the namespace whose share the reservation counts in:
+// the namespace tag, or the Service's where there is none yet.
+func (e Entry) ShareNamespace() string {
+	if e.Namespace != "" {
+		return e.Namespace
+	}
+	return e.Service.Namespace
+}
+
 // Owns reports whether the entry belongs to cluster.
 func (e Entry) Owns(cluster string) bool { return e.Cluster == cluster }
 
@@ -135,7 +147,7 @@ func NamespaceTag(ns string) string { return TagNamespace + ns }
 // the namespace tag, and with orphaned-since a release-at at or after it.
 // The sweeper rewrites the others (see Retention.Settle).
 func (e Entry) Complete() bool {
-	return e.Namespace == e.Service.Namespace && (e.OrphanedSince.IsZero() || e.scheduled())
+	return e.Namespace == e.ShareNamespace() && (e.OrphanedSince.IsZero() || e.scheduled())
 }
 
 // scheduled reports whether the ledger says when the retained reservation

@@ -15,6 +15,10 @@ import (
 type Request struct {
 	Pool    *Pool
 	Service types.NamespacedName
+	// Namespace is the namespace whose share the reservation counts in,
+	// when not the Service's: a Gateway's Service in a controller's
+	// namespace counts in its Gateway's (request.JudgedNamespace).
+	Namespace string
 	// Address is the specific address asked for; zero lets the pool choose.
 	Address netip.Addr
 	// DryRun validates and predicts without booking or re-tagging anything.
@@ -22,6 +26,14 @@ type Request struct {
 	// Own are the IDs the Service references now (an UPDATE): they are its
 	// own, attached to its own Load Balancer, and may be kept.
 	Own []string
+}
+
+// ShareNamespace is the namespace whose share the request counts in.
+func (r Request) ShareNamespace() string {
+	if r.Namespace != "" {
+		return r.Namespace
+	}
+	return r.Service.Namespace
 }
 
 // Reservation is an IP reserved (or validated) for a Service.

@@ -273,11 +273,12 @@ func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader,
 	if err != nil || !opted {
 		return false, "", err
 	}
-	ask, err := Parse(svc.AnnotationMap())
+	ns := JudgedNamespace(cfg, svc.Namespace, svc.Label)
+	ask, _, err := Read(cfg, ns, svc.AnnotationMap(), svc.LoadBalancerIP())
 	if err != nil {
 		return false, "", nil
 	}
-	p, err := NewPlan(cfg, svc.Namespace, ask)
+	p, err := NewPlan(cfg, ns, ask)
 	if err != nil || p == nil {
 		return false, "", nil
 	}

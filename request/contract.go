@@ -188,7 +188,7 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 
 // Written is what an admission that reserved rs writes and tells: the
 // CCM's annotations and ours (spec.loadBalancerIP is never written: the CCM
-// reads the IDs), the DHCP note of the reservations' Events (DHCPNote), and
+// reads the IDs), external-dns's target (DNSTarget), the DHCP note of the reservations' Events (DHCPNote), and
 // the warnings on what the CCM will do besides (Warnings).
 func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservation) (annotations map[string]string, dhcpNote string, warnings []string) {
 	ids := make([]string, len(rs))
@@ -200,6 +200,9 @@ func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservat
 		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
 		ccm.AnnotationPNIDs:        UnionPNs(ask.PNIDs, cfg.ClusterPrivateNetworkID, rs),
 		AnnotationAddresses:        strings.Join(addrs, ","),
+	}
+	if key, v, ok := DNSTarget(cfg, svc.Annotations, JoinAddrs(ask.Recorded), annotations[AnnotationAddresses]); ok {
+		annotations[key] = v
 	}
 	return annotations, DHCPNote(cfg.ClusterPrivateNetworkID, annotations), Warnings(cfg, svc, ask)
 }

@@ -1,10 +1,12 @@
 // Package request is what a Service asks scw-lb-ipam for: this project's
 // own label and annotations, which Services are in scope, the strict
-// parsing of the annotations (ask.go), and the plan that resolves them
-// against the pool file (plan.go). contract.go holds every rule of the
-// CCM's contract an admission keeps: how the CCM reads pn-ids, one IP per
-// Private Network, the network limit, and the warnings of what the CCM
-// will do.
+// parsing of the annotations (ask.go), other implementations' request
+// words read as this project's (foreign.go), the namespace a Gateway's
+// Service is judged by (gateway.go), external-dns's target (dns.go), and
+// the plan that resolves them against the pool file (plan.go). contract.go
+// holds every rule of the CCM's contract an admission keeps: how the CCM
+// reads pn-ids, one IP per Private Network, the network limit, and the
+// warnings of what the CCM will do.
 //
 // Both the webhook, which reserves what a Service asks for, and the
 // sweeper, which reports the Services that ask and hold nothing

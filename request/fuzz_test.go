@@ -49,3 +49,44 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTranslate: any words of other implementations are read or refused
+// with the word's name; nothing panics, the Service's own map is never
+// written, and what is read as this project's request came from the words.
+func FuzzTranslate(f *testing.F) {
+	cfg, err := ipam.ParseConfig([]byte(planConfig))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("172.16.35.201", "dc-link", `["172.16.35.201"]`, "", "")
+	f.Add("172.16.35.201,172.16.35.202", "", "", "172.16.35.203", "true")
+	f.Add(" , ", "[", `["a",`, "x", "")
+	f.Add("", `["dc-link","pay"]`, "", "10.20.0.5", "")
+	f.Fuzz(func(t *testing.T, ips, pools, calico, lbIP, private string) {
+		ann := map[string]string{}
+		for k, v := range map[string]string{ccm.AnnotationMetalLBIPs: ips, ccm.AnnotationCalicoPools: pools, ccm.AnnotationCalicoIPs: calico, ccm.AnnotationPrivate: private} {
+			if v != "" {
+				ann[k] = v
+			}
+		}
+		before := len(ann)
+		tr, err := Translate(cfg, "payments", ann, lbIP)
+		if len(ann) != before {
+			t.Fatalf("the Service's annotations were written: %v", ann)
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "annotation ") || len(err.Error()) > 2000 {
+				t.Fatalf("unclear or unbounded error: %.300q", err.Error())
+			}
+			return
+		}
+		for _, p := range strings.Split(tr.Annotations[AnnotationPool], ",") {
+			if _, ok := cfg.Pool(p); p != "" && !ok {
+				t.Fatalf("pool %q read, which the pool file does not have", p)
+			}
+		}
+		if v := tr.Annotations[AnnotationAddress]; v != "" && !strings.Contains(ips+calico+lbIP, strings.Split(v, ",")[0]) {
+			t.Fatalf("address %q not from the words", v)
+		}
+	})
+}

@@ -133,8 +133,11 @@ func TestCCMContract(t *testing.T) {
 			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.Srv.IPs()))
 		}
 	})
-	t.Run("spec.loadBalancerIP on a private Load Balancer denied", func(t *testing.T) {
+	// With translation on, it is read as an address (TestCreateInOtherWords).
+	t.Run("spec.loadBalancerIP on a private Load Balancer denied, translation off", func(t *testing.T) {
 		h := newHarness(t)
+		off := false
+		h.alloc.Config().TranslateRequests = &off
 		svc := fixtures.PrivateService("web", "api", nil)
 		svc.Spec.LoadBalancerIP = "10.10.0.9"
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))

@@ -15,19 +15,20 @@ import (
 )
 
 // create judges a CREATE, or an UPDATE that makes a Service a LoadBalancer:
-// it reserves what the Service asks for.
-func (m *ServiceMutator) create(ctx context.Context, req admission.Request, svc *corev1.Service, ask request.Ask) decision {
-	return m.allocate(ctx, req, svc, ask, nil, false)
+// it reserves what the Service asks for. ns is the namespace its request
+// is judged by (request.JudgedNamespace).
+func (m *ServiceMutator) create(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask) decision {
+	return m.allocate(ctx, req, svc, ns, ask, nil, false)
 }
 
-// allocate plans ask against the pool file, holds the CCM's contract and
-// reserves. own are the IDs the Service references now (an UPDATE);
+// allocate plans ask against the pool file for namespace ns, holds the
+// CCM's contract and reserves. own are the IDs the Service references now (an UPDATE);
 // keepDHCP leaves a Service that asks for a reservation on the DHCP address
 // of its Load Balancer, with a warning (see updateRules).
-func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, svc *corev1.Service, ask request.Ask, own []string, keepDHCP bool) decision {
+func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask, own []string, keepDHCP bool) decision {
 	cfg := m.Allocator.Config()
 	dryRun := req.DryRun != nil && *req.DryRun
-	p, err := request.NewPlan(cfg, req.Namespace, ask)
+	p, err := request.NewPlan(cfg, ns, ask)
 	if err != nil {
 		return refusal(err)
 	}
@@ -49,7 +50,7 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, sv
 	if err := request.CheckBeforeBooking(ctx, cfg, svc, ask, m.Allocator.PrivateNetworkExists); err != nil {
 		return refusal(err)
 	}
-	reservations, err := m.reserve(ctx, key, p, own, dryRun)
+	reservations, err := m.reserve(ctx, key, ns, p, own, dryRun)
 	// Brought-your-own IDs name their networks only once validated; the
 	// pools' networks were checked before booking.
 	if err == nil && len(p.IDs) > 0 {
@@ -69,8 +70,9 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, sv
 
 // reserve runs the plan. When one reservation fails, the ones this admission
 // booked are released again, best effort: the sweeper reclaims the rest.
-// own are the IDs the Service references now (an UPDATE).
-func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, p *request.Plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
+// own are the IDs the Service references now (an UPDATE); ns is the
+// namespace whose share they count in.
+func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, ns string, p *request.Plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
 	var out []*ipam.Reservation
 	fail := func(err error) ([]*ipam.Reservation, error) {
 		m.releaseBooked(ctx, key, out)
@@ -81,7 +83,7 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 		if pool := p.Fallback(i, err); pool != nil {
 			// A restored manifest whose reservation is gone or being
 			// released: a fresh address from the same pool, not a denial.
-			r, err = m.Allocator.Reserve(ctx, ipam.Request{Pool: pool, Service: key, DryRun: dryRun})
+			r, err = m.Allocator.Reserve(ctx, ipam.Request{Pool: pool, Service: key, Namespace: ns, DryRun: dryRun})
 			if err != nil {
 				return fail(wrapReserveError(ipam.Request{Pool: pool}, err))
 			}
@@ -92,7 +94,7 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 		out = append(out, r)
 	}
 	for _, req := range p.Reserve {
-		req.Service, req.DryRun, req.Own = key, dryRun, own
+		req.Service, req.Namespace, req.DryRun, req.Own = key, ns, dryRun, own
 		r, err := m.Allocator.Reserve(ctx, req)
 		if err != nil {
 			return fail(wrapReserveError(req, err))

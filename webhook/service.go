@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,17 +83,38 @@ var _ admission.Handler = (*ServiceMutator)(nil)
 func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	svc, old, d, judge := m.filter(ctx, req)
-	if judge {
-		switch ask, err := request.Parse(svc.Annotations); {
-		case err != nil:
-			d = refusal(err)
-		case old == nil:
-			d = m.create(ctx, req, svc, ask)
-		default:
-			d = m.update(ctx, req, old, svc, ask)
-		}
+	if !judge {
+		return m.respond(req, svc, d, start)
 	}
-	return m.respond(req, svc, d, start)
+	cfg := m.Allocator.Config()
+	ns := request.JudgedNamespace(cfg, req.Namespace, func(k string) string { return svc.Labels[k] })
+	ask, tr, err := request.Read(cfg, ns, svc.Annotations, svc.Spec.LoadBalancerIP)
+	if tr.ClearLoadBalancerIP {
+		svc.Spec.LoadBalancerIP = ""
+	}
+	switch {
+	case err != nil:
+		d = refusal(err)
+	case old == nil:
+		d = m.create(ctx, req, svc, ns, ask)
+	default:
+		d = m.update(ctx, req, old, svc, ns, ask)
+	}
+	return translated(m.respond(req, svc, d, start), tr)
+}
+
+// translated adds to an answer what reading other implementations' words
+// did: the warnings that name them, and spec.loadBalancerIP cleared from an
+// admitted Service (the CCM refuses it on a private Load Balancer).
+func translated(resp admission.Response, tr request.Translation) admission.Response {
+	if resp.Result != nil && resp.Result.Code == http.StatusBadRequest {
+		return resp
+	}
+	if tr.ClearLoadBalancerIP && resp.Allowed {
+		resp.Patches = append(resp.Patches, jsonpatch.NewOperation("remove", "/spec/loadBalancerIP", nil))
+	}
+	resp.Warnings = append(slices.Clip(tr.Warnings), resp.Warnings...)
+	return resp
 }
 
 // Admission results for metrics.

@@ -17,7 +17,7 @@ import (
 
 // update judges an UPDATE of a Service that already was a LoadBalancer,
 // by updateRules; one the rules let allocate is reserved for like a CREATE.
-func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ask request.Ask) decision {
+func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ns string, ask request.Ask) decision {
 	r := updateRules(m.Allocator.Config(), old, svc, ask)
 	switch r.verdict {
 	case verdictDeny:
@@ -28,7 +28,7 @@ func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old,
 		}
 		return decision{result: resultRestored, set: r.kept}
 	}
-	return m.allocate(ctx, req, svc, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
+	return m.allocate(ctx, req, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
 
 // verdict is what the UPDATE rules say of a change.
@@ -61,7 +61,10 @@ type ruling struct {
 // LoadBalancer, from the old and new objects and the new request alone (a
 // pure function; cfg is the pool file): no call, no cache.
 func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ruling {
-	prev, _ := request.Parse(old.Annotations)
+	// The old request read as the new one is, other implementations'
+	// words translated: a re-apply that keeps them asks for the same.
+	ns := request.JudgedNamespace(cfg, old.Namespace, func(k string) string { return old.Labels[k] })
+	prev, _, _ := request.Read(cfg, ns, old.Annotations, old.Spec.LoadBalancerIP)
 	oldIDs := old.Annotations[ccm.AnnotationPrivateIPIDs]
 	newIDs, hasIDs := svc.Annotations[ccm.AnnotationPrivateIPIDs]
 	allocate := func(v verdict, next request.Ask) ruling {
@@ -147,7 +150,8 @@ func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 // an earlier admission wrote them (canonical: the CCM splits on commas
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
-// with the pool's network the reserved IP). Empty when nothing differs.
+// with the pool's network the reserved IP), and external-dns's target.
+// Empty when nothing differs.
 func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) map[string]string {
 	kept := map[string]string{}
 	for _, k := range []string{ccm.AnnotationPrivateIPIDs, request.AnnotationAddresses} {
@@ -166,6 +170,12 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask
 	}
 	if v := strings.Join(pns, ","); v != "" && svc.Annotations[ccm.AnnotationPNIDs] != v {
 		kept[ccm.AnnotationPNIDs] = v
+	}
+	// external-dns's target, as pn-ids: what an earlier admission wrote,
+	// back where an apply dropped it; a target of the user's stays.
+	addrs := old.Annotations[request.AnnotationAddresses]
+	if key, v, ok := request.DNSTarget(cfg, svc.Annotations, addrs, addrs); ok && svc.Annotations[key] != v {
+		kept[key] = v
 	}
 	return kept
 }

@@ -24,7 +24,7 @@ func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*scalew
 	if err != nil {
 		return err
 	}
-	f := y.policy.ShareFull(req.Service.Namespace, len(ips), n, req.Pool, hs)
+	f := y.policy.ShareFull(req.ShareNamespace(), len(ips), n, req.Pool, hs)
 	if err := y.makeRoom(ctx, req, f, all); err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (y *room) confirm(ctx context.Context, req ipam.Request, n int, res *ipam.R
 	if err != nil {
 		return err
 	}
-	return ipam.ShareRace(req.Service.Namespace, n, req.Pool)
+	return ipam.ShareRace(req.ShareNamespace(), n, req.Pool)
 }
 
 // giveBackTimeout bounds the release of a booking over a share.
@@ -68,7 +68,7 @@ const giveBackTimeout = 5 * time.Second
 // reservation booked before the tag existed is counted once the sweeper
 // has back-filled it.
 func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*scaleway.IP, error) {
-	cluster, ns := y.inv.Config().ClusterName, req.Service.Namespace
+	cluster, ns := y.inv.Config().ClusterName, req.ShareNamespace()
 	v6 := req.Pool.IPFamily == ipam.IPv6
 	ips, err := y.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.NamespaceTag(ns)}, IPv6: &v6, OldestFirst: true})
 	if err != nil {

@@ -162,6 +162,26 @@ func (cp *controlPlane) sameReservation(t *testing.T, step string, st *lbState, 
 	if pns := cur.Annotations[ccm.AnnotationPNIDs]; !slices.Contains(strings.Split(pns, ","), st.poolPN) {
 		t.Errorf("after %s: pn-ids %q lacks the reservation's Private Network %s: the CCM detaches it, and the address with it", step, pns, st.poolPN)
 	}
+	// external-dns's target is kept as pn-ids is, where the manifest asks
+	// for a name (the kubectl scenarios' does; dnsTargeted).
+	if _, asks := cur.Annotations[dnsHostname]; asks && cur.Annotations[dnsTarget] != st.addr {
+		t.Errorf("after %s: %s %q, want the reserved address %s: external-dns would publish the DHCP address too", step, dnsTarget, cur.Annotations[dnsTarget], st.addr)
+	}
+}
+
+// The external-dns annotations of the kubectl scenarios' manifest.
+const (
+	dnsHostname = ccm.ExternalDNSPrefixLegacy + "hostname"
+	dnsTarget   = ccm.ExternalDNSPrefixLegacy + "target"
+)
+
+// dnsTargeted fails t unless the first admission gave the Service the
+// reserved address as external-dns's target.
+func (cp *controlPlane) dnsTargeted(t *testing.T, st *lbState) {
+	t.Helper()
+	if got := cp.get(st.svc).Annotations[dnsTarget]; got != st.addr {
+		t.Fatalf("%s: %s %q after the first admission, want the reserved address %s", st.svc, dnsTarget, got, st.addr)
+	}
 }
 
 // recreated waits until the Service, deleted and created again by step, is

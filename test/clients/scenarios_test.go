@@ -23,6 +23,7 @@ func TestClients(t *testing.T) {
 	wg.Go(func() { t.Run("LateLoadBalancerDeletion", testLateLoadBalancerDeletion) })
 	t.Run("KubectlApplyTwice", testKubectlApplyTwice)
 	t.Run("KubectlServerSideApplyTwice", testKubectlServerSideApplyTwice)
+	t.Run("KubectlReplace", testKubectlReplace)
 	t.Run("KubectlReplaceForce", testKubectlReplaceForce)
 	t.Run("HelmUpgradeInstall", testHelmUpgradeInstall)
 	wg.Wait()
@@ -73,13 +74,15 @@ func succeed(t *testing.T, tool func(...string) (string, error), name string, ar
 
 // testKubectlApplyTwice: client-side apply's three-way patch sets every
 // field the manifest declares, so the re-apply writes pn-ids back to the
-// nodes' network alone.
+// nodes' network alone; external-dns's target, which the manifest does not
+// declare, stays.
 func testKubectlApplyTwice(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		svc := client.ObjectKey{Namespace: namespace, Name: "kubectl-apply"}
 		file := s.manifest(t, svc, "dc-link")
 		succeed(t, s.kubectl, "kubectl", "apply", "-f", file)
 		st := s.firstAdmission(t, svc, s.PNs["dc"].ID, true)
+		s.dnsTargeted(t, st)
 		s.described(t, svc, "IPReserved", "reserved "+st.addr+" (IPAM ID "+st.id+") from pool dc-link")
 		succeed(t, s.kubectl, "kubectl", "apply", "-f", file)
 		s.reapplied(t, "the second kubectl apply", st)
@@ -87,7 +90,10 @@ func testKubectlApplyTwice(t *testing.T) {
 }
 
 // testKubectlServerSideApplyTwice: Argo CD's server-side apply, with its
-// field manager. No --force-conflicts: the manifest's fields have no other
+// field manager. The re-apply resets pn-ids, which the manifest declares,
+// and leaves the annotations it does not (the admission's, external-dns's
+// target), as client-side apply does; kubectl replace drops them
+// (testKubectlReplace). No --force-conflicts: the manifest's fields have no other
 // manager (the CCM's patches write the Load Balancer's ID and the
 // finalizer, which the manifest does not set), so the apply conflicts with
 // nobody, as Argo CD's own re-applies.
@@ -98,8 +104,27 @@ func testKubectlServerSideApplyTwice(t *testing.T) {
 		apply := []string{"apply", "--server-side", "--field-manager=argocd-controller", "-f", file}
 		succeed(t, s.kubectl, "kubectl", apply...)
 		st := s.firstAdmission(t, svc, s.PNs["dc"].ID, true)
+		s.dnsTargeted(t, st)
 		succeed(t, s.kubectl, "kubectl", apply...)
 		s.reapplied(t, "the second kubectl apply --server-side", st)
+	})
+}
+
+// testKubectlReplace: replace sends the manifest as the whole object, so
+// the update drops every annotation the manifest does not declare (the
+// admission's, external-dns's target, and the CCM's Load Balancer ID): the
+// webhook puts its own and the target back.
+func testKubectlReplace(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		svc := client.ObjectKey{Namespace: namespace, Name: "kubectl-replace-update"}
+		file := s.manifest(t, svc, "dc-link")
+		succeed(t, s.kubectl, "kubectl", "create", "-f", file)
+		st := s.firstAdmission(t, svc, s.PNs["dc"].ID, true)
+		s.dnsTargeted(t, st)
+		succeed(t, s.kubectl, "kubectl", "replace", "-f", file)
+		// The CCM's own marks go too, the CCM's to write again: only what
+		// the admission keeps is checked.
+		s.sameReservation(t, "kubectl replace", st, s.get(svc))
 	})
 }
 

@@ -1,0 +1,39 @@
+package request
+
+import (
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// external-dns publishes every address of status.loadBalancer.ingress,
+// and a Load Balancer on a pool's network besides the nodes' has two: the
+// reserved one and a DHCP one that changes on every re-create. Its target
+// annotation names what to publish instead: the reserved addresses.
+
+// dnsPrefixes are external-dns's annotation prefixes, in the order a
+// Service's hostname annotation is looked for: v0.22's, then the older
+// releases' that most manifests use.
+var dnsPrefixes = []string{ccm.ExternalDNSPrefix, ccm.ExternalDNSPrefixLegacy}
+
+// DNSTarget is the external-dns target annotation a Service with
+// annotations ann gets when it holds addresses (comma-separated): under
+// the prefix of its hostname annotation. ok is false when the pool file
+// turns it off (dnsTarget: false), the Service asks external-dns for no
+// name, or it carries a target of the user's: one that is not recorded,
+// the addresses an earlier admission wrote (and so the target it wrote).
+func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (key, value string, ok bool) {
+	if !cfg.WritesDNSTarget() || addresses == "" {
+		return "", "", false
+	}
+	for _, p := range dnsPrefixes {
+		if _, asks := ann[p+"hostname"]; !asks {
+			continue
+		}
+		key = p + "target"
+		if v, set := ann[key]; set && (recorded == "" || v != recorded) {
+			return "", "", false
+		}
+		return key, addresses, true
+	}
+	return "", "", false
+}

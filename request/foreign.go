@@ -1,0 +1,205 @@
+package request
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+)
+
+// Requests in other implementations' words (ccm.OtherRequestAnnotations
+// and spec.loadBalancerIP), read as this project's own: users moving to
+// Scaleway, and Gateway controllers that turn a Gateway's addresses into
+// spec.loadBalancerIP, ask that way.
+
+// poolWords are the annotations that name pools; the others list addresses.
+var poolWords = []string{ccm.AnnotationMetalLBPool, ccm.AnnotationMetalLBPoolLegacy, ccm.AnnotationCalicoPools}
+
+// fieldLoadBalancerIP names spec.loadBalancerIP in warnings and denials.
+const fieldLoadBalancerIP = "spec.loadBalancerIP"
+
+// Translation is a Service's request with other implementations' words
+// read as this project's own.
+type Translation struct {
+	// Annotations are the Service's, with the translated request under
+	// AnnotationPool and AnnotationAddress; the Service's own map when
+	// nothing was translated. Never written back: each admission reads the
+	// words again, so a re-apply that keeps them asks for the same.
+	Annotations map[string]string
+	// ClearLoadBalancerIP: spec.loadBalancerIP was read; the admission
+	// clears it, as the CCM refuses it on a private Load Balancer.
+	ClearLoadBalancerIP bool
+	// Warnings name what was translated, or ignored.
+	Warnings []string
+}
+
+// Read is the request of a Service with annotations ann and
+// spec.loadBalancerIP lbIP, judged for namespace (JudgedNamespace):
+// Translate, then Parse.
+func Read(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Ask, Translation, error) {
+	t, err := Translate(cfg, namespace, ann, lbIP)
+	if err != nil {
+		return Ask{}, t, err
+	}
+	ask, err := Parse(t.Annotations)
+	return ask, t, err
+}
+
+// foreign is what the other words ask for, and which of them asked.
+type foreign struct {
+	pools, addrs []string
+	poolFrom     string
+	addrFrom     string
+	keys         []string
+}
+
+// Translate reads the other words of ann and lbIP as AnnotationPool and
+// AnnotationAddress, unless the pool file turns translation off. A pool
+// name is a pool when the pool file has one of that name, otherwise a
+// denial naming the pools namespace may use; words that disagree are a
+// denial; this project's own request annotations win over every other
+// word, with a warning. spec.loadBalancerIP is read when the Load Balancer
+// is private or the address is in a pool's subnet: otherwise it is a
+// public IP, the CCM's business.
+func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Translation, error) {
+	t := Translation{Annotations: ann}
+	if !cfg.Translates() {
+		return t, nil
+	}
+	var f foreign
+	for _, key := range ccm.OtherRequestAnnotations {
+		if v, ok := ann[key]; ok {
+			if err := f.add(cfg, namespace, key, v); err != nil {
+				return t, err
+			}
+		}
+	}
+	if lbIP != "" && privateAddress(cfg, ann, lbIP) {
+		if err := f.add(cfg, namespace, fieldLoadBalancerIP, lbIP); err != nil {
+			return t, err
+		}
+		t.ClearLoadBalancerIP = true
+	}
+	if len(f.keys) == 0 {
+		return t, nil
+	}
+	if own := ownRequest(ann); own != "" {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("scw-lb-ipam: %s is ignored: annotation %s is set, and this project's own request wins", strings.Join(f.keys, ", "), own))
+	} else {
+		t.Annotations = f.annotations(ann)
+		t.Warnings = append(t.Warnings, f.warnings()...)
+	}
+	if t.ClearLoadBalancerIP {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("scw-lb-ipam: %s %s is cleared: the Scaleway CCM refuses it on a private Load Balancer (it only handles static public IPs); the reserved address is written in %s", fieldLoadBalancerIP, lbIP, AnnotationAddresses))
+	}
+	return t, nil
+}
+
+// privateAddress: spec.loadBalancerIP asks for a private address when
+// the Load Balancer is private, or when a pool's subnet holds it.
+func privateAddress(cfg *ipam.Config, ann map[string]string, lbIP string) bool {
+	if ann[ccm.AnnotationPrivate] == "true" {
+		return true
+	}
+	a, err := netip.ParseAddr(lbIP)
+	return err == nil && slices.ContainsFunc(cfg.Pools, func(p *ipam.Pool) bool { return p.Prefix().Contains(a) })
+}
+
+// ownRequest is the first of this project's request annotations ann sets.
+func ownRequest(ann map[string]string) string {
+	for _, k := range []string{AnnotationPool, AnnotationAddress, AnnotationIPAMIDs} {
+		if _, ok := ann[k]; ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// add reads one word: its items must be pools of the file or addresses,
+// and ask for what the words read before asked, if any.
+func (f *foreign) add(cfg *ipam.Config, namespace, key, v string) error {
+	items, err := wordItems(key, v)
+	if err != nil {
+		return err
+	}
+	pools := slices.Contains(poolWords, key)
+	for _, s := range items {
+		if pools {
+			if _, ok := cfg.Pool(s); !ok {
+				return &AnnotationError{key, v, fmt.Sprintf("read as %s, but scw-lb-ipam has no pool %q; pools namespace %s may use: %s", AnnotationPool, truncate(s), namespace, names(cfg.AllowedPools(namespace))), nil}
+			}
+		} else if _, perr := netip.ParseAddr(s); perr != nil {
+			return &AnnotationError{key, v, fmt.Sprintf("read as %s, but %q is not an IP address; write addresses such as 172.16.4.210", AnnotationAddress, truncate(s)), nil}
+		}
+	}
+	have, from := &f.addrs, &f.addrFrom
+	if pools {
+		have, from = &f.pools, &f.poolFrom
+	}
+	if *from != "" && !SameSet(*have, items) {
+		return &AnnotationError{key, v, fmt.Sprintf("asks for %s, but %s asks for %s; they disagree, keep one", strings.Join(items, ","), *from, strings.Join(*have, ",")), nil}
+	}
+	if *from == "" {
+		*have, *from = items, key
+	}
+	f.keys = append(f.keys, key)
+	return nil
+}
+
+// wordItems splits a word's value: a JSON list (Calico's form) or a comma
+// list (the others'), each item trimmed, none empty or repeated.
+func wordItems(key, v string) ([]string, error) {
+	var items []string
+	if strings.HasPrefix(strings.TrimSpace(v), "[") {
+		if err := json.Unmarshal([]byte(v), &items); err != nil {
+			return nil, &AnnotationError{key, v, `is not a JSON list of strings such as ["172.16.4.210"]`, nil}
+		}
+	} else {
+		items = strings.Split(v, ",")
+	}
+	out := make([]string, 0, len(items))
+	for _, s := range items {
+		s = strings.TrimSpace(s)
+		if s == "" || slices.Contains(out, s) {
+			return nil, &AnnotationError{key, v, "has an empty or repeated item; list each item once", nil}
+		}
+		out = append(out, s)
+	}
+	if len(out) > maxListItems {
+		return nil, &AnnotationError{key, v, fmt.Sprintf("has %d items; at most %d are allowed (one per Private Network)", len(out), maxListItems), nil}
+	}
+	return out, nil
+}
+
+// annotations are ann with the translated request in this project's
+// words, a fresh map.
+func (f *foreign) annotations(ann map[string]string) map[string]string {
+	out := make(map[string]string, len(ann)+2)
+	for k, v := range ann {
+		out[k] = v
+	}
+	if f.poolFrom != "" {
+		out[AnnotationPool] = strings.Join(f.pools, ",")
+	}
+	if f.addrFrom != "" {
+		out[AnnotationAddress] = strings.Join(f.addrs, ",")
+	}
+	return out
+}
+
+// warnings name each word read and what it was read as.
+func (f *foreign) warnings() []string {
+	out := make([]string, 0, len(f.keys))
+	for _, k := range f.keys {
+		as, v := AnnotationAddress, strings.Join(f.addrs, ",")
+		if slices.Contains(poolWords, k) {
+			as, v = AnnotationPool, strings.Join(f.pools, ",")
+		}
+		out = append(out, fmt.Sprintf("scw-lb-ipam: %s is read as %s: %q", k, as, v))
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package webhook
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+)
+
+// owningGateway is Envoy Gateway's label with the owning Gateway's
+// namespace.
+const owningGateway = "gateway.envoyproxy.io/owning-gateway-namespace"
+
+// gatewayService is a Service of namespace ns asking for pool dc-link,
+// labelled with the Gateway namespace gatewayNS ("" for no label).
+func gatewayService(ns, gatewayNS string) *corev1.Service {
+	svc := fixtures.PrivateService(ns, "envoy-payments-edge-3c1f0a2b", ann(request.AnnotationPool, "dc-link"))
+	if gatewayNS != "" {
+		svc.Labels = map[string]string{owningGateway: gatewayNS}
+	}
+	return svc
+}
+
+// TestGatewayNamespace: a Service in a Gateway controller's namespace the
+// pool file names is judged by its Gateway's namespace; without the label,
+// or in a namespace the file does not name, by its own. Pool dc-link is for
+// payments and edge-*.
+func TestGatewayNamespace(t *testing.T) {
+	tests := []struct {
+		name       string
+		svc        *corev1.Service
+		want       expect
+		unreserved bool // the sweeper's report of it, holding nothing
+	}{
+		{"a Gateway in a namespace the pool allows gets it through the controller's namespace",
+			gatewayService("envoy-gateway-system", "payments"), reserved("dc-link", "172.16.35.200", "nodes", "dc"), true},
+		{"a Gateway in a namespace the pool does not allow",
+			gatewayService("envoy-gateway-system", "web"), denied(`pool "dc-link" is not allowed for namespace web; pools it may use: general, manual, drained, v6, dc-other`), false},
+		{"the controller's namespace without the label is judged by its own",
+			gatewayService("envoy-gateway-system", ""), denied(`pool "dc-link" is not allowed for namespace envoy-gateway-system`), false},
+		{"a labelled Service in a namespace the pool file does not name is judged by its own",
+			gatewayService("web", "payments"), denied(`pool "dc-link" is not allowed for namespace web`), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+				t.Fatal(err)
+			}
+			h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+			if got, what, err := h.unreserved(tt.svc); err != nil || got != tt.unreserved {
+				t.Errorf("the sweeper reports it unreserved: %v %q (%v), want %v", got, what, err, tt.unreserved)
+			}
+			h.Srv.ResetCounts()
+			r, status := h.send(review(admissionv1.Create, tt.svc, nil, false))
+			if status != http.StatusOK {
+				t.Fatalf("HTTP %d", status)
+			}
+			h.check(tt.name, r, tt.want)
+		})
+	}
+}
+
+// TestGatewayShare: a Gateway's Service counts in its Gateway's share of a
+// pool, not the controller namespace's, and its reservation is tagged so.
+func TestGatewayShare(t *testing.T) {
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.alloc.Config()
+	cfg.GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	one := 1
+	dc, _ := cfg.Pool("dc-link")
+	dc.MaxPerNamespace = &one
+	h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
+	// payments holds its one address: its Gateway is refused.
+	r, _ := h.send(review(admissionv1.Create, gatewayService("envoy-gateway-system", "payments"), nil, false))
+	if r.Allowed || !strings.Contains(r.Result.Message, `namespace payments holds 1/1 addresses of pool "dc-link", all used by its live Services: api`) {
+		t.Fatalf("a Gateway of payments past its share: allowed %v (%+v)", r.Allowed, r.Result)
+	}
+	// edge-eu's Gateway counts in edge-eu's share, whatever payments holds.
+	edge := gatewayService("envoy-gateway-system", "edge-eu")
+	edge.Name = "envoy-edge-eu-edge-7d2e1b0c"
+	if r, _ = h.send(review(admissionv1.Create, edge, nil, false)); !r.Allowed {
+		t.Fatal(r.Result.Message)
+	}
+	_, tags := h.ipByAddress("172.16.35.201")
+	e, _ := ipam.ParseEntry(tags)
+	if e.Namespace != "edge-eu" || e.Service.Namespace != "envoy-gateway-system" {
+		t.Fatalf("the Gateway's reservation counts in %q for Service %s, want edge-eu", e.Namespace, e.Service)
+	}
+}
