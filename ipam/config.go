@@ -55,9 +55,25 @@ type Config struct {
 	// live and retained reservations counted. 0 means no cap.
 	// +schema: {"minimum": 0}
 	DefaultMaxPerNamespace int `json:"defaultMaxPerNamespace,omitempty"`
-	// How Services are read and written besides the pools (services.go).
-	TranslateRequests  *bool               `json:"translateRequests,omitempty"`
-	DNSTarget          *bool               `json:"dnsTarget,omitempty"`
+	// TranslateRequests reads the requests other implementations' users
+	// write (MetalLB, Cilium, Calico and kube-vip annotations, the EKS and
+	// AKS private-address annotations, spec.loadBalancerIP) as
+	// scw-lb-ipam.io/pool and address, with a warning naming each. On
+	// unless false; false refuses spec.loadBalancerIP on a private Load
+	// Balancer and ignores the other words.
+	TranslateRequests *bool `json:"translateRequests,omitempty"`
+	// DNSTarget writes external-dns's target annotation (under the prefix
+	// of the Service's hostname annotation) with the reserved addresses,
+	// so that DNS gets the reserved address and not the Load Balancer's
+	// DHCP one; a target the user set is kept. On unless false.
+	DNSTarget *bool `json:"dnsTarget,omitempty"`
+	// GatewayControllers are the namespaces where a Gateway controller
+	// creates the Services of other namespaces' Gateways (Envoy Gateway:
+	// envoy-gateway-system), each with the label that carries the owning
+	// Gateway's namespace (gateway.envoyproxy.io/owning-gateway-namespace;
+	// it must contain "gateway"). A Service there is judged by that
+	// namespace (pools' namespaces, shares); the label is trusted only in
+	// the namespaces listed here.
 	GatewayControllers []GatewayController `json:"gatewayControllers,omitempty"`
 }
 

@@ -18,7 +18,17 @@ import (
 // that live elsewhere, and the label it puts on each with the namespace of
 // the Gateway that owns it.
 type GatewayController struct {
-	Namespace             string `json:"namespace"`
+	// Namespace is where the controller creates the Services
+	// (envoy-gateway-system).
+	// +required
+	// +schema: {"pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}
+	Namespace string `json:"namespace"`
+	// GatewayNamespaceLabel is the label the controller puts on each
+	// Service with the namespace of the Gateway that owns it
+	// (gateway.envoyproxy.io/owning-gateway-namespace). It must contain
+	// "gateway": the Service cache keeps only such labels.
+	// +required
+	// +schema: {"pattern": "gateway"}
 	GatewayNamespaceLabel string `json:"gatewayNamespaceLabel"`
 }
 

@@ -159,7 +159,7 @@ func namedSchema(p *packages.Package, named *types.Named) (*object, string, erro
 	name := named.Obj().Name()
 	if _, ok := named.Underlying().(*types.Struct); ok {
 		s.set("$ref", "#/definitions/"+lowerFirst(name))
-		return s, strings.ToLower(name), nil
+		return s, words(name), nil
 	}
 	var values []any
 	var words []string
@@ -232,6 +232,7 @@ func poolSchema(p *packages.Package, current []byte) ([]byte, error) {
 	}{
 		{[]string{"definitions", "duration"}, "Duration"},
 		{[]string{"definitions", "pool"}, "Pool"},
+		{[]string{"definitions", "gatewayController"}, "GatewayController"},
 		{[]string{"properties", "config"}, "Config"},
 	}
 	out := current
@@ -254,7 +255,7 @@ func poolSchema(p *packages.Package, current []byte) ([]byte, error) {
 // struct, each field's description its doc comment.
 func poolReference(p *packages.Package) (string, error) {
 	var b strings.Builder
-	for _, t := range []struct{ name, title string }{{"Config", "The file"}, {"Pool", "A pool (`pools[]`)"}} {
+	for _, t := range []struct{ name, title string }{{"Config", "The file"}, {"Pool", "A pool (`pools[]`)"}, {"GatewayController", "A Gateway controller (`gatewayControllers[]`)"}} {
 		fields, err := poolStruct(p, t.name)
 		if err != nil {
 			return "", err
@@ -273,6 +274,22 @@ func poolReference(p *packages.Package) (string, error) {
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// words is a Go type name as lower-case words: GatewayController is
+// "gateway controller".
+func words(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 func lowerFirst(s string) string {
 	r := []rune(s)
