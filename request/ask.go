@@ -125,6 +125,18 @@ func (e *AnnotationError) Error() string {
 	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
 }
 
+// Read is the request of a Service with annotations ann and
+// spec.loadBalancerIP lbIP, judged for namespace (JudgedNamespace):
+// Translate, then Parse.
+func Read(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Ask, Translation, error) {
+	t, err := Translate(cfg, namespace, ann, lbIP)
+	if err != nil {
+		return Ask{}, t, err
+	}
+	ask, err := Parse(t.Annotations)
+	return ask, t, err
+}
+
 // Parse reads the annotations strictly: every list item must parse,
 // nothing is silently dropped.
 func Parse(ann map[string]string) (Ask, error) {

@@ -22,12 +22,12 @@ var dnsPrefixes = []string{ccm.ExternalDNSPrefix, ccm.ExternalDNSPrefixLegacy}
 // name, or it carries a target of the user's: one that is not recorded,
 // the addresses an earlier admission wrote (and so the target it wrote).
 func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (key, value string, ok bool) {
-	if !cfg.WritesDNSTarget() || addresses == "" {
-		return "", "", false
-	}
 	for _, p := range dnsPrefixes {
 		if _, asks := ann[p+"hostname"]; !asks {
 			continue
+		}
+		if addresses == "" || !cfg.WritesDNSTarget() {
+			return "", "", false
 		}
 		key = p + "target"
 		if v, set := ann[key]; set && (recorded == "" || v != recorded) {

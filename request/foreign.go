@@ -37,18 +37,6 @@ type Translation struct {
 	Warnings []string
 }
 
-// Read is the request of a Service with annotations ann and
-// spec.loadBalancerIP lbIP, judged for namespace (JudgedNamespace):
-// Translate, then Parse.
-func Read(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Ask, Translation, error) {
-	t, err := Translate(cfg, namespace, ann, lbIP)
-	if err != nil {
-		return Ask{}, t, err
-	}
-	ask, err := Parse(t.Annotations)
-	return ask, t, err
-}
-
 // foreign is what the other words ask for, and which of them asked.
 type foreign struct {
 	pools, addrs []string
@@ -67,6 +55,9 @@ type foreign struct {
 // public IP, the CCM's business.
 func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Translation, error) {
 	t := Translation{Annotations: ann}
+	if lbIP == "" && !slices.ContainsFunc(ccm.OtherRequestAnnotations, func(k string) bool { _, ok := ann[k]; return ok }) {
+		return t, nil // no other words: nothing to read
+	}
 	if !cfg.Translates() {
 		return t, nil
 	}

@@ -14,6 +14,9 @@ import (
 // Service of their own namespace. label reads one of the Service's labels.
 // Admission and the sweeper's report both read this one rule.
 func JudgedNamespace(cfg *ipam.Config, namespace string, label func(key string) string) string {
+	if len(cfg.GatewayControllers) == 0 {
+		return namespace // no controller named: every Service is its own
+	}
 	key := cfg.GatewayLabel(namespace)
 	if key == "" {
 		return namespace

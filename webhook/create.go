@@ -17,16 +17,16 @@ import (
 // create judges a CREATE, or an UPDATE that makes a Service a LoadBalancer:
 // it reserves what the Service asks for. ns is the namespace its request
 // is judged by (request.JudgedNamespace).
-func (m *ServiceMutator) create(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask) decision {
-	return m.allocate(ctx, req, svc, ns, ask, nil, false)
+func (m *ServiceMutator) create(ctx context.Context, req admission.Request, cfg *ipam.Config, svc *corev1.Service, ns string, ask request.Ask) decision {
+	return m.allocate(ctx, req, cfg, svc, ns, ask, nil, false)
 }
 
-// allocate plans ask against the pool file for namespace ns, holds the
+// allocate plans ask against the pool file cfg (the one snapshot the whole
+// admission reads) for namespace ns, holds the
 // CCM's contract and reserves. own are the IDs the Service references now (an UPDATE);
 // keepDHCP leaves a Service that asks for a reservation on the DHCP address
 // of its Load Balancer, with a warning (see updateRules).
-func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, svc *corev1.Service, ns string, ask request.Ask, own []string, keepDHCP bool) decision {
-	cfg := m.Allocator.Config()
+func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, cfg *ipam.Config, svc *corev1.Service, ns string, ask request.Ask, own []string, keepDHCP bool) decision {
 	dryRun := req.DryRun != nil && *req.DryRun
 	p, err := request.NewPlan(cfg, ns, ask)
 	if err != nil {

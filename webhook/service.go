@@ -96,9 +96,9 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	case err != nil:
 		d = refusal(err)
 	case old == nil:
-		d = m.create(ctx, req, svc, ns, ask)
+		d = m.create(ctx, req, cfg, svc, ns, ask)
 	default:
-		d = m.update(ctx, req, old, svc, ns, ask)
+		d = m.update(ctx, req, cfg, old, svc, ns, ask)
 	}
 	return translated(m.respond(req, svc, d, start), tr)
 }

@@ -17,8 +17,8 @@ import (
 
 // update judges an UPDATE of a Service that already was a LoadBalancer,
 // by updateRules; one the rules let allocate is reserved for like a CREATE.
-func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old, svc *corev1.Service, ns string, ask request.Ask) decision {
-	r := updateRules(m.Allocator.Config(), old, svc, ask)
+func (m *ServiceMutator) update(ctx context.Context, req admission.Request, cfg *ipam.Config, old, svc *corev1.Service, ns string, ask request.Ask) decision {
+	r := updateRules(cfg, old, svc, ask)
 	switch r.verdict {
 	case verdictDeny:
 		return refusal(r.err)
@@ -28,7 +28,7 @@ func (m *ServiceMutator) update(ctx context.Context, req admission.Request, old,
 		}
 		return decision{result: resultRestored, set: r.kept}
 	}
-	return m.allocate(ctx, req, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
+	return m.allocate(ctx, req, cfg, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
 
 // verdict is what the UPDATE rules say of a change.
