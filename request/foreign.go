@@ -55,7 +55,14 @@ type foreign struct {
 // public IP, the CCM's business.
 func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Translation, error) {
 	t := Translation{Annotations: ann}
-	if lbIP == "" && !slices.ContainsFunc(ccm.OtherRequestAnnotations, func(k string) bool { _, ok := ann[k]; return ok }) {
+	other := lbIP != ""
+	for _, key := range ccm.OtherRequestAnnotations {
+		if _, ok := ann[key]; ok {
+			other = true
+			break
+		}
+	}
+	if !other {
 		return t, nil // no other words: nothing to read
 	}
 	if !cfg.Translates() {
