@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"maps"
+	"net/http"
 	"sync/atomic"
 	"time"
 
