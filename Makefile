@@ -290,3 +290,41 @@ bin/scaleway-cloud-controller-manager: FORCE
 	    nice -n 10 $(GO) build -trimpath -ldflags="$$ldflags" -o "$$out.tmp" ./cmd/scaleway-cloud-controller-manager && \
 	  mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file"; \
 	fi
+
+# named (BIND 9.18), the datacenter's DNS server in test/dns: Debian's bind9
+# and the libraries it needs that a minimal Debian 12 lacks, fetched with
+# apt-get download and unpacked with dpkg -x into bin/bind: no service
+# started, no file written outside bin/. bin/named runs it with those
+# libraries on LD_LIBRARY_PATH. The stamp is the packages' versions, so a
+# Debian security release is fetched once it is the candidate. Cold: a few
+# seconds (1.5 MB).
+BIND_PACKAGES := bind9 bind9-libs libjemalloc2 liblmdb0 libmaxminddb0 libfstrm0 libprotobuf-c1 libuv1
+TOOLS += bin/named
+
+bin/named: FORCE
+	@set -eo pipefail; \
+	candidates() { apt-cache policy $(BIND_PACKAGES) 2>/dev/null | awk '/^[^ ]/ { p = $$1 } /Candidate:/ { print p, $$2 }' | tr '\n' ' '; }; \
+	stamp=$$(candidates); \
+	if [[ "$$stamp" == *'(none)'* ]] || [ "$$(wc -w <<< "$$stamp")" != $$((2 * $(words $(BIND_PACKAGES)))) ]; then \
+	  [ "$$(id -u)" = 0 ] || { echo "bin/named: apt knows no candidate for some of $(BIND_PACKAGES); run apt-get update as root" >&2; exit 1; }; \
+	  apt-get update -qq; stamp=$$(candidates); \
+	fi; \
+	case "$$stamp" in "bind9: 1:9.18."*) ;; *) echo "bin/named: wants BIND 9.18 (Debian 12), apt offers: $$stamp" >&2; exit 1;; esac; \
+	out='$(abspath $@)'; version_file='$(BIN)/.named.version'; \
+	if [ -x "$$out" ] && [ -x '$(BIN)/bind/usr/sbin/named' ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
+	  echo "$@ is up to date ($${stamp%% bind9-libs*})"; exit 0; \
+	fi; \
+	echo "fetching $@ (Debian $$stamp)…"; \
+	rm -rf '$(BIN)/bind' '$(BIN)/.bind.tmp' "$$version_file" && mkdir -p '$(BIN)/.bind.tmp/debs' && \
+	(cd '$(BIN)/.bind.tmp/debs' && apt-get download -q $(BIND_PACKAGES) 2>&1 | grep -v '^W: Download is performed unsandboxed') && \
+	for d in '$(BIN)'/.bind.tmp/debs/*.deb; do dpkg -x "$$d" '$(BIN)/.bind.tmp/root'; done && \
+	libdir=$$(dirname "$$(find '$(BIN)/.bind.tmp/root' -name 'libdns-*.so' | head -1)") && \
+	missing=$$(LD_LIBRARY_PATH="$$libdir" ldd '$(BIN)/.bind.tmp/root/usr/sbin/named' | awk '/not found/ { print $$1 }' | sort -u | tr '\n' ' ') && \
+	{ [ -z "$$missing" ] || { echo "bin/named: named needs libraries neither installed nor in BIND_PACKAGES: $$missing(apt-get install the packages holding them, or add them to BIND_PACKAGES)" >&2; exit 1; }; } && \
+	mv '$(BIN)/.bind.tmp/root' '$(BIN)/bind' && rm -rf '$(BIN)/.bind.tmp' && \
+	libdir="$${libdir#$(BIN)/.bind.tmp/root}" && \
+	printf '%s\n' '#!/bin/sh' '# named from Debian'"'"'s bind9, unpacked by make tools into bin/bind (see the Makefile).' \
+	  'bind=$$(dirname "$$(readlink -f "$$0")")/bind' \
+	  "LD_LIBRARY_PATH=\"\$$bind$$libdir\$${LD_LIBRARY_PATH:+:\$$LD_LIBRARY_PATH}\" exec \"\$$bind/usr/sbin/named\" \"\$$@\"" > "$$out.tmp" && \
+	chmod +x "$$out.tmp" && mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file" && \
+	"$$out" -v
