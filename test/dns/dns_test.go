@@ -62,6 +62,7 @@ func TestDNSTarget(t *testing.T) {
 			w.remove(t)
 			w.resolves(t)
 		}},
+		{"UnattachedAddressEventSaysDNS", w.unattached},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.run) {
@@ -80,20 +81,13 @@ func TestDNSTargetOff(t *testing.T) {
 	w.resolves(t, addr, dhcp)
 }
 
-// publish creates the Service, a private one from pool dc-link asking
-// external-dns for host, and waits until its Load Balancer has both its
-// addresses in the status: the reserved one, which it returns with the
+// publish creates the Service and waits until its Load Balancer has both
+// its addresses in the status: the reserved one, which it returns with the
 // DHCP one on the nodes' network. Without the two, the scenarios could not
 // tell a target from the status.
 func (w *world) publish(t *testing.T) (addr, dhcp string) {
 	t.Helper()
-	svc := fixtures.PrivateService(api.Namespace, api.Name, map[string]string{
-		request.AnnotationPool:                   "dc-link",
-		ccm.ExternalDNSPrefixLegacy + "hostname": host,
-	})
-	if err := w.Kube.Create(context.Background(), svc); err != nil {
-		t.Fatalf("creating %s: %v", api, err)
-	}
+	w.create(t)
 	nodes := netip.MustParsePrefix("172.16.0.0/22")
 	var ips []string
 	fixtures.EventuallySays(t, attachWait, poll, api.String()+"'s reserved and DHCP addresses in its status", func() (bool, string) {
@@ -113,6 +107,33 @@ func (w *world) publish(t *testing.T) (addr, dhcp string) {
 	})
 	t.Logf("%s: reserved %s, DHCP %s, status ingress %v", api, addr, dhcp, ips)
 	return addr, dhcp
+}
+
+// create creates the Service, a private one from pool dc-link asking
+// external-dns for host.
+func (w *world) create(t *testing.T) {
+	t.Helper()
+	svc := fixtures.PrivateService(api.Namespace, api.Name, map[string]string{
+		request.AnnotationPool:                   "dc-link",
+		ccm.ExternalDNSPrefixLegacy + "hostname": host,
+	})
+	if err := w.Kube.Create(context.Background(), svc); err != nil {
+		t.Fatalf("creating %s: %v", api, err)
+	}
+}
+
+// reserved is the address the webhook reserved for the Service.
+func (w *world) reserved(t *testing.T) string {
+	t.Helper()
+	cur := &corev1.Service{}
+	if err := w.Kube.Get(context.Background(), api, cur); err != nil {
+		t.Fatal(err)
+	}
+	addr := cur.Annotations[request.AnnotationAddresses]
+	if addr == "" {
+		t.Fatalf("%s was admitted without a reservation: annotations %v", api, cur.Annotations)
+	}
+	return addr
 }
 
 // targets checks the target annotation the Service carries under its

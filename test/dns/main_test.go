@@ -18,6 +18,9 @@ const (
 	clusterName = "dns"
 	namespace   = "apps"
 	retention   = 2 * time.Minute
+	// convergenceGrace: a reserved IP not applied is reported once it has
+	// stayed so this long (5m by default).
+	convergenceGrace = 3 * time.Second
 )
 
 // root is the repository, and namedBin and externalDNSBin what make tools
@@ -87,7 +90,8 @@ func startWorld(t *testing.T, dnsTarget bool) *world {
 		PrivateNetworks: []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22"},
 		PoolFile:        poolFile(dnsTarget),
 		Namespaces:      map[string]bool{namespace: true},
-		Args:            []string{"--sweep-interval", "1s", "--webhook-timeout", "2s", "--pending-grace", "6s"},
+		Args: []string{"--sweep-interval", "1s", "--webhook-timeout", "2s", "--pending-grace", "6s",
+			"--convergence-grace", convergenceGrace.String()},
 	})
 	if err != nil {
 		t.Fatal(err)
