@@ -29,9 +29,9 @@ func (w *world) unattached(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	w.create(t)
-	addr := w.reserved(t)
-	w.resolves(t, addr)
+	w.create(t, api)
+	addr := w.reserved(t, api)
+	w.resolves(t, api, addr)
 	want := fmt.Sprintf("DNS points at %s, which the CCM has not attached", addr)
 	var notes []string
 	deadline := convergenceGrace + syncWait

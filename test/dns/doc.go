@@ -11,7 +11,9 @@
 // nodes' network that changes on every re-create; the status lists both.
 // The scenarios check that the name resolves to the reserved address
 // only, that a re-create within the pool's retention resolves to the same
-// address, that deleting the Service removes the name, that the
+// address, that deleting the Service removes the name, the same under
+// either prefix (external-dns v0.22 reads one: its own by default, the
+// older one most manifests use when --annotation-prefix names it), that the
 // convergence monitor's IPNotApplied Event says DNS points at the reserved
 // address when a CCM older than v0.36.0 leaves it unattached, and, as the
 // negative control, that with the pool file's dnsTarget: false external-dns

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,8 +76,11 @@ pools:
 // and external-dns publishing its Services.
 type world struct {
 	*testenv.Env
-	named       *named
-	externalDNS *proc
+	dir   string
+	named *named
+	// externalDNS are the external-dns instances running, the first
+	// started with the world.
+	externalDNS []*proc
 	once        sync.Once
 }
 
@@ -96,7 +100,7 @@ func startWorld(t *testing.T, dnsTarget bool) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{Env: env}
+	w := &world{Env: env, dir: dir}
 	live.Lock()
 	live.worlds[w] = true
 	live.Unlock()
@@ -109,7 +113,7 @@ func startWorld(t *testing.T, dnsTarget bool) *world {
 	if w.named, err = startNamed(namedBin, dir); err != nil {
 		t.Fatal(err)
 	}
-	if w.externalDNS, err = w.startExternalDNS(dir); err != nil {
+	if err := w.startExternalDNS("external-dns", api.prefix, clusterName); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -118,10 +122,21 @@ func startWorld(t *testing.T, dnsTarget bool) *world {
 // stop stops external-dns, named, then the control plane, once.
 func (w *world) stop() {
 	w.once.Do(func() {
-		w.externalDNS.stop()
+		for _, p := range w.externalDNS {
+			p.stop()
+		}
 		if w.named != nil {
 			w.named.stop()
 		}
 		w.Env.Stop()
 	})
+}
+
+// logTails are the ends of external-dns's logs, for a failure message.
+func (w *world) logTails() string {
+	var b strings.Builder
+	for _, p := range w.externalDNS {
+		b.WriteString(p.logTail() + "\n")
+	}
+	return b.String()
 }
