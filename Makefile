@@ -290,3 +290,47 @@ bin/scaleway-cloud-controller-manager: FORCE
 	    nice -n 10 $(GO) build -trimpath -ldflags="$$ldflags" -o "$$out.tmp" ./cmd/scaleway-cloud-controller-manager && \
 	  mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file"; \
 	fi
+
+# named (BIND 9.18), the datacenter's DNS server in test/dns: Debian's (or
+# Ubuntu's) bind9 and bind9-libs, and the libraries they depend on that are
+# not installed, fetched with apt-get download and unpacked with dpkg -x into
+# bin/bind: no service started, no file written outside bin/. bin/named runs
+# it with those libraries on LD_LIBRARY_PATH. The stamp is the packages'
+# versions, so a security release is fetched once it is the candidate.
+# Cold: about 5 s (2 MB).
+BIND_PACKAGES := bind9 bind9-libs
+TOOLS += bin/named
+# test/dns is a suite (real control plane, named, external-dns).
+SUITES += ./test/dns
+UNIT := $(filter-out %/test/dns,$(UNIT))
+
+bin/named: FORCE
+	@set -eo pipefail; \
+	candidates() { apt-cache policy "$$@" 2>/dev/null | awk '/^[^ ]/ { p = $$1 } /Candidate:/ { print p, $$2 }' | tr '\n' ' '; }; \
+	stamp=$$(candidates $(BIND_PACKAGES)); \
+	if [[ "$$stamp" != *"bind9-libs: "* || "$$stamp" == *'(none)'* ]]; then \
+	  [ "$$(id -u)" = 0 ] || { echo "bin/named: apt knows no candidate for $(BIND_PACKAGES); run apt-get update as root" >&2; exit 1; }; \
+	  apt-get update -qq; stamp=$$(candidates $(BIND_PACKAGES)); \
+	fi; \
+	case "$$stamp" in "bind9: 1:9.18."*) ;; *) echo "bin/named: wants BIND 9.18 (Debian 12, Ubuntu 24.04), apt offers: $$stamp" >&2; exit 1;; esac; \
+	libs=$$(apt-cache depends $(BIND_PACKAGES) | awk '$$1 == "Depends:" && $$2 ~ /^lib/ { print $$2 }' | sort -u | \
+	  while read -r p; do dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || echo "$$p"; done | tr '\n' ' '); \
+	stamp=$$(candidates $(BIND_PACKAGES) $$libs); \
+	out='$(abspath $@)'; version_file='$(BIN)/.named.version'; \
+	if [ -x "$$out" ] && [ -x '$(BIN)/bind/usr/sbin/named' ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
+	  echo "$@ is up to date ($${stamp%% bind9-libs*})"; exit 0; \
+	fi; \
+	echo "fetching $@ (Debian $$stamp)…"; \
+	rm -rf '$(BIN)/bind' '$(BIN)/.bind.tmp' "$$version_file" && mkdir -p '$(BIN)/.bind.tmp/debs' && \
+	(cd '$(BIN)/.bind.tmp/debs' && apt-get download -q $(BIND_PACKAGES) $$libs 2>&1 | grep -v '^W: Download is performed unsandboxed') && \
+	for d in '$(BIN)'/.bind.tmp/debs/*.deb; do dpkg -x "$$d" '$(BIN)/.bind.tmp/root'; done && \
+	libdir=$$(dirname "$$(find '$(BIN)/.bind.tmp/root' -name 'libdns-*.so' | head -1)") && \
+	missing=$$(LD_LIBRARY_PATH="$$libdir" ldd '$(BIN)/.bind.tmp/root/usr/sbin/named' | awk '/not found/ { print $$1 }' | sort -u | tr '\n' ' ') && \
+	{ [ -z "$$missing" ] || { echo "bin/named: named needs libraries that are neither installed nor fetched: $$missing(apt-get install the packages holding them)" >&2; exit 1; }; } && \
+	mv '$(BIN)/.bind.tmp/root' '$(BIN)/bind' && rm -rf '$(BIN)/.bind.tmp' && \
+	libdir="$${libdir#$(BIN)/.bind.tmp/root}" && \
+	printf '%s\n' '#!/bin/sh' '# named from Debian'"'"'s bind9, unpacked by make tools into bin/bind (see the Makefile).' \
+	  'bind=$$(dirname "$$(readlink -f "$$0")")/bind' \
+	  "LD_LIBRARY_PATH=\"\$$bind$$libdir\$${LD_LIBRARY_PATH:+:\$$LD_LIBRARY_PATH}\" exec \"\$$bind/usr/sbin/named\" \"\$$@\"" > "$$out.tmp" && \
+	chmod +x "$$out.tmp" && mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file" && \
+	"$$out" -v

@@ -74,6 +74,7 @@ const (
 	flagLoadBalancer uint8 = 1 << iota // spec.type LoadBalancer
 	flagClass                          // spec.loadBalancerClass set: another controller's
 	flagDeleting                       // deletionTimestamp set
+	flagDNSReserved                    // external-dns publishes the reserved addresses (PublishesReserved)
 )
 
 // RecordService is the Service informer's transform (a client-go
@@ -103,6 +104,9 @@ func NewRecord(svc *corev1.Service) *Record {
 	}
 	if svc.DeletionTimestamp != nil {
 		r.flags |= flagDeleting
+	}
+	if PublishesReserved(svc.Annotations) {
+		r.flags |= flagDNSReserved
 	}
 	r.Annotations = recordAnnotations(svc.Annotations, kept)
 	if labels := recordAnnotations(svc.Labels, keptLabel); labels != nil || svc.Spec.LoadBalancerIP != "" {
@@ -228,6 +232,10 @@ func (r *Record) Key() types.NamespacedName {
 func (r *Record) Served() bool {
 	return r.flags&flagLoadBalancer != 0 && r.flags&flagClass == 0
 }
+
+// DNSReserved reports whether external-dns publishes the Service's name at
+// its reserved addresses (PublishesReserved).
+func (r *Record) DNSReserved() bool { return r.flags&flagDNSReserved != 0 }
 
 // Deleting reports whether the Service is Terminating.
 func (r *Record) Deleting() bool { return r.flags&flagDeleting != 0 }

@@ -42,6 +42,7 @@ func causeOf(fs []finding) string {
 // that parseNote reads the cause back.
 func note(t Target, fs []finding, late time.Duration) string {
 	header := fmt.Sprintf("%d reserved IP(s) of this Service not applied after %s:", len(fs), late.Round(time.Second))
+	dns := dnsLine(t, fs)
 	lb := t.LoadBalancerID
 	var fix strings.Builder
 	for _, r := range reasonsOf(fs) {
@@ -64,12 +65,32 @@ func note(t Target, fs []finding, late time.Duration) string {
 		names bool
 		fix   string
 	}{{true, fix.String()}, {true, runbook}, {false, runbook}} {
-		out := header + noteLines(fs, o.names) + o.fix
+		out := header + noteLines(fs, o.names) + dns + o.fix
 		if len(out) <= noteLengthLimit {
 			return out
 		}
 	}
-	return truncateNote(header+noteLines(fs, false)+runbook, noteLengthLimit)
+	return truncateNote(header+noteLines(fs, false)+dns+runbook, noteLengthLimit)
+}
+
+// dnsLine says, when external-dns publishes the Service's name at its
+// reserved addresses, which of them the CCM has not attached: the
+// datacenter's lookups of that name reach nothing. An address only
+// missing from the status is attached (it serves), and not named.
+func dnsLine(t Target, fs []finding) string {
+	if !t.DNS {
+		return ""
+	}
+	var addrs []string
+	for _, f := range fs {
+		if f.reason != ReasonNotInStatus && f.address != "" && slices.Contains(t.Addresses, f.address) && !slices.Contains(addrs, f.address) {
+			addrs = append(addrs, f.address)
+		}
+	}
+	if len(addrs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nDNS points at %s, which the CCM has not attached: external-dns publishes this Service's name there (the target scw-lb-ipam wrote), so lookups of it reach nothing until the IP is applied.", strings.Join(addrs, ", "))
 }
 
 // noteLines are the note's lines, one per IP, with the holders' names or

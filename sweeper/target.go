@@ -60,11 +60,14 @@ type Target struct {
 	// StatusListsPrivateIPs: the reserved IPv4 addresses are expected in
 	// the status.
 	StatusListsPrivateIPs bool
+	// DNS: external-dns publishes the Service's name at Addresses (the
+	// target the webhook wrote), attached or not.
+	DNS bool
 }
 
 // TargetOf reads a Service's Target from its Record.
 func TargetOf(svc *ccm.Record) Target {
-	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: statusListsPrivateIPs(svc)}
+	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: statusListsPrivateIPs(svc), DNS: svc.DNSReserved()}
 	if v := svc.Annotation(request.AnnotationAddresses); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			t.Addresses = append(t.Addresses, strings.TrimSpace(a))
