@@ -51,10 +51,6 @@ const (
 	// past its retention and detached, so the settle is no longer than
 	// with an immediate deletion.
 	lbDeleteDelay = 6 * time.Second
-	// ccmDelay is the CCM stand-in's wait before acting on a Service
-	// (testenv's default, spelled out): the window in which a deleted
-	// Service is Terminating with its IPs attached. Never 0 here.
-	ccmDelay = 300 * time.Millisecond
 )
 
 func envInt(name string, def int) int {
@@ -214,7 +210,7 @@ pools:
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
 		Args:          []string{"--sweep-interval", sweepInterval.String(), "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
 		Logs:          logs,
-		CCMDelay:      ccmDelay,
+		CCMReplicas:   2,
 		LBDeleteDelay: deleteDelay,
 	})
 	if err != nil {
@@ -703,7 +699,7 @@ func (r *run) trail(id string) string {
 func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos, sweeps *cycles) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
-	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), the CCM stand-in's delay %s\n", deleteDelay, ccmDelay)
+	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), by the real Scaleway CCM (two replicas, leader election)\n", deleteDelay)
 	r.mu.Lock()
 	done := 0
 	for _, n := range r.ops {

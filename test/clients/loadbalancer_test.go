@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -211,13 +211,13 @@ func (cp *controlPlane) recreated(t *testing.T, step string, old *lbState) *lbSt
 	return &st
 }
 
-// ccmAttachCalls are the CCM stand-in's attach and detach calls on Load
+// ccmAttachCalls are the CCM's attach and detach calls on Load
 // Balancer lb since entry from of the emulator's request log.
 func (cp *controlPlane) ccmAttachCalls(from int, lb string) []string {
 	var out []string
 	reqs := cp.Emu.Requests()
 	for _, r := range reqs[min(from, len(reqs)):] {
-		if !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || !strings.Contains(r.Path, lb) {
+		if !testenv.IsCCM(r) || !strings.Contains(r.Path, lb) {
 			continue
 		}
 		if r.Op == scalewaytest.OpAttachLBPrivateNetwork || r.Op == scalewaytest.OpDetachLBPrivateNetwork {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -251,7 +250,7 @@ func TestConvergenceMonitor(t *testing.T) {
 
 	// Set back however the rest goes: later scenarios expect v0.36.0.
 	all.Cleanup(func() {
-		if err := s.RestartCCM(nil); err != nil {
+		if err := s.RestartCCM(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -259,7 +258,7 @@ func TestConvergenceMonitor(t *testing.T) {
 	var oldX string
 	if !t.Run("CCM older than v0.36.0: not_attached", func(t *testing.T) {
 		scenario(t, func(t *testing.T) {
-			if err := s.RestartCCM(func(o *cloudcontroller.Options) { o.IgnorePrivateIPIDs = true }); err != nil {
+			if err := s.RunOldCCM(); err != nil {
 				t.Fatal(err)
 			}
 			old, oldX = poolService(t, all, "old-ccm")
@@ -300,7 +299,7 @@ func TestConvergenceMonitor(t *testing.T) {
 
 	t.Run("upgraded to v0.36.0, the old CCM's Service converges", func(t *testing.T) {
 		scenario(t, func(t *testing.T) {
-			if err := s.RestartCCM(nil); err != nil {
+			if err := s.RestartCCM(); err != nil {
 				t.Fatal(err)
 			}
 			attachedTo(t, "web", "old-ccm", oldX)

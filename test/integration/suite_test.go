@@ -19,10 +19,15 @@ import (
 )
 
 // scenario runs one test of the suite and records its Scaleway calls.
-// The CCM stand-in's calls are not counted.
+// The CCM's calls are not counted; its log's end is printed on a failure.
 func scenario(t *testing.T, f func(t *testing.T)) {
 	from := len(s.Emu.Requests())
-	defer func() { s.record(t, s.WebhookCalls(from)) }()
+	defer func() {
+		s.record(t, s.WebhookCalls(from))
+		if t.Failed() {
+			t.Logf("the Scaleway CCM's logs:\n%s", s.CCMLogs(60))
+		}
+	}()
 	f(t)
 }
 
@@ -47,8 +52,8 @@ func get(t *testing.T, ns, name string) *corev1.Service {
 	return svc
 }
 
-// del deletes a Service and waits until it is gone: the CCM stand-in keeps
-// a LoadBalancer Service Terminating until it deleted its Load Balancer.
+// del deletes a Service and waits until it is gone: the CCM keeps a
+// LoadBalancer Service Terminating until its DeleteLB is accepted.
 func del(t *testing.T, svc *corev1.Service) {
 	t.Helper()
 	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
