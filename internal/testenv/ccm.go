@@ -2,8 +2,8 @@ package testenv
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
