@@ -53,13 +53,16 @@ func get(t *testing.T, ns, name string) *corev1.Service {
 }
 
 // del deletes a Service and waits until it is gone: the CCM keeps a
-// LoadBalancer Service Terminating until its DeleteLB is accepted.
+// LoadBalancer Service Terminating until its DeleteLB is accepted. The
+// CCM's one service worker (--concurrent-service-syncs=1, as shipped) may
+// still be working through the Services earlier scenarios made, a few
+// Scaleway calls each: 20 s was missed once after TestConcurrentCreates.
 func del(t *testing.T, svc *corev1.Service) {
 	t.Helper()
 	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	fixtures.Eventually(t, 20*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
+	fixtures.Eventually(t, 60*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
 		return apierrors.IsNotFound(s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}))
 	})
 }
