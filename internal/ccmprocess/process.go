@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -169,6 +171,20 @@ func (p *Process) signal(sig syscall.Signal) {
 	if err := syscall.Kill(-p.PID(), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		fmt.Fprintf(os.Stderr, "ccmprocess: %s to the CCM's group %s: %v\n", sig, strconv.Itoa(p.PID()), err)
 	}
+}
+
+// Leads reports whether the process acquired the leader-election lease
+// (its log says so; it exits when it loses it), or runs without leader
+// election.
+func (p *Process) Leads() bool {
+	if exited, _ := p.Exited(); exited {
+		return false
+	}
+	if !slices.Contains(p.cmd.Args, "--leader-elect=true") {
+		return true
+	}
+	b, err := os.ReadFile(p.LogPath)
+	return err == nil && strings.Contains(string(b), "successfully acquired lease")
 }
 
 // Tail is the last n lines of the log, for a failure message.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/oldccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
@@ -23,9 +23,10 @@ const Nodes = 2
 // under the lease, since a CCM that fails to renew exits.
 var ccmLease = ccmprocess.LeaderElection{LeaseDuration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}
 
-// ccmReplicas are the running Scaleway CCM processes, or the v0.35 fake
-// that RunOldCCM runs in their place.
-type ccmReplicas struct {
+// CCM is the cluster's Scaleway CCM: its running processes, or the v0.35
+// fake that RunOld runs in their place.
+type CCM struct {
+	env        *Env
 	mu         sync.Mutex
 	kubeconfig []byte
 	procs      []*ccmprocess.Process
@@ -34,17 +35,18 @@ type ccmReplicas struct {
 	nodes      bool
 }
 
-// startCCM grants the CCM its shipped RBAC, registers the Nodes once, and
+// start grants the CCM its shipped RBAC, registers the Nodes once, and
 // starts Options.CCMReplicas processes of bin/scaleway-cloud-controller-manager.
 // One runs with --leader-elect=false: the CCM does not release its lease
 // when stopped, so a restarted lone replica would wait out the old lease,
 // and a lone replica has nobody to hand over to. Two or more run leader
 // election as shipped, with short leases (ccmLease).
-func (e *Env) startCCM() error {
+func (c *CCM) start() error {
+	e := c.env
 	ctx := context.Background()
-	e.ccm.mu.Lock()
-	defer e.ccm.mu.Unlock()
-	if e.ccm.kubeconfig == nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kubeconfig == nil {
 		if err := ccmprocess.Grant(ctx, e.Kube); err != nil {
 			return err
 		}
@@ -52,31 +54,134 @@ func (e *Env) startCCM() error {
 		if err != nil {
 			return err
 		}
-		e.ccm.kubeconfig = kubeconfig
+		c.kubeconfig = kubeconfig
 	}
-	if !e.ccm.nodes {
+	if !c.nodes {
 		if err := ccmprocess.BookAndRegisterNodes(ctx, e.Kube, e.Emu, e.PNs["nodes"].ID, Nodes); err != nil {
 			return err
 		}
-		e.ccm.nodes = true
+		c.nodes = true
 	}
+	for i := range e.o.CCMReplicas {
+		p, err := c.startReplica(i)
+		if err != nil {
+			return err
+		}
+		c.procs = append(c.procs, p)
+	}
+	return nil
+}
+
+// startCCMReplica starts the process of replica i. c.mu is held.
+func (c *CCM) startReplica(i int) (*ccmprocess.Process, error) {
+	e := c.env
 	var le *ccmprocess.LeaderElection
 	if e.o.CCMReplicas > 1 {
 		le = &ccmLease
 	}
-	for i := range e.o.CCMReplicas {
-		p, err := ccmprocess.Start(ccmprocess.Options{
-			Binary: filepath.Join(e.o.Root, "bin", "scaleway-cloud-controller-manager"), Kubeconfig: e.ccm.kubeconfig,
-			Dir: e.tmp, Name: fmt.Sprintf("ccm-%d.%d", i, len(e.ccm.all)), APIURL: e.Emu.URL(), AccessKey: AccessKey, SecretKey: SecretKey,
-			ProjectID: scalewaytest.DefaultProjectID, PrivateNetworkID: e.PNs["nodes"].ID, Prefix: "testenv-",
-			LeaderElection: le, Log: e.ccmLog(),
-		})
-		if err != nil {
-			return err
-		}
-		e.ccm.procs, e.ccm.all = append(e.ccm.procs, p), append(e.ccm.all, p)
+	p, err := ccmprocess.Start(ccmprocess.Options{
+		Binary: filepath.Join(e.o.Root, "bin", "scaleway-cloud-controller-manager"), Kubeconfig: c.kubeconfig,
+		Dir: e.tmp, Name: fmt.Sprintf("ccm-%d.%d", i, len(c.all)), APIURL: e.Emu.URL(), AccessKey: AccessKey, SecretKey: SecretKey,
+		ProjectID: scalewaytest.DefaultProjectID, PrivateNetworkID: e.PNs["nodes"].ID, Prefix: "testenv-",
+		LeaderElection: le, Log: e.ccmLog(),
+	})
+	if err != nil {
+		return nil, err
 	}
+	c.all = append(c.all, p)
+	return p, nil
+}
+
+// Kill kills CCM replica i with SIGKILL, as a node failure ends a pod
+// (its lease stays until it expires, and another replica waits that long
+// to lead), and after down starts a new process in its place, as its
+// Deployment would.
+func (c *CCM) Kill(i int, down time.Duration) error {
+	c.mu.Lock()
+	if i >= len(c.procs) {
+		c.mu.Unlock()
+		return fmt.Errorf("no CCM replica %d: %d run", i, len(c.procs))
+	}
+	c.procs[i].Kill()
+	c.mu.Unlock()
+	time.Sleep(down)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= len(c.procs) {
+		return nil // stopped meanwhile: nothing to bring back
+	}
+	p, err := c.startReplica(i)
+	if err != nil {
+		return err
+	}
+	c.procs[i] = p
 	return nil
+}
+
+// stop stops the CCM processes (SIGTERM, then SIGKILL) or the v0.35
+// fake.
+func (c *CCM) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		p.Stop()
+	}
+	c.procs = nil
+	if c.stopOld != nil {
+		c.stopOld()
+		c.stopOld = nil
+	}
+}
+
+// Processes are the running CCM processes (none while RunOld's fake runs).
+func (c *CCM) Processes() []*ccmprocess.Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*ccmprocess.Process(nil), c.procs...)
+}
+
+// Restart stops the CCM (or RunOld's fake) and starts the real one
+// again, as when the control plane is upgraded in place: the new processes
+// remember nothing and sync every Service again.
+func (c *CCM) Restart() error {
+	c.stop()
+	return c.start()
+}
+
+// RunOld replaces the CCM with a fake of one older than v0.36.0, which
+// ignores private-ip-ids (internal/oldccm): the
+// real v0.35 is not built here, and the convergence monitor's scenario
+// needs what such a cluster shows. Restart brings the real one back.
+func (c *CCM) RunOld() error {
+	c.stop()
+	e := c.env
+	logs := e.logs()
+	old, err := oldccm.New(oldccm.Options{
+		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: 300 * time.Millisecond,
+		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); old.Run(ctx) }()
+	c.mu.Lock()
+	c.stopOld = func() { cancel(); <-done }
+	c.mu.Unlock()
+	return nil
+}
+
+// Logs is the last n lines of each CCM process's log, headed by its
+// file: what a failing test prints.
+func (c *CCM) Logs(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, p := range c.all {
+		fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", p.LogPath, n, p.Tail(n))
+	}
+	return b.String()
 }
 
 // ccmLog is where the CCM's output goes besides its file: Options.Logs
@@ -86,69 +191,4 @@ func (e *Env) ccmLog() io.Writer {
 		return nil
 	}
 	return e.logs()
-}
-
-// stopCCM stops the CCM processes (SIGTERM, then SIGKILL) or the v0.35
-// fake.
-func (e *Env) stopCCM() {
-	e.ccm.mu.Lock()
-	defer e.ccm.mu.Unlock()
-	for _, p := range e.ccm.procs {
-		p.Stop()
-	}
-	e.ccm.procs = nil
-	if e.ccm.stopOld != nil {
-		e.ccm.stopOld()
-		e.ccm.stopOld = nil
-	}
-}
-
-// CCMs are the running CCM processes (none while RunOldCCM's fake runs).
-func (e *Env) CCMs() []*ccmprocess.Process {
-	e.ccm.mu.Lock()
-	defer e.ccm.mu.Unlock()
-	return append([]*ccmprocess.Process(nil), e.ccm.procs...)
-}
-
-// RestartCCM stops the CCM (or RunOldCCM's fake) and starts the real one
-// again, as when the control plane is upgraded in place: the new processes
-// remember nothing and sync every Service again.
-func (e *Env) RestartCCM() error {
-	e.stopCCM()
-	return e.startCCM()
-}
-
-// RunOldCCM replaces the CCM with a fake of one older than v0.36.0, which
-// ignores private-ip-ids (cloudcontroller with IgnorePrivateIPIDs): the
-// real v0.35 is not built here, and the convergence monitor's scenario
-// needs what such a cluster shows. RestartCCM brings the real one back.
-func (e *Env) RunOldCCM() error {
-	e.stopCCM()
-	logs := e.logs()
-	old, err := cloudcontroller.New(cloudcontroller.Options{
-		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: 300 * time.Millisecond,
-		IgnorePrivateIPIDs: true, Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); old.Run(ctx) }()
-	e.ccm.mu.Lock()
-	e.ccm.stopOld = func() { cancel(); <-done }
-	e.ccm.mu.Unlock()
-	return nil
-}
-
-// CCMLogs is the last n lines of each CCM process's log, headed by its
-// file: what a failing test prints.
-func (e *Env) CCMLogs(n int) string {
-	e.ccm.mu.Lock()
-	defer e.ccm.mu.Unlock()
-	var b strings.Builder
-	for _, p := range e.ccm.all {
-		fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", p.LogPath, n, p.Tail(n))
-	}
-	return b.String()
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/oldccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -47,7 +47,7 @@ func (o *Observer) WebhookRequests(from int) []scalewaytest.Request {
 // IsCCM reports whether r is a call of the CCM: the real one's, or
 // RunOldCCM's fake's.
 func IsCCM(r scalewaytest.Request) bool {
-	return strings.Contains(r.UserAgent, ccmprocess.UserAgent) || strings.Contains(r.UserAgent, cloudcontroller.UserAgent)
+	return strings.Contains(r.UserAgent, ccmprocess.UserAgent) || strings.Contains(r.UserAgent, oldccm.UserAgent)
 }
 
 // CallsFor are the webhook's calls since entry from that were made on

@@ -92,11 +92,12 @@ type Env struct {
 	PNs      map[string]scalewaytest.PrivateNetwork
 	Replicas []*Replica
 	Observer
+	// CCM is the Scaleway CCM's processes (none with Options.NoCCM).
+	CCM *CCM
 
 	o       Options
 	tmp     string
 	service string // the webhook Service's ClusterIP:443
-	ccm     ccmReplicas
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an
@@ -113,6 +114,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	e := &Env{o: o, PNs: map[string]scalewaytest.PrivateNetwork{}}
+	e.CCM = &CCM{env: e}
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -142,7 +144,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	if !o.NoCCM {
-		if err := e.startCCM(); err != nil {
+		if err := e.CCM.start(); err != nil {
 			return nil, err
 		}
 	}
@@ -296,7 +298,7 @@ func Verbose() bool {
 // (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
 // removes temp files.
 func (e *Env) Stop() {
-	e.stopCCM()
+	e.CCM.stop()
 	e.StopWebhook()
 	if err := e.ControlPlane.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)

@@ -13,10 +13,10 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
-// ccmLag bounds how long after a write of a Service the CCM stand-in may
-// still be acting on it: it acts on the version its pass listed, after its
-// delay (300 ms), and a pass makes a few Scaleway calls that the faults can
-// each answer faultDelay late. A move of the address up to ccmLag after an
+// ccmLag bounds how long after a write of a Service the CCM may still be
+// acting on it: its one service worker acts on the version its queue gave
+// it, a sync makes a dozen Scaleway calls that the faults can each answer
+// faultDelay late, and a failed sync is retried after 5 s. A move of the address up to ccmLag after an
 // allow-ip-change write can be the CCM catching up with it, even when a
 // later write came in between.
 const ccmLag = 20 * time.Second

@@ -20,9 +20,9 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
-// ccmSettle is how long a re-apply is given to make the CCM stand-in act:
-// it acts on a changed Service after its delay (300 ms) on its next pass
-// (100 ms); the rest is room for a loaded machine.
+// ccmSettle is how long a re-apply is given to make the CCM act: its
+// informer hands it the changed Service at once and a sync takes a dozen
+// calls; the rest is room for a loaded machine.
 const ccmSettle = 3 * time.Second
 
 // lbState is what a Service's Load Balancer got from its first admission:
@@ -51,7 +51,7 @@ func (cp *controlPlane) get(svc client.ObjectKey) *corev1.Service {
 const poll = 100 * time.Millisecond
 
 // attached reports whether the IPAM IP id is attached to the Load Balancer
-// the Service is annotated with and the CCM stand-in wrote its address in
+// the Service is annotated with and the CCM wrote its address in
 // the status: the end of the CCM's sync. It also returns the LB's ID.
 func (cp *controlPlane) attached(svc *corev1.Service, id string) (bool, string, string) {
 	_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
@@ -114,7 +114,7 @@ func (cp *controlPlane) backfilled(t *testing.T, st *lbState) {
 	})
 }
 
-// reapplied checks, once the CCM stand-in had time to act, that a re-apply
+// reapplied checks, once the CCM had time to act, that a re-apply
 // of the unchanged manifest left the Load Balancer alone: the same
 // address, IPAM IDs and Load Balancer, pn-ids still listing the
 // reservation's network, no attach or detach by the CCM since the first

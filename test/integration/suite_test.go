@@ -25,7 +25,7 @@ func scenario(t *testing.T, f func(t *testing.T)) {
 	defer func() {
 		s.record(t, s.WebhookCalls(from))
 		if t.Failed() {
-			t.Logf("the Scaleway CCM's logs:\n%s", s.CCMLogs(60))
+			t.Logf("the Scaleway CCM's logs:\n%s", s.CCM.Logs(60))
 		}
 	}()
 	f(t)
@@ -70,7 +70,7 @@ func del(t *testing.T, svc *corev1.Service) {
 func ptr[T any](v T) *T { return &v }
 
 // update changes a Service as kubectl edit does: read, change, write,
-// again on a conflict (the CCM stand-in patches Services meanwhile).
+// again on a conflict (the CCM patches Services meanwhile).
 func update(c client.Client, ns, name string, change func(*corev1.Service)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		svc := &corev1.Service{}
@@ -94,14 +94,14 @@ func backfilled(t *testing.T, svc *corev1.Service, id string) {
 	})
 }
 
-// attachedTo waits until the CCM stand-in has attached IPAM ID id to the
+// attachedTo waits until the CCM has attached IPAM ID id to the
 // Load Balancer of Service ns/name, through the Load Balancer API.
 func attachedTo(t *testing.T, ns, name, id string) {
 	t.Helper()
 	attachedIn(t, s.Env, 15*time.Second, ns, name, id)
 }
 
-// attachedIn waits until the CCM stand-in of cluster env has attached id
+// attachedIn waits until the CCM of cluster env has attached id
 // to the Load Balancer of ns/name.
 func attachedIn(t *testing.T, env *testenv.Env, timeout time.Duration, ns, name, id string) {
 	t.Helper()
