@@ -184,7 +184,7 @@ func (p *Process) Leads() bool {
 		return true
 	}
 	b, err := os.ReadFile(p.LogPath)
-	return err == nil && strings.Contains(string(b), "successfully acquired lease")
+	return err == nil && strings.Contains(string(b), "Successfully acquired lease")
 }
 
 // Tail is the last n lines of the log, for a failure message.

@@ -18,6 +18,10 @@ import (
 // with an address booked in the "nodes" network.
 const Nodes = 2
 
+// CCMPrefix is the CCM's SCW_CCM_PREFIX: its Load Balancers are named
+// CCMPrefix and the Service's UID.
+const CCMPrefix = "testenv-"
+
 // ccmLease are the lease timings of two or more CCM replicas: short, so
 // that a killed leader's work resumes within seconds; a renew deadline well
 // under the lease, since a CCM that fails to renew exits.
@@ -82,7 +86,7 @@ func (c *CCM) startReplica(i int) (*ccmprocess.Process, error) {
 	p, err := ccmprocess.Start(ccmprocess.Options{
 		Binary: filepath.Join(e.o.Root, "bin", "scaleway-cloud-controller-manager"), Kubeconfig: c.kubeconfig,
 		Dir: e.tmp, Name: fmt.Sprintf("ccm-%d.%d", i, len(c.all)), APIURL: e.Emu.URL(), AccessKey: AccessKey, SecretKey: SecretKey,
-		ProjectID: scalewaytest.DefaultProjectID, PrivateNetworkID: e.PNs["nodes"].ID, Prefix: "testenv-",
+		ProjectID: scalewaytest.DefaultProjectID, PrivateNetworkID: e.PNs["nodes"].ID, Prefix: CCMPrefix,
 		LeaderElection: le, Log: e.ccmLog(),
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
@@ -75,7 +76,7 @@ func explains(moves []allowedMove, t time.Time, ok func(allowedMove) bool) bool 
 // lbLog is the part of the audit log about one Load Balancer, as
 // scalewaytest's LBAudit selects it, up to its deletion.
 type lbLog struct {
-	id, uid string // uid: its name, the UID of the Service it was made for
+	id, uid string // uid: the UID of the Service it was made for, its name after testenv.CCMPrefix
 	deleted time.Time
 	events  []scalewaytest.AuditEvent // attaches and detaches while it was live
 	all     []scalewaytest.AuditEvent // everything, its end included
@@ -104,7 +105,7 @@ func byLoadBalancer(audit []scalewaytest.AuditEvent) []*lbLog {
 		}
 		lb.all = append(lb.all, ev)
 		if ev.Resource != nil && ev.Resource.ID == id && lb.uid == "" {
-			lb.uid = ev.Resource.Name
+			lb.uid = strings.TrimPrefix(ev.Resource.Name, testenv.CCMPrefix)
 		}
 		switch {
 		case ev.Kind == scalewaytest.AuditDeleteLB:
