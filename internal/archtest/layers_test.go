@@ -149,7 +149,7 @@ func TestSelfContained(t *testing.T) {
 }
 
 // TestScalewaySDKConfined: scaleway-sdk-go's API packages are the adapter's,
-// the emulator's and the CCM stand-in's business only; nothing above the
+// the emulator's and the v0.35 CCM fake's business only; nothing above the
 // adapter sees an SDK type.
 func TestScalewaySDKConfined(t *testing.T) {
 	const sdk = "github.com/scaleway/scaleway-sdk-go/"
@@ -167,7 +167,7 @@ func TestScalewaySDKConfined(t *testing.T) {
 }
 
 // TestShippedBinaryLinksNoTestCode: scw-lb-ipam, which the image ships,
-// depends on neither the emulator, the CCM stand-in, the test environment,
+// depends on neither the emulator, the CCM launcher and fake, the test environment,
 // the tests' fixtures, internal/localrun, the playground nor envtest.
 func TestShippedBinaryLinksNoTestCode(t *testing.T) {
 	for _, p := range list(t, "-deps", "./cmd/scw-lb-ipam") {

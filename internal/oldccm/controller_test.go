@@ -18,7 +18,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
-// world is the emulator, a fake apiserver and the stand-in between them.
+// world is the emulator, a fake apiserver and the fake CCM between them.
 type world struct {
 	emu         *scalewaytest.Server
 	kube        client.Client
@@ -54,7 +54,7 @@ func newWorld(t *testing.T, opts ...func(*scalewaytest.Options)) *world {
 	return w
 }
 
-// ops are the operations the stand-in called since request from, in order.
+// ops are the operations the fake called since request from, in order.
 func (w *world) ops(from int) []string {
 	var out []string
 	for _, r := range w.emu.Requests()[from:] {

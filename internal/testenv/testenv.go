@@ -106,8 +106,8 @@ type Env struct {
 // (they keep the CA Secret and the caBundle, as in a cluster). Call Stop,
 // also when a test fails.
 func Start(o Options) (_ *Env, err error) {
-	// The defaults go into o before Env keeps its copy: the CCM stand-in
-	// and the emulator are built from that copy.
+	// The defaults go into o before Env keeps its copy: the CCM and the
+	// emulator are started from that copy.
 	o = o.withDefaults()
 	bin := filepath.Join(o.Root, "bin")
 	if err := RequireTools(bin, "`make tools` (make test does it)"); err != nil {
