@@ -280,7 +280,7 @@ func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, po
 	})
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)
+		fmt.Fprintln(o.Out, "\nstopping: the CCM, the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)
 		return nil
 	case err := <-served:
 		served <- err // for the deferred wait
