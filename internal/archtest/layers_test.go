@@ -28,7 +28,7 @@ var layers = []layer{
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
 	{"test fixtures", []string{"test/fixtures"}},
-	{"local runs", []string{"internal/localrun"}},
+	{"local runs", []string{"internal/localrun", "internal/ccmprocess"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
 	{"allocator", []string{"ipam/allocator"}},
@@ -36,25 +36,25 @@ var layers = []layer{
 	{"requests, claims", []string{"request", "ipam/claims"}},
 	{"CCM contract, rules", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
-	{"beside", []string{"ipam/scaleway/scalewaytest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}},
+	{"beside", []string{"ipam/scaleway/scalewaytest", "internal/oldccm", "internal/version", "internal/ociimage"}},
 }
 
 // selfContained import no package of the module: the CCM contract is pure
 // knowledge of the Service object, the Scaleway view sits under the
-// allocator, and the emulator and the CCM stand-in check the project from
+// allocator, and the emulator and the v0.35 CCM fake check the project from
 // the outside rather than share its reading of the API and annotations.
-var selfContained = []string{"ccm", "ipam/scaleway", "ipam/addrspace", "ipam/scaleway/scalewaytest", "internal/cloudcontroller", "internal/version", "internal/ociimage"}
+var selfContained = []string{"ccm", "ipam/scaleway", "ipam/addrspace", "ipam/scaleway/scalewaytest", "internal/oldccm", "internal/version", "internal/ociimage"}
 
 // sdkAPI may import scaleway-sdk-go's api packages: the adapter, the
-// emulator and the CCM stand-in. sdkCore may also import its scw package,
+// emulator and the v0.35 CCM fake. sdkCore may also import its scw package,
 // to point a client at the emulator.
 var (
-	sdkAPI  = []string{"ipam/scaleway", "ipam/scaleway/scalewaytest", "internal/cloudcontroller"}
+	sdkAPI  = []string{"ipam/scaleway", "ipam/scaleway/scalewaytest", "internal/oldccm"}
 	sdkCore = append([]string{"internal/app", "internal/testenv", "internal/playground"}, sdkAPI...)
 )
 
 // testOnly are linked into no binary that ships.
-var testOnly = []string{"ipam/scaleway/scalewaytest", "test/fixtures", "internal/localrun", "internal/cloudcontroller", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+var testOnly = []string{"ipam/scaleway/scalewaytest", "test/fixtures", "internal/localrun", "internal/ccmprocess", "internal/oldccm", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
 
 type pkg struct {
 	ImportPath string
@@ -149,7 +149,7 @@ func TestSelfContained(t *testing.T) {
 }
 
 // TestScalewaySDKConfined: scaleway-sdk-go's API packages are the adapter's,
-// the emulator's and the CCM stand-in's business only; nothing above the
+// the emulator's and the v0.35 CCM fake's business only; nothing above the
 // adapter sees an SDK type.
 func TestScalewaySDKConfined(t *testing.T) {
 	const sdk = "github.com/scaleway/scaleway-sdk-go/"
@@ -167,7 +167,7 @@ func TestScalewaySDKConfined(t *testing.T) {
 }
 
 // TestShippedBinaryLinksNoTestCode: scw-lb-ipam, which the image ships,
-// depends on neither the emulator, the CCM stand-in, the test environment,
+// depends on neither the emulator, the CCM launcher and fake, the test environment,
 // the tests' fixtures, internal/localrun, the playground nor envtest.
 func TestShippedBinaryLinksNoTestCode(t *testing.T) {
 	for _, p := range list(t, "-deps", "./cmd/scw-lb-ipam") {

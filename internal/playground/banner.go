@@ -50,7 +50,10 @@ func waitListening(ctx context.Context, addr string, served chan error) error {
 // ReadyLine is printed once everything answers; scripts wait for it.
 const ReadyLine = "playground ready"
 
-func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, logPath, tmp string) {
+// bannerCCM is what the banner says of the CCM: which one runs, its log.
+type bannerCCM struct{ name, log string }
+
+func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools, logPath, tmp string, ccm bannerCCM) {
 	rel := func(p string) string {
 		if r, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(r, "..") {
 			return r
@@ -60,13 +63,16 @@ func banner(w io.Writer, root, kubeconfig, emuURL string, metricsPort int, pools
 	fmt.Fprintf(w, `
 %s: a real kube-apiserver and etcd, the Scaleway emulator, and scw-lb-ipam
 (webhook + sweeper, self-managed TLS) installed from charts/scw-lb-ipam, next to
-a stand-in of the Scaleway CCM that makes the Load Balancers.
+the real Scaleway cloud-controller-manager (a process of its own, CCM below)
+that makes the Load Balancers.
 
   KUBECONFIG   %s
   emulator     %s   (Scaleway API; access key %s)
   metrics      http://127.0.0.1:%d/metrics
   pool file    %s
   logs         %s
+  CCM          %s
+  CCM log      %s
   namespace    %s is opted in (label %s=true)
 
 Try it (from the repository):
@@ -77,6 +83,6 @@ Try it (from the repository):
   SCW_API_URL=%s SCW_ACCESS_KEY=%s SCW_SECRET_KEY=%s SCW_DEFAULT_PROJECT_ID=%s bin/scw-lb-ipam status --config %s
 
 Ctrl-C stops everything and removes %s.
-`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, DemoNamespace, request.LabelEnabled,
+`, ReadyLine, kubeconfig, emuURL, AccessKey, metricsPort, rel(pools), logPath, ccm.name, ccm.log, DemoNamespace, request.LabelEnabled,
 		kubeconfig, DemoNamespace, emuURL, AccessKey, SecretKey, scalewaytest.DefaultProjectID, pools, tmp)
 }

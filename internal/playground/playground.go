@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/scaleway/scaleway-sdk-go/scw"
@@ -21,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -119,7 +118,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	return runOn(ctx, o, playgroundRun{tmp: tmp, logPath: logPath, kubeconfig: kubeconfig, log: log, cfg: cfg, poolData: poolData, emuURL: emuURL, cp: cp})
+	return runOn(ctx, o, playgroundRun{tmp: tmp, logPath: logPath, kubeconfig: kubeconfig, log: log, cfg: cfg, poolData: poolData, emuURL: emuURL, emu: emu, cp: cp})
 }
 
 // playgroundRun is what Run started before the chart: the emulator and
@@ -130,6 +129,7 @@ type playgroundRun struct {
 	cfg                      *ipam.Config
 	poolData                 []byte
 	emuURL                   string
+	emu                      *scalewaytest.Server
 	cp                       *testenv.ControlPlane
 }
 
@@ -163,7 +163,7 @@ func writeAdminKubeconfig(cp *testenv.ControlPlane, tmp string) (string, error) 
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// runOn installs the chart, serves the webhook and runs the CCM stand-in on
+// runOn installs the chart, serves the webhook and runs the Scaleway CCM on
 // what Run started, prints the banner and waits for ctx or the webhook.
 func runOn(ctx context.Context, o Options, r playgroundRun) error {
 	// 3. The chart, rendered with this pool file, minus what needs a kubelet.
@@ -247,30 +247,40 @@ func installChart(ctx context.Context, root, tmp string, poolData []byte, kube c
 	return args, nil
 }
 
-// runCCM runs the CCM stand-in (step 5), prints the banner, and waits for
-// ctx or the webhook to end.
+// runCCM runs the real Scaleway CCM (step 5), prints the banner, and waits
+// for ctx or the webhook to end.
 func runCCM(ctx context.Context, o Options, r playgroundRun, metricsPort int, pools string, served chan error) error {
-	// 5. The CCM stand-in: Load Balancers through the emulator's LB API.
-	scwOpts := []scw.ClientOption{scw.WithAPIURL(r.emuURL), scw.WithAuth(AccessKey, SecretKey), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
-	ccm, err := cloudcontroller.New(cloudcontroller.Options{
-		Kube: r.cp.Kube, Scaleway: scwOpts, ClusterPrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Delay: time.Second,
-		Logf: func(format string, args ...any) { r.log.WithName("ccm").Info(fmt.Sprintf(format, args...)) },
+	// 5. The Scaleway CCM, a process of its own with the identity and RBAC
+	// of its shipped manifest: Load Balancers through the emulator's LB
+	// API, backends on two registered Nodes.
+	if err := ccmprocess.Grant(ctx, r.cp.Kube); err != nil {
+		return err
+	}
+	if err := ccmprocess.BookAndRegisterNodes(ctx, r.cp.Kube, r.emu, r.cfg.ClusterPrivateNetworkID, 2); err != nil {
+		return err
+	}
+	kubeconfig, err := r.cp.Kubeconfig(ccmprocess.User, ccmprocess.Groups...)
+	if err != nil {
+		return err
+	}
+	// One replica, --leader-elect=false: see ccmprocess.Options.LeaderElection.
+	ccm, err := ccmprocess.Start(ccmprocess.Options{
+		Binary: filepath.Join(o.Root, "bin", "scaleway-cloud-controller-manager"), Kubeconfig: kubeconfig, Dir: r.tmp, Name: "scaleway-ccm",
+		APIURL: r.emuURL, AccessKey: AccessKey, SecretKey: SecretKey, ProjectID: scalewaytest.DefaultProjectID,
+		Zone: string(r.cfg.Region) + "-1", PrivateNetworkID: r.cfg.ClusterPrivateNetworkID, Prefix: "playground-",
 	})
 	if err != nil {
 		return err
 	}
-	ccmCtx, stopCCM := context.WithCancel(ctx)
-	ccmDone := make(chan struct{})
-	go func() { defer close(ccmDone); ccm.Run(ccmCtx) }()
-	defer func() {
-		stopCCM()
-		<-ccmDone
-	}()
+	defer ccm.Stop()
 
-	banner(o.Out, o.Root, r.kubeconfig, r.emuURL, metricsPort, pools, r.logPath, r.tmp)
+	banner(o.Out, o.Root, r.kubeconfig, r.emuURL, metricsPort, pools, r.logPath, r.tmp, bannerCCM{
+		name: fmt.Sprintf("the Scaleway cloud-controller-manager %s (bin/scaleway-cloud-controller-manager, pid %d)", ccmprocess.Version(o.Root), ccm.PID()),
+		log:  ccm.LogPath,
+	})
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(o.Out, "\nstopping: the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)
+		fmt.Fprintln(o.Out, "\nstopping: the CCM, the webhook, kube-apiserver, etcd and the emulator; removing", r.tmp)
 		return nil
 	case err := <-served:
 		served <- err // for the deferred wait

@@ -5,9 +5,11 @@
 //
 // StartControlPlane is the one bootstrap of kube-apiserver and etcd, which
 // Start, the chart suite and the playground use alike. Start adds the
-// webhook replicas and the reads of their metrics (Observer). It imports
-// internal/app, the emulator, the CCM stand-in and internal/localrun (free
-// ports, the pool file, the poll), never the tests' fixtures, since the
+// webhook replicas and the reads of their metrics (Observer), and the
+// Scaleway CCM (Env.CCM): the real one, a process started by
+// internal/ccmprocess, or for one scenario a fake of v0.35 (internal/oldccm).
+// It imports internal/app, the emulator, those two and internal/localrun
+// (free ports, the pool file, the poll), never the tests' fixtures, since the
 // playground imports it; nothing the binary ships imports it.
 //
 // # Logs
@@ -16,7 +18,8 @@
 // message. SCW_LB_IPAM_TEST_VERBOSE=1 (VerboseEnv), the one switch of
 // every suite that starts a control plane here (integration, clients,
 // chart, chaos, bench), copies them to stderr as well: scw-lb-ipam's
-// webhook and sweeper, the CCM stand-in, and kube-apiserver. make run's
+// webhook and sweeper, the CCM (whose output is also in a file each,
+// CCM.Logs), and kube-apiserver. make run's
 // playground does not read it: its -v flag is its own.
 //
 // # One scenario of one suite

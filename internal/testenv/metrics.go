@@ -8,7 +8,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/oldccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
@@ -22,7 +23,7 @@ type Observer struct {
 }
 
 // WebhookCalls are the emulator's calls since the request log held from
-// entries, per operation, less the CCM stand-in's, the console's and
+// entries, per operation, less the CCM's, the console's and
 // /metadata.
 func (o *Observer) WebhookCalls(from int) map[scalewaytest.Op]int {
 	out := map[scalewaytest.Op]int{}
@@ -33,14 +34,20 @@ func (o *Observer) WebhookCalls(from int) map[scalewaytest.Op]int {
 }
 
 // WebhookRequests are the emulator's requests since entry from that the
-// webhook made: routed, not /metadata, not the CCM stand-in's nor the
+// webhook made: routed, not /metadata, not the CCM's nor the
 // console's.
 func (o *Observer) WebhookRequests(from int) []scalewaytest.Request {
 	reqs := o.emu.Requests()
 	// Requests returns a copy: filtering it in place is safe.
 	return slices.DeleteFunc(reqs[min(from, len(reqs)):], func(r scalewaytest.Request) bool {
-		return r.Op == "" || r.Op == scalewaytest.OpMetadata || strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || strings.Contains(r.UserAgent, ConsoleUserAgent)
+		return r.Op == "" || r.Op == scalewaytest.OpMetadata || IsCCM(r) || strings.Contains(r.UserAgent, ConsoleUserAgent)
 	})
+}
+
+// IsCCM reports whether r is a call of the CCM: the real one's, or
+// RunOldCCM's fake's.
+func IsCCM(r scalewaytest.Request) bool {
+	return strings.Contains(r.UserAgent, ccmprocess.UserAgent) || strings.Contains(r.UserAgent, oldccm.UserAgent)
 }
 
 // CallsFor are the webhook's calls since entry from that were made on

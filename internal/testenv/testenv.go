@@ -11,18 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -54,26 +51,24 @@ type Options struct {
 	// Replicas of the webhook behind the chart's Service; default 2, as the
 	// chart installs.
 	Replicas int
-	// Logs receives the webhook's, sweeper's and CCM stand-in's logs; nil
-	// discards them. With VerboseEnv set they go to stderr as well.
+	// Logs receives the webhook's, sweeper's and CCM's logs; nil discards
+	// them. With VerboseEnv set they go to stderr as well. The CCM's are
+	// in a file too (CCMLogs).
 	Logs io.Writer
 	// APIServerFlags are extra kube-apiserver flags.
 	APIServerFlags map[string]string
-	// CCMDelay is the CCM stand-in's delay before each step (see
-	// cloudcontroller.Options.Delay); default 300 ms.
-	CCMDelay time.Duration
+	// CCMReplicas is how many Scaleway CCM processes run; default 1, with
+	// --leader-elect=false; more run leader election as shipped (see
+	// ccm.go).
+	CCMReplicas int
 	// LBDeleteDelay is how long a deleted Load Balancer stays to_delete in
 	// the emulator, holding its IPs, before it is gone (see
 	// scalewaytest.Options.LBDeleteDelay); default 3 s, so that every suite
 	// sees Scaleway's asynchronous deletion (tens of seconds there). A
 	// negative value deletes at once.
 	LBDeleteDelay time.Duration
-	// NoCCM leaves the CCM stand-in out (benchmarks of the admission path
-	// alone).
+	// NoCCM leaves the CCM out (benchmarks of the admission path alone).
 	NoCCM bool
-	// CCM adjusts the CCM stand-in's options before it starts, e.g. to make
-	// it a CCM older than v0.36.0 (IgnorePrivateIPIDs).
-	CCM func(*cloudcontroller.Options)
 	// Share runs this cluster on another Env's emulator, as two clusters
 	// share one Scaleway Project: its Private Networks (PrivateNetworks is
 	// ignored), and its owner closes it.
@@ -97,21 +92,12 @@ type Env struct {
 	PNs      map[string]scalewaytest.PrivateNetwork
 	Replicas []*Replica
 	Observer
+	// CCM is the Scaleway CCM's processes (none with Options.NoCCM).
+	CCM *CCM
 
 	o       Options
 	tmp     string
 	service string // the webhook Service's ClusterIP:443
-	stopCCM func()
-	held    sync.Map // types.NamespacedName → its hold: teardowns the CCM stand-in holds
-}
-
-// HoldTeardown keeps the CCM stand-in from tearing down the Load Balancer
-// of svc once it is deleted, until release: the Service stays Terminating
-// with its IPs attached, as while a slow LB deletion runs.
-func (e *Env) HoldTeardown(svc types.NamespacedName) (release func()) {
-	hold := new(byte) // a release lifts its own hold only
-	e.held.Store(svc, hold)
-	return func() { e.held.CompareAndDelete(svc, hold) }
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an
@@ -120,14 +106,15 @@ func (e *Env) HoldTeardown(svc types.NamespacedName) (release func()) {
 // (they keep the CA Secret and the caBundle, as in a cluster). Call Stop,
 // also when a test fails.
 func Start(o Options) (_ *Env, err error) {
-	// The defaults go into o before Env keeps its copy: the CCM stand-in
-	// and the emulator are built from that copy.
+	// The defaults go into o before Env keeps its copy: the CCM and the
+	// emulator are started from that copy.
 	o = o.withDefaults()
 	bin := filepath.Join(o.Root, "bin")
 	if err := RequireTools(bin, "`make tools` (make test does it)"); err != nil {
 		return nil, err
 	}
 	e := &Env{o: o, PNs: map[string]scalewaytest.PrivateNetwork{}}
+	e.CCM = &CCM{env: e}
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -157,7 +144,7 @@ func Start(o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	if !o.NoCCM {
-		if err := e.startCCM(o.CCM); err != nil {
+		if err := e.CCM.start(); err != nil {
 			return nil, err
 		}
 	}
@@ -172,8 +159,8 @@ func (o Options) withDefaults() Options {
 	if o.Replicas == 0 {
 		o.Replicas = 2
 	}
-	if o.CCMDelay == 0 {
-		o.CCMDelay = 300 * time.Millisecond
+	if o.CCMReplicas == 0 {
+		o.CCMReplicas = 1
 	}
 	switch {
 	case o.LBDeleteDelay == 0:
@@ -218,48 +205,6 @@ func (e *Env) addReplicas() error {
 		e.Replicas = append(e.Replicas, r)
 	}
 	return nil
-}
-
-// startCCM runs the CCM stand-in on every Service of the cluster, with the
-// "nodes" network as the cluster's; adjust, if not nil, changes its options.
-func (e *Env) startCCM(adjust func(*cloudcontroller.Options)) error {
-	logs := e.logs()
-	o := cloudcontroller.Options{
-		Kube: e.Kube, Scaleway: e.ScalewayOptions(), ClusterPrivateNetworkID: e.PNs["nodes"].ID, Delay: e.o.CCMDelay,
-		Hold: func(svc types.NamespacedName) bool { _, held := e.held.Load(svc); return held },
-		Logf: func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) },
-	}
-	if adjust != nil {
-		adjust(&o)
-	}
-	ccm, err := cloudcontroller.New(o)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); ccm.Run(ctx) }()
-	e.stopCCM = func() { cancel(); <-done }
-	return nil
-}
-
-// RestartCCM replaces the CCM stand-in with one whose options adjust
-// changes (after Options.CCM), as when the control plane is upgraded or
-// downgraded in place: the new one remembers nothing of the old one's work
-// and syncs every Service again.
-func (e *Env) RestartCCM(adjust func(*cloudcontroller.Options)) error {
-	if e.stopCCM != nil {
-		e.stopCCM()
-		e.stopCCM = nil
-	}
-	return e.startCCM(func(o *cloudcontroller.Options) {
-		if e.o.CCM != nil {
-			e.o.CCM(o)
-		}
-		if adjust != nil {
-			adjust(o)
-		}
-	})
 }
 
 // installChart creates the release's namespace and Options.Namespaces,
@@ -325,7 +270,7 @@ func createNamespaces(ctx context.Context, kube client.Client, namespaces map[st
 	return nil
 }
 
-// logs is where the webhook's, sweeper's and CCM stand-in's logs go.
+// logs is where the webhook's, sweeper's and CCM's logs go.
 func (e *Env) logs() io.Writer {
 	w := e.o.Logs
 	if w == nil {
@@ -353,9 +298,7 @@ func Verbose() bool {
 // (SIGTERM, then SIGKILL after the timeout), the proxies, the emulator, and
 // removes temp files.
 func (e *Env) Stop() {
-	if e.stopCCM != nil {
-		e.stopCCM()
-	}
+	e.CCM.stop()
 	e.StopWebhook()
 	if err := e.ControlPlane.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)

@@ -10,13 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
-// ccmLag bounds how long after a write of a Service the CCM stand-in may
-// still be acting on it: it acts on the version its pass listed, after its
-// delay (300 ms), and a pass makes a few Scaleway calls that the faults can
-// each answer faultDelay late. A move of the address up to ccmLag after an
+// ccmLag bounds how long after a write of a Service the CCM may still be
+// acting on it: its one service worker acts on the version its queue gave
+// it, a sync makes a dozen Scaleway calls that the faults can each answer
+// faultDelay late, and a failed sync is retried after 5 s. A move of the address up to ccmLag after an
 // allow-ip-change write can be the CCM catching up with it, even when a
 // later write came in between.
 const ccmLag = 20 * time.Second
@@ -75,7 +76,7 @@ func explains(moves []allowedMove, t time.Time, ok func(allowedMove) bool) bool 
 // lbLog is the part of the audit log about one Load Balancer, as
 // scalewaytest's LBAudit selects it, up to its deletion.
 type lbLog struct {
-	id, uid string // uid: its name, the UID of the Service it was made for
+	id, uid string // uid: the UID of the Service it was made for, its name after testenv.CCMPrefix
 	deleted time.Time
 	events  []scalewaytest.AuditEvent // attaches and detaches while it was live
 	all     []scalewaytest.AuditEvent // everything, its end included
@@ -104,7 +105,7 @@ func byLoadBalancer(audit []scalewaytest.AuditEvent) []*lbLog {
 		}
 		lb.all = append(lb.all, ev)
 		if ev.Resource != nil && ev.Resource.ID == id && lb.uid == "" {
-			lb.uid = ev.Resource.Name
+			lb.uid = strings.TrimPrefix(ev.Resource.Name, testenv.CCMPrefix)
 		}
 		switch {
 		case ev.Kind == scalewaytest.AuditDeleteLB:

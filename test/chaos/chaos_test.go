@@ -43,7 +43,7 @@ const (
 	// holding its IPs (CHAOS_LB_DELETE_DELAY overrides it; 0 deletes at
 	// once). Scaleway takes tens of seconds; 6 s keeps the short run short
 	// and still lets the races of a late deletion happen: longer than the
-	// CCM stand-in's first retry (5 s), so a re-create's refused attach
+	// CCM's first retry (5 s, its service controller's), so a re-create's refused attach
 	// backs off twice, and a re-create of the same name comes within it
 	// (the clients' delete-then-create), so the old Load Balancer still
 	// holds the address it is admitted with. Shorter than the retention
@@ -51,10 +51,6 @@ const (
 	// past its retention and detached, so the settle is no longer than
 	// with an immediate deletion.
 	lbDeleteDelay = 6 * time.Second
-	// ccmDelay is the CCM stand-in's wait before acting on a Service
-	// (testenv's default, spelled out): the window in which a deleted
-	// Service is Terminating with its IPs attached. Never 0 here.
-	ccmDelay = 300 * time.Millisecond
 )
 
 func envInt(name string, def int) int {
@@ -214,7 +210,7 @@ pools:
 		HelmSets:      []string{"webhook.timeoutSeconds=3"},
 		Args:          []string{"--sweep-interval", sweepInterval.String(), "--webhook-timeout", "3s", "--pending-grace", pendingGrace.String(), "--max-releases-per-cycle", "500", "--zap-log-level", "debug"},
 		Logs:          logs,
-		CCMDelay:      ccmDelay,
+		CCMReplicas:   ccmReplicas,
 		LBDeleteDelay: deleteDelay,
 	})
 	if err != nil {
@@ -245,6 +241,8 @@ pools:
 	killCtx, stopKills := context.WithCancel(context.Background())
 	var watchers sync.WaitGroup
 	watchers.Go(func() { kills.run(killCtx) })
+	ccmKills := &ccmChaos{env: env, done: &r.done, total: opsTotal}
+	watchers.Go(func() { ccmKills.run(killCtx) })
 	// The sweeper's cycles, counted over the kills: the leader must not
 	// loop, whoever it is.
 	sweeps := newCycles(env)
@@ -295,6 +293,7 @@ pools:
 	watchers.Wait()
 
 	kills.check(t)
+	ccmKills.check(t)
 	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
 		_ = os.WriteFile(path, []byte(logs.String()), 0o600)
 		_ = os.WriteFile(path+".journal", []byte(r.journalText()), 0o600)
@@ -304,6 +303,7 @@ pools:
 	addrs, sticky := r.liveAddresses(), r.stickiness()
 	results := r.invariants(ok3, logs.String(), addrs, sticky)
 	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills, sweeps)
+	fmt.Print(ccmKills.summary())
 	ch.check(t, logs.String())
 	sweeps.check(t)
 	for _, res := range results {
@@ -313,7 +313,7 @@ pools:
 			if f, err := os.CreateTemp("", "chaos-logs-*.txt"); err == nil {
 				_, _ = f.WriteString(logs.String())
 				_ = f.Close()
-				t.Logf("the replicas' and the CCM stand-in's logs: %s", f.Name())
+				t.Logf("the replicas' and the CCM's logs: %s", f.Name())
 			}
 		}
 	}
@@ -580,7 +580,7 @@ func truncate(s string, n int) string {
 
 // sample checks invariants 1 and 2 while the run goes on: no IPAM ID
 // referenced by two live Services, and every IP a live Service references
-// exists. The CCM stand-in of testenv attaches and detaches meanwhile,
+// exists. The Scaleway CCM attaches and detaches meanwhile,
 // through the emulator's Load Balancer API.
 func (r *run) sample(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -703,7 +703,7 @@ func (r *run) trail(id string) string {
 func (r *run) summary(seed uint64, ops, clients int, deleteDelay, opsWall, settle time.Duration, f *faults, res []result, addrs *liveAddresses, sticky *stickiness, kills *replicaChaos, sweeps *cycles) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run: seed %d (CHAOS_SEED=%d replays the operations; fault timing follows goroutine order), %d clients\n", seed, seed, clients)
-	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), the CCM stand-in's delay %s\n", deleteDelay, ccmDelay)
+	fmt.Fprintf(&b, "  Load Balancers deleted %s after DeleteLB (CHAOS_LB_DELETE_DELAY), by the real Scaleway CCM (two replicas, leader election)\n", deleteDelay)
 	r.mu.Lock()
 	done := 0
 	for _, n := range r.ops {

@@ -35,10 +35,14 @@ type history struct {
 		at   time.Time
 		tags []string
 	}
-	attach []struct {
-		at       time.Time
-		attached bool
-	}
+	attach []attachment
+}
+
+// attachment is an attach or detach of an IP, and the Load Balancer's.
+type attachment struct {
+	at       time.Time
+	attached bool
+	lb       string
 }
 
 func (h *history) existsAt(t time.Time) bool {
@@ -53,6 +57,24 @@ func (h *history) entryAt(t time.Time) (ipam.Entry, bool) {
 		}
 	}
 	return ipam.ParseEntry(tags)
+}
+
+// landedAfter reports whether the IP was attached, after t, to a Load
+// Balancer other than the one it was last attached to before t: the
+// re-created Service's new one, by the CCM.
+func (h *history) landedAfter(t time.Time) bool {
+	before := ""
+	for _, a := range h.attach {
+		switch {
+		case !a.at.After(t):
+			if a.attached {
+				before = a.lb
+			}
+		case a.attached && a.lb != before:
+			return true
+		}
+	}
+	return false
 }
 
 func (h *history) attachedAt(t time.Time) bool {
@@ -83,10 +105,11 @@ func histories(audit []scalewaytest.AuditEvent) map[string]*history {
 			h.released = ev.Time
 			continue
 		case scalewaytest.AuditAttach, scalewaytest.AuditDetach:
-			h.attach = append(h.attach, struct {
-				at       time.Time
-				attached bool
-			}{ev.Time, ev.Kind == scalewaytest.AuditAttach})
+			lb := ev.LBID
+			if lb == "" && ev.Resource != nil && ev.Resource.Type == "lb_server" {
+				lb = ev.Resource.ID
+			}
+			h.attach = append(h.attach, attachment{ev.Time, ev.Kind == scalewaytest.AuditAttach, lb})
 			continue
 		}
 		h.tags = append(h.tags, struct {
@@ -157,6 +180,10 @@ type stickiness struct {
 	// (to_delete) still held the IP: the CCM attaches it once that one is
 	// gone.
 	whileHeld int
+	// landed are take-backs the CCM then attached to a new Load Balancer,
+	// from the emulator's audit log; the others' Service was deleted or
+	// changed before the CCM got to it.
+	landed int
 	misses    []miss
 }
 
@@ -231,6 +258,9 @@ func checkStickiness(hist map[string]*history, cfg *ipam.Config, creates []creat
 				out.reused++
 				if !fresh && h.attachedAt(c.end) {
 					out.whileHeld++
+				}
+				if h.landedAfter(c.start) {
+					out.landed++
 				}
 				continue
 			case prev == "":
@@ -363,12 +393,12 @@ func (s *stickiness) summary() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "  stickiness (invariant 8): %d creates found an earlier reservation of their Service and pool to take back\n"+
-		"    took back their previous address: %d (%d while the previous Load Balancer still held it)\n"+
+		"    took back their previous address: %d (%d while the previous Load Balancer still held it; %d then attached by the CCM to a new Load Balancer)\n"+
 		"    another earlier reservation: %d explained (a changed request, or the Service's older address), %d unexplained\n"+
 		"    fresh IP instead: %d pending (no Service had shown them: booked by an admission whose CREATE failed),\n"+
 		"      %d their previous address shown less than %s before (cache lag, at most %s), %d unexplained\n"+
 		"    (%d of the misses still attached to the previous Load Balancer)\n",
-		s.reusable, s.reused, s.whileHeld, other, otherBad, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), freshBad, attached)
+		s.reusable, s.reused, s.whileHeld, s.landed, other, otherBad, s.pending, lagged, cacheLag, maxLag.Round(time.Millisecond), freshBad, attached)
 	if os.Getenv("CHAOS_DEBUG") != "" {
 		for _, m := range s.misses {
 			fmt.Fprintf(&b, "    miss: %s\n", m)

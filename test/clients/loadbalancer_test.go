@@ -13,16 +13,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
-// ccmSettle is how long a re-apply is given to make the CCM stand-in act:
-// it acts on a changed Service after its delay (300 ms) on its next pass
-// (100 ms); the rest is room for a loaded machine.
+// ccmSettle is how long a re-apply is given to make the CCM act: its
+// informer hands it the changed Service at once and a sync takes a dozen
+// calls; the rest is room for a loaded machine.
 const ccmSettle = 3 * time.Second
 
 // lbState is what a Service's Load Balancer got from its first admission:
@@ -51,7 +51,7 @@ func (cp *controlPlane) get(svc client.ObjectKey) *corev1.Service {
 const poll = 100 * time.Millisecond
 
 // attached reports whether the IPAM IP id is attached to the Load Balancer
-// the Service is annotated with and the CCM stand-in wrote its address in
+// the Service is annotated with and the CCM wrote its address in
 // the status: the end of the CCM's sync. It also returns the LB's ID.
 func (cp *controlPlane) attached(svc *corev1.Service, id string) (bool, string, string) {
 	_, lb, _ := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
@@ -114,7 +114,7 @@ func (cp *controlPlane) backfilled(t *testing.T, st *lbState) {
 	})
 }
 
-// reapplied checks, once the CCM stand-in had time to act, that a re-apply
+// reapplied checks, once the CCM had time to act, that a re-apply
 // of the unchanged manifest left the Load Balancer alone: the same
 // address, IPAM IDs and Load Balancer, pn-ids still listing the
 // reservation's network, no attach or detach by the CCM since the first
@@ -231,13 +231,13 @@ func (cp *controlPlane) recreated(t *testing.T, step string, old *lbState) *lbSt
 	return &st
 }
 
-// ccmAttachCalls are the CCM stand-in's attach and detach calls on Load
+// ccmAttachCalls are the CCM's attach and detach calls on Load
 // Balancer lb since entry from of the emulator's request log.
 func (cp *controlPlane) ccmAttachCalls(from int, lb string) []string {
 	var out []string
 	reqs := cp.Emu.Requests()
 	for _, r := range reqs[min(from, len(reqs)):] {
-		if !strings.Contains(r.UserAgent, cloudcontroller.UserAgent) || !strings.Contains(r.Path, lb) {
+		if !testenv.IsCCM(r) || !strings.Contains(r.Path, lb) {
 			continue
 		}
 		if r.Op == scalewaytest.OpAttachLBPrivateNetwork || r.Op == scalewaytest.OpDetachLBPrivateNetwork {

@@ -118,7 +118,7 @@ pools:
 
 // attachBound bounds the wait for a re-created Service's new Load Balancer
 // to get the old address: the old Load Balancer lets go of it delay after
-// its deletion, and the CCM stand-in retries the failed attach with the
+// its deletion, and the CCM retries the failed attach with the
 // service controller's backoff (5 s, then doubling), so the retry that
 // succeeds is the first one after delay; the rest is room for a loaded
 // machine.
@@ -196,7 +196,7 @@ func summary() {
 	if len(results.lines) == 0 {
 		return
 	}
-	fmt.Println("clients scenarios (real kubectl and helm, real kube-apiserver and etcd, CCM stand-in, Scaleway emulator):")
+	fmt.Println("clients scenarios (real kubectl and helm, real kube-apiserver and etcd, the Scaleway CCM, Scaleway emulator):")
 	for _, r := range results.lines {
 		fmt.Println("  " + r)
 	}

@@ -11,7 +11,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
 
@@ -21,11 +20,11 @@ import (
 // convergence monitor's Event says that DNS points at an address the CCM
 // has not attached.
 func (w *world) unattached(t *testing.T) {
-	if err := w.RestartCCM(func(o *cloudcontroller.Options) { o.IgnorePrivateIPIDs = true }); err != nil {
+	if err := w.CCM.RunOld(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := w.RestartCCM(nil); err != nil {
+		if err := w.CCM.Restart(); err != nil {
 			t.Error(err)
 		}
 	})

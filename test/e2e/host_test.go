@@ -154,7 +154,7 @@ func checkPrerequisites() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("missing on this machine: %s; `make e2e` installs them (apt-get install containerd runc containernetworking-plugins iptables)", strings.Join(missing, ", "))
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm", "scaleway-cloud-controller-manager"} {
 		if _, err := os.Stat(filepath.Join(repoRoot, "bin", b)); err != nil {
 			return fmt.Errorf("bin/%s is missing: run `make e2e`, which builds it", b)
 		}

@@ -67,6 +67,14 @@ func TestInstall(t *testing.T) {
 	if want := fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool dc-link", addr, id); !slices.Equal(w.List(), []string{want}) {
 		t.Errorf("warnings %q, want %q", w.List(), want)
 	}
+	// The Scaleway CCM beside kube-controller-manager attaches it to the
+	// Service's Load Balancer on the pool's network and lists it in the
+	// status, with the kubelet's Node as the backend's server.
+	eventually(t, time.Minute, "the CCM to attach "+id+" and list "+addr+" in the status", func() bool {
+		ip, _ := in.emu.IP(id)
+		return cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), got) == nil && ip.Resource != nil && ip.Resource.Type == "lb_server" &&
+			slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
+	})
 
 	// Exactly one pod leads: a Lease has one holder, and it must be one
 	// of the release's pods.

@@ -128,12 +128,28 @@ func (p *pki) path(file string) string { return filepath.Join(p.dir, file) }
 
 // kubeconfig writes the admin's kubeconfig for the apiserver at server.
 func (p *pki) kubeconfig(path, server string) error {
+	return clientcmd.WriteToFile(*p.config(server, adminPair), path)
+}
+
+// config is a kubeconfig of client pair pair for the apiserver at server.
+func (p *pki) config(server, pair string) *clientcmdapi.Config {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.path(caFile)}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(adminPair + ".crt"), ClientKey: p.path(adminPair + ".key")}
-	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "admin"}
+	cfg.AuthInfos[pair] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(pair + ".crt"), ClientKey: p.path(pair + ".key")}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: pair}
 	cfg.CurrentContext = "e2e"
-	return clientcmd.WriteToFile(*cfg, path)
+	return cfg
+}
+
+// userKubeconfig issues a client pair for user in groups (once per name)
+// and returns its kubeconfig for the apiserver at server.
+func (p *pki) userKubeconfig(name, server, user string, groups ...string) ([]byte, error) {
+	if _, err := os.Stat(p.path(name + ".crt")); err != nil {
+		if err := p.issue(name, pkix.Name{CommonName: user, Organization: groups}, x509.ExtKeyUsageClientAuth, nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	return clientcmd.Write(*p.config(server, name))
 }
 
 func writePEM(path, typ string, der []byte) error {

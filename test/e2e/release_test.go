@@ -46,8 +46,9 @@ type installation struct {
 	uninstalled bool
 }
 
-// install starts the emulator on the bridge (where the pods reach it:
-// never 127.0.0.1, which is each pod's own) and runs helm install --wait
+// install starts the emulator on the bridge (where the pods and the CCM
+// reach it: never 127.0.0.1, which is each pod's own) and the Scaleway CCM
+// (startCCM), and runs helm install --wait
 // with the image by digest, self-managed TLS and two replicas; sets are
 // extra --set flags. The pool's retention is 0, so that a deleted
 // Service's address is released at the sweeper's next cycle.
@@ -62,6 +63,9 @@ func install(t *testing.T, sets ...string) *installation {
 	if in.pns, err = in.emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22"); err != nil {
 		t.Fatal(err)
 	}
+	// The CCM stops after the release's uninstall (cleanups run last in,
+	// first out): it lets the tests' Services go.
+	startCCM(t, url, in.pns["nodes"].ID)
 	ensureNamespace(t, optedIn, map[string]string{request.LabelEnabled: "true"})
 	in.values = filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(in.values, fmt.Appendf(nil, `replicaCount: 2

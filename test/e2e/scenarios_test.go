@@ -25,6 +25,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 )
 
@@ -314,17 +315,23 @@ func TestLeaderFailover(t *testing.T) {
 }
 
 // TestUninstall: helm uninstall leaves no Service stuck. A Service the
-// cloud controller still holds (its finalizer) while the release goes can
-// be let go afterwards (the UPDATE that drops the finalizer is not sent to
-// a webhook that is gone), and Services are created again, unmutated.
+// Scaleway CCM still holds (its finalizer: its DeleteLB fails, Scaleway
+// being unavailable) while the release goes is let go afterwards by the
+// CCM's own patch (the UPDATE that drops the finalizer is not sent to a
+// webhook that is gone), and Services are created again, unmutated.
 func TestUninstall(t *testing.T) {
 	ctx := context.Background()
 	in := install(t)
 	svc := lbService("held")
-	svc.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
 	if err := cluster.kube.Create(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, time.Minute, "the CCM to make the Load Balancer of "+svc.Name, func() bool {
+		got := &corev1.Service{}
+		return cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), got) == nil && got.Annotations[ccm.AnnotationLoadBalancerID] != "" &&
+			slices.Contains(got.Finalizers, ccm.FinalizerLoadBalancerCleanup)
+	})
+	in.emu.FailNext(scalewaytest.OpDeleteLB, 1_000_000, scalewaytest.Fault{Status: http.StatusServiceUnavailable})
 	if err := cluster.kube.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -336,14 +343,17 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("the MutatingWebhookConfiguration outlives the release: %v", err)
 	}
 	held := &corev1.Service{}
-	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), held); err != nil {
-		t.Fatal(err)
+	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), held); err != nil || held.DeletionTimestamp == nil {
+		t.Fatalf("the Service the CCM holds after the uninstall: %v (deleting since %v)", err, held.DeletionTimestamp)
 	}
-	held.Finalizers = nil
+	// Scaleway answers again; a change of the Service has the CCM retry at
+	// once rather than after its backoff.
+	in.emu.FailNext(scalewaytest.OpDeleteLB, 0, scalewaytest.Fault{})
+	held.Labels = map[string]string{"retry": "now"}
 	if err := cluster.kube.Update(ctx, held); err != nil {
-		t.Fatalf("the cloud controller cannot let go of a Service after the uninstall: %v", err)
+		t.Fatalf("updating the held Service after the uninstall: %v", err)
 	}
-	eventually(t, 30*time.Second, "Service "+svc.Name+" to be gone", func() bool {
+	eventually(t, time.Minute, "the CCM to let Service "+svc.Name+" go", func() bool {
 		return apierrors.IsNotFound(cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))
 	})
 	after := lbService("after")

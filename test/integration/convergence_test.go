@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/cloudcontroller"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
@@ -130,7 +129,7 @@ func reportedOnce(t *testing.T, svcs map[*corev1.Service]bool) {
 }
 
 // poolService creates a Service of namespace web on pool dc-link, waits
-// until the CCM stand-in made its Load Balancer, and returns it with its
+// until the CCM made its Load Balancer, and returns it with its
 // reserved ID. It is deleted when the test keep ends.
 func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 	t.Helper()
@@ -151,7 +150,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 // likely cause, from the listing each cycle already makes. Each case is a
 // Service of its own, kept to the end: a converged one; an IP released out
 // of band; a previous Load Balancer that never finishes deleting; a CCM
-// older than v0.36.0 (the stand-in ignoring private-ip-ids). With all four
+// older than v0.36.0 (internal/oldccm, a fake of v0.35 ignoring private-ip-ids). With all four
 // in place the cycle still makes only its listing and the ledger's writes;
 // the old CCM's Service converges once the CCM is upgraded.
 func TestConvergenceMonitor(t *testing.T) {
@@ -251,7 +250,7 @@ func TestConvergenceMonitor(t *testing.T) {
 
 	// Set back however the rest goes: later scenarios expect v0.36.0.
 	all.Cleanup(func() {
-		if err := s.RestartCCM(nil); err != nil {
+		if err := s.CCM.Restart(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -259,7 +258,7 @@ func TestConvergenceMonitor(t *testing.T) {
 	var oldX string
 	if !t.Run("CCM older than v0.36.0: not_attached", func(t *testing.T) {
 		scenario(t, func(t *testing.T) {
-			if err := s.RestartCCM(func(o *cloudcontroller.Options) { o.IgnorePrivateIPIDs = true }); err != nil {
+			if err := s.CCM.RunOld(); err != nil {
 				t.Fatal(err)
 			}
 			old, oldX = poolService(t, all, "old-ccm")
@@ -300,7 +299,7 @@ func TestConvergenceMonitor(t *testing.T) {
 
 	t.Run("upgraded to v0.36.0, the old CCM's Service converges", func(t *testing.T) {
 		scenario(t, func(t *testing.T) {
-			if err := s.RestartCCM(nil); err != nil {
+			if err := s.CCM.Restart(); err != nil {
 				t.Fatal(err)
 			}
 			attachedTo(t, "web", "old-ccm", oldX)

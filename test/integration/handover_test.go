@@ -21,7 +21,7 @@ import (
 )
 
 // startGreen starts cluster green beside the suite's cluster it: its own
-// kube-apiserver, webhook and CCM stand-in, on the suite's emulator, with
+// kube-apiserver, webhook and Scaleway CCM, on the suite's emulator, with
 // the suite's pool file but for its clusterName, and dc-link adopting from
 // it. It returns green's pool file.
 func startGreen(t *testing.T) (*testenv.Env, string) {
@@ -56,7 +56,7 @@ func entryOf(id string) (ipam.Entry, bool) {
 // Load Balancer; cluster green creates payments/migrated in dc-link, which
 // adopts from it: admitted with X, re-tagged to green, green's Load
 // Balancer without X until it's Service is deleted, then attached with X by
-// green's CCM stand-in, and it's sweeper never releases X. Then handover
+// green's CCM, and it's sweeper never releases X. Then handover
 // moves it's retained reservations: --dry-run lists and writes nothing.
 func TestHandOverBetweenClusters(t *testing.T) {
 	scenario(t, func(t *testing.T) {

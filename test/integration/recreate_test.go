@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -59,18 +58,18 @@ func replaceWhileTerminating(t *testing.T, old *corev1.Service, x string, ann ma
 	ctx := context.Background()
 	ns, name := old.Namespace, old.Name
 	// The old Load Balancer lets X go only once the webhook has answered
-	// the re-create: the CCM's Delay alone is a race with this goroutine
-	// on a loaded machine (it tore the LB down before the check once).
-	release := s.HoldTeardown(client.ObjectKeyFromObject(old))
-	defer release()
-	if err := s.Kube.Delete(ctx, old); err != nil {
+	// the re-create: it stays to_delete, holding X, as a slow deletion at
+	// Scaleway does; the CCM lets the Service go once DeleteLB is
+	// accepted.
+	_, oldLB, _ := strings.Cut(old.Annotations[ccm.AnnotationLoadBalancerID], "/")
+	release, err := s.Emu.HoldLBDeletion(oldLB)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if cur := get(t, ns, name); cur.DeletionTimestamp == nil {
-		t.Fatal("the deleted Service is not Terminating: the CCM's finalizer is missing")
-	}
-	if ip, _ := s.Emu.IP(x); ip.Resource == nil {
-		t.Fatal("X was detached before the re-create started")
+	defer release()
+	del(t, old)
+	if ip, _ := s.Emu.IP(x); ip.Resource == nil || ip.Resource.ID != oldLB {
+		t.Fatalf("X after the deletion: attached to %+v, want the old Load Balancer %s", ip.Resource, oldLB)
 	}
 	// Any CREATE answered: this test is the only one creating now.
 	answered, done := s.Creates(), make(chan struct{})

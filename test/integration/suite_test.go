@@ -19,10 +19,15 @@ import (
 )
 
 // scenario runs one test of the suite and records its Scaleway calls.
-// The CCM stand-in's calls are not counted.
+// The CCM's calls are not counted; its log's end is printed on a failure.
 func scenario(t *testing.T, f func(t *testing.T)) {
 	from := len(s.Emu.Requests())
-	defer func() { s.record(t, s.WebhookCalls(from)) }()
+	defer func() {
+		s.record(t, s.WebhookCalls(from))
+		if t.Failed() {
+			t.Logf("the Scaleway CCM's logs:\n%s", s.CCM.Logs(60))
+		}
+	}()
 	f(t)
 }
 
@@ -47,14 +52,17 @@ func get(t *testing.T, ns, name string) *corev1.Service {
 	return svc
 }
 
-// del deletes a Service and waits until it is gone: the CCM stand-in keeps
-// a LoadBalancer Service Terminating until it deleted its Load Balancer.
+// del deletes a Service and waits until it is gone: the CCM keeps a
+// LoadBalancer Service Terminating until its DeleteLB is accepted. The
+// CCM's one service worker (--concurrent-service-syncs=1, as shipped) may
+// still be working through the Services earlier scenarios made, a few
+// Scaleway calls each: 20 s was missed once after TestConcurrentCreates.
 func del(t *testing.T, svc *corev1.Service) {
 	t.Helper()
 	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	fixtures.Eventually(t, 20*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
+	fixtures.Eventually(t, 60*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
 		return apierrors.IsNotFound(s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}))
 	})
 }
@@ -62,7 +70,7 @@ func del(t *testing.T, svc *corev1.Service) {
 func ptr[T any](v T) *T { return &v }
 
 // update changes a Service as kubectl edit does: read, change, write,
-// again on a conflict (the CCM stand-in patches Services meanwhile).
+// again on a conflict (the CCM patches Services meanwhile).
 func update(c client.Client, ns, name string, change func(*corev1.Service)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		svc := &corev1.Service{}
@@ -86,14 +94,14 @@ func backfilled(t *testing.T, svc *corev1.Service, id string) {
 	})
 }
 
-// attachedTo waits until the CCM stand-in has attached IPAM ID id to the
+// attachedTo waits until the CCM has attached IPAM ID id to the
 // Load Balancer of Service ns/name, through the Load Balancer API.
 func attachedTo(t *testing.T, ns, name, id string) {
 	t.Helper()
 	attachedIn(t, s.Env, 15*time.Second, ns, name, id)
 }
 
-// attachedIn waits until the CCM stand-in of cluster env has attached id
+// attachedIn waits until the CCM of cluster env has attached id
 // to the Load Balancer of ns/name.
 func attachedIn(t *testing.T, env *testenv.Env, timeout time.Duration, ns, name, id string) {
 	t.Helper()

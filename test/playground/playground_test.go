@@ -150,7 +150,12 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("GET %s: %s, without the dc-link pool gauge:\n%.2000s", metricsURL, resp.Status, body)
 	}
 
-	// The CCM stand-in makes the Load Balancer with the reserved address.
+	// The real Scaleway CCM, named with its log in the banner, makes the
+	// Load Balancer with the reserved address.
+	if !strings.Contains(text, "the Scaleway cloud-controller-manager v0.36") {
+		t.Fatalf("the banner does not name the CCM that runs:\n%s", text)
+	}
+	ccmLog := match(t, text, `CCM log\s+(\S+)`)
 	made := func() bool {
 		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(svc), got); err != nil {
 			t.Fatal(err)
@@ -158,7 +163,7 @@ func TestMakeRun(t *testing.T) {
 		return slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
 	}
 	if !localrun.Poll(30*time.Second, 200*time.Millisecond, made) {
-		t.Fatalf("no Load Balancer with %s after 30s: status %+v", addr, got.Status)
+		t.Fatalf("no Load Balancer with %s after 30s: status %+v; the CCM's log %s:\n%s", addr, got.Status, ccmLog, mustRead(t, ccmLog))
 	}
 
 	// The bring-your-own example, as written: its IP is booked.

@@ -211,7 +211,7 @@ type ipListCache struct {
 }
 
 // maxCachedLists bounds the filters kept: a few listers page at once (the
-// replicas, the sweeper, the CCM stand-in).
+// replicas, the sweeper, the CCM).
 const maxCachedLists = 16
 
 // get returns the cached matches of key in generation gen, or computes

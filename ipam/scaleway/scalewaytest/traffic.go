@@ -11,7 +11,7 @@ type Request struct {
 	Op     Op // "" when no route matched
 	Method string
 	Path   string // path and query
-	// UserAgent tells the callers apart (the webhook, a CCM stand-in).
+	// UserAgent tells the callers apart (the webhook, the Scaleway CCM).
 	UserAgent string
 	// Status answered; 0 when the connection was dropped or the client left
 	// before the answer.

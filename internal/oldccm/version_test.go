@@ -1,4 +1,4 @@
-package cloudcontroller
+package oldccm
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 // next sync moves the pool's network to X.
 func TestCCMBeforeV036AttachesWithDHCP(t *testing.T) {
 	w := newWorld(t)
-	w.ccm.o.IgnorePrivateIPIDs = true
 	ctx := context.Background()
 	x, err := w.emu.AddIP(w.pool.ID, netip.MustParseAddr("172.16.35.10"), []string{"scw-lb-ipam"}, nil)
 	if err != nil {
@@ -73,22 +72,6 @@ func TestCCMBeforeV036AttachesWithDHCP(t *testing.T) {
 		if !strings.HasPrefix(call, "Get") && !strings.HasPrefix(call, "List") {
 			t.Fatalf("the old CCM's second pass changed the Load Balancer: %v", w.ops(from))
 		}
-	}
-
-	// Upgraded to v0.36.0: a new controller (nothing remembered) re-syncs
-	// the Service and attaches the pool's network with X.
-	o := w.ccm.o
-	o.IgnorePrivateIPIDs = false
-	upgraded, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upgraded.Sync(ctx)
-	if got := w.emu.LBs()[0].PrivateNetworks[w.pool.ID]; got != x {
-		t.Fatalf("after the upgrade the pool's network has %s, want X %s", got, x)
-	}
-	if _, ok := w.emu.IP(dhcp); ok {
-		t.Fatalf("the DHCP IP %s outlived its attachment", dhcp)
 	}
 }
 

@@ -1,4 +1,4 @@
-package cloudcontroller
+package oldccm
 
 import (
 	"context"
@@ -40,9 +40,9 @@ const (
 	maxRetryDelay = 300 * time.Second
 )
 
-// UserAgent is sent with every Scaleway call of the stand-in, so that a
-// suite can tell them from the webhook's in the emulator's request log.
-const UserAgent = "scaleway-cloud-controller-manager-stand-in"
+// UserAgent is sent with every Scaleway call of the fake, so that a suite
+// can tell them from the webhook's in the emulator's request log.
+const UserAgent = "scaleway-cloud-controller-manager-v0.35-fake"
 
 // Options configures a Controller.
 type Options struct {
@@ -66,21 +66,9 @@ type Options struct {
 	Interval time.Duration
 	// Logf receives one line per action and error; nil discards them.
 	Logf func(format string, args ...any)
-	// Hold, when set, keeps a deleted Service's teardown waiting while it
-	// returns true for the Service, as a slow Load Balancer deletion
-	// would: a test drives "re-created while the old LB holds its IP"
-	// without racing Delay. It is called during a pass and must not block.
-	Hold func(types.NamespacedName) bool
-	// IgnorePrivateIPIDs makes it the CCM before v0.36.0 (v0.35.x and its
-	// release-0.35 branch), which has no private-ip-ids: every network is
-	// attached with DHCP, so the Load Balancer gets an address IPAM chooses
-	// and reports that one in the status, and a network already attached
-	// stays as it is whatever IP it has (that CCM compares network IDs
-	// only). Suites run it to see what a cluster with such a CCM shows.
-	IgnorePrivateIPIDs bool
 }
 
-// Controller is the stand-in. Run drives it; Sync is one pass.
+// Controller is the fake. Run drives it; Sync is one pass.
 type Controller struct {
 	o    Options
 	lb   *lbapi.ZonedAPI
@@ -166,9 +154,6 @@ func (c *Controller) Sync(ctx context.Context) {
 		case wants && c.done[svc.UID] != wanted(svc):
 			c.syncEnsure(ctx, svc, now)
 		case !wants && slices.Contains(svc.Finalizers, Finalizer):
-			if c.o.Hold != nil && c.o.Hold(client.ObjectKeyFromObject(svc)) {
-				continue
-			}
 			if !c.ready("delete/"+string(svc.UID), now) {
 				continue
 			}

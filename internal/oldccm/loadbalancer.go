@@ -1,4 +1,4 @@
-package cloudcontroller
+package oldccm
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
 	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	corev1 "k8s.io/api/core/v1"
@@ -84,19 +83,20 @@ func (c *Controller) fetch(ctx context.Context, svc *corev1.Service) (*lbapi.LB,
 }
 
 // attachPrivateNetworks attaches the Load Balancer to the Service's
-// Private Networks (the cluster's when it names none) with the IPAM IDs of
-// private-ip-ids that belong to each, detaching what it should not be on
-// and what is attached with other IDs (an old CCM, IgnorePrivateIPIDs,
-// reads no IDs: DHCP everywhere, and any attachment to a wanted network
-// kept). An ID in none of the networks fails
-// the sync, after the networks pn-ids does not name were detached, as the
-// CCM orders it: a pn-ids that lost a pool's network costs the reserved IP
-// before the error shows.
+// Private Networks (the cluster's when it names none) with DHCP, as v0.35
+// does: it has no private-ip-ids, compares network IDs only (a network
+// attached with any address stays), and detaches the networks pn-ids does
+// not name (an externally managed Load Balancer's others are left).
 func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB) error {
 	external := svc.Annotations[annotationExternallyManaged] == "true"
-	want, ids, found, err := c.wantedNetworks(ctx, svc, lb, external)
-	if err != nil {
-		return err
+	want := map[string]bool{}
+	if !external {
+		for _, pn := range ccmList(svc.Annotations[annotationPNIDs]) {
+			want[pn] = true
+		}
+	}
+	if len(want) == 0 {
+		want[c.o.ClusterPrivateNetworkID] = true
 	}
 	resp, err := c.lb.ListLBPrivateNetworks(&lbapi.ZonedAPIListLBPrivateNetworksRequest{Zone: lb.Zone, LBID: lb.ID}, scw.WithAllPages(), scw.WithContext(ctx))
 	if err != nil {
@@ -104,74 +104,27 @@ func (c *Controller) attachPrivateNetworks(ctx context.Context, svc *corev1.Serv
 	}
 	attached := map[string]bool{}
 	for _, att := range resp.PrivateNetwork {
-		ids, wanted := want[att.PrivateNetworkID]
-		got := slices.Sorted(slices.Values(att.IpamIDs))
-		if wanted && (len(ids) == 0 || slices.Equal(ids, got)) {
+		if want[att.PrivateNetworkID] || external {
 			attached[att.PrivateNetworkID] = true
 			continue
-		}
-		if external && !wanted {
-			continue // a shared LB's other networks are not this Service's
 		}
 		if err := c.lb.DetachPrivateNetwork(&lbapi.ZonedAPIDetachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: att.PrivateNetworkID}, scw.WithContext(ctx)); err != nil {
 			return fmt.Errorf("unable to detach private network %s from %s: %w", att.PrivateNetworkID, lb.ID, err)
 		}
-		c.logf("detached private network %s (IPAM IDs %v) from %s", att.PrivateNetworkID, att.IpamIDs, lb.ID)
+		c.logf("detached private network %s from %s", att.PrivateNetworkID, lb.ID)
 	}
-	for _, id := range ids {
-		if !found[id] {
-			return fmt.Errorf("private IP %q is in none of the private networks of load balancer %s", id, lb.ID)
-		}
-	}
-	for pn, ids := range want {
+	for pn := range want {
 		if attached[pn] {
 			continue
 		}
-		req := &lbapi.ZonedAPIAttachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: pn, IpamIDs: ids}
-		if len(ids) == 0 {
-			//lint:ignore SA1019 the real CCM attaches without IPAM IDs this way
-			req.DHCPConfig = &lbapi.PrivateNetworkDHCPConfig{}
-		}
+		//lint:ignore SA1019 v0.35 attaches with DHCP this way
+		req := &lbapi.ZonedAPIAttachPrivateNetworkRequest{Zone: lb.Zone, LBID: lb.ID, PrivateNetworkID: pn, DHCPConfig: &lbapi.PrivateNetworkDHCPConfig{}}
 		if _, err := c.lb.AttachPrivateNetwork(req, scw.WithContext(ctx)); err != nil {
 			return fmt.Errorf("unable to attach private network %s on %s: %w", pn, lb.ID, err)
 		}
-		c.logf("attached private network %s to %s with IPAM IDs %v", pn, lb.ID, ids)
+		c.logf("attached private network %s to %s with DHCP", pn, lb.ID)
 	}
 	return nil
-}
-
-// wantedNetworks are the private networks svc asks lb to be attached to,
-// each with the IPAM IDs (of private-ip-ids) found in it, sorted; ids are
-// those private-ip-ids, found the ones some network holds.
-func (c *Controller) wantedNetworks(ctx context.Context, svc *corev1.Service, lb *lbapi.LB, external bool) (want map[string][]string, ids []string, found map[string]bool, err error) {
-	want = map[string][]string{} // PN → the IPAM IDs to attach it with
-	if !external {
-		for _, pn := range ccmList(svc.Annotations[annotationPNIDs]) {
-			want[pn] = nil
-		}
-	}
-	if len(want) == 0 {
-		want[c.o.ClusterPrivateNetworkID] = nil
-	}
-	region, _ := lb.Zone.Region()
-	if !c.o.IgnorePrivateIPIDs {
-		ids = ccmList(svc.Annotations[annotationPrivateIPIDs])
-	}
-	found = map[string]bool{}
-	if len(ids) > 0 {
-		for pn := range want {
-			resp, err := c.ipam.ListIPs(&ipamapi.ListIPsRequest{Region: region, PrivateNetworkID: &pn, IPIDs: ids}, scw.WithAllPages(), scw.WithContext(ctx))
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("listing the IPAM IPs of private network %s: %w", pn, err)
-			}
-			for _, ip := range resp.IPs {
-				want[pn] = append(want[pn], ip.ID)
-				found[ip.ID] = true
-			}
-			slices.Sort(want[pn])
-		}
-	}
-	return want, ids, found, nil
 }
 
 // deleteLB is the CCM's deleteLoadBalancer: unannotate, then DeleteLB,
