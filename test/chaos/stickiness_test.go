@@ -184,7 +184,7 @@ type stickiness struct {
 	// from the emulator's audit log; the others' Service was deleted or
 	// changed before the CCM got to it.
 	landed int
-	misses    []miss
+	misses []miss
 }
 
 func (r *run) stickiness() *stickiness {
