@@ -24,7 +24,7 @@ type layer struct {
 // The README's Architecture section shows this table (TestREADMEShowsTheLayers).
 var layers = []layer{
 	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image"}},
-	{"suites and checks", []string{"test/integration", "test/clients", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest"}},
+	{"suites and checks", []string{"test/integration", "test/clients", "test/gateway", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest"}},
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
 	{"test fixtures", []string{"test/fixtures"}},
