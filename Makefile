@@ -4,8 +4,8 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
-UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench|e2e)$$')
+SUITES := ./test/integration ./test/clients ./test/gateway ./test/chart ./test/playground ./test/chaos
+UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|gateway|chart|playground|chaos|bench|e2e)$$')
 
 .PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages
 
