@@ -4,8 +4,8 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./...
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
-UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|chart|playground|chaos|bench|e2e)$$')
+SUITES := ./test/integration ./test/clients ./test/dns ./test/gateway ./test/chart ./test/playground ./test/chaos
+UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|dns|gateway|chart|playground|chaos|bench|e2e)$$')
 
 .PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages help generate verify
 
@@ -159,11 +159,11 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
 # most of kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager bin/external-dns
+TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager bin/external-dns bin/envoy-gateway bin/named
 
 .PHONY: tools FORCE
 
-tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm, the Scaleway CCM and external-dns into bin/.
+tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm, the Scaleway CCM, external-dns, Envoy Gateway and BIND's named into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
 
 # $(call tool_build,MODULE_DIR,MODULE,PACKAGE,EXTRA_LDFLAGS): the recipe of
@@ -227,6 +227,20 @@ bin/helm: FORCE
 # It links every DNS provider's SDK: cold on 2 cores, niced, about 4 min.
 bin/external-dns: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/external-dns,sigs.k8s.io/external-dns,sigs.k8s.io/external-dns,-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$$v)
+
+# Envoy Gateway's controller, which the Gateway scenario (test/gateway) runs
+# out of cluster: v1.9.1 from the module proxy, pinned in its own module. Its
+# CRDs (Gateway API and Envoy Gateway's own) are copied from that module into
+# bin/envoy-gateway-crds/ on every run (a copy, no build). Its version stamped
+# as its own Makefile does. Cold on 2 cores, niced: 7 min on a busy machine.
+bin/envoy-gateway: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/envoy-gateway,github.com/envoyproxy/gateway,github.com/envoyproxy/gateway/cmd/envoy-gateway,-X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$$v)
+	@cd '$(TOOLS_DIR)/envoy-gateway' && \
+	  dir=$$(GOWORK=off GOFLAGS=-mod=readonly $(GO) mod download -json github.com/envoyproxy/gateway | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
+	  [ -d "$$dir/charts/gateway-helm/charts/crds/crds" ] && \
+	  rm -rf '$(BIN)/envoy-gateway-crds' && mkdir -p '$(BIN)/envoy-gateway-crds' && \
+	  find "$$dir/charts/gateway-helm/charts/crds/crds" -name '*.yaml' -exec cp -f {} '$(BIN)/envoy-gateway-crds/' \; && \
+	  chmod u+w '$(BIN)'/envoy-gateway-crds/*.yaml
 
 # actionlint checks .github/workflows in make lint; pinned in its own module.
 bin/actionlint: FORCE
@@ -299,10 +313,6 @@ bin/scaleway-cloud-controller-manager: FORCE
 # versions, so a security release is fetched once it is the candidate.
 # Cold: about 5 s (2 MB).
 BIND_PACKAGES := bind9 bind9-libs
-TOOLS += bin/named
-# test/dns is a suite (real control plane, named, external-dns).
-SUITES += ./test/dns
-UNIT := $(filter-out %/test/dns,$(UNIT))
 
 bin/named: FORCE
 	@set -eo pipefail; \

@@ -24,7 +24,7 @@ type layer struct {
 // docs/architecture.md shows this table (TestDocsShowTheLayers).
 var layers = []layer{
 	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image", "cmd/scw-docs"}},
-	{"suites and checks", []string{"test/integration", "test/clients", "test/dns", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest", "internal/docs"}},
+	{"suites and checks", []string{"test/integration", "test/clients", "test/dns", "test/gateway", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest", "internal/docs"}},
 	{"make run", []string{"internal/playground"}},
 	{"test environment", []string{"internal/testenv"}},
 	{"test fixtures", []string{"test/fixtures"}},
