@@ -52,6 +52,10 @@ type Ask struct {
 	AllowIPChange bool
 	// ExternallyManaged: the CCM's externally-managed annotation is "true".
 	ExternallyManaged bool
+	// PoolsFrom and PoolsValue are the word and value Pools were read from
+	// when another implementation's word asked (Translate): a denial names
+	// what the user wrote. Empty for scw-lb-ipam.io/pool.
+	PoolsFrom, PoolsValue string
 }
 
 // Empty reports a Service that asks for nothing of its own.
@@ -134,6 +138,7 @@ func Read(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string
 		return Ask{}, t, err
 	}
 	ask, err := Parse(t.Annotations)
+	ask.PoolsFrom, ask.PoolsValue = t.poolsFrom, t.poolsValue
 	return ask, t, err
 }
 

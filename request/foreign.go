@@ -35,6 +35,8 @@ type Translation struct {
 	ClearLoadBalancerIP bool
 	// Warnings name what was translated, or ignored.
 	Warnings []string
+	// poolsFrom and poolsValue: the word the pool names were read from.
+	poolsFrom, poolsValue string
 }
 
 // foreign is what the other words ask for, and which of them asked.
@@ -68,16 +70,19 @@ func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP s
 	if !cfg.Translates() {
 		return t, nil
 	}
+	if own := ownRequest(ann); own != "" {
+		return ignored(cfg, ann, lbIP, own), nil
+	}
 	var f foreign
 	for _, key := range ccm.OtherRequestAnnotations {
 		if v, ok := ann[key]; ok {
-			if err := f.add(cfg, namespace, key, v); err != nil {
+			if err := f.add(key, v); err != nil {
 				return t, err
 			}
 		}
 	}
 	if lbIP != "" && privateAddress(cfg, ann, lbIP) {
-		if err := f.add(cfg, namespace, fieldLoadBalancerIP, lbIP); err != nil {
+		if err := f.add(fieldLoadBalancerIP, lbIP); err != nil {
 			return t, err
 		}
 		t.ClearLoadBalancerIP = true
@@ -85,16 +90,43 @@ func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP s
 	if len(f.keys) == 0 {
 		return t, nil
 	}
-	if own := ownRequest(ann); own != "" {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("scw-lb-ipam: %s is ignored: annotation %s is set, and this project's own request wins", strings.Join(f.keys, ", "), own))
-	} else {
-		t.Annotations = f.annotations(ann)
-		t.Warnings = append(t.Warnings, f.warnings()...)
-	}
+	t.Annotations = f.annotations(ann)
+	t.Warnings = append(t.Warnings, f.warnings()...)
+	t.poolsFrom, t.poolsValue = f.poolFrom, ann[f.poolFrom]
 	if t.ClearLoadBalancerIP {
-		t.Warnings = append(t.Warnings, fmt.Sprintf("scw-lb-ipam: %s %s is cleared: the Scaleway CCM refuses it on a private Load Balancer (it only handles static public IPs); the reserved address is written in %s", fieldLoadBalancerIP, lbIP, AnnotationAddresses))
+		t.Warnings = append(t.Warnings, clearedWarning(lbIP))
 	}
 	return t, nil
+}
+
+// ignored is the translation of a Service that sets this project's own
+// request annotation own: every other word is ignored, unread (a leftover
+// one may name a pool the file no longer has), with a warning;
+// spec.loadBalancerIP of a private address is still cleared, as the CCM
+// refuses it on a private Load Balancer.
+func ignored(cfg *ipam.Config, ann map[string]string, lbIP, own string) Translation {
+	t := Translation{Annotations: ann}
+	var keys []string
+	for _, key := range ccm.OtherRequestAnnotations {
+		if _, ok := ann[key]; ok {
+			keys = append(keys, key)
+		}
+	}
+	if lbIP != "" && privateAddress(cfg, ann, lbIP) {
+		keys = append(keys, fieldLoadBalancerIP)
+		t.ClearLoadBalancerIP = true
+	}
+	if len(keys) > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("scw-lb-ipam: %s is ignored: annotation %s is set, and this project's own request wins", strings.Join(keys, ", "), own))
+	}
+	if t.ClearLoadBalancerIP {
+		t.Warnings = append(t.Warnings, clearedWarning(lbIP))
+	}
+	return t
+}
+
+func clearedWarning(lbIP string) string {
+	return fmt.Sprintf("scw-lb-ipam: %s %s is cleared: the Scaleway CCM refuses it on a private Load Balancer (it only handles static public IPs); the reserved address is written in %s", fieldLoadBalancerIP, lbIP, AnnotationAddresses)
 }
 
 // privateAddress: spec.loadBalancerIP asks for a private address when
@@ -117,21 +149,22 @@ func ownRequest(ann map[string]string) string {
 	return ""
 }
 
-// add reads one word: its items must be pools of the file or addresses,
-// and ask for what the words read before asked, if any.
-func (f *foreign) add(cfg *ipam.Config, namespace, key, v string) error {
+// add reads one word: its items must be pool names or addresses, and ask
+// for what the words read before asked, if any. Pool names are looked up
+// where scw-lb-ipam.io/pool's are, by the plan: an UPDATE that asks for
+// the same as before is no change even after the pool's rename, as with
+// this project's own annotation.
+func (f *foreign) add(key, v string) error {
 	items, err := wordItems(key, v)
 	if err != nil {
 		return err
 	}
 	pools := slices.Contains(poolWords, key)
 	for _, s := range items {
-		if pools {
-			if _, ok := cfg.Pool(s); !ok {
-				return &AnnotationError{key, v, fmt.Sprintf("read as %s, but scw-lb-ipam has no pool %q; pools namespace %s may use: %s", AnnotationPool, truncate(s), namespace, names(cfg.AllowedPools(namespace))), nil}
+		if !pools {
+			if _, perr := netip.ParseAddr(s); perr != nil {
+				return &AnnotationError{key, v, fmt.Sprintf("read as %s, but %q is not an IP address; write addresses such as 172.16.4.210", AnnotationAddress, truncate(s)), nil}
 			}
-		} else if _, perr := netip.ParseAddr(s); perr != nil {
-			return &AnnotationError{key, v, fmt.Sprintf("read as %s, but %q is not an IP address; write addresses such as 172.16.4.210", AnnotationAddress, truncate(s)), nil}
 		}
 	}
 	have, from := &f.addrs, &f.addrFrom

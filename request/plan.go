@@ -61,19 +61,10 @@ func (p *Plan) Fallback(i int, err error) *ipam.Pool {
 // answers (nil, nil) for a Service that asks for nothing when there is no
 // default pool for it: such Services are left alone.
 //
-// A plan the CCM could not carry out is refused here, before anything is
-// booked: too many Private Networks for one Load Balancer, two pools on one
-// network, no IPv4 pool.
+// Pools the CCM could not attach together are refused here: two pools on
+// one network, no IPv4 pool. The network limit (CheckNetworks) is the
+// admission's to check, once it knows the Service gets reservations.
 func NewPlan(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
-	p, err := planFor(cfg, namespace, r)
-	if p == nil || err != nil {
-		return p, err
-	}
-	return p, p.checkNetworks(cfg, r)
-}
-
-// planFor is NewPlan before the network limit.
-func planFor(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	if r.ExternallyManaged {
 		return nil, externallyManaged(r)
 	}
@@ -118,6 +109,9 @@ func pooled(cfg *ipam.Config, namespace string, r Ask) (*Plan, error) {
 	var pools []*ipam.Pool
 	for _, name := range r.Pools {
 		p, ok := cfg.Pool(name)
+		if !ok && r.PoolsFrom != "" {
+			return nil, &AnnotationError{r.PoolsFrom, r.PoolsValue, fmt.Sprintf("read as %s, but scw-lb-ipam has no pool %q; pools namespace %s may use: %s", AnnotationPool, truncate(name), namespace, names(cfg.AllowedPools(namespace))), nil}
+		}
 		if !ok {
 			return nil, &AnnotationError{AnnotationPool, strings.Join(r.Pools, ","), fmt.Sprintf("there is no pool %q; pools namespace %s may use: %s", name, namespace, names(cfg.AllowedPools(namespace))), nil}
 		}
@@ -212,10 +206,11 @@ func (p *Plan) PoolPNs() []string {
 	return out
 }
 
-// checkNetworks refuses a plan whose pn-ids would list more networks than
+// CheckNetworks refuses a plan whose pn-ids would list more networks than
 // a Load Balancer attaches (see CheckNetworkLimit): the user's networks or
-// the nodes', then the pools'.
-func (p *Plan) checkNetworks(cfg *ipam.Config, r Ask) error {
+// the nodes', then the pools'. A Service kept on its DHCP address books
+// nothing and is not checked: its Load Balancer is attached already.
+func (p *Plan) CheckNetworks(cfg *ipam.Config, r Ask) error {
 	if max(len(r.PNIDs), 1)+len(p.Reserve) <= maxPrivateNetworks {
 		return nil // the list cannot be longer: no need to build it
 	}

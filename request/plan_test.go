@@ -30,11 +30,6 @@ func TestNewPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := netip.MustParseAddr
-	// eight is a pn-ids of 8 networks, none a pool's.
-	eight := []string{"11111111-1111-4111-8111-111111111111"}
-	for i := 1; i <= 7; i++ {
-		eight = append(eight, fmt.Sprintf("5555555%d-5555-4555-8555-555555555555", i))
-	}
 	for _, tt := range []struct {
 		name string
 		ns   string
@@ -62,10 +57,6 @@ func TestNewPlan(t *testing.T) {
 			"error: 192.168.1.1 is in none of the pools namespace payments may use (dc-link, dc-old, pay)"},
 		{"externally managed", "payments", Ask{Pools: []string{"pay"}, ExternallyManaged: true}, "error: the Service uses an externally managed Load Balancer"},
 		{"externally managed, asking nothing", "payments", Ask{ExternallyManaged: true}, "nil"},
-		{"a pn-ids of 8 and a pool on a ninth network", "payments", Ask{Pools: []string{"pay"}, PNIDs: eight},
-			"error: service.beta.kubernetes.io/scw-loadbalancer-pn-ids would list 9 Private Networks (the networks service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists, then those of pools pay: " + strings.Join(eight, ",") + ",44444444-4444-4444-8444-444444444444), and a Scaleway Load Balancer attaches at most 8"},
-		{"a pn-ids of 8 already naming the pool's network", "payments", Ask{Pools: []string{"pay"}, PNIDs: append(eight[:7:7], "44444444-4444-4444-8444-444444444444")}, "pay"},
-		{"the nodes' network and 8 pools' would be 9, IDs are checked once validated", "payments", Ask{IDs: []string{"id-1"}, PNIDs: eight}, "ids(" + AnnotationIPAMIDs + ")=id-1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := NewPlan(cfg, tt.ns, tt.ask)
@@ -133,5 +124,46 @@ func TestFallback(t *testing.T) {
 		if got := tt.p.Fallback(0, tt.err); got != tt.want {
 			t.Errorf("%s: Fallback = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestCheckNetworks: the pn-ids a plan's reservations would make, the
+// user's networks (or the nodes') then the pools', holds at most 8; IDs are
+// checked once validated (CheckReserved), as their networks are unknown
+// before.
+func TestCheckNetworks(t *testing.T) {
+	cfg, err := ipam.ParseConfig([]byte(planConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// eight is a pn-ids of 8 networks, none a pool's.
+	eight := []string{"11111111-1111-4111-8111-111111111111"}
+	for i := 1; i <= 7; i++ {
+		eight = append(eight, fmt.Sprintf("5555555%d-5555-4555-8555-555555555555", i))
+	}
+	for _, tt := range []struct {
+		name string
+		ask  Ask
+		want string // "" when it holds, else the start of the denial
+	}{
+		{"a pn-ids of 8 and a pool on a ninth network", Ask{Pools: []string{"pay"}, PNIDs: eight},
+			"service.beta.kubernetes.io/scw-loadbalancer-pn-ids would list 9 Private Networks (the networks service.beta.kubernetes.io/scw-loadbalancer-pn-ids lists, then those of pools pay: " + strings.Join(eight, ",") + ",44444444-4444-4444-8444-444444444444), and a Scaleway Load Balancer attaches at most 8"},
+		{"a pn-ids of 8 already naming the pool's network", Ask{Pools: []string{"pay"}, PNIDs: append(eight[:7:7], "44444444-4444-4444-8444-444444444444")}, ""},
+		{"two pools and the nodes' network", Ask{Pools: []string{"dc-link", "pay"}}, ""},
+		{"a pn-ids of 8 and IDs: checked once validated", Ask{IDs: []string{"id-1"}, PNIDs: eight}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPlan(cfg, "payments", tt.ask)
+			if err != nil {
+				t.Fatalf("NewPlan = %v", err)
+			}
+			err = p.CheckNetworks(cfg, tt.ask)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("CheckNetworks = %q, want nil", err)
+			case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+				t.Fatalf("CheckNetworks = %v, want %q…", err, tt.want)
+			}
+		})
 	}
 }

@@ -47,6 +47,9 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, cf
 		return refusal(errors.New("the Service has only generateName: scw-lb-ipam keeps a Service's IP across re-creation by its name, so it needs a fixed metadata.name; set one"))
 	}
 	key := types.NamespacedName{Namespace: req.Namespace, Name: name}
+	if err := p.CheckNetworks(cfg, ask); err != nil {
+		return refusal(err)
+	}
 	if err := request.CheckBeforeBooking(ctx, cfg, svc, ask, m.Allocator.PrivateNetworkExists); err != nil {
 		return refusal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,18 @@ func TestLiveLoadBalancerKeepsItsAddress(t *testing.T) {
 		next := fixtures.PrivateService("web", "api", ann(request.AnnotationPool, "general"))
 		r, _ := h.send(review(admissionv1.Update, next, old, false))
 		h.check("full update", r, kept("general"))
+	})
+	t.Run("its own pn-ids of 8 networks: kept, not refused for the pool's ninth", func(t *testing.T) {
+		h := newHarness(t)
+		eight := []string{h.PNs["nodes"].ID}
+		for i := 1; i <= 7; i++ {
+			eight = append(eight, fmt.Sprintf("5555555%d-5555-4555-8555-555555555555", i))
+		}
+		old := withLB(fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, strings.Join(eight, ","))), "ingress")
+		next := old.DeepCopy()
+		next.Labels = map[string]string{"team": "edge"}
+		r, _ := h.send(review(admissionv1.Update, next, old, false))
+		h.check("label change", r, kept("general"))
 	})
 	t.Run("dry run warns and records nothing", func(t *testing.T) {
 		h := newHarness(t)

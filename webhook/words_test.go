@@ -73,8 +73,15 @@ func TestCreateInOtherWords(t *testing.T) {
 				"scw-lb-ipam: "+ccm.AnnotationMetalLBIPs+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
 		{"two words that disagree", svc(ccm.AnnotationMetalLBIPs, "172.16.35.201", ccm.AnnotationCiliumIPs, "172.16.35.202"), false,
 			denied(`annotation lbipam.cilium.io/ips: value "172.16.35.202": asks for 172.16.35.202, but metallb.io/loadBalancerIPs asks for 172.16.35.201; they disagree, keep one`)},
-		{"a pool name the pool file does not have", svc(ccm.AnnotationMetalLBPool, "production"), false,
-			denied(`annotation metallb.io/address-pool: value "production": read as scw-lb-ipam.io/pool, but scw-lb-ipam has no pool "production"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)},
+		{"a pool name the pool file does not have", svc(ccm.AnnotationMetalLBPool, "production"), false, func() expect {
+			// The plan refuses it, as scw-lb-ipam.io/pool's, naming the word.
+			e := denied(`annotation metallb.io/address-pool: value "production": read as scw-lb-ipam.io/pool, but scw-lb-ipam has no pool "production"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)
+			e.warnings = func(*harness) []string { return []string{readAs(ccm.AnnotationMetalLBPool, request.AnnotationPool, "production")} }
+			return e
+		}()},
+		{"this project's own annotation and a leftover word naming no pool: ignored, not refused", svc(request.AnnotationPool, "dc-link", ccm.AnnotationMetalLBPool, "production"), false,
+			translatedTo(reserved("dc-link", "172.16.35.200", "nodes", "dc"), nil,
+				"scw-lb-ipam: "+ccm.AnnotationMetalLBPool+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
 		{"an address that does not parse", svc(ccm.AnnotationKubeVIPIPs, "172.16.35.x"), false,
 			denied(`annotation kube-vip.io/loadbalancerIPs: value "172.16.35.x": read as scw-lb-ipam.io/address, but "172.16.35.x" is not an IP address`)},
 		{"a public spec.loadBalancerIP is the CCM's", withLBIP(fixtures.Service("web", "api", ann("team", "web")), "51.15.1.1"), false, func() expect {
