@@ -108,7 +108,19 @@ func HolderFrom(ip *scaleway.IP, e Entry, ok bool) Holder {
 type IDRequest struct {
 	ID      string
 	Service types.NamespacedName
-	DryRun  bool
+	// Namespace is the namespace the ID's pool must allow, when not the
+	// Service's: a Gateway's Service in a controller's namespace is judged
+	// by its Gateway's (request.JudgedNamespace).
+	Namespace string
+	DryRun    bool
 	// Own are the IDs the Service references now (an UPDATE).
 	Own []string
+}
+
+// PoolNamespace is the namespace the ID's pool must allow.
+func (r IDRequest) PoolNamespace() string {
+	if r.Namespace != "" {
+		return r.Namespace
+	}
+	return r.Service.Namespace
 }

@@ -82,7 +82,7 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 		return nil, err
 	}
 	for i, id := range p.IDs {
-		r, err := m.Allocator.ValidateID(ctx, ipam.IDRequest{ID: id, Service: key, DryRun: dryRun, Own: own})
+		r, err := m.Allocator.ValidateID(ctx, ipam.IDRequest{ID: id, Service: key, Namespace: ns, DryRun: dryRun, Own: own})
 		if pool := p.Fallback(i, err); pool != nil {
 			// A restored manifest whose reservation is gone or being
 			// released: a fresh address from the same pool, not a denial.

@@ -67,6 +67,38 @@ func TestGatewayNamespace(t *testing.T) {
 	}
 }
 
+// TestGatewayBringYourOwn: an IPAM ID a Gateway's Service brings is
+// judged by the Gateway's namespace too: an IP of pool ephemeral (edge-*
+// only, the one pool on its network) is the Gateway's of edge-a, not one
+// of web, through the same controller's namespace.
+func TestGatewayBringYourOwn(t *testing.T) {
+	for _, tt := range []struct {
+		gatewayNS string
+		want      string // "" for admitted, else what the denial says
+	}{
+		{"edge-a", ""},
+		{"web", "is not on the Private Network of a pool namespace web may use"},
+	} {
+		t.Run("a Gateway of "+tt.gatewayNS, func(t *testing.T) {
+			h := newHarness(t)
+			if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+				t.Fatal(err)
+			}
+			h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+			id, _ := h.Srv.AddIP(h.PNs["tmp"].ID, mustAddr("10.50.0.77"), []string{"reserved-by-terraform"}, nil)
+			svc := gatewayService("envoy-gateway-system", tt.gatewayNS)
+			svc.Annotations = ann(request.AnnotationIPAMIDs, id)
+			r, _ := h.send(review(admissionv1.Create, svc, nil, false))
+			switch {
+			case tt.want == "" && !r.Allowed:
+				t.Fatalf("denied: %s", r.Result.Message)
+			case tt.want != "" && (r.Allowed || !strings.Contains(r.Result.Message, tt.want)):
+				t.Fatalf("allowed %v, %q; want a denial saying %q", r.Allowed, r.Result.Message, tt.want)
+			}
+		})
+	}
+}
+
 // TestGatewayShare: a Gateway's Service counts in its Gateway's share of a
 // pool, not the controller namespace's, and its reservation is tagged so.
 func TestGatewayShare(t *testing.T) {

@@ -34,9 +34,9 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.R
 	if ip.Region != "" && ip.Region != cfg.Region {
 		return nil, ipam.IDInOtherRegion(id, ip.Region, cfg.Region)
 	}
-	pool, allowed := cfg.PoolOfID(svc.Namespace, ip.SubnetID, ip.Address)
+	pool, allowed := cfg.PoolOfID(req.PoolNamespace(), ip.SubnetID, ip.Address)
 	if pool == nil {
-		return nil, ipam.IDOffPools(ip, svc.Namespace, allowed)
+		return nil, ipam.IDOffPools(ip, req.PoolNamespace(), allowed)
 	}
 	refs, err := a.refs.ReferencedBy(ctx, id)
 	if err != nil {
@@ -84,7 +84,7 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam
 		return nil, ipam.ReservedForOther(ip, e)
 	}
 	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
-	if !known || !pool.Allows(req.Service.Namespace) || !e.Owns(cfg.ClusterName) {
+	if !known || !pool.Allows(req.PoolNamespace()) || !e.Owns(cfg.ClusterName) {
 		// Another cluster's pool names are its own: the address space
 		// decides (poolOfID).
 		pool = subnetPool
