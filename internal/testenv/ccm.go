@@ -106,13 +106,14 @@ func (c *CCM) Kill(i int, down time.Duration) error {
 		c.mu.Unlock()
 		return fmt.Errorf("no CCM replica %d: %d run", i, len(c.procs))
 	}
-	c.procs[i].Kill()
+	killed := c.procs[i]
+	killed.Kill()
 	c.mu.Unlock()
 	time.Sleep(down)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if i >= len(c.procs) {
-		return nil // stopped meanwhile: nothing to bring back
+	if i >= len(c.procs) || c.procs[i] != killed {
+		return nil // stopped or restarted meanwhile: nothing to bring back
 	}
 	p, err := c.startReplica(i)
 	if err != nil {
