@@ -13,17 +13,27 @@ import (
 // in its Event that DNS points at an address the CCM has not attached;
 // the hostnames themselves are not kept.
 func PublishesReserved(ann map[string]string) bool {
-	addrs := addressSet(ann[annotationPrefix+"addresses"])
-	if addrs == nil {
+	addrs := ann[annotationPrefix+"addresses"]
+	if addressSet(addrs) == nil {
 		return false
 	}
-	for _, p := range []string{ExternalDNSPrefix, ExternalDNSPrefixLegacy} {
+	for _, p := range ExternalDNSPrefixes {
 		if _, asks := ann[p+"hostname"]; asks {
-			return slices.Equal(addressSet(ann[p+"target"]), addrs)
+			return SameAddresses(ann[p+"target"], addrs)
 		}
 	}
 	return false
 }
+
+// ExternalDNSPrefixes are external-dns's annotation prefixes, in the order
+// a Service's hostname annotation is looked for: v0.22's, then the older
+// releases' that most manifests use.
+var ExternalDNSPrefixes = []string{ExternalDNSPrefix, ExternalDNSPrefixLegacy}
+
+// SameAddresses reports whether two comma-separated address lists name
+// the same addresses, in any order and spacing: a target is the webhook's
+// when it names the addresses it recorded.
+func SameAddresses(a, b string) bool { return slices.Equal(addressSet(a), addressSet(b)) }
 
 // addressSet is a comma-separated list of addresses, trimmed and sorted;
 // nil when it names none.

@@ -10,11 +10,6 @@ import (
 // reserved one and a DHCP one that changes on every re-create. Its target
 // annotation names what to publish instead: the reserved addresses.
 
-// dnsPrefixes are external-dns's annotation prefixes, in the order a
-// Service's hostname annotation is looked for: v0.22's, then the older
-// releases' that most manifests use.
-var dnsPrefixes = []string{ccm.ExternalDNSPrefix, ccm.ExternalDNSPrefixLegacy}
-
 // DNSTarget is the external-dns target annotation a Service with
 // annotations ann gets when it holds addresses (comma-separated): under
 // the prefix of its hostname annotation. ok is false when the pool file
@@ -22,7 +17,7 @@ var dnsPrefixes = []string{ccm.ExternalDNSPrefix, ccm.ExternalDNSPrefixLegacy}
 // name, or it carries a target of the user's: one that is not recorded,
 // the addresses an earlier admission wrote (and so the target it wrote).
 func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (key, value string, ok bool) {
-	for _, p := range dnsPrefixes {
+	for _, p := range ccm.ExternalDNSPrefixes {
 		if _, asks := ann[p+"hostname"]; !asks {
 			continue
 		}
@@ -30,7 +25,7 @@ func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses stri
 			return "", "", false
 		}
 		key = p + "target"
-		if v, set := ann[key]; set && (recorded == "" || v != recorded) {
+		if v, set := ann[key]; set && (recorded == "" || !ccm.SameAddresses(v, recorded)) {
 			return "", "", false
 		}
 		return key, addresses, true
