@@ -76,7 +76,9 @@ func TestCreateInOtherWords(t *testing.T) {
 		{"a pool name the pool file does not have", svc(ccm.AnnotationMetalLBPool, "production"), false, func() expect {
 			// The plan refuses it, as scw-lb-ipam.io/pool's, naming the word.
 			e := denied(`annotation metallb.io/address-pool: value "production": read as scw-lb-ipam.io/pool, but scw-lb-ipam has no pool "production"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)
-			e.warnings = func(*harness) []string { return []string{readAs(ccm.AnnotationMetalLBPool, request.AnnotationPool, "production")} }
+			e.warnings = func(*harness) []string {
+				return []string{readAs(ccm.AnnotationMetalLBPool, request.AnnotationPool, "production")}
+			}
 			return e
 		}()},
 		{"this project's own annotation and a leftover word naming no pool: ignored, not refused", svc(request.AnnotationPool, "dc-link", ccm.AnnotationMetalLBPool, "production"), false,
