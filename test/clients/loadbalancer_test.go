@@ -153,14 +153,8 @@ func (cp *controlPlane) reapplied(t *testing.T, step string, st *lbState) {
 // reservation's network (the CCM detaches every network not listed).
 func (cp *controlPlane) sameReservation(t *testing.T, step string, st *lbState, cur *corev1.Service) {
 	t.Helper()
-	if got := cur.Annotations[request.AnnotationAddresses]; got != st.addr {
-		t.Errorf("after %s: addresses %q, want %q as after the first admission", step, got, st.addr)
-	}
-	if got := cur.Annotations[ccm.AnnotationPrivateIPIDs]; got != st.id {
-		t.Errorf("after %s: private-ip-ids %q, want %q as after the first admission", step, got, st.id)
-	}
-	if pns := cur.Annotations[ccm.AnnotationPNIDs]; !slices.Contains(strings.Split(pns, ","), st.poolPN) {
-		t.Errorf("after %s: pn-ids %q lacks the reservation's Private Network %s: the CCM detaches it, and the address with it", step, pns, st.poolPN)
+	for _, problem := range fixtures.Unkept(cur, st.addr, st.id, st.poolPN) {
+		t.Errorf("after %s: %s", step, problem)
 	}
 	// external-dns's target is kept as pn-ids is, where the manifest asks
 	// for a name (the kubectl scenarios' does; dnsTargeted).

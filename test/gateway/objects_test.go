@@ -217,14 +217,8 @@ func (w *world) kept(t *testing.T, step string, st *state) {
 // still lists the pool's network.
 func (w *world) same(t *testing.T, step string, st *state, svc *corev1.Service) {
 	t.Helper()
-	if got := svc.Annotations[request.AnnotationAddresses]; got != st.addr {
-		t.Errorf("after %s: addresses %q, want %q", step, got, st.addr)
-	}
-	if got := svc.Annotations[ccm.AnnotationPrivateIPIDs]; got != st.id {
-		t.Errorf("after %s: private-ip-ids %q, want %q", step, got, st.id)
-	}
-	if pns := svc.Annotations[ccm.AnnotationPNIDs]; !slices.Contains(strings.Split(pns, ","), w.PNs["dc"].ID) {
-		t.Errorf("after %s: pn-ids %q lacks the pool's Private Network %s: the CCM would detach it, and the address with it", step, pns, w.PNs["dc"].ID)
+	for _, problem := range fixtures.Unkept(svc, st.addr, st.id, w.PNs["dc"].ID) {
+		t.Errorf("after %s: %s", step, problem)
 	}
 }
 
