@@ -61,8 +61,9 @@ generate: ## Write the generated docs and the pool file's part of values.schema.
 verify: ## Fail, naming the file and make generate, when a generated file is out of date.
 	$(GO) run ./cmd/scw-docs -root $(CURDIR) -verify
 
+# test/bench's tests (its statistics) run here too, without its benchmarks.
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
-	$(GO) test -count=1 -race -timeout 30m $(UNIT)
+	$(GO) test -count=1 -race -timeout 30m $(UNIT) ./test/bench
 
 # own_tmp runs a command with a TMPDIR of its own. envtest stops its
 # processes itself (SIGTERM, then SIGKILL); a test run killed midway may
