@@ -17,6 +17,7 @@ require (
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	golang.org/x/tools v0.49.0
 	gomodules.xyz/jsonpatch/v2 v2.4.0
+	gonum.org/v1/gonum v0.17.0
 	gopkg.in/yaml.v2 v2.4.0
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0

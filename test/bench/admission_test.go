@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
@@ -162,14 +165,18 @@ func (r *report) callsPerAdmission() {
 // thousands) weighs on every row alike: in a fixed order the waiting no-op
 // at 0 ms, the no-op itself, measured 0.4 to 2.2 ms slower at p50 than
 // the no-op in five runs. The difference of their percentiles measures
-// the handler; its block bootstrap interval is printed beside it. The
-// 0 ms rows, where the p99 goal is, get the most samples.
+// the handler; its 90% interval, over the rounds, is printed beside it.
 func (r *report) latency() {
 	const (
 		latencyBlocks = 40 // 10 rounds of the 4 kinds, half of them reversed
 		warmup        = 10
 	)
+	// An array: a round's turn is a copy, reversed in place. Every round
+	// runs one block of each kind, so block i of every kind is round i's.
 	kinds := [...]string{"noop", "ours", "patch", "wait"}
+	if latencyBlocks%len(kinds) != 0 {
+		r.b.Fatalf("%d latency blocks are not whole rounds of the %d kinds", latencyBlocks, len(kinds))
+	}
 	lats := []time.Duration{0, 20 * time.Millisecond}
 	pairsPerBlock := map[time.Duration]int{0: 100, 20 * time.Millisecond: 100}
 	ctx := context.Background()
@@ -177,7 +184,7 @@ func (r *report) latency() {
 		none, noop, wait, patch, ours []time.Duration
 		// blocks are each block's samples, by kind: the p50 differences
 		// are taken against the paired un-webhooked creates block by
-		// block, and the intervals resample whole blocks.
+		// block, and the intervals are over rounds.
 		blocks map[string]*pairedBlocks
 	}
 	samples := map[time.Duration]*rows{}
@@ -332,9 +339,9 @@ func (r *report) latency() {
 		}
 	}
 	r.printf("\n")
-	r.printf("Overheads (p50: each block's p50 less that of the un-webhooked creates paired with it, averaged over blocks, the\n")
-	r.printf("90%% interval of a difference of two kinds resampling rounds, each with its block of both; p99: differences of the\n")
-	r.printf("rows above, the interval resampling each kind's blocks; means from the replicas' histograms and the emulator's log)\n")
+	r.printf("Overheads (p50: each block's p50 less that of the un-webhooked creates paired with it, averaged over blocks, and\n")
+	r.printf("a difference of two kinds taken round by round, its 90%% interval Student's t over the rounds; p99: differences of the\n")
+	r.printf("rows above, the interval resampling whole rounds; means from the replicas' histograms and the emulator's log)\n")
 	for _, lat := range lats {
 		s, u := stats[lat], use[lat]
 		adm := float64(max(u.admissions, 1))
@@ -354,7 +361,7 @@ func (r *report) latency() {
 				lo99-emulated, hi99-emulated, time.Millisecond, fmt.Sprintf("%s, 90%% interval %s … %s (ours p99 %s, no-op p99 %s)", ms(handler99), ms(lo99-emulated), ms(hi99-emulated), ms(s["ours"].p99), ms(s["noop"].p99)))
 		}
 		r.printf("%s\n", line)
-		r.printf("  %-10s %-50s %s … %s / %s … %s\n", "", "  its 90% interval (block bootstrap)",
+		r.printf("  %-10s %-50s %s … %s / %s … %s\n", "", "  its 90% interval (over the rounds)",
 			ms(lo50-emulated), ms(hi50-emulated), ms(lo99-emulated), ms(hi99-emulated))
 		if lat == 0 {
 			r.printf("  %-10s %-50s %10s   %s\n", "", "  p50 ≤ 1.5 ms", ms(handler50),
@@ -563,59 +570,83 @@ func meanOf(ds []time.Duration) time.Duration {
 	return sum / time.Duration(max(len(ds), 1))
 }
 
-// pairedDiff is a.overNone() − b.overNone() with its 90% interval over
-// resamples of whole rounds (a fixed seed: the same samples give the same
-// interval). Block i of every kind ran in round i, next to the others, so
-// a round's difference a − b is taken first and the rounds are resampled,
-// each with both its blocks. What the webhook adds drifts along a run as
-// the cluster grows (at 20 ms per call a block's p50 over its paired
-// creates went from 23.6 to 27.6 ms over ten rounds), and the same in every
-// kind's blocks of a round: resampling each kind's blocks on its own would
-// count that drift as noise, and gave an interval twice as wide.
+// pairedDiff is a.overNone() − b.overNone() with its 90% interval, the
+// paired Student's t interval over the rounds. Block i of every kind ran
+// in round i, next to the others, so a round's difference a − b is taken
+// first. What the webhook adds drifts along a run as the cluster grows (at
+// 20 ms per call the block statistic of every webhook that waits went
+// from 23.6 to 27.6 ms over ten rounds), the same in a round's blocks:
+// resampling each kind's blocks on its own counted that drift as noise and
+// gave an interval twice as wide (−0.82 … 0.98 ms against −0.31 … 0.53 ms
+// for the same samples). With ten rounds, t's quantile (1.83) rather than
+// a bootstrap's (which narrows as √(9/10)·1.64) keeps the interval from
+// claiming more than ten numbers say.
 func pairedDiff(a, b *pairedBlocks) (d, lo, hi time.Duration) {
-	const resamples = 2000
-	rng := rand.New(rand.NewPCG(1, 2))
+	rounds := roundDiffs(a, b)
+	if len(rounds) < 2 {
+		panic(fmt.Sprintf("pairedDiff: %d rounds: an interval needs two", len(rounds)))
+	}
+	x := make([]float64, len(rounds))
+	for i, r := range rounds {
+		x[i] = float64(r)
+	}
+	mean, sd := stat.MeanStdDev(x, nil)
+	n := float64(len(x))
+	half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: n - 1}.Quantile(.95) * sd / math.Sqrt(n)
+	return time.Duration(mean), time.Duration(mean - half), time.Duration(mean + half)
+}
+
+// roundDiffs are a − b round by round: block i of a less block i of b.
+func roundDiffs(a, b *pairedBlocks) []time.Duration {
 	da, db := a.blockDiffs(), b.blockDiffs()
 	if len(da) != len(db) {
 		panic(fmt.Sprintf("pairedDiff: %d blocks against %d: every round runs one block of each kind", len(da), len(db)))
 	}
-	rounds := make([]time.Duration, len(da))
+	out := make([]time.Duration, len(da))
 	for i := range da {
-		rounds[i] = da[i] - db[i]
+		out[i] = da[i] - db[i]
 	}
-	var r []time.Duration
-	diffs := make([]time.Duration, resamples)
-	for k := range diffs {
-		r = r[:0]
-		for range rounds {
-			r = append(r, rounds[rng.IntN(len(rounds))])
+	return out
+}
+
+// turnMeans are the means of a − b over the rounds in the first order
+// (even rounds) and in the reverse (odd): where one kind's block follows
+// the other's in one order only, a gap between them beyond the rounds'
+// noise is one block's work spilling into the next.
+func turnMeans(a, b *pairedBlocks) (forward, reversed time.Duration) {
+	var f, r []time.Duration
+	for i, d := range roundDiffs(a, b) {
+		if i%2 == 0 {
+			f = append(f, d)
+		} else {
+			r = append(r, d)
 		}
-		diffs[k] = meanOf(r)
 	}
-	slices.Sort(diffs)
-	return meanOf(rounds), sortedPercentile(diffs, .05), sortedPercentile(diffs, .95)
+	return meanOf(f), meanOf(r)
 }
 
 // bootstrapDiff is the 90% interval of percentile p of a minus that of b,
-// over resamples of each by whole blocks (a block bootstrap): the samples
-// of one block share its moment's load, so resampling them one by one
-// would count them as independent and give too narrow an interval. The
-// seed is fixed: the same samples give the same interval.
+// over resamples of whole rounds: a resample draws rounds and pools the
+// samples of a's block and of b's block in each. The samples of one block
+// share its moment's load, so resampling them one by one would count them
+// as independent and give too narrow an interval. The seed is fixed: the
+// same samples give the same interval.
 func bootstrapDiff(a, b [][]time.Duration, p float64) (lo, hi time.Duration) {
 	const resamples = 2000
+	if len(a) != len(b) {
+		panic(fmt.Sprintf("bootstrapDiff: %d blocks against %d: every round runs one block of each kind", len(a), len(b)))
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	diffs := make([]time.Duration, resamples)
-	resample := func(blocks [][]time.Duration, into []time.Duration) []time.Duration {
-		into = into[:0]
-		for range blocks {
-			into = append(into, blocks[rng.IntN(len(blocks))]...)
-		}
-		slices.Sort(into)
-		return into
-	}
 	var ra, rb []time.Duration
 	for k := range diffs {
-		ra, rb = resample(a, ra), resample(b, rb)
+		ra, rb = ra[:0], rb[:0]
+		for range a {
+			i := rng.IntN(len(a))
+			ra, rb = append(ra, a[i]...), append(rb, b[i]...)
+		}
+		slices.Sort(ra)
+		slices.Sort(rb)
 		diffs[k] = sortedPercentile(ra, p) - sortedPercentile(rb, p)
 	}
 	slices.Sort(diffs)

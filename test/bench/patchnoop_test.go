@@ -162,6 +162,8 @@ func (r *report) patchRows(lat, emulated time.Duration, bl map[string]*pairedBlo
 			lo, hi, time.Millisecond, fmt.Sprintf("%s, 90%% interval %s … %s", ms(d), ms(lo), ms(hi)))
 	}
 	r.printf("%s\n", line)
+	fwd, rev := turnMeans(bl["ours"], bl["patch"])
+	r.printf("  %-10s %-50s %10s / %s\n", "", "  in rounds where patch no-op follows ours / precedes it", ms(fwd+adj), ms(rev+adj))
 	pd, plo, phi := pairedDiff(bl["patch"], bl["wait"])
 	r.printf("  %-10s %-50s %10s   (90%% interval %s … %s)\n", "", "  its call and patch (patch no-op − waiting no-op)", ms(pd), ms(plo), ms(phi))
 }
