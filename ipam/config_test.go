@@ -113,63 +113,72 @@ func TestPoolLongestRetention(t *testing.T) {
 	}
 }
 
+// fileWith is a valid pool file's head followed by pools, as poolYAML
+// writes them.
+func fileWith(pools string) string {
+	return "clusterName: prod-par\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" + pools
+}
+
+// poolYAML is a pool file's entry for pool name on private network pn,
+// with the extra fields given.
+func poolYAML(name, pn string, extra ...string) string {
+	s := "  - name: " + name + "\n    privateNetworkID: " + pn + "\n"
+	for _, e := range extra {
+		s += "    " + e + "\n"
+	}
+	return s
+}
+
+// configErrors are pool files ParseConfig refuses, each with what its
+// error must say.
+var configErrors = []struct {
+	name string
+	file string
+	want []string // each must appear in the error
+}{
+	{"not yaml", "pools: [", []string{"pool file"}},
+	{"unknown top-level field", fileWith(poolYAML("a", pnA)) + "colour: blue\n", []string{"unknown field", "colour"}},
+	{"unknown pool field", fileWith(poolYAML("a", pnA, "rangez: []")), []string{"unknown field", "rangez"}},
+	{"missing cluster name", strings.Replace(fileWith(poolYAML("a", pnA)), "clusterName: prod-par", "clusterName: \"\"", 1), []string{"clusterName: required"}},
+	{"bad cluster name", strings.Replace(fileWith(poolYAML("a", pnA)), "prod-par", "Prod_Par", 1), []string{"clusterName", "DNS label"}},
+	{"bad region", strings.Replace(fileWith(poolYAML("a", pnA)), "fr-par", "mars-1", 1), []string{"region", "mars-1", "fr-par, nl-ams"}},
+	{"bad cluster PN", strings.Replace(fileWith(poolYAML("a", pnA)), pnC, "nope", 1), []string{"clusterPrivateNetworkID", "nope"}},
+	{"no pools", fileWith(""), []string{"pools: at least one pool"}},
+	{"bad pool name", fileWith(poolYAML("DC_link", pnA)), []string{"pools[0] (DC_link).name", "DNS label"}},
+	{"missing PN", fileWith("  - name: a\n"), []string{"pools[0] (a).privateNetworkID"}},
+	{"duplicate names", fileWith(poolYAML("a", pnA) + poolYAML("a", pnB)), []string{"pools[1] (a).name", "pools[0]", "unique"}},
+	{"two defaults", fileWith(poolYAML("a", pnA, "default: true") + poolYAML("b", pnB, "default: true")), []string{"2 pools are marked default (a, b)"}},
+	{"bad family", fileWith(poolYAML("a", pnA, "ipFamily: IPv5")), []string{"pools[0] (a).ipFamily", "IPv5", "IPv4 or IPv6"}},
+	{"subnet not CIDR", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.0")), []string{"pools[0] (a).subnet", "not a CIDR"}},
+	{"subnet host bits", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.1/22")), []string{"host bits", "172.16.4.0/22"}},
+	{"subnet wrong family", fileWith(poolYAML("a", pnA, "subnet: fd00::/64")), []string{"not an IPv4 subnet"}},
+	{"range not parseable", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.9-"]`)), []string{"ranges[0]", "not an address"}},
+	{"range outside subnet", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.8.1-172.16.8.9"]`)), []string{"pools[0] (a).ranges[0]", "outside subnet 172.16.4.0/22"}},
+	{"range wrong family", fileWith(poolYAML("a", pnA, `ranges: ["fd00::1-fd00::9"]`)), []string{"ranges[0]", "not IPv4"}},
+	{"exclude wrong family", fileWith(poolYAML("a", pnA, `exclude: ["fd00::1"]`)), []string{"exclude[0]", "not IPv4"}},
+	{"everything excluded", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.11"]`, `exclude: ["172.16.4.10/31"]`)), []string{"leave no address"}},
+	{"ipv6 range too wide", fileWith(poolYAML("a", pnA, "ipFamily: IPv6", "subnet: fd00::/64", `ranges: ["fd00::/80"]`)), []string{"more than"}},
+	{"overlap on one PN", fileWith(poolYAML("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.20"]`) + poolYAML("b", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.20-172.16.4.30"]`)), []string{`pools "a" and "b"`, "overlap"}},
+	{"ipv6 default", fileWith(poolYAML("a", pnA, "ipFamily: IPv6", "default: true")), []string{"pools[0] (a).default", "IPv6", "IPv4 status only"}},
+	{"disabled default", fileWith(poolYAML("a", pnA, "default: true", "disabled: true")), []string{"disabled pool cannot be the default"}},
+	{"manual default", fileWith(poolYAML("a", pnA, "default: true", "autoAssign: false")), []string{"autoAssign: false cannot be the default"}},
+	{"negative retention", fileWith(poolYAML("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
+	{"bad retention", fileWith(poolYAML("a", pnA, "retention: soon")), []string{"soon", "24h"}},
+	{"retention past the longest in days", fileWith(poolYAML("a", pnA, "retention: 213504d")), []string{`"213504d"`, "out of range", "the longest is 106751d"}},
+	{"retention days past an int", fileWith(poolYAML("a", pnA, "retention: 99999999999999999999d")), []string{`"99999999999999999999d"`, "out of range", "106751d"}},
+	{"retention past the longest in hours", fileWith(poolYAML("a", pnA, "retention: 2562048h")), []string{`"2562048h"`, "out of range", "the longest is 106751d"}},
+	{"retention past the longest in a Go form", fileWith(poolYAML("a", pnA, "retention: 2562047h47m17s")), []string{`"2562047h47m17s"`, "out of range", "106751d"}},
+	{"negative retention past the longest", fileWith(poolYAML("a", pnA, "retention: -2562048h")), []string{`"-2562048h"`, "out of range"}},
+	{"negative share", fileWith(poolYAML("a", pnA, "maxPerNamespace: -1")), []string{"pools[0] (a).maxPerNamespace", "-1 is negative", "0 for no cap"}},
+	{"negative default share", fileWith(poolYAML("a", pnA)) + "defaultMaxPerNamespace: -2\n", []string{"defaultMaxPerNamespace", "-2 is negative"}},
+	{"bad namespace glob", fileWith(poolYAML("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
+	{"adoptFrom not a name", fileWith(poolYAML("a", pnA, `adoptFrom: ["Old_Cluster"]`)), []string{"pools[0] (a).adoptFrom[0]", "Old_Cluster", "clusterName"}},
+	{"adoptFrom twice", fileWith(poolYAML("a", pnA, `adoptFrom: ["old", "old"]`)), []string{"pools[0] (a).adoptFrom[1]", "adoptFrom[0]", "once"}},
+	{"adoptFrom itself", fileWith(poolYAML("a", pnA, `adoptFrom: ["prod-par"]`)), []string{"pools[0] (a).adoptFrom[0]", "own clusterName", "remove it"}},
+}
+
 func TestParseConfigErrors(t *testing.T) {
-	base := func(pools string) string {
-		return "clusterName: prod-par\nregion: fr-par\nclusterPrivateNetworkID: " + pnC + "\npools:\n" + pools
-	}
-	pool := func(name, pn string, extra ...string) string {
-		s := "  - name: " + name + "\n    privateNetworkID: " + pn + "\n"
-		for _, e := range extra {
-			s += "    " + e + "\n"
-		}
-		return s
-	}
-	tests := []struct {
-		name string
-		file string
-		want []string // each must appear in the error
-	}{
-		{"not yaml", "pools: [", []string{"pool file"}},
-		{"unknown top-level field", base(pool("a", pnA)) + "colour: blue\n", []string{"unknown field", "colour"}},
-		{"unknown pool field", base(pool("a", pnA, "rangez: []")), []string{"unknown field", "rangez"}},
-		{"missing cluster name", strings.Replace(base(pool("a", pnA)), "clusterName: prod-par", "clusterName: \"\"", 1), []string{"clusterName: required"}},
-		{"bad cluster name", strings.Replace(base(pool("a", pnA)), "prod-par", "Prod_Par", 1), []string{"clusterName", "DNS label"}},
-		{"bad region", strings.Replace(base(pool("a", pnA)), "fr-par", "mars-1", 1), []string{"region", "mars-1", "fr-par, nl-ams"}},
-		{"bad cluster PN", strings.Replace(base(pool("a", pnA)), pnC, "nope", 1), []string{"clusterPrivateNetworkID", "nope"}},
-		{"no pools", base(""), []string{"pools: at least one pool"}},
-		{"bad pool name", base(pool("DC_link", pnA)), []string{"pools[0] (DC_link).name", "DNS label"}},
-		{"missing PN", base("  - name: a\n"), []string{"pools[0] (a).privateNetworkID"}},
-		{"duplicate names", base(pool("a", pnA) + pool("a", pnB)), []string{"pools[1] (a).name", "pools[0]", "unique"}},
-		{"two defaults", base(pool("a", pnA, "default: true") + pool("b", pnB, "default: true")), []string{"2 pools are marked default (a, b)"}},
-		{"bad family", base(pool("a", pnA, "ipFamily: IPv5")), []string{"pools[0] (a).ipFamily", "IPv5", "IPv4 or IPv6"}},
-		{"subnet not CIDR", base(pool("a", pnA, "subnet: 172.16.4.0")), []string{"pools[0] (a).subnet", "not a CIDR"}},
-		{"subnet host bits", base(pool("a", pnA, "subnet: 172.16.4.1/22")), []string{"host bits", "172.16.4.0/22"}},
-		{"subnet wrong family", base(pool("a", pnA, "subnet: fd00::/64")), []string{"not an IPv4 subnet"}},
-		{"range not parseable", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.9-"]`)), []string{"ranges[0]", "not an address"}},
-		{"range outside subnet", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.8.1-172.16.8.9"]`)), []string{"pools[0] (a).ranges[0]", "outside subnet 172.16.4.0/22"}},
-		{"range wrong family", base(pool("a", pnA, `ranges: ["fd00::1-fd00::9"]`)), []string{"ranges[0]", "not IPv4"}},
-		{"exclude wrong family", base(pool("a", pnA, `exclude: ["fd00::1"]`)), []string{"exclude[0]", "not IPv4"}},
-		{"everything excluded", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.11"]`, `exclude: ["172.16.4.10/31"]`)), []string{"leave no address"}},
-		{"ipv6 range too wide", base(pool("a", pnA, "ipFamily: IPv6", "subnet: fd00::/64", `ranges: ["fd00::/80"]`)), []string{"more than"}},
-		{"overlap on one PN", base(pool("a", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.10-172.16.4.20"]`) + pool("b", pnA, "subnet: 172.16.4.0/22", `ranges: ["172.16.4.20-172.16.4.30"]`)), []string{`pools "a" and "b"`, "overlap"}},
-		{"ipv6 default", base(pool("a", pnA, "ipFamily: IPv6", "default: true")), []string{"pools[0] (a).default", "IPv6", "IPv4 status only"}},
-		{"disabled default", base(pool("a", pnA, "default: true", "disabled: true")), []string{"disabled pool cannot be the default"}},
-		{"manual default", base(pool("a", pnA, "default: true", "autoAssign: false")), []string{"autoAssign: false cannot be the default"}},
-		{"negative retention", base(pool("a", pnA, "retention: -1h")), []string{"retention", "negative"}},
-		{"bad retention", base(pool("a", pnA, "retention: soon")), []string{"soon", "24h"}},
-		{"retention past the longest in days", base(pool("a", pnA, "retention: 213504d")), []string{`"213504d"`, "out of range", "the longest is 106751d"}},
-		{"retention days past an int", base(pool("a", pnA, "retention: 99999999999999999999d")), []string{`"99999999999999999999d"`, "out of range", "106751d"}},
-		{"retention past the longest in hours", base(pool("a", pnA, "retention: 2562048h")), []string{`"2562048h"`, "out of range", "the longest is 106751d"}},
-		{"retention past the longest in a Go form", base(pool("a", pnA, "retention: 2562047h47m17s")), []string{`"2562047h47m17s"`, "out of range", "106751d"}},
-		{"negative retention past the longest", base(pool("a", pnA, "retention: -2562048h")), []string{`"-2562048h"`, "out of range"}},
-		{"negative share", base(pool("a", pnA, "maxPerNamespace: -1")), []string{"pools[0] (a).maxPerNamespace", "-1 is negative", "0 for no cap"}},
-		{"negative default share", base(pool("a", pnA)) + "defaultMaxPerNamespace: -2\n", []string{"defaultMaxPerNamespace", "-2 is negative"}},
-		{"bad namespace glob", base(pool("a", pnA, `namespaces: ["edge-["]`)), []string{"namespaces[0]", "edge-["}},
-		{"adoptFrom not a name", base(pool("a", pnA, `adoptFrom: ["Old_Cluster"]`)), []string{"pools[0] (a).adoptFrom[0]", "Old_Cluster", "clusterName"}},
-		{"adoptFrom twice", base(pool("a", pnA, `adoptFrom: ["old", "old"]`)), []string{"pools[0] (a).adoptFrom[1]", "adoptFrom[0]", "once"}},
-		{"adoptFrom itself", base(pool("a", pnA, `adoptFrom: ["prod-par"]`)), []string{"pools[0] (a).adoptFrom[0]", "own clusterName", "remove it"}},
-	}
-	for _, tt := range tests {
+	for _, tt := range configErrors {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := ParseConfig([]byte(tt.file))
 			if err == nil {

@@ -84,18 +84,22 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	}
 }
 
-func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
-	ctx := context.Background()
-	now := time.Now()
-	for _, tt := range []struct {
-		name      string
-		adoptFrom string
-		// referenced: a Service of green references it (a
-		// bring-your-own ID), so it is not this Service's to take.
-		referenced bool
-		edit       func(*ipam.Entry)
-		adopted    bool
-	}{
+// adoptionCase is a reservation blue booked for payments/api, edited, and
+// whether green, re-creating payments/api, adopts it.
+type adoptionCase struct {
+	name      string
+	adoptFrom string
+	// referenced: a Service of green references it (a
+	// bring-your-own ID), so it is not this Service's to take.
+	referenced bool
+	edit       func(*ipam.Entry)
+	adopted    bool
+}
+
+// adoptionCases are TestReserveAdoptsOnlyWhatThePoolAllows's, with times
+// around now.
+func adoptionCases(now time.Time) []adoptionCase {
+	return []adoptionCase{
 		{name: "retained, release far", adoptFrom: "blue", edit: func(en *ipam.Entry) {
 			en.UID, en.OrphanedSince, en.ReleaseAt = "u", now.Add(-time.Hour), now.Add(23*time.Hour)
 		}, adopted: true},
@@ -121,7 +125,12 @@ func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
 		{name: "cluster not listed", adoptFrom: "red", edit: func(en *ipam.Entry) {}},
 		{name: "another Service's", adoptFrom: "blue", edit: func(en *ipam.Entry) { en.Service = svc("payments", "web") }},
 		{name: "referenced by another live Service", adoptFrom: "blue", referenced: true},
-	} {
+	}
+}
+
+func TestReserveAdoptsOnlyWhatThePoolAllows(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range adoptionCases(time.Now()) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := refs{}
 			e, blue, green := adoptEnv(t, r, tt.adoptFrom)

@@ -10,13 +10,14 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
-// TestHandover: the retained reservations of blue, inside green's pools
-// and outside the margin of their release, move to green in one write
-// each; live ones, other clusters' and those about to be released stay.
-func TestHandover(t *testing.T) {
+// handoverIDs are the reservations blue holds in TestHandover.
+type handoverIDs struct{ api, web, closing, old, red string }
+
+// bookForHandover books blue's reservations of TestHandover in its pool
+// "ranged" and tags each as the case needs, at now.
+func bookForHandover(t *testing.T, e *env, blue *Allocator, now time.Time) handoverIDs {
+	t.Helper()
 	ctx := context.Background()
-	e, blue, green := adoptEnv(t, nil, "blue")
-	now := time.Now()
 	book := func(a *Allocator, ns, name string, edit func(*ipam.Entry)) string {
 		t.Helper()
 		r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "ranged"), Service: svc(ns, name)})
@@ -42,6 +43,18 @@ func TestHandover(t *testing.T) {
 	old := book(blue, "payments", "old", func(en *ipam.Entry) { en.UID, en.OrphanedSince = "u", now.Add(-time.Hour) })
 	// Another cluster's, in the same pool: never read into a write.
 	red := book(blue, "payments", "red", func(en *ipam.Entry) { en.Cluster, en.UID, en.OrphanedSince = "red", "u", now.Add(-time.Hour) })
+	return handoverIDs{api, web, closing, old, red}
+}
+
+// TestHandover: the retained reservations of blue, inside green's pools
+// and outside the margin of their release, move to green in one write
+// each; live ones, other clusters' and those about to be released stay.
+func TestHandover(t *testing.T) {
+	ctx := context.Background()
+	e, blue, green := adoptEnv(t, nil, "blue")
+	now := time.Now()
+	ids := bookForHandover(t, e, blue, now)
+	api, web, closing, old, red := ids.api, ids.web, ids.closing, ids.old, ids.red
 	redTags := mustIP(t, e, red).Tags
 	cfg, policy := green.Config(), ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}
 

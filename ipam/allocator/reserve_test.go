@@ -119,6 +119,9 @@ func TestReserveIPAMExhausted(t *testing.T) {
 	wantRefusal(t, err, ipam.ReasonPoolExhausted, `pool "small" is exhausted (4/4 used)`)
 }
 
+// TestReserveSticky walks one Service's reservation through the cases
+// where it is taken back and those where it is not, each phase building on
+// the reservations the previous ones left.
 func TestReserveSticky(t *testing.T) {
 	r := refs{}
 	e, a := allocEnv(t, r)
@@ -128,20 +131,33 @@ func TestReserveSticky(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stickyRetryWritesNothing(t, e, a, p, first)
+	stickyComebackClearsOrphanedSince(t, e, a, p, first)
+	notRef := stickyNotReused(t, r, e, a, p, first)
+	stickyWaitsForThePreviousLB(t, e, a, p, first)
+	stickySkipsOtherAttachments(t, e, a, p, first, notRef)
+}
 
-	// A client retry of the same CREATE: same IP, nothing written; the
-	// index knows it, the re-read decides.
+// stickyRetryWritesNothing: a client retry of the same CREATE gets the same
+// IP, nothing written; the index knows it, the re-read decides.
+func stickyRetryWritesNothing(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+	t.Helper()
 	e.Srv.ResetCounts()
-	again, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	again, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || again.ID != first.ID || !again.Reused || again.Booked {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
 	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=1 ReleaseIP=0" {
 		t.Fatalf("calls: %s", got)
 	}
+}
 
-	// Used by a live Service (uid back-filled), orphaned by the sweeper an
-	// hour ago, then the Service comes back: the tag goes.
+// stickyComebackClearsOrphanedSince: used by a live Service (uid
+// back-filled), orphaned by the sweeper an hour ago, then the Service comes
+// back: the tag goes.
+func stickyComebackClearsOrphanedSince(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+	t.Helper()
+	ctx := context.Background()
 	entry, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags)
 	entry.UID, entry.OrphanedSince = "uid-1", time.Now().Add(-time.Hour)
 	if _, err := e.Cloud.SetTags(ctx, first.ID, entry.Tags()); err != nil {
@@ -158,8 +174,15 @@ func TestReserveSticky(t *testing.T) {
 	if got, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags); !got.OrphanedSince.IsZero() {
 		t.Fatal("orphaned-since still set after reuse")
 	}
+}
 
-	// Not reused: another Service's name, another pool, attached, referenced.
+// stickyNotReused: not reused for another Service's name, in another pool,
+// nor while another Service references it; it returns the reservation
+// web/api got instead of the referenced one, which is then attached to a
+// Load Balancer as first is to the previous one.
+func stickyNotReused(t *testing.T, r refs, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) *ipam.Reservation {
+	t.Helper()
+	ctx := context.Background()
 	other, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "other")})
 	if err != nil || other.ID == first.ID {
 		t.Fatalf("other service: %+v %v", other, err)
@@ -180,15 +203,21 @@ func TestReserveSticky(t *testing.T) {
 	if err := e.Srv.Attach(first.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
 		t.Fatal(err)
 	}
-	// The oldest reservation is still attached to the previous Load
-	// Balancer: book nothing, ask to retry, so that the Service gets it back
-	// once detached instead of a new address.
-	// While the previous Service object exists (Terminating behind the
-	// CCM's finalizer) the CREATE cannot succeed: retry.
+	return notRef
+}
+
+// stickyWaitsForThePreviousLB: the oldest reservation is still attached to
+// the previous Load Balancer: book nothing, ask to retry, so that the
+// Service gets it back once detached instead of a new address. While the
+// previous Service object exists (Terminating behind the CCM's finalizer)
+// the CREATE cannot succeed: retry.
+func stickyWaitsForThePreviousLB(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+	t.Helper()
+	ctx := context.Background()
 	withoutTerminating := a.refs
 	beingDeleted(a, svc("web", "api"))
 	e.Srv.ResetCounts()
-	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	_, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, "address 172.16.35.200", "still held by the Load Balancer of the previous web/api", "retry in a moment")
 	// Both of its reservations are read before the choice.
 	if got := e.Calls(countedOps...); got != "ListIPs=0 BookIP=0 UpdateIP=0 GetIP=2 ReleaseIP=0" {
@@ -197,11 +226,16 @@ func TestReserveSticky(t *testing.T) {
 	// Once it is gone the re-create takes its reservation back although the
 	// previous Load Balancer, which Scaleway deletes late, still holds it.
 	a.refs = withoutTerminating
-	back, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	back, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || back.ID != first.ID || !back.Reused {
 		t.Fatalf("re-create after the previous Service is gone: %+v %v, want %s back", back, err, first.ID)
 	}
-	// Attached to something else than a Load Balancer: not ours to wait for.
+}
+
+// stickySkipsOtherAttachments: attached to something else than a Load
+// Balancer, a reservation is not ours to wait for: a fresh one is booked.
+func stickySkipsOtherAttachments(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first, notRef *ipam.Reservation) {
+	t.Helper()
 	if err := e.Srv.Detach(first.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +248,7 @@ func TestReserveSticky(t *testing.T) {
 	if err := e.Srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
+	fresh, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil || fresh.ID == first.ID || fresh.ID == notRef.ID || !fresh.Booked {
 		t.Fatalf("IPs attached to other resources must not be reused: %+v %v", fresh, err)
 	}

@@ -75,18 +75,28 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 	}
 }
 
+// ledgerMargin and ledgerOrphaned are the margin and the orphaned-since of
+// the TestTheLedgerSaysWhen tests.
+const ledgerMargin = 20 * time.Second
+
+var ledgerOrphaned = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+
+// ledger returns the retention policy and the pool the TestTheLedgerSaysWhen
+// tests judge by, and at, the time d after ledgerOrphaned: this cluster
+// keeps a day; the ledger may say otherwise.
+func ledger() (ipam.Retention, *ipam.Pool, func(d time.Duration) time.Time) {
+	r := ipam.Retention{PendingGrace: ipam.DefaultPendingGrace, Margin: ledgerMargin}
+	p := &ipam.Pool{Name: "p", Retention: ipam.Duration{Duration: 24 * time.Hour}}
+	return r, p, func(d time.Duration) time.Time { return ledgerOrphaned.Add(d) }
+}
+
 // TestTheLedgerSaysWhen: every reader judges a retained reservation by
 // its release-at, whatever its own retention; one without it (an older
 // version's) is judged by this cluster's retention and never adopted; a
 // stale one (before orphaned-since) is acted on by nobody until the
 // sweeper gives it a time at least a margin away.
 func TestTheLedgerSaysWhen(t *testing.T) {
-	const margin = 20 * time.Second
-	r := ipam.Retention{PendingGrace: ipam.DefaultPendingGrace, Margin: margin}
-	// This cluster keeps a day; the ledger may say otherwise.
-	p := &ipam.Pool{Name: "p", Retention: ipam.Duration{Duration: 24 * time.Hour}}
-	orphaned := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return orphaned.Add(d) }
+	r, p, at := ledger()
 	for _, tt := range []struct {
 		name    string
 		release time.Time // the tag; zero for none
@@ -96,16 +106,16 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 		settled                                 time.Time // zero: Settle changes nothing
 	}{
 		{name: "an hour's release, far", release: at(time.Hour), now: at(time.Minute), reusable: true, adoptable: true},
-		{name: "an hour's release, inside the margin", release: at(time.Hour), now: at(time.Hour - margin/2), releasing: true},
+		{name: "an hour's release, inside the margin", release: at(time.Hour), now: at(time.Hour - ledgerMargin/2), releasing: true},
 		{name: "an hour's release, due", release: at(time.Hour), now: at(time.Hour), releasing: true, expired: true},
 		{name: "a week's release, past this cluster's day", release: at(7 * 24 * time.Hour), now: at(25 * time.Hour), reusable: true, adoptable: true},
 		{name: "older version, within this cluster's day", now: at(time.Hour), reusable: true, settled: at(24 * time.Hour)},
 		{name: "older version, past this cluster's day", now: at(25 * time.Hour), releasing: true, expired: true, settled: at(24 * time.Hour)},
 		{name: "stale, right after orphaning", release: at(-time.Hour), now: at(time.Minute), settled: at(24 * time.Hour)},
-		{name: "stale, past the day", release: at(-time.Hour), now: at(25 * time.Hour), settled: at(25*time.Hour + margin)},
+		{name: "stale, past the day", release: at(-time.Hour), now: at(25 * time.Hour), settled: at(25*time.Hour + ledgerMargin)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: tt.release}
+			e := ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: tt.release}
 			got := [4]bool{r.Reusable(p, e, tt.now), r.Adoptable(p, e, tt.now), r.Releasing(p, e, tt.now), r.Expired(p, e, tt.now)}
 			if want := [4]bool{tt.reusable, tt.adoptable, tt.releasing, tt.expired}; got != want {
 				t.Fatalf("reusable, adoptable, releasing, expired = %v, want %v", got, want)
@@ -116,14 +126,23 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 			}
 		})
 	}
-	// A full pool's early release is honoured by the sweeper and every
-	// admission once written.
-	yielded := r.Yield(ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, at(time.Hour))
-	if due := at(time.Hour + margin); !r.Expired(p, yielded, due) || r.Reusable(p, yielded, due.Add(-margin/2)) {
+}
+
+// TestTheLedgerSaysWhenAPoolIsFull: a full pool's early release is
+// honoured by the sweeper and every admission once written.
+func TestTheLedgerSaysWhenAPoolIsFull(t *testing.T) {
+	r, p, at := ledger()
+	yielded := r.Yield(ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(24 * time.Hour)}, at(time.Hour))
+	if due := at(time.Hour + ledgerMargin); !r.Expired(p, yielded, due) || r.Reusable(p, yielded, due.Add(-ledgerMargin/2)) {
 		t.Fatal("a release brought forward by a full pool is not honoured")
 	}
-	// The sweeper follows the pool file: later at once, earlier no sooner
-	// than the margin from now, an early release never.
+}
+
+// TestTheLedgerSaysWhenTheSweeperFollows: the sweeper follows the pool
+// file: later at once, earlier no sooner than the margin from now, an early
+// release never.
+func TestTheLedgerSaysWhenTheSweeperFollows(t *testing.T) {
+	r, _, at := ledger()
 	for _, tt := range []struct {
 		name      string
 		e         ipam.Entry
@@ -131,12 +150,12 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 		now       time.Time
 		want      time.Time // zero: unchanged
 	}{
-		{"longer", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 24 * time.Hour, at(2 * time.Hour), at(24 * time.Hour)},
-		{"shorter, far", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(time.Minute), at(time.Hour)},
-		{"shorter, past", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(2 * time.Hour), at(2*time.Hour + margin)},
-		{"shorter, already inside the margin", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour)}, 30 * time.Minute, at(time.Hour - margin/2), time.Time{}},
-		{"same", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(24 * time.Hour)}, 24 * time.Hour, at(time.Hour), time.Time{}},
-		{"early release", ipam.Entry{UID: "u", OrphanedSince: orphaned, ReleaseAt: at(time.Hour), Early: true}, 24 * time.Hour, at(time.Minute), time.Time{}},
+		{"longer", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(time.Hour)}, 24 * time.Hour, at(2 * time.Hour), at(24 * time.Hour)},
+		{"shorter, far", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(time.Minute), at(time.Hour)},
+		{"shorter, past", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(24 * time.Hour)}, time.Hour, at(2 * time.Hour), at(2*time.Hour + ledgerMargin)},
+		{"shorter, already inside the margin", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(time.Hour)}, 30 * time.Minute, at(time.Hour - ledgerMargin/2), time.Time{}},
+		{"same", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(24 * time.Hour)}, 24 * time.Hour, at(time.Hour), time.Time{}},
+		{"early release", ipam.Entry{UID: "u", OrphanedSince: ledgerOrphaned, ReleaseAt: at(time.Hour), Early: true}, 24 * time.Hour, at(time.Minute), time.Time{}},
 	} {
 		q := &ipam.Pool{Name: "q", Retention: ipam.Duration{Duration: tt.retention}}
 		got, changed := r.Follow(q, tt.e, tt.now)
@@ -144,8 +163,13 @@ func TestTheLedgerSaysWhen(t *testing.T) {
 			t.Errorf("Follow %s: %v (changed %v), want %v", tt.name, got.ReleaseAt, changed, tt.want)
 		}
 	}
-	// The sweeper starts a retention with its release time.
-	if e := r.Start(p, ipam.Entry{UID: "u"}, orphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
+}
+
+// TestTheLedgerSaysWhenRetentionStarts: the sweeper starts a retention with
+// its release time.
+func TestTheLedgerSaysWhenRetentionStarts(t *testing.T) {
+	r, p, at := ledger()
+	if e := r.Start(p, ipam.Entry{UID: "u"}, ledgerOrphaned); !e.ReleaseAt.Equal(at(24*time.Hour)) || !e.Complete() {
 		t.Fatalf("Start = %+v", e)
 	}
 }

@@ -1,21 +1,10 @@
 package scaleway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/netip"
-	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +13,19 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 )
 
-// TestClassifyThroughSDK sends real requests through scaleway-sdk-go to the
-// emulator answering with real Scaleway error bodies, and checks the kind:
-// some arrive as typed SDK errors with no status, others as ResponseError.
-func TestClassifyThroughSDK(t *testing.T) {
-	e := newEnv(t, "dc=172.16.32.0/22")
+// classifyCase is a call to the emulator through the SDK, the fault the
+// emulator answers GetIP with (nil: none), and the kind of its error.
+type classifyCase struct {
+	name  string
+	fault *scalewaytest.Fault
+	call  func() error
+	want  Kind
+}
+
+// classifyCases are TestClassifyThroughSDK's, on e: an address taken in
+// its network dc and a network whose subnet IPAM keeps whole.
+func classifyCases(t *testing.T, e *env) []classifyCase {
+	t.Helper()
 	ctx := context.Background()
 	pn := e.pns["dc"].ID
 	taken, err := e.srv.AddIP(pn, mustAddr("172.16.32.7"), nil, nil)
@@ -47,12 +44,7 @@ func TestClassifyThroughSDK(t *testing.T) {
 		_, err := e.cloud.BookIP(ctx, req)
 		return err
 	}
-	tests := []struct {
-		name  string
-		fault *scalewaytest.Fault
-		call  func() error
-		want  Kind
-	}{
+	return []classifyCase{
 		{"404 typed not_found", nil, func() error { _, err := e.cloud.GetIP(ctx, "00000000-0000-4000-8000-000000000000"); return err }, KindNotFound},
 		{"404 unknown private network", nil, func() error {
 			_, err := e.cloud.GetPrivateNetwork(ctx, "00000000-0000-4000-8000-000000000001")
@@ -75,7 +67,14 @@ func TestClassifyThroughSDK(t *testing.T) {
 		{"503 after retries", &scalewaytest.Fault{Status: 503}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
 		{"dropped connection", &scalewaytest.Fault{Drop: true}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
 	}
-	for _, tt := range tests {
+}
+
+// TestClassifyThroughSDK sends real requests through scaleway-sdk-go to the
+// emulator answering with real Scaleway error bodies, and checks the kind:
+// some arrive as typed SDK errors with no status, others as ResponseError.
+func TestClassifyThroughSDK(t *testing.T) {
+	e := newEnv(t, "dc=172.16.32.0/22")
+	for _, tt := range classifyCases(t, e) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.fault != nil {
 				e.srv.FailNext(scalewaytest.OpGetIP, 100, *tt.fault)
@@ -199,201 +198,4 @@ func TestNewCloudRejectsBadCredentials(t *testing.T) {
 	if _, err := New(context.Background(), Options{Region: "mars-1"}); err == nil || !strings.Contains(err.Error(), "mars-1") {
 		t.Fatalf("bad region: %v", err)
 	}
-}
-
-// TestListIPsPages: more IPs than a page holds are listed in several pages
-// of DefaultPageSize, until total_count, and every IP is seen once; pages
-// shorter than asked (an API with a lower cap) do not end the listing.
-func TestListIPsPages(t *testing.T) {
-	e := newEnv(t, "dc=172.16.32.0/22")
-	const n = 250
-	want := map[string]bool{}
-	for range n {
-		id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[id] = true
-	}
-	if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{"someone-else"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	// A proxy in front of the emulator that caps every page at 40 IPs,
-	// whatever page_size asks for.
-	capped := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		target, _ := url.Parse(e.srv.URL())
-		r.SetURL(target)
-		if q := r.Out.URL.Query(); q.Has("page_size") {
-			q.Set("page_size", "40")
-			r.Out.URL.RawQuery = q.Encode()
-		}
-	}})
-	t.Cleanup(capped.Close)
-
-	for _, tt := range []struct {
-		name  string
-		url   string
-		pages int
-	}{
-		{"pages of 100", e.srv.URL(), 3},
-		{"pages capped at 40", capped.URL, 7},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			cloud, err := New(context.Background(), Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
-				scw.WithAPIURL(tt.url), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			from := len(e.srv.Requests())
-			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{clusterTag}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]bool{}
-			for _, ip := range ips {
-				if got[ip.ID] {
-					t.Errorf("%s listed twice", ip.ID)
-				}
-				got[ip.ID] = true
-			}
-			if len(ips) != n || !maps.Equal(got, want) {
-				t.Fatalf("listed %d IPs, want the %d tagged ones", len(ips), n)
-			}
-			var pages []string
-			for _, r := range e.srv.Requests()[from:] {
-				if r.Op == scalewaytest.OpListIPs {
-					u, _ := url.Parse(r.Path)
-					pages = append(pages, u.Query().Get("page")+"/"+u.Query().Get("page_size"))
-				}
-			}
-			if len(pages) != tt.pages {
-				t.Fatalf("%d ListIPs calls (%v), want %d", len(pages), pages, tt.pages)
-			}
-			if tt.url == e.srv.URL() && !slices.Equal(pages, []string{"1/100", "2/100", "3/100"}) {
-				t.Fatalf("pages %v, want 1/100 2/100 3/100", pages)
-			}
-		})
-	}
-}
-
-// TestListIPsAcrossReleases: IPAM pages by offset, so an IP released
-// between two pages from a page already read moves every later IP one
-// place towards the front, and the first IP of the next page slides into
-// the page already read; total_count shrinks with it. Every IP that exists
-// for the whole listing is still listed, exactly once.
-func TestListIPsAcrossReleases(t *testing.T) {
-	for _, tt := range []struct {
-		name        string
-		oldestFirst bool
-		// after this many ListIPs answers, release release of the IPs they
-		// listed (from the first on) and book book new ones
-		after, release, book int
-		calls                int
-	}{
-		// 250 IPs in pages of 50: 5 pages when nothing changes.
-		{name: "one released from page 1", after: 1, release: 1, calls: 7},
-		{name: "more than a page released from pages 1 and 2", after: 2, release: 60, calls: 7},
-		{name: "every IP of page 1 released", after: 1, release: 50, calls: 6},
-		{name: "oldest first, one released from page 1 and one booked", oldestFirst: true, after: 1, release: 1, book: 1, calls: 5},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, "dc=172.16.32.0/22")
-			whole := map[string]bool{}
-			for range 250 {
-				id, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				whole[id] = true
-			}
-			var mu sync.Mutex
-			var listed []string // by the answers so far, in order
-			answers := 0
-			proxy := httptest.NewServer(&httputil.ReverseProxy{
-				Rewrite: func(r *httputil.ProxyRequest) {
-					target, _ := url.Parse(e.srv.URL())
-					r.SetURL(target)
-					mu.Lock()
-					defer mu.Unlock()
-					if !isListIPs(r.In) || answers != tt.after {
-						return
-					}
-					for _, id := range listed[:tt.release] {
-						if err := e.cloud.ReleaseIP(r.In.Context(), id); err != nil {
-							t.Error(err)
-						}
-						delete(whole, id)
-					}
-					for range tt.book {
-						if _, err := e.srv.AddIP(e.pns["dc"].ID, netip.Addr{}, []string{clusterTag}, nil); err != nil {
-							t.Error(err)
-						}
-					}
-				},
-				ModifyResponse: func(resp *http.Response) error {
-					if !isListIPs(resp.Request) {
-						return nil
-					}
-					body, err := io.ReadAll(resp.Body)
-					if err != nil {
-						return err
-					}
-					resp.Body = io.NopCloser(bytes.NewReader(body))
-					var page struct {
-						IPs []struct {
-							ID string `json:"id"`
-						} `json:"ips"`
-					}
-					if err := json.Unmarshal(body, &page); err != nil {
-						return err
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					answers++
-					for _, ip := range page.IPs {
-						listed = append(listed, ip.ID)
-					}
-					return nil
-				},
-			})
-			t.Cleanup(proxy.Close)
-			cloud, err := New(context.Background(), Options{Region: "fr-par", PageSize: 50, ClientOptions: []scw.ClientOption{
-				scw.WithAPIURL(proxy.URL), scw.WithAuth(testAccessKey, testSecretKey), scw.WithDefaultProjectID(testProject)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ips, err := cloud.ListIPs(context.Background(), ListFilter{Tags: []string{clusterTag}, OldestFirst: tt.oldestFirst})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mu.Lock()
-			calls := answers
-			mu.Unlock()
-			got := map[string]int{}
-			for _, ip := range ips {
-				got[ip.ID]++
-			}
-			missing := 0
-			for id := range whole {
-				if got[id] != 1 {
-					missing++
-					t.Errorf("%s, there for the whole listing, listed %d times", id, got[id])
-				}
-			}
-			if missing > 0 {
-				t.Fatalf("%d of the %d IPs there for the whole listing not listed once (%d listed, %d ListIPs calls)", missing, len(whole), len(ips), calls)
-			}
-			if tt.oldestFirst && !slices.IsSortedFunc(ips, func(a, b *IP) int { return a.CreatedAt.Compare(b.CreatedAt) }) {
-				t.Error("not listed oldest first")
-			}
-			if calls != tt.calls {
-				t.Errorf("%d ListIPs calls, want %d", calls, tt.calls)
-			}
-		})
-	}
-}
-
-// isListIPs reports whether r asks for a page of ListIPs.
-func isListIPs(r *http.Request) bool {
-	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/ipam/v1/regions/fr-par/ips")
 }

@@ -15,26 +15,7 @@ func TestConcurrentBookingsAreDistinct(t *testing.T) {
 	srv, c := setup(t)
 	pn := mustPN(t, srv, "dc", "10.0.0.0/24")
 	const n = 100
-	var wg sync.WaitGroup
-	got := make([]*ipam.IP, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			got[i], errs[i] = c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn.ID}, Tags: []string{fmt.Sprint(i)}})
-		})
-	}
-	// Readers and other writers at the same time, for the race detector.
-	for range 10 {
-		wg.Go(func() {
-			if _, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"3", "7"}}); err != nil {
-				t.Error(err)
-			}
-			_ = srv.IPs()
-			_ = srv.Audit()
-			_ = srv.Counts()
-		})
-	}
-	wg.Wait()
+	got, errs := bookConcurrently(t, srv, c, pn, n)
 	seen := map[string]bool{}
 	for i := range n {
 		if errs[i] != nil {
@@ -54,22 +35,7 @@ func TestConcurrentBookingsAreDistinct(t *testing.T) {
 	}
 
 	// Release half concurrently: the freed addresses are booked again.
-	for i := range n / 2 {
-		wg.Go(func() {
-			if err := c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: got[i].ID}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	for range n / 2 {
-		wg.Go(func() {
-			if _, err := c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn.ID}}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	releaseAndRebook(t, c, pn, got[:n/2])
 	addrs := map[netip.Addr]bool{}
 	for _, ip := range srv.IPs() {
 		addrs[netip.MustParseAddr(ip.Address.IP.String())] = true
@@ -77,6 +43,54 @@ func TestConcurrentBookingsAreDistinct(t *testing.T) {
 	if len(addrs) != n || addrs[netip.MustParseAddr("10.0.0.102")] {
 		t.Fatalf("%d distinct addresses after churn; the lowest free ones must be reused", len(addrs))
 	}
+}
+
+// bookConcurrently books n IPs in pn at once, the i-th tagged i, while
+// readers and other writers run, for the race detector; it returns what
+// each booking got.
+func bookConcurrently(t *testing.T, srv *Server, c clients, pn PrivateNetwork, n int) ([]*ipam.IP, []error) {
+	var wg sync.WaitGroup
+	got := make([]*ipam.IP, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got[i], errs[i] = c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn.ID}, Tags: []string{fmt.Sprint(i)}})
+		})
+	}
+	for range 10 {
+		wg.Go(func() {
+			if _, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"3", "7"}}); err != nil {
+				t.Error(err)
+			}
+			_ = srv.IPs()
+			_ = srv.Audit()
+			_ = srv.Counts()
+		})
+	}
+	wg.Wait()
+	return got, errs
+}
+
+// releaseAndRebook releases ips concurrently, then books as many IPs in pn
+// concurrently.
+func releaseAndRebook(t *testing.T, c clients, pn PrivateNetwork, ips []*ipam.IP) {
+	var wg sync.WaitGroup
+	for _, ip := range ips {
+		wg.Go(func() {
+			if err := c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: ip.ID}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for range ips {
+		wg.Go(func() {
+			if _, err := c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn.ID}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // seedMany books n IPs in one /16, half of them tagged "even".

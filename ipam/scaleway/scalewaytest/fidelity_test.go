@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -31,20 +28,23 @@ import (
 
 // cassette is the part of a go-vcr v2 cassette the replay reads.
 type cassette struct {
-	Interactions []struct {
-		ID      int `json:"id"`
-		Request struct {
-			Body    string              `json:"body"`
-			Headers map[string][]string `json:"headers"`
-			URL     string              `json:"url"`
-			Method  string              `json:"method"`
-		} `json:"request"`
-		Response struct {
-			Body    string              `json:"body"`
-			Headers map[string][]string `json:"headers"`
-			Code    int                 `json:"code"`
-		} `json:"response"`
-	} `json:"interactions"`
+	Interactions []interaction `json:"interactions"`
+}
+
+// interaction is one recorded call and its answer.
+type interaction struct {
+	ID      int `json:"id"`
+	Request struct {
+		Body    string              `json:"body"`
+		Headers map[string][]string `json:"headers"`
+		URL     string              `json:"url"`
+		Method  string              `json:"method"`
+	} `json:"request"`
+	Response struct {
+		Body    string              `json:"body"`
+		Headers map[string][]string `json:"headers"`
+		Code    int                 `json:"code"`
+	} `json:"response"`
 }
 
 // recordingsDir finds shared/scaleway-recordings in the working directory
@@ -187,73 +187,92 @@ func apiOf(path string) string {
 	return ""
 }
 
+// run replays every interaction of cas in order.
 func (r *replayer) run(cas *cassette) {
 	for _, it := range cas.Interactions {
-		u, err := url.Parse(it.Request.URL)
-		if err != nil {
-			r.t.Fatalf("interaction %d: %v", it.ID, err)
-		}
-		r.at = fmt.Sprintf("interaction %d (%s %s)", it.ID, it.Request.Method, u.Path)
-		api := apiOf(u.Path)
-		if api == "" {
-			// Nothing the emulator serves: the Instance API's public IPs
-			// that a backend recording uses as its servers.
-			r.t.Logf("%s: not an API the emulator serves, skipped", r.at)
-			r.apis["skipped"]++
-			continue
-		}
-		r.apis[api]++
-		r.replayed++
-		r.atRecordedTime(it.Response.Headers)
-		r.beforeLBCall(it.Request.Method, u.Path, it.Response.Code)
-
-		target := r.srv.URL() + r.rewrite(u.RequestURI())
-		var body io.Reader
-		if it.Request.Body != "" {
-			body = strings.NewReader(r.rewrite(it.Request.Body))
-		}
-		req, err := http.NewRequest(it.Request.Method, target, body)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		req.Header.Set("X-Auth-Token", testSecretKey) // stripped from the recordings
-		if ct := it.Request.Headers["Content-Type"]; len(ct) > 0 {
-			req.Header.Set("Content-Type", ct[0])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			r.t.Fatalf("%s: %v", r.at, err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		if resp.StatusCode != it.Response.Code {
-			r.errorf("status %d, recorded %d (emulator body %s)", resp.StatusCode, it.Response.Code, got)
-			continue
-		}
-		r.values++
-		r.fields["(status)"]++
-		if it.Response.Body == "" {
-			if len(got) != 0 {
-				r.errorf("body %s, recorded none", got)
-			}
-			continue
-		}
-		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-			r.errorf("Content-Type %q", ct)
-		}
-		var recorded, emulated any
-		if err := json.Unmarshal([]byte(it.Response.Body), &recorded); err != nil {
-			r.t.Fatalf("%s: recorded body: %v", r.at, err)
-		}
-		if err := json.Unmarshal(got, &emulated); err != nil {
-			r.errorf("emulator body %q: %v", got, err)
-			continue
-		}
-		r.compare("", recorded, emulated)
+		r.replay(it)
 	}
+}
+
+// replay sends it to the emulator, on the recording's clock, and compares
+// the answer with the recorded one.
+func (r *replayer) replay(it interaction) {
+	u, err := url.Parse(it.Request.URL)
+	if err != nil {
+		r.t.Fatalf("interaction %d: %v", it.ID, err)
+	}
+	r.at = fmt.Sprintf("interaction %d (%s %s)", it.ID, it.Request.Method, u.Path)
+	api := apiOf(u.Path)
+	if api == "" {
+		// Nothing the emulator serves: the Instance API's public IPs
+		// that a backend recording uses as its servers.
+		r.t.Logf("%s: not an API the emulator serves, skipped", r.at)
+		r.apis["skipped"]++
+		return
+	}
+	r.apis[api]++
+	r.replayed++
+	r.atRecordedTime(it.Response.Headers)
+	r.beforeLBCall(it.Request.Method, u.Path, it.Response.Code)
+	resp, got := r.send(it, u)
+	r.check(it, resp, got)
+}
+
+// send makes it's request, its recorded IDs rewritten to the emulator's,
+// and returns the emulator's answer and body.
+func (r *replayer) send(it interaction, u *url.URL) (*http.Response, []byte) {
+	target := r.srv.URL() + r.rewrite(u.RequestURI())
+	var body io.Reader
+	if it.Request.Body != "" {
+		body = strings.NewReader(r.rewrite(it.Request.Body))
+	}
+	req, err := http.NewRequest(it.Request.Method, target, body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	req.Header.Set("X-Auth-Token", testSecretKey) // stripped from the recordings
+	if ct := it.Request.Headers["Content-Type"]; len(ct) > 0 {
+		req.Header.Set("Content-Type", ct[0])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s: %v", r.at, err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp, got
+}
+
+// check compares the emulator's answer to it, resp with body got, with the
+// recorded one: status, Content-Type, and the body as compare does.
+func (r *replayer) check(it interaction, resp *http.Response, got []byte) {
+	if resp.StatusCode != it.Response.Code {
+		r.errorf("status %d, recorded %d (emulator body %s)", resp.StatusCode, it.Response.Code, got)
+		return
+	}
+	r.values++
+	r.fields["(status)"]++
+	if it.Response.Body == "" {
+		if len(got) != 0 {
+			r.errorf("body %s, recorded none", got)
+		}
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		r.errorf("Content-Type %q", ct)
+	}
+	var recorded, emulated any
+	if err := json.Unmarshal([]byte(it.Response.Body), &recorded); err != nil {
+		r.t.Fatalf("%s: recorded body: %v", r.at, err)
+	}
+	if err := json.Unmarshal(got, &emulated); err != nil {
+		r.errorf("emulator body %q: %v", got, err)
+		return
+	}
+	r.compare("", recorded, emulated)
 }
 
 // rewrite replaces the recorded IDs of a URL or body with the emulator's.
@@ -262,168 +281,6 @@ func (r *replayer) rewrite(s string) string {
 		s = strings.ReplaceAll(s, rec, emu)
 	}
 	return s
-}
-
-// addedSinceOlderRecordings are keys the API grew after the older
-// recordings (2025-06 to 2026-03) were made: the newest one
-// (tf-list-ipam-ips-basic, 2026-08) shows them, and the emulator answers as
-// the newest API does. Any other key the recordings lack is an error.
-func addedSinceOlderRecordings(path string) bool {
-	for _, p := range []string{
-		"s3_integration_enabled", // VPC
-		"transitivity_enabled",   // VPC
-		"has_s3_integration",     // Private Network
-		"subnets[].region",       // subnet of a Private Network
-	} {
-		if path == p || strings.HasSuffix(path, "."+p) {
-			return true
-		}
-	}
-	return false
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "bool"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-// compare checks emu against rec: every recorded key is there with the same
-// JSON type, recursively, no key is added, and leaf values agree.
-func (r *replayer) compare(path string, rec, emu any) {
-	r.t.Helper()
-	if jsonType(rec) != jsonType(emu) {
-		r.errorf("%s: %s (%v), recorded %s (%v)", orRoot(path), jsonType(emu), emu, jsonType(rec), rec)
-		return
-	}
-	switch rv := rec.(type) {
-	case map[string]any:
-		ev := emu.(map[string]any)
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range rv {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		for _, k := range keys {
-			e, ok := ev[k]
-			if !ok {
-				r.errorf("%s: missing", join(path, k))
-				continue
-			}
-			r.compare(join(path, k), rv[k], e)
-		}
-		for k := range ev {
-			if _, ok := rv[k]; !ok && !addedSinceOlderRecordings(join(path, k)) {
-				r.errorf("%s: not in the recording", join(path, k))
-			}
-		}
-	case []any:
-		ev := emu.([]any)
-		if r.instanceBeingAssigned(path, rv, ev) {
-			return
-		}
-		if len(ev) != len(rv) {
-			r.errorf("%s: %d elements, recorded %d", orRoot(path), len(ev), len(rv))
-			return
-		}
-		// The length is a value: how many IPs a list has, how many tags.
-		r.values++
-		r.fields[strings.TrimSuffix(path[strings.LastIndex(path, ".")+1:], "[]")+"[]"]++
-		for i := range rv {
-			r.compare(path+"[]", rv[i], ev[i])
-		}
-	default:
-		r.leaf(path, rec, emu)
-	}
-}
-
-func orRoot(path string) string {
-	if path == "" {
-		return "(body)"
-	}
-	return path
-}
-
-func (r *replayer) leaf(path string, rec, emu any) {
-	r.t.Helper()
-	key := strings.TrimSuffix(path[strings.LastIndex(path, ".")+1:], "[]")
-	rs, isString := rec.(string)
-	if r.lbLeaf(path, key, rec, emu) {
-		return
-	}
-	switch {
-	case key == "created_at" || key == "updated_at":
-		// Generated: same layout, any value.
-		if !r.stamp.MatchString(rs) || !r.stamp.MatchString(emu.(string)) {
-			r.errorf("%s: %v, recorded %v: not the API's timestamp layout", path, emu, rec)
-		}
-		r.stamps++
-	case key == "organization_id":
-		// The account's organization is the recording's environment, not
-		// something the API under test generates; the emulator uses its
-		// own for projects it does not know.
-	case key == "custom_routes_propagation_enabled":
-		// The API changed this default between recordings: the 2025-06 one
-		// creates VPCs without it (then enables it), later ones with it.
-		// The emulator follows the later ones.
-	case isString && r.uuid.MatchString(rs):
-		r.mapID(path, rs, emu.(string))
-	case key == "subnet" && isString && strings.Contains(rs, ":"):
-		// The IPv6 /64 IPAM adds is random: check it is one.
-		p, err := netip.ParsePrefix(emu.(string))
-		if err != nil || p.Bits() != 64 || !netip.MustParsePrefix("fd00::/8").Contains(p.Addr()) {
-			r.errorf("%s: %v is not a ULA /64 (recorded %v)", path, emu, rec)
-		}
-		r.values++
-		r.fields[key]++
-	default:
-		if !reflect.DeepEqual(rec, emu) {
-			r.errorf("%s: %v, recorded %v", path, emu, rec)
-		}
-		r.values++
-		r.fields[key]++
-	}
-}
-
-func (r *replayer) mapID(path, rec, emu string) {
-	r.t.Helper()
-	r.idChecks++
-	if !r.uuid.MatchString(emu) {
-		r.errorf("%s: %q is not an ID (recorded %s)", path, emu, rec)
-		return
-	}
-	if known, ok := r.ids[rec]; ok {
-		if known != emu {
-			r.errorf("%s: %s, but recorded %s stands for %s", path, emu, rec, known)
-		}
-		return
-	}
-	if other, taken := r.back[emu]; taken {
-		r.errorf("%s: %s stands for both recorded %s and %s", path, emu, other, rec)
-		return
-	}
-	r.ids[rec], r.back[emu] = emu, rec
 }
 
 func (r *replayer) apiSummary() string {

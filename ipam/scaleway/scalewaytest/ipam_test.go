@@ -18,8 +18,27 @@ func ptrIP(s string) *net.IP {
 	return &ip
 }
 
-func TestBookIP(t *testing.T) {
-	srv, c := setup(t)
+// bookCase is a BookIP request, and the address and subnet it books, or
+// checkErr for the error it gets.
+type bookCase struct {
+	name     string
+	req      *ipam.BookIPRequest
+	want     string // address in CIDR form; "" when an error is wanted
+	wantSub  string
+	checkErr func(t *testing.T, err error)
+}
+
+// bookNetworks are TestBookIP's: pn, dual-stack, with 172.16.32.7 taken,
+// and full, whose subnet IPAM keeps whole.
+type bookNetworks struct {
+	pn, full PrivateNetwork
+	v4, v6   Subnet
+	taken    string
+	v6Addr   netip.Addr // the lowest bookable IPv6 address of pn
+}
+
+func newBookNetworks(t *testing.T, srv *Server) bookNetworks {
+	t.Helper()
 	pn := mustPN(t, srv, "dc", "172.16.32.0/22")
 	v4, v6 := pn.Subnets[0], pn.Subnets[1]
 	if !v6.Prefix.Addr().Is6() || v6.Prefix.Bits() != 64 {
@@ -27,43 +46,49 @@ func TestBookIP(t *testing.T) {
 	}
 	full := mustPN(t, srv, "full", "10.0.0.0/30") // IPAM's own four, nothing else
 	taken := mustAddIP(t, srv, pn.ID, "172.16.32.7", nil, nil)
-	v6Addr := v6.Prefix.Addr().Next().Next()
+	return bookNetworks{pn: pn, full: full, v4: v4, v6: v6, taken: taken, v6Addr: v6.Prefix.Addr().Next().Next()}
+}
 
-	byPN := func(r ipam.BookIPRequest) *ipam.BookIPRequest {
-		r.Source = &ipam.Source{PrivateNetworkID: scw.StringPtr(pn.ID)}
-		return &r
+// byPN is r booked from pn.
+func (n bookNetworks) byPN(r ipam.BookIPRequest) *ipam.BookIPRequest {
+	r.Source = &ipam.Source{PrivateNetworkID: scw.StringPtr(n.pn.ID)}
+	return &r
+}
+
+// bookedCases are TestBookIP's bookings, in order: each sees the ones
+// before it booked.
+func bookedCases(n bookNetworks) []bookCase {
+	return []bookCase{
+		{name: "lowest free from the third address", req: n.byPN(ipam.BookIPRequest{}), want: "172.16.32.2/22", wantSub: n.v4.ID},
+		{name: "then the next", req: n.byPN(ipam.BookIPRequest{Tags: []string{"a", "b"}}), want: "172.16.32.3/22", wantSub: n.v4.ID},
+		{name: "specific address", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.9")}), want: "172.16.32.9/22", wantSub: n.v4.ID},
+		{name: "last bookable address", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.253")}), want: "172.16.35.253/22", wantSub: n.v4.ID},
+		{name: "by subnet", req: &ipam.BookIPRequest{Source: &ipam.Source{SubnetID: scw.StringPtr(n.v4.ID)}, Address: ptrIP("172.16.33.1")}, want: "172.16.33.1/22", wantSub: n.v4.ID},
+		{name: "IPv6 lowest free", req: n.byPN(ipam.BookIPRequest{IsIPv6: true}), want: netip.PrefixFrom(n.v6Addr, 64).String(), wantSub: n.v6.ID},
+		{name: "IPv6 specific", req: n.byPN(ipam.BookIPRequest{IsIPv6: true, Address: ptrIP(n.v6Addr.Next().Next().String())}), want: netip.PrefixFrom(n.v6Addr.Next().Next(), 64).String(), wantSub: n.v6.ID},
+		{name: "custom resource", req: n.byPN(ipam.BookIPRequest{Resource: &ipam.CustomResource{MacAddress: "02:00:00:00:00:01", Name: scw.StringPtr("vm")}}), want: "172.16.32.4/22", wantSub: n.v4.ID},
 	}
-	tests := []struct {
-		name     string
-		req      *ipam.BookIPRequest
-		want     string // address in CIDR form; "" when an error is wanted
-		wantSub  string
-		checkErr func(t *testing.T, err error)
-	}{
-		{name: "lowest free from the third address", req: byPN(ipam.BookIPRequest{}), want: "172.16.32.2/22", wantSub: v4.ID},
-		{name: "then the next", req: byPN(ipam.BookIPRequest{Tags: []string{"a", "b"}}), want: "172.16.32.3/22", wantSub: v4.ID},
-		{name: "specific address", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.9")}), want: "172.16.32.9/22", wantSub: v4.ID},
-		{name: "last bookable address", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.253")}), want: "172.16.35.253/22", wantSub: v4.ID},
-		{name: "by subnet", req: &ipam.BookIPRequest{Source: &ipam.Source{SubnetID: scw.StringPtr(v4.ID)}, Address: ptrIP("172.16.33.1")}, want: "172.16.33.1/22", wantSub: v4.ID},
-		{name: "IPv6 lowest free", req: byPN(ipam.BookIPRequest{IsIPv6: true}), want: netip.PrefixFrom(v6Addr, 64).String(), wantSub: v6.ID},
-		{name: "IPv6 specific", req: byPN(ipam.BookIPRequest{IsIPv6: true, Address: ptrIP(v6Addr.Next().Next().String())}), want: netip.PrefixFrom(v6Addr.Next().Next(), 64).String(), wantSub: v6.ID},
-		{name: "custom resource", req: byPN(ipam.BookIPRequest{Resource: &ipam.CustomResource{MacAddress: "02:00:00:00:00:01", Name: scw.StringPtr("vm")}}), want: "172.16.32.4/22", wantSub: v4.ID},
-		{name: "address taken", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.7")}), checkErr: func(t *testing.T, err error) {
+}
+
+// refusedCases are TestBookIP's refused bookings.
+func refusedCases(n bookNetworks) []bookCase {
+	return []bookCase{
+		{name: "address taken", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.7")}), checkErr: func(t *testing.T, err error) {
 			re := wantResponseError(t, err, 409, "already_exists")
-			want := fmt.Sprintf(`{"help_message":"address 172.16.32.7 is already booked in subnet 172.16.32.0/22","message":"resource already exists","resource":"ip","resource_id":"%s","type":"already_exists"}`, taken)
+			want := fmt.Sprintf(`{"help_message":"address 172.16.32.7 is already booked in subnet 172.16.32.0/22","message":"resource already exists","resource":"ip","resource_id":"%s","type":"already_exists"}`, n.taken)
 			if string(re.RawBody) != want {
 				t.Fatalf("body %s\nwant %s", re.RawBody, want)
 			}
 		}},
-		{name: "network address", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.0")}), checkErr: wantInvalid("address")},
-		{name: "second address", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.1")}), checkErr: wantInvalid("address")},
-		{name: "before last", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.254")}), checkErr: wantInvalid("address")},
-		{name: "broadcast", req: byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.255")}), checkErr: wantInvalid("address")},
-		{name: "outside the subnet", req: byPN(ipam.BookIPRequest{Address: ptrIP("10.9.9.9")}), checkErr: wantInvalid("address")},
-		{name: "IPv6 address without is_ipv6", req: byPN(ipam.BookIPRequest{Address: ptrIP(v6Addr.String())}), checkErr: wantInvalid("address")},
-		{name: "other project", req: byPN(ipam.BookIPRequest{ProjectID: unknownID}), checkErr: wantInvalid("project_id")},
+		{name: "network address", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.0")}), checkErr: wantInvalid("address")},
+		{name: "second address", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.32.1")}), checkErr: wantInvalid("address")},
+		{name: "before last", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.254")}), checkErr: wantInvalid("address")},
+		{name: "broadcast", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("172.16.35.255")}), checkErr: wantInvalid("address")},
+		{name: "outside the subnet", req: n.byPN(ipam.BookIPRequest{Address: ptrIP("10.9.9.9")}), checkErr: wantInvalid("address")},
+		{name: "IPv6 address without is_ipv6", req: n.byPN(ipam.BookIPRequest{Address: ptrIP(n.v6Addr.String())}), checkErr: wantInvalid("address")},
+		{name: "other project", req: n.byPN(ipam.BookIPRequest{ProjectID: unknownID}), checkErr: wantInvalid("project_id")},
 		{name: "no source", req: &ipam.BookIPRequest{}, checkErr: wantInvalid("source")},
-		{name: "bad MAC", req: byPN(ipam.BookIPRequest{Resource: &ipam.CustomResource{MacAddress: "nope"}}), checkErr: wantInvalid("resource.mac_address")},
+		{name: "bad MAC", req: n.byPN(ipam.BookIPRequest{Resource: &ipam.CustomResource{MacAddress: "nope"}}), checkErr: wantInvalid("resource.mac_address")},
 		{name: "unknown Private Network", req: &ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: scw.StringPtr(unknownID)}}, checkErr: func(t *testing.T, err error) {
 			nf := errAs[*scw.ResourceNotFoundError](t, err)
 			if nf.Resource != "private_network" || nf.ResourceID != unknownID {
@@ -75,14 +100,19 @@ func TestBookIP(t *testing.T) {
 				t.Fatalf("%+v", nf)
 			}
 		}},
-		{name: "no free address", req: &ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: scw.StringPtr(full.ID)}}, checkErr: func(t *testing.T, err error) {
+		{name: "no free address", req: &ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: scw.StringPtr(n.full.ID)}}, checkErr: func(t *testing.T, err error) {
 			oos := errAs[*scw.OutOfStockError](t, err)
 			if oos.Resource != "ip" || string(oos.RawBody) != `{"message":"resource is out of stock","resource":"ip","type":"out_of_stock"}` {
 				t.Fatalf("%+v %s", oos, oos.RawBody)
 			}
 		}},
 	}
-	for _, tt := range tests {
+}
+
+func TestBookIP(t *testing.T) {
+	srv, c := setup(t)
+	n := newBookNetworks(t, srv)
+	for _, tt := range append(bookedCases(n), refusedCases(n)...) {
 		t.Run(tt.name, func(t *testing.T) {
 			ip, err := c.ipam.BookIP(tt.req)
 			if tt.checkErr != nil {
@@ -95,23 +125,29 @@ func TestBookIP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if addrOf(ip) != tt.want || *ip.Source.SubnetID != tt.wantSub || ip.ProjectID != testProject || ip.Region != scw.RegionFrPar {
-				t.Fatalf("got %s in %s (%s, %s), want %s in %s", addrOf(ip), *ip.Source.SubnetID, ip.ProjectID, ip.Region, tt.want, tt.wantSub)
-			}
-			if ip.Zone != nil || ip.Tags == nil || ip.Reverses == nil || ip.IsIPv6 != tt.req.IsIPv6 {
-				t.Fatalf("ip = %+v", ip)
-			}
-			if tt.req.Resource != nil && (ip.Resource == nil || ip.Resource.Type != ipam.ResourceTypeCustom ||
-				*ip.Resource.MacAddress != tt.req.Resource.MacAddress || *ip.Resource.Name != *tt.req.Resource.Name || ip.Resource.ID == "") {
-				t.Fatalf("resource = %+v", ip.Resource)
-			}
-			if tt.req.Resource == nil && ip.Resource != nil {
-				t.Fatalf("resource = %+v", ip.Resource)
-			}
-			if got, ok := srv.IP(ip.ID); !ok || got.Address.String() != tt.want {
-				t.Fatalf("emulator holds %+v", got)
-			}
+			wantBooked(t, srv, tt, ip)
 		})
+	}
+}
+
+// wantBooked checks ip, booked by tt, in the answer and in the emulator.
+func wantBooked(t *testing.T, srv *Server, tt bookCase, ip *ipam.IP) {
+	t.Helper()
+	if addrOf(ip) != tt.want || *ip.Source.SubnetID != tt.wantSub || ip.ProjectID != testProject || ip.Region != scw.RegionFrPar {
+		t.Fatalf("got %s in %s (%s, %s), want %s in %s", addrOf(ip), *ip.Source.SubnetID, ip.ProjectID, ip.Region, tt.want, tt.wantSub)
+	}
+	if ip.Zone != nil || ip.Tags == nil || ip.Reverses == nil || ip.IsIPv6 != tt.req.IsIPv6 {
+		t.Fatalf("ip = %+v", ip)
+	}
+	if tt.req.Resource != nil && (ip.Resource == nil || ip.Resource.Type != ipam.ResourceTypeCustom ||
+		*ip.Resource.MacAddress != tt.req.Resource.MacAddress || *ip.Resource.Name != *tt.req.Resource.Name || ip.Resource.ID == "") {
+		t.Fatalf("resource = %+v", ip.Resource)
+	}
+	if tt.req.Resource == nil && ip.Resource != nil {
+		t.Fatalf("resource = %+v", ip.Resource)
+	}
+	if got, ok := srv.IP(ip.ID); !ok || got.Address.String() != tt.want {
+		t.Fatalf("emulator holds %+v", got)
 	}
 }
 
@@ -281,299 +317,5 @@ func TestReleaseIPSetIsAllOrNothing(t *testing.T) {
 	}
 	if err := c.ipam.ReleaseIPSet(&ipam.ReleaseIPSetRequest{IPIDs: []string{}}); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestAttachDetachMove(t *testing.T) {
-	srv, c := setup(t)
-	pn := mustPN(t, srv, "dc", "172.16.32.0/22")
-	id := again(t, srv, pn.ID)
-	vm1 := &ipam.CustomResource{MacAddress: "02:00:00:00:00:01", Name: scw.StringPtr("vm-1")}
-	vm2 := &ipam.CustomResource{MacAddress: "02:00:00:00:00:02"}
-
-	ip, err := c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: id, Resource: vm1})
-	if err != nil || ip.Resource == nil || ip.Resource.Type != ipam.ResourceTypeCustom || *ip.Resource.Name != "vm-1" || *ip.Resource.MacAddress != vm1.MacAddress {
-		t.Fatalf("ip=%+v err=%v", ip, err)
-	}
-	first := ip.Resource.ID
-	_, err = c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: id, Resource: vm2})
-	errAs[*scw.PreconditionFailedError](t, err)
-	_, err = c.ipam.DetachIP(&ipam.DetachIPRequest{IPID: id, Resource: vm2})
-	errAs[*scw.PreconditionFailedError](t, err)
-
-	// The MAC matches whatever its case.
-	ip, err = c.ipam.MoveIP(&ipam.MoveIPRequest{IPID: id, FromResource: &ipam.CustomResource{MacAddress: "02:00:00:00:00:01"}, ToResource: vm2})
-	if err != nil || ip.Resource == nil || *ip.Resource.MacAddress != vm2.MacAddress || ip.Resource.Name != nil || ip.Resource.ID == first {
-		t.Fatalf("move: ip=%+v err=%v", ip, err)
-	}
-	ip, err = c.ipam.MoveIP(&ipam.MoveIPRequest{IPID: id, FromResource: &ipam.CustomResource{MacAddress: "02:00:00:00:00:02"}})
-	if err != nil || ip.Resource != nil {
-		t.Fatalf("move without a target detaches: ip=%+v err=%v", ip, err)
-	}
-	_, err = c.ipam.DetachIP(&ipam.DetachIPRequest{IPID: id, Resource: vm1})
-	errAs[*scw.PreconditionFailedError](t, err)
-	if _, err = c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: id, Resource: vm1}); err != nil {
-		t.Fatal(err)
-	}
-	if ip, err = c.ipam.DetachIP(&ipam.DetachIPRequest{IPID: id, Resource: vm1}); err != nil || ip.Resource != nil {
-		t.Fatalf("detach: ip=%+v err=%v", ip, err)
-	}
-	_, err = c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: unknownID, Resource: vm1})
-	errAs[*scw.ResourceNotFoundError](t, err)
-
-	// An IP a product attached cannot be detached as a custom resource.
-	if err := srv.Attach(id, Resource{Type: "lb_server", ID: "lb-1", MACAddress: vm1.MacAddress}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.ipam.DetachIP(&ipam.DetachIPRequest{IPID: id, Resource: vm1})
-	if pf := errAs[*scw.PreconditionFailedError](t, err); !strings.Contains(pf.HelpMessage, "lb_server") {
-		t.Fatalf("%+v", pf)
-	}
-	if err := srv.Attach(id, Resource{Type: "lb_server"}); err == nil || !strings.Contains(err.Error(), "already attached") {
-		t.Fatalf("attach twice: %v", err)
-	}
-	if err := srv.Detach(id); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Detach(id); err == nil {
-		t.Fatal("detached twice")
-	}
-
-	var kinds []string
-	for _, ev := range srv.Audit() {
-		kinds = append(kinds, string(ev.Kind))
-	}
-	if got := strings.Join(kinds, " "); got != "book attach detach attach detach attach detach attach detach" {
-		t.Fatalf("audit: %s", got)
-	}
-}
-
-func TestListIPsFilters(t *testing.T) {
-	srv, c := setup(t)
-	pnA := mustPN(t, srv, "a", "10.1.0.0/24")
-	vpc2, err := c.vpc.CreateVPC(vpcReq("other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pnB, err := c.vpc.CreatePrivateNetwork(pnReq(t, "b", vpc2.ID, "10.2.0.0/24"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]string{}
-	add := func(name, pnID, addr string, tags []string, res *Resource) string {
-		id := mustAddIP(t, srv, pnID, addr, tags, res)
-		names[id] = name
-		return id
-	}
-	a1 := add("a1", pnA.ID, "10.1.0.10", []string{"x"}, nil)
-	add("a2", pnA.ID, "10.1.0.11", []string{"y", "z"}, &Resource{Name: "web-1", MACAddress: "AA:BB:CC:00:00:01"})
-	add("a3", pnA.ID, pnA.Subnets[1].Prefix.Addr().Next().Next().String(), []string{"x"}, nil)
-	add("b1", pnB.ID, "10.2.0.10", nil, &Resource{Type: "lb_server", ID: "lb-1", Name: "lb-front"})
-	b2 := add("b2", pnB.ID, "10.2.0.11", []string{"z"}, nil)
-
-	tests := []struct {
-		name string
-		req  ipam.ListIPsRequest
-		want string
-	}{
-		{"all", ipam.ListIPsRequest{}, "a1 a2 a3 b1 b2"},
-		{"private network", ipam.ListIPsRequest{PrivateNetworkID: &pnA.ID}, "a1 a2 a3"},
-		{"subnet", ipam.ListIPsRequest{SubnetID: &pnA.Subnets[0].ID}, "a1 a2"},
-		{"vpc", ipam.ListIPsRequest{VpcID: &vpc2.ID}, "b1 b2"},
-		{"tag", ipam.ListIPsRequest{Tags: []string{"x"}}, "a1 a3"},
-		{"tags are ORed", ipam.ListIPsRequest{Tags: []string{"x", "z"}}, "a1 a2 a3 b2"},
-		{"unknown tag", ipam.ListIPsRequest{Tags: []string{"nope"}}, ""},
-		{"attached", ipam.ListIPsRequest{Attached: scw.BoolPtr(true)}, "a2 b1"},
-		{"not attached", ipam.ListIPsRequest{Attached: scw.BoolPtr(false)}, "a1 a3 b2"},
-		{"IPv6", ipam.ListIPsRequest{IsIPv6: scw.BoolPtr(true)}, "a3"},
-		{"IPv4", ipam.ListIPsRequest{IsIPv6: scw.BoolPtr(false)}, "a1 a2 b1 b2"},
-		{"resource type", ipam.ListIPsRequest{ResourceType: ipam.ResourceTypeLBServer}, "b1"},
-		{"resource types", ipam.ListIPsRequest{ResourceTypes: []ipam.ResourceType{ipam.ResourceTypeCustom, ipam.ResourceTypeLBServer}}, "a2 b1"},
-		{"resource id", ipam.ListIPsRequest{ResourceID: scw.StringPtr("lb-1")}, "b1"},
-		{"resource ids", ipam.ListIPsRequest{ResourceIDs: []string{"lb-1", "other"}}, "b1"},
-		{"resource name contains", ipam.ListIPsRequest{ResourceName: scw.StringPtr("front")}, "b1"},
-		{"mac address ignores case", ipam.ListIPsRequest{MacAddress: scw.StringPtr("aa:bb:cc:00:00:01")}, "a2"},
-		{"ip ids", ipam.ListIPsRequest{IPIDs: []string{a1, b2}}, "a1 b2"},
-		{"project", ipam.ListIPsRequest{ProjectID: scw.StringPtr(testProject)}, "a1 a2 a3 b1 b2"},
-		{"other project", ipam.ListIPsRequest{ProjectID: scw.StringPtr(unknownID)}, ""},
-		{"organization", ipam.ListIPsRequest{OrganizationID: scw.StringPtr(testProject)}, "a1 a2 a3 b1 b2"},
-		{"combined", ipam.ListIPsRequest{PrivateNetworkID: &pnA.ID, Tags: []string{"z"}}, "a2"},
-		{"zonal IPs: none", ipam.ListIPsRequest{Zonal: scw.StringPtr("fr-par-1")}, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, err := c.ipam.ListIPs(&tt.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, ip := range resp.IPs {
-				got = append(got, names[ip.ID])
-			}
-			if g := strings.Join(sorted(got), " "); g != tt.want || int(resp.TotalCount) != len(got) {
-				t.Fatalf("got %q (total %d), want %q", g, resp.TotalCount, tt.want)
-			}
-		})
-	}
-	if got := raw(t, srv, "GET", "/ipam/v1/regions/fr-par/ips?attached=maybe", "", testSecretKey); got.status != 400 {
-		t.Fatalf("bad bool: %d %s", got.status, got.body)
-	}
-	if got := raw(t, srv, "GET", "/ipam/v1/regions/fr-par/ips?order_by=size_asc", "", testSecretKey); got.status != 400 {
-		t.Fatalf("bad order: %d %s", got.status, got.body)
-	}
-}
-
-func TestListIPsPaging(t *testing.T) {
-	srv, c := setup(t)
-	pn := mustPN(t, srv, "dc", "172.16.32.0/22")
-	for range 120 {
-		again(t, srv, pn.ID)
-	}
-	seen := map[string]bool{}
-	for page, want := range []int{50, 50, 20, 0} {
-		resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Page: scw.Int32Ptr(int32(page + 1)), PageSize: scw.Uint32Ptr(50)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.IPs) != want || resp.TotalCount != 120 {
-			t.Fatalf("page %d: %d IPs, total %d", page+1, len(resp.IPs), resp.TotalCount)
-		}
-		for _, ip := range resp.IPs {
-			if seen[ip.ID] {
-				t.Fatalf("%s on two pages", ip.ID)
-			}
-			seen[ip.ID] = true
-		}
-	}
-	if resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{}); err != nil || len(resp.IPs) != 50 {
-		t.Fatalf("default page size: %v", err)
-	}
-	all, err := c.ipam.ListIPs(&ipam.ListIPsRequest{PageSize: scw.Uint32Ptr(7)}, scw.WithAllPages())
-	if err != nil || len(all.IPs) != 120 || all.TotalCount != 120 {
-		t.Fatalf("all pages: %v", err)
-	}
-	if _, err := c.ipam.ListIPs(&ipam.ListIPsRequest{PageSize: scw.Uint32Ptr(1000)}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.ipam.ListIPs(&ipam.ListIPsRequest{PageSize: scw.Uint32Ptr(1001)})
-	wantInvalid("page_size")(t, err)
-	_, err = c.ipam.ListIPs(&ipam.ListIPsRequest{Page: scw.Int32Ptr(0)})
-	wantInvalid("page")(t, err)
-}
-
-// TestListIPsPagesSeeWrites: the pages of one listing come from a cache
-// of its matches; a booking, a tag change, an attachment or a release
-// between two pages shows on the next, as on the real API.
-func TestListIPsPagesSeeWrites(t *testing.T) {
-	srv, c := setup(t)
-	pn := mustPN(t, srv, "dc", "172.16.32.0/22")
-	var idList []string
-	for range 10 {
-		idList = append(idList, again(t, srv, pn.ID))
-	}
-	tagged := func(want int, step string) {
-		t.Helper()
-		resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"mine"}, Page: scw.Int32Ptr(2), PageSize: scw.Uint32Ptr(2)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int(resp.TotalCount) != want {
-			t.Fatalf("after %s: total_count %d, want %d", step, resp.TotalCount, want)
-		}
-	}
-	tagged(0, "no tag")
-	for i, id := range idList[:4] {
-		if _, err := c.ipam.UpdateIP(&ipam.UpdateIPRequest{IPID: id, Tags: &[]string{"mine"}}); err != nil {
-			t.Fatal(err)
-		}
-		tagged(i+1, "a tag")
-	}
-	if err := c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: idList[0]}); err != nil {
-		t.Fatal(err)
-	}
-	tagged(3, "a release")
-	mustAddIP(t, srv, pn.ID, "172.16.33.1", []string{"mine"}, nil)
-	tagged(4, "a booking")
-	attached := func() uint64 {
-		t.Helper()
-		resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{Tags: []string{"mine"}, Attached: scw.BoolPtr(true)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.TotalCount
-	}
-	if n := attached(); n != 0 {
-		t.Fatalf("%d attached before any attachment", n)
-	}
-	if _, err := c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: idList[1], Resource: &ipam.CustomResource{MacAddress: "0a:00:00:00:00:02"}}); err != nil {
-		t.Fatal(err)
-	}
-	if n := attached(); n != 1 {
-		t.Fatalf("%d attached after an attachment, want 1", n)
-	}
-}
-
-func TestListIPsOrder(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	srv, c := setup(t, func(o *Options) { o.Clock = clk })
-	pn := mustPN(t, srv, "dc", "10.0.0.0/24")
-	names := map[string]string{}
-	at := func(sec int) { clk.SetTime(t0.Add(time.Duration(sec) * time.Second)) }
-	book := func(name, addr string) string {
-		ip, err := c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn.ID}, Address: ptrIP(addr)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		names[ip.ID] = name
-		return ip.ID
-	}
-	ip1 := book("ip1", "10.0.0.20")
-	ip2 := book("ip2", "10.0.0.10") // same created_at as ip1: booked later wins ties
-	at(1)
-	ip3 := book("ip3", "10.0.0.30")
-	at(2)
-	book("ip4", "10.0.0.5")
-	at(3)
-	if _, err := c.ipam.UpdateIP(&ipam.UpdateIPRequest{IPID: ip1, Tags: &[]string{"t"}}); err != nil {
-		t.Fatal(err)
-	}
-	at(4)
-	if _, err := c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: ip3, Resource: &ipam.CustomResource{MacAddress: "0a:00:00:00:00:02"}}); err != nil {
-		t.Fatal(err)
-	}
-	at(5)
-	if _, err := c.ipam.AttachIP(&ipam.AttachIPRequest{IPID: ip2, Resource: &ipam.CustomResource{MacAddress: "0A:00:00:00:00:01"}}); err != nil {
-		t.Fatal(err)
-	}
-
-	for order, want := range map[ipam.ListIPsRequestOrderBy]string{
-		"":                                       "ip4 ip3 ip2 ip1", // created_at_desc
-		ipam.ListIPsRequestOrderByCreatedAtDesc:  "ip4 ip3 ip2 ip1",
-		ipam.ListIPsRequestOrderByCreatedAtAsc:   "ip1 ip2 ip3 ip4",
-		ipam.ListIPsRequestOrderByUpdatedAtAsc:   "ip4 ip1 ip3 ip2",
-		ipam.ListIPsRequestOrderByUpdatedAtDesc:  "ip2 ip3 ip1 ip4",
-		ipam.ListIPsRequestOrderByAttachedAtAsc:  "ip1 ip4 ip3 ip2",
-		ipam.ListIPsRequestOrderByAttachedAtDesc: "ip2 ip3 ip4 ip1",
-		ipam.ListIPsRequestOrderByIPAddressAsc:   "ip4 ip2 ip1 ip3",
-		ipam.ListIPsRequestOrderByIPAddressDesc:  "ip3 ip1 ip2 ip4",
-		ipam.ListIPsRequestOrderByMacAddressAsc:  "ip1 ip4 ip2 ip3",
-		ipam.ListIPsRequestOrderByMacAddressDesc: "ip3 ip2 ip4 ip1",
-	} {
-		for _, size := range []uint32{50, 3} { // one page, and across pages
-			var got []string
-			for page := int32(1); page <= 2; page++ {
-				resp, err := c.ipam.ListIPs(&ipam.ListIPsRequest{OrderBy: order, Page: &page, PageSize: &size})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, ip := range resp.IPs {
-					got = append(got, names[ip.ID])
-				}
-			}
-			if g := strings.Join(got, " "); g != want {
-				t.Errorf("order_by %q page size %d: %s, want %s", order, size, g, want)
-			}
-		}
 	}
 }

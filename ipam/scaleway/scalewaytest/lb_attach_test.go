@@ -28,30 +28,12 @@ func TestLBAttachReservedIP(t *testing.T) {
 		att.Status != lb.PrivateNetworkStatusReady || att.CreatedAt == nil || att.UpdatedAt == nil {
 		t.Fatalf("attachment %+v", att)
 	}
-	ip := mustGetIP(t, c, id)
-	wantLBResource(t, ip, l)
-	if !slices.Equal(ip.Tags, []string{"pool:general", "svc:web"}) || addrOf(ip) != "10.0.0.50/24" {
-		t.Fatalf("IP %s tags %v", addrOf(ip), ip.Tags)
-	}
-	// IPAM itself now refuses to release it.
-	err = c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: id})
-	errAs[*scw.PreconditionFailedError](t, err)
-
-	pns := lbPNs(t, c, l.ID)
-	if len(pns) != 1 || pns[0].PrivateNetworkID != pn.ID || !slices.Equal(pns[0].IpamIDs, []string{id}) || pns[0].LB.ID != l.ID {
-		t.Fatalf("private networks %+v", pns)
-	}
-	if got, _ := c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: l.ID}); got.PrivateNetworkCount != 1 {
-		t.Fatalf("private_network_count %d", got.PrivateNetworkCount)
-	}
-	if snap := srv.LBs(); len(snap) != 1 || snap[0].PrivateNetworks[pn.ID] != id || len(snap[0].PrivateNetworks) != 1 {
-		t.Fatalf("LBs() %+v", snap)
-	}
+	wantReservedIPAttached(t, srv, c, l, pn.ID, id)
 
 	if err := detach(c, l.ID, pn.ID); err != nil {
 		t.Fatal(err)
 	}
-	ip = mustGetIP(t, c, id)
+	ip := mustGetIP(t, c, id)
 	if ip.Resource != nil || !slices.Equal(ip.Tags, []string{"pool:general", "svc:web"}) {
 		t.Fatalf("after detach: resource %+v tags %v", ip.Resource, ip.Tags)
 	}
@@ -81,6 +63,32 @@ func TestLBAttachReservedIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLBResource(t, mustGetIP(t, c, id), other)
+}
+
+// wantReservedIPAttached checks that IPAM, the Load Balancer and the
+// emulator all show the reserved IP id attached to l on network pnID, and
+// that IPAM refuses to release it.
+func wantReservedIPAttached(t *testing.T, srv *Server, c clients, l *lb.LB, pnID, id string) {
+	t.Helper()
+	ip := mustGetIP(t, c, id)
+	wantLBResource(t, ip, l)
+	if !slices.Equal(ip.Tags, []string{"pool:general", "svc:web"}) || addrOf(ip) != "10.0.0.50/24" {
+		t.Fatalf("IP %s tags %v", addrOf(ip), ip.Tags)
+	}
+	// IPAM itself now refuses to release it.
+	err := c.ipam.ReleaseIP(&ipam.ReleaseIPRequest{IPID: id})
+	errAs[*scw.PreconditionFailedError](t, err)
+
+	pns := lbPNs(t, c, l.ID)
+	if len(pns) != 1 || pns[0].PrivateNetworkID != pnID || !slices.Equal(pns[0].IpamIDs, []string{id}) || pns[0].LB.ID != l.ID {
+		t.Fatalf("private networks %+v", pns)
+	}
+	if got, _ := c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: l.ID}); got.PrivateNetworkCount != 1 {
+		t.Fatalf("private_network_count %d", got.PrivateNetworkCount)
+	}
+	if snap := srv.LBs(); len(snap) != 1 || snap[0].PrivateNetworks[pnID] != id || len(snap[0].PrivateNetworks) != 1 {
+		t.Fatalf("LBs() %+v", snap)
+	}
 }
 
 func TestLBAttachDHCP(t *testing.T) {

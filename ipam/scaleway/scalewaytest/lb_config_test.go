@@ -70,28 +70,7 @@ func TestLBBackendsAndFrontends(t *testing.T) {
 	wantResponseError(t, err, http.StatusConflict, "already_exists")
 
 	// Servers, health check, update.
-	b, err = c.lb.SetBackendServers(&lb.ZonedAPISetBackendServersRequest{BackendID: b.ID, ServerIP: []string{"10.0.0.5", "10.0.0.6"}})
-	if err != nil || !slices.Equal(b.Pool, []string{"10.0.0.5", "10.0.0.6"}) {
-		t.Fatalf("servers: %+v, %v", b, err)
-	}
-	hc, err := c.lb.UpdateHealthCheck(&lb.ZonedAPIUpdateHealthCheckRequest{
-		BackendID: b.ID, Port: 30081, CheckMaxRetries: 3, CheckDelay: msPtr(1000), TCPConfig: &lb.HealthCheckTCPConfig{},
-	})
-	if err != nil || hc.Port != 30081 || *hc.CheckDelay != time.Second {
-		t.Fatalf("health check: %+v, %v", hc, err)
-	}
-	b, err = c.lb.UpdateBackend(&lb.ZonedAPIUpdateBackendRequest{
-		BackendID: b.ID, Name: "uid_tcp_30080", ForwardProtocol: lb.ProtocolTCP, ForwardPort: 30090,
-		ForwardPortAlgorithm: lb.ForwardPortAlgorithmLeastconn, StickySessions: lb.StickySessionsTypeNone,
-		OnMarkedDownAction: lb.OnMarkedDownActionShutdownSessions, ProxyProtocol: lb.ProxyProtocolProxyProtocolV2,
-	})
-	if err != nil || b.ForwardPort != 30090 || b.HealthCheck.Port != 30081 || len(b.Pool) != 2 {
-		t.Fatalf("update: %+v, %v", b, err)
-	}
-	f, err = c.lb.UpdateFrontend(&lb.ZonedAPIUpdateFrontendRequest{FrontendID: f.ID, Name: "uid_tcp_8080", InboundPort: 8080, BackendID: b.ID})
-	if err != nil || f.InboundPort != 8080 || f.TimeoutClient != nil {
-		t.Fatalf("update frontend: %+v, %v", f, err)
-	}
+	b, f = updateBackendAndFrontend(t, c, b, f)
 
 	// Lists, by name as the CCM asks.
 	fs, err := c.lb.ListFrontends(&lb.ZonedAPIListFrontendsRequest{LBID: l.ID}, scw.WithAllPages())
@@ -119,6 +98,35 @@ func TestLBBackendsAndFrontends(t *testing.T) {
 	if got := srv.LBs()[0]; got.Frontends != 0 || got.Backends != 0 {
 		t.Fatalf("LBs() %+v", got)
 	}
+}
+
+// updateBackendAndFrontend sets b's servers and health check, updates b
+// then f, its frontend, and returns them as updated.
+func updateBackendAndFrontend(t *testing.T, c clients, b *lb.Backend, f *lb.Frontend) (*lb.Backend, *lb.Frontend) {
+	t.Helper()
+	b, err := c.lb.SetBackendServers(&lb.ZonedAPISetBackendServersRequest{BackendID: b.ID, ServerIP: []string{"10.0.0.5", "10.0.0.6"}})
+	if err != nil || !slices.Equal(b.Pool, []string{"10.0.0.5", "10.0.0.6"}) {
+		t.Fatalf("servers: %+v, %v", b, err)
+	}
+	hc, err := c.lb.UpdateHealthCheck(&lb.ZonedAPIUpdateHealthCheckRequest{
+		BackendID: b.ID, Port: 30081, CheckMaxRetries: 3, CheckDelay: msPtr(1000), TCPConfig: &lb.HealthCheckTCPConfig{},
+	})
+	if err != nil || hc.Port != 30081 || *hc.CheckDelay != time.Second {
+		t.Fatalf("health check: %+v, %v", hc, err)
+	}
+	b, err = c.lb.UpdateBackend(&lb.ZonedAPIUpdateBackendRequest{
+		BackendID: b.ID, Name: "uid_tcp_30080", ForwardProtocol: lb.ProtocolTCP, ForwardPort: 30090,
+		ForwardPortAlgorithm: lb.ForwardPortAlgorithmLeastconn, StickySessions: lb.StickySessionsTypeNone,
+		OnMarkedDownAction: lb.OnMarkedDownActionShutdownSessions, ProxyProtocol: lb.ProxyProtocolProxyProtocolV2,
+	})
+	if err != nil || b.ForwardPort != 30090 || b.HealthCheck.Port != 30081 || len(b.Pool) != 2 {
+		t.Fatalf("update: %+v, %v", b, err)
+	}
+	f, err = c.lb.UpdateFrontend(&lb.ZonedAPIUpdateFrontendRequest{FrontendID: f.ID, Name: "uid_tcp_8080", InboundPort: 8080, BackendID: b.ID})
+	if err != nil || f.InboundPort != 8080 || f.TimeoutClient != nil {
+		t.Fatalf("update frontend: %+v, %v", f, err)
+	}
+	return b, f
 }
 
 func TestLBConfigurationGoesWithTheLB(t *testing.T) {
@@ -275,42 +283,54 @@ func TestLBTakesTimeAsScalewayDoes(t *testing.T) {
 	if got := get(); got.Status != lb.LBStatusReady || got.Instances[0].Status != lb.InstanceStatusPending {
 		t.Fatalf("right after a change: %s %+v", got.Status, got.Instances)
 	}
-	att, err := attach(c, l.ID, pn.ID)
+	attachmentsSettle(t, srv, c, clk, l.ID, pn.ID, get)
+	reattachmentReplaces(t, c, clk, l.ID, pn.ID, get)
+}
+
+// attachmentsSettle: on a ready Load Balancer, a Private Network attached
+// is pending until the settle delay has passed, and so is one detached.
+func attachmentsSettle(t *testing.T, srv *Server, c clients, clk *clocktesting.FakePassiveClock, lbID, pnID string, get func() *lb.LB) {
+	t.Helper()
+	att, err := attach(c, lbID, pnID)
 	if err != nil || att.Status != lb.PrivateNetworkStatusPending {
 		t.Fatalf("attach: %+v, %v", att, err)
 	}
 	clk.SetTime(clk.Now().Add(ScalewayLBSettleDelay))
-	if pns := lbPNs(t, c, l.ID); len(pns) != 1 || pns[0].Status != lb.PrivateNetworkStatusReady || get().Instances[0].Status != lb.InstanceStatusReady {
+	if pns := lbPNs(t, c, lbID); len(pns) != 1 || pns[0].Status != lb.PrivateNetworkStatusReady || get().Instances[0].Status != lb.InstanceStatusReady {
 		t.Fatalf("settled: %+v", pns)
 	}
-	if err := detach(c, l.ID, pn.ID); err != nil {
+	if err := detach(c, lbID, pnID); err != nil {
 		t.Fatal(err)
 	}
-	if pns := lbPNs(t, c, l.ID); len(pns) != 1 || pns[0].Status != lb.PrivateNetworkStatusPending || get().PrivateNetworkCount != 1 {
+	if pns := lbPNs(t, c, lbID); len(pns) != 1 || pns[0].Status != lb.PrivateNetworkStatusPending || get().PrivateNetworkCount != 1 {
 		t.Fatalf("detaching: %+v", pns)
 	}
 	if pns := srv.LBs()[0].PrivateNetworks; len(pns) != 0 {
 		t.Fatalf("a detaching network still shows in LBs(): %+v", pns)
 	}
 	clk.SetTime(clk.Now().Add(ScalewayLBSettleDelay))
-	if pns := lbPNs(t, c, l.ID); len(pns) != 0 || get().PrivateNetworkCount != 0 {
+	if pns := lbPNs(t, c, lbID); len(pns) != 0 || get().PrivateNetworkCount != 0 {
 		t.Fatalf("detached: %+v", pns)
 	}
+}
 
-	// Detached and attached again at once, as the CCM does when a network's
-	// IPAM IDs change: the new attachment replaces the old one.
-	if _, err := attach(c, l.ID, pn.ID); err != nil {
+// reattachmentReplaces: detached and attached again at once, as the CCM
+// does when a network's IPAM IDs change, the new attachment replaces the
+// old one.
+func reattachmentReplaces(t *testing.T, c clients, clk *clocktesting.FakePassiveClock, lbID, pnID string, get func() *lb.LB) {
+	t.Helper()
+	if _, err := attach(c, lbID, pnID); err != nil {
 		t.Fatal(err)
 	}
 	clk.SetTime(clk.Now().Add(ScalewayLBSettleDelay))
-	if err := detach(c, l.ID, pn.ID); err != nil {
+	if err := detach(c, lbID, pnID); err != nil {
 		t.Fatal(err)
 	}
-	again, err := attach(c, l.ID, pn.ID)
+	again, err := attach(c, lbID, pnID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pns := lbPNs(t, c, l.ID); len(pns) != 1 || pns[0].IpamIDs[0] != again.IpamIDs[0] || get().PrivateNetworkCount != 1 {
+	if pns := lbPNs(t, c, lbID); len(pns) != 1 || pns[0].IpamIDs[0] != again.IpamIDs[0] || get().PrivateNetworkCount != 1 {
 		t.Fatalf("re-attached: %+v", pns)
 	}
 }

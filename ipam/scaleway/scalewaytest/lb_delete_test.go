@@ -19,6 +19,36 @@ func wantToDelete(t *testing.T, err error, id string) {
 	}
 }
 
+// deletedLB is TestLBDeletionIsAsynchronous's Load Balancer old, attached
+// to pool with a reserved IP and to nodes by DHCP, and the successor that
+// takes the reserved IP once old is gone.
+type deletedLB struct {
+	srv              *Server
+	c                clients
+	old, successor   *lb.LB
+	pool             PrivateNetwork
+	reserved, dhcpID string
+}
+
+func newDeletedLB(t *testing.T, srv *Server, c clients) deletedLB {
+	t.Helper()
+	d := deletedLB{srv: srv, c: c}
+	d.pool = mustPN(t, srv, "pool", "10.1.0.0/24")
+	nodes := mustPN(t, srv, "nodes", "10.2.0.0/24")
+	d.reserved = mustAddIP(t, srv, d.pool.ID, "10.1.0.9", []string{"keep"}, nil)
+	d.old = mustLB(t, c, "old")
+	if _, err := attach(c, d.old.ID, d.pool.ID, d.reserved); err != nil {
+		t.Fatal(err)
+	}
+	att, err := attach(c, d.old.ID, nodes.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.dhcpID = att.IpamIDs[0]
+	d.successor = mustLB(t, c, "successor")
+	return d
+}
+
 // TestLBDeletionIsAsynchronous: DeleteLB is accepted at once, then the Load
 // Balancer stays to_delete for LBDeleteDelay — got, listed, its networks
 // and their IPs still attached, no change accepted — and only then is it
@@ -26,65 +56,22 @@ func wantToDelete(t *testing.T, err error, id string) {
 func TestLBDeletionIsAsynchronous(t *testing.T) {
 	const delay = time.Second
 	srv, c := setup(t, func(o *Options) { o.LBDeleteDelay = delay })
-	pool := mustPN(t, srv, "pool", "10.1.0.0/24")
-	nodes := mustPN(t, srv, "nodes", "10.2.0.0/24")
-	reserved := mustAddIP(t, srv, pool.ID, "10.1.0.9", []string{"keep"}, nil)
-	old := mustLB(t, c, "old")
-	if _, err := attach(c, old.ID, pool.ID, reserved); err != nil {
-		t.Fatal(err)
-	}
-	att, err := attach(c, old.ID, nodes.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dhcpID := att.IpamIDs[0]
-	successor := mustLB(t, c, "successor")
+	d := newDeletedLB(t, srv, c)
 
 	start := time.Now()
-	if err := c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: old.ID}); err != nil {
+	if err := c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: d.old.ID}); err != nil {
 		t.Fatal(err)
 	}
 	// The window: everything below must run well within the delay.
-	got, err := c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: old.ID})
-	if err != nil || got.Status != lb.LBStatusToDelete || got.PrivateNetworkCount != 2 {
-		t.Fatalf("GetLB right after DeleteLB: %+v, %v", got, err)
-	}
-	list, err := c.lb.ListLBs(&lb.ZonedAPIListLBsRequest{}, scw.WithAllPages())
-	if err != nil {
-		t.Fatal(err)
-	}
-	statuses := map[string]lb.LBStatus{}
-	for _, l := range list.LBs {
-		statuses[l.ID] = l.Status
-	}
-	if len(statuses) != 2 || statuses[old.ID] != lb.LBStatusToDelete || statuses[successor.ID] != lb.LBStatusReady {
-		t.Fatalf("ListLBs statuses %v", statuses)
-	}
-	if pns := lbPNs(t, c, old.ID); len(pns) != 2 {
-		t.Fatalf("private networks while to_delete: %+v", pns)
-	}
-	wantLBResource(t, mustGetIP(t, c, reserved), old)
-	wantLBResource(t, mustGetIP(t, c, dhcpID), old)
-	if snap := srv.LBs(); len(snap) != 2 || snap[0].Status != "to_delete" || snap[0].PrivateNetworks[pool.ID] != reserved {
-		t.Fatalf("LBs() %+v", snap)
-	}
-	// No change of a Load Balancer being deleted, deleting it again
-	// included.
-	wantToDelete(t, detach(c, old.ID, pool.ID), old.ID)
-	other := mustPN(t, srv, "other", "10.3.0.0/24")
-	_, err = attach(c, old.ID, other.ID)
-	wantToDelete(t, err, old.ID)
-	wantToDelete(t, c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: old.ID}), old.ID)
-	// Its reserved IP is still its own: another Load Balancer cannot have it.
-	_, err = attach(c, successor.ID, pool.ID, reserved)
-	wantResponseError(t, err, 409, "already_exists")
+	d.wantWindow(t)
 	if elapsed := time.Since(start); elapsed >= delay {
 		t.Fatalf("the checks of the window took %s, longer than the delay: raise it", elapsed)
 	}
 
 	// Then it is gone: the end state of a synchronous deletion.
+	var err error
 	for {
-		_, err = c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: old.ID})
+		_, err = c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: d.old.ID})
 		if err != nil || time.Since(start) > delay+5*time.Second {
 			break
 		}
@@ -94,24 +81,79 @@ func TestLBDeletionIsAsynchronous(t *testing.T) {
 		t.Fatalf("gone after %s, before the delay of %s", gone, delay)
 	}
 	wantLBNotFound(t, err, "lbs")
-	ip := mustGetIP(t, c, reserved)
-	if ip.Resource != nil || !slices.Equal(ip.Tags, []string{"keep"}) {
-		t.Fatalf("reserved IP after the deletion: %+v %v", ip.Resource, ip.Tags)
-	}
-	_, err = c.ipam.GetIP(&ipam.GetIPRequest{IPID: dhcpID})
-	errAs[*scw.ResourceNotFoundError](t, err)
-	if snap := srv.LBs(); len(snap) != 1 || snap[0].ID != successor.ID {
-		t.Fatalf("LBs() after the deletion %+v", snap)
-	}
-	if _, err := attach(c, successor.ID, pool.ID, reserved); err != nil {
-		t.Fatalf("the reserved IP after its Load Balancer went: %v", err)
-	}
+	d.wantGone(t)
 
 	// Its history: the deletion accepted, nothing detached before it,
 	// then its networks detached (as the DeleteLB's doing) and its end.
+	d.wantHistory(t, delay)
+}
+
+// wantWindow checks the window after DeleteLB: old is got and listed
+// to_delete, its networks and their IPs still attached, no change of it
+// accepted, and its reserved IP still its own.
+func (d deletedLB) wantWindow(t *testing.T) {
+	t.Helper()
+	got, err := d.c.lb.GetLB(&lb.ZonedAPIGetLBRequest{LBID: d.old.ID})
+	if err != nil || got.Status != lb.LBStatusToDelete || got.PrivateNetworkCount != 2 {
+		t.Fatalf("GetLB right after DeleteLB: %+v, %v", got, err)
+	}
+	list, err := d.c.lb.ListLBs(&lb.ZonedAPIListLBsRequest{}, scw.WithAllPages())
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[string]lb.LBStatus{}
+	for _, l := range list.LBs {
+		statuses[l.ID] = l.Status
+	}
+	if len(statuses) != 2 || statuses[d.old.ID] != lb.LBStatusToDelete || statuses[d.successor.ID] != lb.LBStatusReady {
+		t.Fatalf("ListLBs statuses %v", statuses)
+	}
+	if pns := lbPNs(t, d.c, d.old.ID); len(pns) != 2 {
+		t.Fatalf("private networks while to_delete: %+v", pns)
+	}
+	wantLBResource(t, mustGetIP(t, d.c, d.reserved), d.old)
+	wantLBResource(t, mustGetIP(t, d.c, d.dhcpID), d.old)
+	if snap := d.srv.LBs(); len(snap) != 2 || snap[0].Status != "to_delete" || snap[0].PrivateNetworks[d.pool.ID] != d.reserved {
+		t.Fatalf("LBs() %+v", snap)
+	}
+	// No change of a Load Balancer being deleted, deleting it again
+	// included.
+	wantToDelete(t, detach(d.c, d.old.ID, d.pool.ID), d.old.ID)
+	other := mustPN(t, d.srv, "other", "10.3.0.0/24")
+	_, err = attach(d.c, d.old.ID, other.ID)
+	wantToDelete(t, err, d.old.ID)
+	wantToDelete(t, d.c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: d.old.ID}), d.old.ID)
+	// Its reserved IP is still its own: another Load Balancer cannot have it.
+	_, err = attach(d.c, d.successor.ID, d.pool.ID, d.reserved)
+	wantResponseError(t, err, 409, "already_exists")
+}
+
+// wantGone checks the end state once old is gone: its reserved IP kept,
+// detached, and free for the successor; its DHCP IP released.
+func (d deletedLB) wantGone(t *testing.T) {
+	t.Helper()
+	ip := mustGetIP(t, d.c, d.reserved)
+	if ip.Resource != nil || !slices.Equal(ip.Tags, []string{"keep"}) {
+		t.Fatalf("reserved IP after the deletion: %+v %v", ip.Resource, ip.Tags)
+	}
+	_, err := d.c.ipam.GetIP(&ipam.GetIPRequest{IPID: d.dhcpID})
+	errAs[*scw.ResourceNotFoundError](t, err)
+	if snap := d.srv.LBs(); len(snap) != 1 || snap[0].ID != d.successor.ID {
+		t.Fatalf("LBs() after the deletion %+v", snap)
+	}
+	if _, err := attach(d.c, d.successor.ID, d.pool.ID, d.reserved); err != nil {
+		t.Fatalf("the reserved IP after its Load Balancer went: %v", err)
+	}
+}
+
+// wantHistory checks old's audit: the deletion accepted, its networks
+// detached by DeleteLB at least delay later, then its end; and the
+// successor's, which starts with its own attach of the reserved IP.
+func (d deletedLB) wantHistory(t *testing.T, delay time.Duration) {
+	t.Helper()
 	var kinds []string
 	var accepted, gone time.Time
-	for _, ev := range srv.LBAudit(old.ID) {
+	for _, ev := range d.srv.LBAudit(d.old.ID) {
 		kinds = append(kinds, string(ev.Kind)+":"+ev.IPID)
 		switch ev.Kind {
 		case AuditDeleteLB:
@@ -119,13 +161,13 @@ func TestLBDeletionIsAsynchronous(t *testing.T) {
 		case AuditLBGone:
 			gone = ev.Time
 		case AuditDetach, AuditRelease:
-			if ev.Op != OpDeleteLB || ev.LBID != old.ID {
+			if ev.Op != OpDeleteLB || ev.LBID != d.old.ID {
 				t.Fatalf("teardown event %+v", ev)
 			}
 		}
 	}
-	want := []string{"create_lb:", "attach:" + reserved, "book:" + dhcpID, "attach:" + dhcpID, "delete_lb:",
-		"detach:" + reserved, "detach:" + dhcpID, "release:" + dhcpID, "lb_gone:"}
+	want := []string{"create_lb:", "attach:" + d.reserved, "book:" + d.dhcpID, "attach:" + d.dhcpID, "delete_lb:",
+		"detach:" + d.reserved, "detach:" + d.dhcpID, "release:" + d.dhcpID, "lb_gone:"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("LBAudit %v, want %v", kinds, want)
 	}
@@ -133,7 +175,7 @@ func TestLBDeletionIsAsynchronous(t *testing.T) {
 		t.Fatalf("to_delete for %s, want at least %s", gone.Sub(accepted), delay)
 	}
 	// The successor's history starts with its own attach of the IP.
-	if got := srv.LBAudit(successor.ID); len(got) != 2 || got[1].Kind != AuditAttach || got[1].IPID != reserved {
+	if got := d.srv.LBAudit(d.successor.ID); len(got) != 2 || got[1].Kind != AuditAttach || got[1].IPID != d.reserved {
 		t.Fatalf("successor's LBAudit %+v", got)
 	}
 }

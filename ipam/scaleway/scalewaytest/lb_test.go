@@ -108,33 +108,7 @@ func TestLBLifecycle(t *testing.T) {
 	}
 	bareID := rawLB["id"].(string)
 
-	names := func(req lb.ZonedAPIListLBsRequest, opts ...scw.RequestOption) (string, uint32) {
-		t.Helper()
-		resp, err := c.lb.ListLBs(&req, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, l := range resp.LBs {
-			out = append(out, l.Name)
-		}
-		return strings.Join(out, " "), resp.TotalCount
-	}
-	if got, n := names(lb.ZonedAPIListLBsRequest{}, scw.WithAllPages()); got != "front back frontier bare" || n != 4 {
-		t.Fatalf("all: %q (%d)", got, n)
-	}
-	if got, n := names(lb.ZonedAPIListLBsRequest{Name: scw.StringPtr("front")}); got != "front frontier" || n != 2 {
-		t.Fatalf("by name: %q (%d)", got, n)
-	}
-	if got, n := names(lb.ZonedAPIListLBsRequest{Page: scw.Int32Ptr(2), PageSize: scw.Uint32Ptr(3)}); got != "bare" || n != 4 {
-		t.Fatalf("page 2 of 3: %q (%d)", got, n)
-	}
-	if got, _ := names(lb.ZonedAPIListLBsRequest{OrderBy: lb.ListLBsRequestOrderByNameAsc}); got != "back bare front frontier" {
-		t.Fatalf("by name asc: %q", got)
-	}
-	if got, _ := names(lb.ZonedAPIListLBsRequest{Tags: []string{"svc"}, LBIDs: []string{front.ID, back.ID}}); got != "front" {
-		t.Fatalf("by tag and IDs: %q", got)
-	}
+	wantLBListings(t, c, front.ID, back.ID)
 
 	if err := c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: back.ID, ReleaseIP: true}); err != nil {
 		t.Fatal(err)
@@ -143,7 +117,7 @@ func TestLBLifecycle(t *testing.T) {
 	wantLBNotFound(t, err, "lbs")
 	err = c.lb.DeleteLB(&lb.ZonedAPIDeleteLBRequest{LBID: back.ID})
 	wantLBNotFound(t, err, "lbs")
-	if got, n := names(lb.ZonedAPIListLBsRequest{}); got != "front frontier bare" || n != 3 {
+	if got, n := lbNames(t, c, lb.ZonedAPIListLBsRequest{}); got != "front frontier bare" || n != 3 {
 		t.Fatalf("after delete: %q (%d)", got, n)
 	}
 	var snap []string
@@ -163,6 +137,43 @@ func TestLBLifecycle(t *testing.T) {
 	}
 	if n := srv.Count(OpCreateLB); n != 4 {
 		t.Fatalf("%d CreateLB calls", n)
+	}
+}
+
+// lbNames lists the Load Balancers req asks for, and returns their names
+// and the total count.
+func lbNames(t *testing.T, c clients, req lb.ZonedAPIListLBsRequest, opts ...scw.RequestOption) (string, uint32) {
+	t.Helper()
+	resp, err := c.lb.ListLBs(&req, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range resp.LBs {
+		out = append(out, l.Name)
+	}
+	return strings.Join(out, " "), resp.TotalCount
+}
+
+// wantLBListings checks TestLBLifecycle's listings of front, back, frontier
+// and bare, made in that order: all, by name, by page, ordered by name,
+// and by tag and IDs.
+func wantLBListings(t *testing.T, c clients, frontID, backID string) {
+	t.Helper()
+	if got, n := lbNames(t, c, lb.ZonedAPIListLBsRequest{}, scw.WithAllPages()); got != "front back frontier bare" || n != 4 {
+		t.Fatalf("all: %q (%d)", got, n)
+	}
+	if got, n := lbNames(t, c, lb.ZonedAPIListLBsRequest{Name: scw.StringPtr("front")}); got != "front frontier" || n != 2 {
+		t.Fatalf("by name: %q (%d)", got, n)
+	}
+	if got, n := lbNames(t, c, lb.ZonedAPIListLBsRequest{Page: scw.Int32Ptr(2), PageSize: scw.Uint32Ptr(3)}); got != "bare" || n != 4 {
+		t.Fatalf("page 2 of 3: %q (%d)", got, n)
+	}
+	if got, _ := lbNames(t, c, lb.ZonedAPIListLBsRequest{OrderBy: lb.ListLBsRequestOrderByNameAsc}); got != "back bare front frontier" {
+		t.Fatalf("by name asc: %q", got)
+	}
+	if got, _ := lbNames(t, c, lb.ZonedAPIListLBsRequest{Tags: []string{"svc"}, LBIDs: []string{frontID, backID}}); got != "front" {
+		t.Fatalf("by tag and IDs: %q", got)
 	}
 }
 

@@ -39,6 +39,33 @@ func subnetStrings(pn *vpc.PrivateNetwork) []string {
 
 func TestVPCLifecycle(t *testing.T) {
 	srv, c := setup(t)
+	v := newCheckedVPC(t, srv, c)
+	pn1, pn2 := newAutoSubnetPNs(t, c, v)
+	_, err := c.vpc.CreatePrivateNetwork(pnReq(t, "overlap", v.ID, "172.16.17.0/24"))
+	wantInvalid("subnets.0")(t, err)
+	if got := raw(t, srv, "POST", "/vpc/v2/regions/fr-par/private-networks", `{"name":"host bits","subnets":["10.0.0.1/24"]}`, testSecretKey); got.status != 400 {
+		t.Fatalf("host bits: %d %s", got.status, got.body)
+	}
+	_, err = c.vpc.CreatePrivateNetwork(pnReq(t, "unknown vpc", unknownID))
+	if nf := errAs[*scw.ResourceNotFoundError](t, err); nf.Resource != "vpc" {
+		t.Fatalf("%+v", nf)
+	}
+	if v, err = c.vpc.GetVPC(&vpc.GetVPCRequest{VpcID: v.ID}); err != nil || v.PrivateNetworkCount != 2 {
+		t.Fatalf("count %d, %v", v.PrivateNetworkCount, err)
+	}
+
+	err = c.vpc.DeleteVPC(&vpc.DeleteVPCRequest{VpcID: v.ID})
+	if pf := errAs[*scw.PreconditionFailedError](t, err); pf.Precondition != "resource_still_in_use" || pf.HelpMessage != "VPC must be empty to be deleted" {
+		t.Fatalf("%+v", pf)
+	}
+
+	emptyThenDeleteVPC(t, srv, c, v, pn1, pn2)
+}
+
+// newCheckedVPC creates a VPC, checks its fields in the SDK's answer and
+// in the JSON, and enables its custom routes propagation.
+func newCheckedVPC(t *testing.T, srv *Server, c clients) *vpc.VPC {
+	t.Helper()
 	v, err := c.vpc.CreateVPC(&vpc.CreateVPCRequest{Name: "my vpc", Tags: []string{"t"}, EnableTransitivity: true})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +86,14 @@ func TestVPCLifecycle(t *testing.T) {
 	if v, err = c.vpc.EnableCustomRoutesPropagation(&vpc.EnableCustomRoutesPropagationRequest{VpcID: v.ID}); err != nil || !v.CustomRoutesPropagationEnabled {
 		t.Fatalf("enable: %v", err)
 	}
+	return v
+}
 
+// newAutoSubnetPNs creates two Private Networks in v without subnets: they
+// get 172.16.16.0/22 then 172.16.20.0/22, each with a ULA /64, both /64s
+// from one /48.
+func newAutoSubnetPNs(t *testing.T, c clients, v *vpc.VPC) (*vpc.PrivateNetwork, *vpc.PrivateNetwork) {
+	t.Helper()
 	pn1, err := c.vpc.CreatePrivateNetwork(pnReq(t, "one", v.ID))
 	if err != nil {
 		t.Fatal(err)
@@ -85,24 +119,13 @@ func TestVPCLifecycle(t *testing.T) {
 	if [6]byte(a1[:6]) != [6]byte(a2[:6]) {
 		t.Fatalf("%s and %s: one organization's /64s come from one /48", s1[1], s2[1])
 	}
-	_, err = c.vpc.CreatePrivateNetwork(pnReq(t, "overlap", v.ID, "172.16.17.0/24"))
-	wantInvalid("subnets.0")(t, err)
-	if got := raw(t, srv, "POST", "/vpc/v2/regions/fr-par/private-networks", `{"name":"host bits","subnets":["10.0.0.1/24"]}`, testSecretKey); got.status != 400 {
-		t.Fatalf("host bits: %d %s", got.status, got.body)
-	}
-	_, err = c.vpc.CreatePrivateNetwork(pnReq(t, "unknown vpc", unknownID))
-	if nf := errAs[*scw.ResourceNotFoundError](t, err); nf.Resource != "vpc" {
-		t.Fatalf("%+v", nf)
-	}
-	if v, err = c.vpc.GetVPC(&vpc.GetVPCRequest{VpcID: v.ID}); err != nil || v.PrivateNetworkCount != 2 {
-		t.Fatalf("count %d, %v", v.PrivateNetworkCount, err)
-	}
+	return pn1, pn2
+}
 
-	err = c.vpc.DeleteVPC(&vpc.DeleteVPCRequest{VpcID: v.ID})
-	if pf := errAs[*scw.PreconditionFailedError](t, err); pf.Precondition != "resource_still_in_use" || pf.HelpMessage != "VPC must be empty to be deleted" {
-		t.Fatalf("%+v", pf)
-	}
-
+// emptyThenDeleteVPC: a Private Network holding an IP is not deleted; once
+// empty it is, then its subnets are gone, and then v is deleted.
+func emptyThenDeleteVPC(t *testing.T, srv *Server, c clients, v *vpc.VPC, pn1, pn2 *vpc.PrivateNetwork) {
+	t.Helper()
 	ip, err := c.ipam.BookIP(&ipam.BookIPRequest{Source: &ipam.Source{PrivateNetworkID: &pn1.ID}})
 	if err != nil || addrOf(ip) != "172.16.16.2/22" {
 		t.Fatalf("ip=%v err=%v", ip, err)
@@ -164,32 +187,7 @@ func TestDefaultVPC(t *testing.T) {
 
 func TestListPrivateNetworksAndSubnets(t *testing.T) {
 	srv, c := setup(t)
-	v, err := c.vpc.CreateVPC(vpcReq("v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inV []string
-	for i := range 5 {
-		pn, err := c.vpc.CreatePrivateNetwork(pnReq(t, fmt.Sprintf("net-%d", i), v.ID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		inV = append(inV, pn.ID)
-	}
-	other := mustPN(t, srv, "elsewhere", "10.0.0.0/24")
-
-	list := func(req vpc.ListPrivateNetworksRequest) []string {
-		t.Helper()
-		resp, err := c.vpc.ListPrivateNetworks(&req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, pn := range resp.PrivateNetworks {
-			out = append(out, pn.Name)
-		}
-		return append(out, fmt.Sprint(resp.TotalCount))
-	}
+	v, inV, other := fiveNetworksInAVPC(t, srv, c)
 	for _, tt := range []struct {
 		name string
 		req  vpc.ListPrivateNetworksRequest
@@ -203,11 +201,53 @@ func TestListPrivateNetworksAndSubnets(t *testing.T) {
 		{"name desc", vpc.ListPrivateNetworksRequest{OrderBy: vpc.ListPrivateNetworksRequestOrderByNameDesc, PageSize: scw.Uint32Ptr(2)}, "net-4 net-3 6"},
 		{"other project", vpc.ListPrivateNetworksRequest{ProjectID: scw.StringPtr(unknownID)}, "0"},
 	} {
-		if got := strings.Join(list(tt.req), " "); got != tt.want {
+		if got := strings.Join(pnNames(t, c, tt.req), " "); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
 
+	wantSubnetAndVPCListings(t, srv, c, v, other)
+}
+
+// fiveNetworksInAVPC creates a VPC v holding net-0 to net-4, whose IDs it
+// returns in inV, and other, a Private Network of the default VPC.
+func fiveNetworksInAVPC(t *testing.T, srv *Server, c clients) (v *vpc.VPC, inV []string, other PrivateNetwork) {
+	t.Helper()
+	v, err := c.vpc.CreateVPC(vpcReq("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		pn, err := c.vpc.CreatePrivateNetwork(pnReq(t, fmt.Sprintf("net-%d", i), v.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inV = append(inV, pn.ID)
+	}
+	other = mustPN(t, srv, "elsewhere", "10.0.0.0/24")
+	return v, inV, other
+}
+
+// pnNames lists the Private Networks req asks for: their names, then the
+// total count.
+func pnNames(t *testing.T, c clients, req vpc.ListPrivateNetworksRequest) []string {
+	t.Helper()
+	resp, err := c.vpc.ListPrivateNetworks(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, pn := range resp.PrivateNetworks {
+		out = append(out, pn.Name)
+	}
+	return append(out, fmt.Sprint(resp.TotalCount))
+}
+
+// wantSubnetAndVPCListings checks the listings of the subnets (of v, by ID,
+// all in pages, by Private Network) and of the VPCs, after
+// fiveNetworksInAVPC.
+func wantSubnetAndVPCListings(t *testing.T, srv *Server, c clients, v *vpc.VPC, other PrivateNetwork) {
+	t.Helper()
 	subs, err := c.vpc.ListSubnets(&vpc.ListSubnetsRequest{VpcID: &v.ID})
 	if err != nil || subs.TotalCount != 10 || len(subs.Subnets) != 10 || subs.Subnets[0].Subnet.String() != "172.16.16.0/22" {
 		t.Fatalf("subnets of the VPC: %+v %v", subs, err)
