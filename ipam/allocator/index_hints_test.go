@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,8 +39,8 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Now())
-	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
+	cloud := newHeldListing(e.Cloud, e.PNs["dc"].ID)
+	hold := cloud.hold
 	joined := make(chan struct{}, 1)
 	inv := inventory.New(inventory.Options{Cloud: cloud, Config: base.Config(), Clock: clk, Joined: func() {
 		select {

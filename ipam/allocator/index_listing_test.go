@@ -25,6 +25,19 @@ type heldListing struct {
 	release chan struct{}
 }
 
+// newHeldListing holds the listings of Private Network pn while its hold
+// is set.
+func newHeldListing(cloud scaleway.Cloud, pn string) heldListing {
+	return heldListing{Cloud: cloud, pn: pn, hold: &atomic.Bool{}, read: make(chan struct{}), release: make(chan struct{})}
+}
+
+// heldAllocator is an allocator whose listings of network pn can be held.
+func heldAllocator(t *testing.T, pn string) (*Allocator, heldListing, *env) {
+	e, base := allocEnv(t, nil)
+	cloud := newHeldListing(e.Cloud, e.PNs[pn].ID)
+	return New(Options{Cloud: cloud, Config: base.Config()}), cloud, e
+}
+
 func (h heldListing) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
 	ips, err := h.Cloud.ListIPs(ctx, f)
 	if f.PrivateNetworkID == h.pn && len(f.Tags) == 0 && h.hold.Load() {
@@ -39,11 +52,9 @@ func (h heldListing) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*sca
 // lands without that booking. The booking must stay indexed: the Service's
 // retried CREATE then takes it back instead of booking a second IP.
 func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
-	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["edge"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := New(Options{Cloud: cloud, Config: base.Config()})
+	a, cloud, e := heldAllocator(t, "edge")
+	hold := cloud.hold
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,11 +175,9 @@ func TestStaleViewIsListedOnceForABurst(t *testing.T) {
 // The background refresh lists while admissions go on with the current
 // view: a CREATE is not held up by a listing in flight.
 func TestRefreshDoesNotHoldAdmissionsUp(t *testing.T) {
-	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := New(Options{Cloud: cloud, Config: base.Config()})
+	a, cloud, _ := heldAllocator(t, "dc")
+	hold := cloud.hold
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +219,9 @@ func reserveDuringHeldRefresh(t *testing.T, a *Allocator, cloud heldListing, hol
 // picks from the current view (its TTL has not run out) instead of
 // waiting on that listing.
 func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
-	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	hold := &atomic.Bool{}
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := New(Options{Cloud: cloud, Config: base.Config()})
+	a, cloud, _ := heldAllocator(t, "dc")
+	hold := cloud.hold
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +236,9 @@ func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
 // A replica reports itself listed (and so ready) only once Start's first
 // listing of the pools has ended.
 func TestListedAfterTheFirstListing(t *testing.T) {
-	e, base := allocEnv(t, nil)
-	hold := &atomic.Bool{}
+	a, cloud, _ := heldAllocator(t, "dc")
+	hold := cloud.hold
 	hold.Store(true)
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := New(Options{Cloud: cloud, Config: base.Config()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.inv.Start(ctx) }()
@@ -251,11 +256,9 @@ func TestListedAfterTheFirstListing(t *testing.T) {
 // A listing started by an admission whose context then ends still serves
 // the admissions waiting on it.
 func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
-	e, base := allocEnv(t, nil)
-	hold := &atomic.Bool{}
+	a, cloud, _ := heldAllocator(t, "dc")
+	hold := cloud.hold
 	hold.Store(true)
-	cloud := heldListing{Cloud: e.Cloud, pn: e.PNs["dc"].ID, hold: hold, read: make(chan struct{}), release: make(chan struct{})}
-	a := New(Options{Cloud: cloud, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	first, cancel := context.WithCancel(context.Background())
 	firstDone := make(chan error)
