@@ -14,8 +14,9 @@ import (
 )
 
 // The limits on what a reader must hold at once, for code that is
-// not a test: a function fits a screen, a file is read in one sitting, a
-// type is one concern.
+// not a test and for ipam's tests: a function fits a screen, a file is
+// read in one sitting, a type is one concern (its methods counted over a
+// directory's test and non-test files alike).
 const (
 	maxFuncLines = 60
 	maxFileLines = 400

@@ -33,6 +33,7 @@ func newHeldListing(cloud scaleway.Cloud, pn string) heldListing {
 
 // heldAllocator is an allocator whose listings of network pn can be held.
 func heldAllocator(t *testing.T, pn string) (*Allocator, heldListing, *env) {
+	t.Helper()
 	e, base := allocEnv(t, nil)
 	cloud := newHeldListing(e.Cloud, e.PNs[pn].ID)
 	return New(Options{Cloud: cloud, Config: base.Config()}), cloud, e

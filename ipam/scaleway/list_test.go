@@ -98,6 +98,7 @@ func TestListIPsPages(t *testing.T) {
 // cappedProxy is a proxy in front of the emulator at upstream that caps
 // every page at 40 IPs, whatever page_size asks for.
 func cappedProxy(t *testing.T, upstream string) *httptest.Server {
+	t.Helper()
 	capped := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		target, _ := url.Parse(upstream)
 		r.SetURL(target)
@@ -190,6 +191,7 @@ type churningProxy struct {
 }
 
 func newChurningProxy(t *testing.T, e *env, tt churnCase, whole map[string]bool) *churningProxy {
+	t.Helper()
 	p := &churningProxy{}
 	p.Server = httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {

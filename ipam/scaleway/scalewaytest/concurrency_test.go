@@ -49,6 +49,7 @@ func TestConcurrentBookingsAreDistinct(t *testing.T) {
 // readers and other writers run, for the race detector; it returns what
 // each booking got.
 func bookConcurrently(t *testing.T, srv *Server, c clients, pn PrivateNetwork, n int) ([]*ipam.IP, []error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	got := make([]*ipam.IP, n)
 	errs := make([]error, n)
@@ -74,6 +75,7 @@ func bookConcurrently(t *testing.T, srv *Server, c clients, pn PrivateNetwork, n
 // releaseAndRebook releases ips concurrently, then books as many IPs in pn
 // concurrently.
 func releaseAndRebook(t *testing.T, c clients, pn PrivateNetwork, ips []*ipam.IP) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for _, ip := range ips {
 		wg.Go(func() {
