@@ -1,6 +1,6 @@
 // Package gateway runs Envoy Gateway's real controller (bin/envoy-gateway,
 // built from the module proxy by make tools) out of cluster against a real
-// kube-apiserver and etcd with the webhook replicas, the CCM stand-in and
+// kube-apiserver and etcd with the webhook replicas, the Scaleway CCM and
 // the Scaleway emulator of internal/testenv, and checks that a Gateway
 // asking for a pool in spec.infrastructure.annotations gets its address:
 // in both deploy modes (the Service in the controller's namespace, judged

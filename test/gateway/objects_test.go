@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -22,13 +23,11 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
-// poll is how often the scenarios look again; ccmSettle is how long a
-// re-apply is given to make the CCM stand-in act (its delay is 300 ms).
+// poll is how often the scenarios look again.
 const (
-	poll      = 200 * time.Millisecond
-	ccmSettle = 3 * time.Second
+	poll = 200 * time.Millisecond
 	// attachWait bounds a Gateway's first address and a re-created one's:
-	// the controller's reconcile, then the CCM stand-in's retries while
+	// the controller's reconcile, then the CCM's retries while
 	// the old Load Balancer, deleted, still holds the address (3 s in the
 	// emulator; the service controller's backoff starts at 5 s and
 	// doubles).
@@ -75,7 +74,7 @@ func setListenerPort(t *testing.T, ns, name string, port int64) {
 }
 
 // deleteGateway deletes the Gateway and waits until its Service is gone
-// and the CCM stand-in has deleted its Load Balancer (its finalizer). In
+// and the CCM has deleted its Load Balancer (its finalizer). In
 // the default mode the controller deletes the Service; in GatewayNamespace
 // mode the Service's owner is the Gateway and the controller leaves it to
 // Kubernetes' garbage collector, which no kube-controller-manager runs
@@ -133,7 +132,7 @@ type state struct {
 }
 
 // admitted waits until the Service of Gateway ns/name holds one reservation
-// attached by the CCM stand-in, and checks where it lives (by mode), that
+// attached by the CCM, and checks where it lives (by mode), that
 // the address is on the pool's network, and that the controller applied it
 // server-side as field manager envoy-gateway; it waits for the sweeper's
 // back-fill of the uid, which a re-create finds the reservation by.
@@ -211,6 +210,17 @@ func (w *world) kept(t *testing.T, step string, st *state) {
 	if ip, _ := w.Emu.IP(st.id); ip.Resource == nil || ip.Resource.ID != st.lb {
 		t.Errorf("after %s: IPAM ID %s (%s) is no longer attached to the Load Balancer %s", step, st.id, st.addr, st.lb)
 	}
+}
+
+// madeFrontend reports whether the emulator made a frontend on Load
+// Balancer lb since its request from.
+func (w *world) madeFrontend(lb string, from int) bool {
+	for _, r := range w.Emu.Requests()[from:] {
+		if r.Op == scalewaytest.OpCreateFrontend && r.Status == http.StatusOK && strings.Contains(r.Path, "/lbs/"+lb+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // same checks that the Service holds the reservation of st, and pn-ids

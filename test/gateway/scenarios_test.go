@@ -66,7 +66,11 @@ func testPoolThroughTheGateway(t *testing.T, c *controller, mode, ns string) {
 	st := w.admitted(t, c, ns, "web", mode)
 	t.Logf("%s: Gateway %s/web → Service %s: %s (IPAM ID %s)", mode, ns, st.svc, st.addr, st.id)
 
-	// A listener's new port: the controller applies the Service again.
+	// A listener's new port: the controller applies the Service again, and
+	// the CCM syncs its Load Balancer to it: networks first, then a
+	// frontend for the new port. Once that frontend is made, the sync that
+	// could have detached the pool's network is over.
+	from := len(w.Emu.Requests())
 	setListenerPort(t, ns, "web", 8080)
 	fixtures.EventuallySays(t, time.Minute, poll, "the controller re-applying "+st.svc.String()+" with port 8080", func() (bool, string) {
 		svc := w.service(t, ns, "web")
@@ -75,7 +79,9 @@ func testPoolThroughTheGateway(t *testing.T, c *controller, mode, ns string) {
 		}
 		return true, ""
 	})
-	time.Sleep(ccmSettle)
+	fixtures.EventuallySays(t, time.Minute, poll, "the CCM adding the port 8080 frontend to Load Balancer "+st.lb, func() (bool, string) {
+		return w.madeFrontend(st.lb, from), "no CreateFrontend on it since the re-apply"
+	})
 	w.kept(t, "the controller's re-apply", st)
 
 	deleteGateway(t, ns, "web")
