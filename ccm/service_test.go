@@ -108,3 +108,29 @@ func TestLoadBalancerIDForms(t *testing.T) {
 		}
 	}
 }
+
+// TestFlag: the CCM's boolean annotations read as the CCM reads them
+// (strconv.ParseBool), in one place.
+func TestFlag(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, "True": true, "TRUE": true, "1": true, "t": true, "false": false, "0": false, "": false, "yes": false, " true": false} {
+		if got := Private(Of(map[string]string{AnnotationPrivate: v})); got != want {
+			t.Errorf("private %q: %v, want %v", v, got, want)
+		}
+	}
+	if Private(Of(nil)) {
+		t.Error("absent: private")
+	}
+	for _, tt := range []struct {
+		ann  map[string]string
+		want bool
+	}{
+		{map[string]string{AnnotationPrivate: "1"}, true},
+		{map[string]string{AnnotationPrivate: "true", AnnotationUseHostname: "True"}, false},
+		{map[string]string{AnnotationPrivate: "true", AnnotationUseHostname: "nope"}, true},
+		{map[string]string{}, false},
+	} {
+		if got := StatusListsPrivateIPs(Of(tt.ann)); got != tt.want {
+			t.Errorf("%v: status lists private IPs %v, want %v", tt.ann, got, tt.want)
+		}
+	}
+}

@@ -50,7 +50,8 @@ type Ask struct {
 	// manifest carries them), read leniently: they only guide a fallback.
 	Recorded      []netip.Addr
 	AllowIPChange bool
-	// ExternallyManaged: the CCM's externally-managed annotation is "true".
+	// ExternallyManaged: the CCM reads its externally-managed annotation
+	// as true (ccm.ExternallyManaged).
 	ExternallyManaged bool
 	// PoolsFrom and PoolsValue are the word and value Pools were read from
 	// when another implementation's word asked (Translate): a denial names
@@ -177,7 +178,7 @@ func Parse(ann map[string]string) (Ask, error) {
 	if err := r.parseIDs(ann); err != nil {
 		return r, err
 	}
-	r.ExternallyManaged = ann[ccm.AnnotationExternallyManaged] == "true"
+	r.ExternallyManaged = ccm.ExternallyManaged(ccm.Of(ann))
 	switch v := ann[AnnotationAllowIPChange]; v {
 	case "", "false":
 	case "true":

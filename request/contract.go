@@ -78,8 +78,8 @@ func sharedNetwork(pns []string) (first, second int, shared bool) {
 // does not exist in the region (exists asks Scaleway about a network the
 // pool file does not name).
 func CheckBeforeBooking(ctx context.Context, cfg *ipam.Config, svc *corev1.Service, ask Ask, exists func(context.Context, string) (bool, error)) error {
-	if svc.Annotations[ccm.AnnotationPrivate] == "true" && svc.Spec.LoadBalancerIP != "" {
-		return fmt.Errorf("spec.loadBalancerIP %s: the CCM refuses spec.loadBalancerIP on a private Load Balancer (%s: \"true\"); remove it and set annotation %s: %q to reserve that address", svc.Spec.LoadBalancerIP, ccm.AnnotationPrivate, AnnotationAddress, svc.Spec.LoadBalancerIP)
+	if err := CheckLoadBalancerIP(svc); err != nil {
+		return err
 	}
 	known := map[string]bool{cfg.ClusterPrivateNetworkID: true}
 	for _, p := range cfg.Pools {
@@ -98,6 +98,19 @@ func CheckBeforeBooking(ctx context.Context, cfg *ipam.Config, svc *corev1.Servi
 		}
 	}
 	return nil
+}
+
+// CheckLoadBalancerIP refuses spec.loadBalancerIP on a private Load
+// Balancer, which the CCM refuses on every sync ("can only handle static
+// IPs for public load balancers"): no later change would reach the Load
+// Balancer. It holds at CREATE (CheckBeforeBooking) and on every UPDATE
+// that keeps the reservations. With translation on, the field was read as
+// an address and cleared before this is asked.
+func CheckLoadBalancerIP(svc *corev1.Service) error {
+	if !ccm.Private(ccm.Of(svc.Annotations)) || svc.Spec.LoadBalancerIP == "" {
+		return nil
+	}
+	return fmt.Errorf("spec.loadBalancerIP %s: the CCM refuses spec.loadBalancerIP on a private Load Balancer (%s: \"true\"); remove it and set annotation %s: %q to reserve that address", svc.Spec.LoadBalancerIP, ccm.AnnotationPrivate, AnnotationAddress, svc.Spec.LoadBalancerIP)
 }
 
 // CheckReserved holds the contract on what was reserved for p: the
@@ -172,7 +185,7 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 	if len(ask.PNIDs) > 0 && !slices.ContainsFunc(ask.PNIDs, func(id string) bool { return PrivateNetworkID(id) == cfg.ClusterPrivateNetworkID }) {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: %s lists Private Networks without the nodes' network %s: the CCM attaches the Load Balancer to the listed networks only, and the Load Balancer reaches its backends through the nodes' network; add %s", ccm.AnnotationPNIDs, cfg.ClusterPrivateNetworkID, cfg.ClusterPrivateNetworkID))
 	}
-	if svc.Annotations[ccm.AnnotationPrivate] != "true" {
+	if !ccm.Private(ccm.Of(svc.Annotations)) {
 		out = append(out, fmt.Sprintf("scw-lb-ipam: the Load Balancer also gets a public IP, as %s is not \"true\"; set it for a private-only Load Balancer", ccm.AnnotationPrivate))
 	}
 	// PROXY protocol on some ports only. The reserved IP is published in the
@@ -186,25 +199,46 @@ func Warnings(cfg *ipam.Config, svc *corev1.Service, ask Ask) []string {
 	return out
 }
 
-// Written is what an admission that reserved rs writes and tells: the
-// CCM's annotations and ours (spec.loadBalancerIP is never written: the CCM
-// reads the IDs), external-dns's target (DNSTarget), the DHCP note of the reservations' Events (DHCPNote), and
-// the warnings on what the CCM will do besides (Warnings).
-func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservation) (annotations map[string]string, dhcpNote string, warnings []string) {
+// Writes are what an admission that reserved writes and tells.
+type Writes struct {
+	// Set are the CCM's annotations and ours, and external-dns's target
+	// (spec.loadBalancerIP is never written: the CCM reads the IDs).
+	Set map[string]string
+	// Remove are annotations an earlier admission wrote that no longer
+	// hold: a DNS target naming addresses the status will not list.
+	Remove []string
+	// DHCPNote ends the reservations' Events (DHCPNote).
+	DHCPNote string
+	// Warnings say what the CCM will do besides (Warnings).
+	Warnings []string
+}
+
+// Written is what an admission that reserved rs for svc writes and tells.
+func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservation) Writes {
 	ids := make([]string, len(rs))
 	addrs := make([]string, len(rs))
 	for i, r := range rs {
 		ids[i], addrs[i] = r.ID, r.Address.String()
 	}
-	annotations = map[string]string{
+	w := Writes{Set: map[string]string{
 		ccm.AnnotationPrivateIPIDs: strings.Join(ids, ","),
 		ccm.AnnotationPNIDs:        UnionPNs(ask.PNIDs, cfg.ClusterPrivateNetworkID, rs),
 		AnnotationAddresses:        strings.Join(addrs, ","),
+	}}
+	if t, ok := DNSTarget(cfg, svc.Annotations, JoinAddrs(ask.Recorded), w.Set[AnnotationAddresses]); ok {
+		w.apply(t)
 	}
-	if key, v, ok := DNSTarget(cfg, svc.Annotations, JoinAddrs(ask.Recorded), annotations[AnnotationAddresses]); ok {
-		annotations[key] = v
+	w.DHCPNote, w.Warnings = DHCPNote(cfg.ClusterPrivateNetworkID, w.Set), Warnings(cfg, svc, ask)
+	return w
+}
+
+// apply adds a target edit to the writes.
+func (w *Writes) apply(t TargetEdit) {
+	if t.Value == "" {
+		w.Remove = append(w.Remove, t.Key)
+		return
 	}
-	return annotations, DHCPNote(cfg.ClusterPrivateNetworkID, annotations), Warnings(cfg, svc, ask)
+	w.Set[t.Key] = t.Value
 }
 
 // DHCPNote tells, in the reservation's Event, that a Load Balancer attached

@@ -6,29 +6,52 @@ import (
 )
 
 // external-dns publishes every address of status.loadBalancer.ingress,
-// and a Load Balancer on a pool's network besides the nodes' has two: the
-// reserved one and a DHCP one that changes on every re-create. Its target
-// annotation names what to publish instead: the reserved addresses.
+// and a private Load Balancer on a pool's network besides the nodes' has
+// two there: the reserved one and a DHCP one that changes on every
+// re-create. Its target annotation names what to publish instead: the
+// reserved addresses. A public Load Balancer's status lists its public IPs
+// only, which is what its name must keep resolving to: no target there.
 
-// DNSTarget is the external-dns target annotation a Service with
-// annotations ann gets when it holds addresses (comma-separated): under
-// the prefix of its hostname annotation. ok is false when the pool file
-// turns it off (dnsTarget: false), the Service asks external-dns for no
-// name, or it carries a target of the user's: one that is not recorded,
-// the addresses an earlier admission wrote (and so the target it wrote).
-func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (key, value string, ok bool) {
+// TargetEdit is what an admission does to external-dns's target annotation.
+type TargetEdit struct {
+	// Key is the target annotation, under the prefix of the Service's
+	// hostname annotation.
+	Key string
+	// Value is the target to write; "" removes the target an earlier
+	// admission wrote.
+	Value string
+}
+
+// DNSTarget is the edit of external-dns's target annotation for a Service
+// with annotations ann that holds addresses (comma-separated, "" for none);
+// recorded are the addresses an earlier admission wrote, whose target is
+// this project's to follow. ok is false when there is nothing to do: the
+// Service asks external-dns for no name, or carries a target of the user's
+// (one that does not name the recorded addresses).
+//
+// The target names the addresses where the CCM's status would list them
+// (ccm.StatusListsPrivateIPs) and the pool file lets it (dnsTarget). Where
+// it would not, a target the webhook wrote is removed: on a public Load
+// Balancer it would move the public name to a private address, and after a
+// move it would keep naming an address given up, which another Service
+// may get.
+func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (TargetEdit, bool) {
 	for _, p := range ccm.ExternalDNSPrefixes {
 		if _, asks := ann[p+"hostname"]; !asks {
 			continue
 		}
-		if addresses == "" || !cfg.WritesDNSTarget() {
-			return "", "", false
+		key := p + "target"
+		current, set := ann[key]
+		ours := set && recorded != "" && ccm.SameAddresses(current, recorded)
+		switch {
+		case set && !ours:
+			return TargetEdit{}, false
+		case addresses != "" && cfg.WritesDNSTarget() && ccm.StatusListsPrivateIPs(ccm.Of(ann)):
+			return TargetEdit{Key: key, Value: addresses}, true
+		case ours:
+			return TargetEdit{Key: key}, true
 		}
-		key = p + "target"
-		if v, set := ann[key]; set && (recorded == "" || !ccm.SameAddresses(v, recorded)) {
-			return "", "", false
-		}
-		return key, addresses, true
+		return TargetEdit{}, false
 	}
-	return "", "", false
+	return TargetEdit{}, false
 }

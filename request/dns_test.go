@@ -19,24 +19,40 @@ func TestDNSTarget(t *testing.T) {
 	}
 	const host, hostLegacy = "external-dns.kubernetes.io/hostname", "external-dns.alpha.kubernetes.io/hostname"
 	const target, targetLegacy = "external-dns.kubernetes.io/target", "external-dns.alpha.kubernetes.io/target"
+	const private, useHostname = "service.beta.kubernetes.io/scw-loadbalancer-private", "service.beta.kubernetes.io/scw-loadbalancer-use-hostname"
+	priv := func(kv ...string) map[string]string {
+		m := map[string]string{private: "true"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const written = "172.16.35.200"
 	for _, tt := range []struct {
 		name     string
 		cfg      *ipam.Config
 		ann      map[string]string
 		recorded string
-		key      string // "" for none
+		want     TargetEdit
+		ok       bool
 	}{
-		{"a hostname, external-dns v0.22's prefix", on, map[string]string{host: "api.dc.example"}, "", target},
-		{"a hostname, the older prefix", on, map[string]string{hostLegacy: "api.dc.example"}, "", targetLegacy},
-		{"no hostname", on, map[string]string{"team": "a"}, "", ""},
-		{"the user's target", on, map[string]string{hostLegacy: "api.dc.example", targetLegacy: "lb.dc.example"}, "", ""},
-		{"the user's target, beside addresses written before", on, map[string]string{hostLegacy: "api.dc.example", targetLegacy: "lb.dc.example"}, "172.16.35.201", ""},
-		{"the target written before, for addresses written before", on, map[string]string{hostLegacy: "api.dc.example", targetLegacy: "172.16.35.201"}, "172.16.35.201", targetLegacy},
-		{"the pool file turns it off", off, map[string]string{host: "api.dc.example"}, "", ""},
+		{"a hostname, external-dns v0.22's prefix", on, priv(host, "api.dc.example"), "", TargetEdit{target, written}, true},
+		{"a hostname, the older prefix", on, priv(hostLegacy, "api.dc.example"), "", TargetEdit{targetLegacy, written}, true},
+		{"private as the CCM reads it: True", on, priv(private, "True", host, "api.dc.example"), "", TargetEdit{target, written}, true},
+		{"no hostname", on, priv("team", "a"), "", TargetEdit{}, false},
+		{"the user's target", on, priv(hostLegacy, "api.dc.example", targetLegacy, "lb.dc.example"), "", TargetEdit{}, false},
+		{"the user's target, beside addresses written before", on, priv(hostLegacy, "api.dc.example", targetLegacy, "lb.dc.example"), "172.16.35.201", TargetEdit{}, false},
+		{"the target written before, for addresses written before", on, priv(hostLegacy, "api.dc.example", targetLegacy, "172.16.35.201"), "172.16.35.201", TargetEdit{targetLegacy, written}, true},
+		{"the pool file turns it off", off, priv(host, "api.dc.example"), "", TargetEdit{}, false},
+		{"turned off, the target written before is removed", off, priv(host, "api.dc.example", target, "172.16.35.201"), "172.16.35.201", TargetEdit{Key: target}, true},
+		{"public: the status lists its public IPs", on, map[string]string{host: "api.example.com"}, "", TargetEdit{}, false},
+		{"public, private false", on, map[string]string{private: "false", host: "api.example.com"}, "", TargetEdit{}, false},
+		{"public, the target written before is removed", on, map[string]string{host: "api.example.com", target: written}, written, TargetEdit{Key: target}, true},
+		{"use-hostname: the status lists a hostname", on, priv(useHostname, "1", host, "api.dc.example"), "", TargetEdit{}, false},
 	} {
-		key, v, ok := DNSTarget(tt.cfg, tt.ann, tt.recorded, "172.16.35.200")
-		if key != tt.key || ok != (tt.key != "") || (ok && v != "172.16.35.200") {
-			t.Errorf("%s: %q=%q (%v), want key %q", tt.name, key, v, ok, tt.key)
+		got, ok := DNSTarget(tt.cfg, tt.ann, tt.recorded, written)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: %+v (%v), want %+v (%v)", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
 }

@@ -132,7 +132,7 @@ func clearedWarning(lbIP string) string {
 // privateAddress: spec.loadBalancerIP asks for a private address when
 // the Load Balancer is private, or when a pool's subnet holds it.
 func privateAddress(cfg *ipam.Config, ann map[string]string, lbIP string) bool {
-	if ann[ccm.AnnotationPrivate] == "true" {
+	if ccm.Private(ccm.Of(ann)) {
 		return true
 	}
 	a, err := netip.ParseAddr(lbIP)

@@ -55,7 +55,7 @@ type Target struct {
 	// listing.
 	BringYourOwn []string
 	// Ingress are the status's addresses, kept only where the CCM writes
-	// the private ones there (see statusListsPrivateIPs).
+	// the private ones there (ccm.StatusListsPrivateIPs).
 	Ingress []netip.Addr
 	// StatusListsPrivateIPs: the reserved IPv4 addresses are expected in
 	// the status.
@@ -67,7 +67,7 @@ type Target struct {
 
 // TargetOf reads a Service's Target from its Record.
 func TargetOf(svc *ccm.Record) Target {
-	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: statusListsPrivateIPs(svc), DNS: svc.DNSReserved()}
+	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: ccm.StatusListsPrivateIPs(svc.Annotation), DNS: svc.DNSReserved()}
 	if v := svc.Annotation(request.AnnotationAddresses); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			t.Addresses = append(t.Addresses, strings.TrimSpace(a))
@@ -114,13 +114,4 @@ func Classify(t Target, ip *scaleway.IP, bringYourOwn bool) string {
 		return ReasonNotInStatus
 	}
 	return ConvergenceApplied
-}
-
-// statusListsPrivateIPs: the CCM writes the private IPv4 addresses IPAM
-// shows on the Load Balancer into the status of a private-only Load
-// Balancer; a public one lists its public IPs, and use-hostname lists
-// hostnames, so the reserved address cannot be expected there (nor an IPv6
-// one anywhere).
-func statusListsPrivateIPs(svc *ccm.Record) bool {
-	return strings.EqualFold(svc.Annotation(ccm.AnnotationPrivate), "true") && !strings.EqualFold(svc.Annotation(ccm.AnnotationUseHostname), "true")
 }

@@ -143,4 +143,21 @@ func TestCCMContract(t *testing.T) {
 		r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 		h.check("loadBalancerIP", r, denied(`spec.loadBalancerIP 10.10.0.9: the CCM refuses spec.loadBalancerIP on a private Load Balancer (service.beta.kubernetes.io/scw-loadbalancer-private: "true"); remove it and set annotation scw-lb-ipam.io/address: "10.10.0.9"`))
 	})
+	// The same rule on an UPDATE that keeps the reservation: a re-apply
+	// that puts spec.loadBalancerIP back would have the CCM refuse every
+	// later sync of the Service.
+	t.Run("spec.loadBalancerIP put back on an UPDATE denied, translation off", func(t *testing.T) {
+		h := newHarness(t)
+		off := false
+		h.alloc.Config().TranslateRequests = &off
+		live := h.created(fixtures.PrivateService("web", "api", ann(ccm.AnnotationPrivate, "True")))
+		next := live.DeepCopy()
+		next.Spec.LoadBalancerIP = live.Annotations[request.AnnotationAddresses]
+		h.Srv.ResetCounts()
+		r, _ := h.send(review(admissionv1.Update, next, live, false))
+		h.check("loadBalancerIP on UPDATE", r, denied(`spec.loadBalancerIP 10.10.0.2: the CCM refuses spec.loadBalancerIP on a private Load Balancer`))
+		if n := h.Srv.Counts(); len(n) != 0 {
+			t.Fatalf("Scaleway calls %v", n)
+		}
+	})
 }

@@ -39,8 +39,9 @@ type decision struct {
 	// its Load Balancer (also its IPNotReserved Event).
 	keptDHCP string
 	// set are the annotations an UPDATE puts back as an earlier admission
-	// wrote them (restored).
-	set map[string]string
+	// wrote them (restored), and unset those it wrote that no longer hold.
+	set   map[string]string
+	unset []string
 	// reserved is what the admission reserved (patched), or would (dry
 	// run), for key under cfg; ask is the request it reserved for (its
 	// pn-ids, its warnings).
@@ -77,7 +78,7 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 	case resultPatched:
 		resp = m.patched(req, svc, d)
 	case resultRestored:
-		resp = patchAnnotations(svc, req.Object.Raw, d.set)
+		resp = patchAnnotations(svc, req.Object.Raw, d.set, d.unset)
 	}
 	if m.Metrics != nil {
 		m.Metrics.observeAdmission(string(req.Operation), d.result, time.Since(start))
@@ -88,8 +89,9 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 // patched answers a reservation: the CCM's annotations and ours, a warning
 // and an Event per reservation, the CCM's warnings, and the log line.
 func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d decision) admission.Response {
-	written, dhcp, told := request.Written(d.cfg, svc, d.ask, d.reserved)
-	resp := patchAnnotations(svc, req.Object.Raw, written)
+	w := request.Written(d.cfg, svc, d.ask, d.reserved)
+	written, dhcp, told := w.Set, w.DHCPNote, w.Warnings
+	resp := patchAnnotations(svc, req.Object.Raw, written, w.Remove)
 	warnings := make([]string, 0, len(d.reserved)+len(told))
 	var held []heldEvent
 	for _, r := range d.reserved {
@@ -152,11 +154,11 @@ func (m *ServiceMutator) deny(svc *corev1.Service, err error) admission.Response
 // a Load Balancer takes to let go of its IP, or a cache to catch up.
 const retryAfterSeconds = 2
 
-// patchAnnotations sets annotations on the raw object and answers with the
-// patch. It edits the JSON as it came rather than a re-encoded Service: a
+// patchAnnotations sets annotations on the raw object, removes those of
+// remove it carries, and answers with the patch. It edits the JSON as it came rather than a re-encoded Service: a
 // typed round trip would drop fields this build does not know (a newer
 // apiserver's), and the patch would remove them.
-func patchAnnotations(svc *corev1.Service, raw []byte, set map[string]string) admission.Response {
+func patchAnnotations(svc *corev1.Service, raw []byte, set map[string]string, remove []string) admission.Response {
 	if svc.Annotations != nil {
 		// The object has annotations: an operation per key that changes,
 		// the patch a diff of the whole object would give, without
@@ -171,6 +173,11 @@ func patchAnnotations(svc *corev1.Service, raw []byte, set map[string]string) ad
 				op = "replace"
 			}
 			ops = append(ops, jsonpatch.NewOperation(op, "/metadata/annotations/"+pointerEscape.Replace(k), set[k]))
+		}
+		for _, k := range remove {
+			if _, ok := svc.Annotations[k]; ok {
+				ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+pointerEscape.Replace(k), nil))
+			}
 		}
 		return admission.Patched("", ops...)
 	}

@@ -23,10 +23,10 @@ func (m *ServiceMutator) update(ctx context.Context, req admission.Request, cfg 
 	case verdictDeny:
 		return refusal(r.err)
 	case verdictKeep:
-		if len(r.kept) == 0 {
+		if len(r.kept) == 0 && len(r.dropped) == 0 {
 			return decision{result: resultAllowed}
 		}
-		return decision{result: resultRestored, set: r.kept}
+		return decision{result: resultRestored, set: r.kept, unset: r.dropped}
 	}
 	return m.allocate(ctx, req, cfg, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
 }
@@ -54,7 +54,10 @@ type ruling struct {
 	// pn-ids without the networks an earlier admission added.
 	ask  request.Ask
 	kept map[string]string
-	err  error
+	// dropped are annotations an earlier admission wrote that no longer
+	// hold (verdictKeep): a DNS target the status will not list.
+	dropped []string
+	err     error
 }
 
 // updateRules decide an UPDATE of a Service that already was a
@@ -92,13 +95,16 @@ func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ru
 		// manifest declares: pn-ids back to the user's networks, our
 		// annotations dropped or rewritten. Put back what the CCM needs to
 		// leave the Load Balancer as it is.
-		kept := keptAnnotations(cfg, old, svc, ask, prev.Recorded)
+		if err := request.CheckLoadBalancerIP(svc); err != nil {
+			return ruling{verdict: verdictDeny, err: err}
+		}
+		kept, dropped := keptAnnotations(cfg, old, svc, ask, prev.Recorded)
 		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
 			if err := request.CheckNetworkLimit(splitList(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
 				return ruling{verdict: verdictDeny, err: err}
 			}
 		}
-		return ruling{verdict: verdictKeep, kept: kept}
+		return ruling{verdict: verdictKeep, kept: kept, dropped: dropped}
 	}
 	if oldIDs != "" && !ask.AllowIPChange {
 		what := describeChange(prev, ask, oldIDs, newIDs)
@@ -150,10 +156,11 @@ func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 // an earlier admission wrote them (canonical: the CCM splits on commas
 // only), and pn-ids as the user now sets it plus every reservation's
 // Private Network (the CCM detaches the networks pn-ids does not list, and
-// with the pool's network the reserved IP), and external-dns's target.
-// Empty when nothing differs.
-func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) map[string]string {
-	kept := map[string]string{}
+// with the pool's network the reserved IP), and external-dns's target
+// (request.DNSTarget), which is dropped where it no longer holds. Empty
+// when nothing differs.
+func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask, recorded []netip.Addr) (kept map[string]string, dropped []string) {
+	kept = map[string]string{}
 	for _, k := range []string{ccm.AnnotationPrivateIPIDs, request.AnnotationAddresses} {
 		if v, ok := old.Annotations[k]; ok && svc.Annotations[k] != v {
 			kept[k] = v
@@ -174,10 +181,15 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask
 	// external-dns's target, as pn-ids: what an earlier admission wrote,
 	// back where an apply dropped it; a target of the user's stays.
 	addrs := old.Annotations[request.AnnotationAddresses]
-	if key, v, ok := request.DNSTarget(cfg, svc.Annotations, addrs, addrs); ok && svc.Annotations[key] != v {
-		kept[key] = v
+	if t, ok := request.DNSTarget(cfg, svc.Annotations, addrs, addrs); ok {
+		switch v, set := svc.Annotations[t.Key]; {
+		case t.Value == "" && set:
+			dropped = append(dropped, t.Key)
+		case t.Value != "" && v != t.Value:
+			kept[t.Key] = t.Value
+		}
 	}
-	return kept
+	return kept, dropped
 }
 
 // reservedPNs are the Private Networks of the reservations an earlier

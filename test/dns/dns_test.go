@@ -74,6 +74,7 @@ func TestDNSTarget(t *testing.T) {
 			w.remove(t, api)
 			w.resolves(t, api)
 		}},
+		{"PublicNameKeepsPublicIP", w.publicName},
 		{"NewPrefix", w.newPrefix},
 		{"UnattachedAddressEventSaysDNS", w.unattached},
 	}
@@ -82,6 +83,43 @@ func TestDNSTarget(t *testing.T) {
 			return // the next step starts from this one's end
 		}
 	}
+}
+
+// publicName: a public Load Balancer holding a reservation (the CCM
+// attaches it, but its status lists the public IP only) keeps its name at
+// that public IP: the webhook writes no target that would move the name to
+// the private address.
+func (w *world) publicName(t *testing.T) {
+	pub := asked{client.ObjectKey{Namespace: namespace, Name: "public"}, ccm.ExternalDNSPrefix}
+	svc := fixtures.Service(pub.Namespace, pub.Name, map[string]string{
+		request.AnnotationPool:  "dc-link",
+		pub.prefix + "hostname": pub.host(),
+	})
+	if err := w.Kube.Create(context.Background(), svc); err != nil {
+		t.Fatalf("creating %s: %v", pub, err)
+	}
+	var public string
+	fixtures.EventuallySays(t, attachWait, poll, pub.String()+"'s public IP in its status", func() (bool, string) {
+		cur := &corev1.Service{}
+		if err := w.Kube.Get(context.Background(), pub.ObjectKey, cur); err != nil {
+			return false, err.Error()
+		}
+		var ips []string
+		for _, in := range cur.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		if len(ips) == 1 {
+			public = ips[0]
+		}
+		return public != "" && cur.Annotations[request.AnnotationAddresses] != "", fmt.Sprintf("reserved %q, status ingress %v", cur.Annotations[request.AnnotationAddresses], ips)
+	})
+	if reserved := w.reserved(t, pub); reserved == public {
+		t.Fatalf("the public Load Balancer's status lists its reserved address %s", reserved)
+	}
+	w.targets(t, pub, "")
+	w.resolves(t, pub, public)
+	w.remove(t, pub)
+	w.resolves(t, pub)
 }
 
 // TestDNSTargetOff is the negative control: with dnsTarget: false the
