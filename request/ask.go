@@ -54,9 +54,11 @@ type Ask struct {
 	// as true (ccm.ExternallyManaged).
 	ExternallyManaged bool
 	// PoolsFrom and PoolsValue are the word and value Pools were read from
-	// when another implementation's word asked (Translate): a denial names
-	// what the user wrote. Empty for scw-lb-ipam.io/pool.
-	PoolsFrom, PoolsValue string
+	// when another implementation's word asked (Translate), and
+	// AddressesFrom and AddressesValue those of Addresses: a denial names
+	// what the user wrote (InWords). Empty for this project's annotations.
+	PoolsFrom, PoolsValue         string
+	AddressesFrom, AddressesValue string
 }
 
 // Empty reports a Service that asks for nothing of its own.
@@ -127,7 +129,11 @@ type AnnotationError struct {
 func (e *AnnotationError) Unwrap() error { return e.Err }
 
 func (e *AnnotationError) Error() string {
-	return fmt.Sprintf("annotation %s: value %q: %s", e.Annotation, truncate(e.Value), e.Problem)
+	what := "annotation"
+	if strings.HasPrefix(e.Annotation, "spec.") {
+		what = "field" // spec.loadBalancerIP, read as an address
+	}
+	return fmt.Sprintf("%s %s: value %q: %s", what, e.Annotation, truncate(e.Value), e.Problem)
 }
 
 // Read is the request of a Service with annotations ann and
@@ -140,7 +146,8 @@ func Read(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string
 	}
 	ask, err := Parse(t.Annotations)
 	ask.PoolsFrom, ask.PoolsValue = t.poolsFrom, t.poolsValue
-	return ask, t, err
+	ask.AddressesFrom, ask.AddressesValue = t.addrsFrom, t.addrsValue
+	return ask, t, ask.InWords(err)
 }
 
 // Parse reads the annotations strictly: every list item must parse,

@@ -2,6 +2,7 @@ package request
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -35,8 +36,10 @@ type Translation struct {
 	ClearLoadBalancerIP bool
 	// Warnings name what was translated, or ignored.
 	Warnings []string
-	// poolsFrom and poolsValue: the word the pool names were read from.
+	// poolsFrom and poolsValue, addrsFrom and addrsValue: the words the
+	// pool names and the addresses were read from, and their values.
 	poolsFrom, poolsValue string
+	addrsFrom, addrsValue string
 }
 
 // foreign is what the other words ask for, and which of them asked.
@@ -93,6 +96,10 @@ func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP s
 	t.Annotations = f.annotations(ann)
 	t.Warnings = append(t.Warnings, f.warnings()...)
 	t.poolsFrom, t.poolsValue = f.poolFrom, ann[f.poolFrom]
+	t.addrsFrom, t.addrsValue = f.addrFrom, ann[f.addrFrom]
+	if f.addrFrom == fieldLoadBalancerIP {
+		t.addrsValue = lbIP
+	}
 	if t.ClearLoadBalancerIP {
 		t.Warnings = append(t.Warnings, clearedWarning(lbIP))
 	}
@@ -137,6 +144,30 @@ func privateAddress(cfg *ipam.Config, ann map[string]string, lbIP string) bool {
 	}
 	a, err := netip.ParseAddr(lbIP)
 	return err == nil && slices.ContainsFunc(cfg.Pools, func(p *ipam.Pool) bool { return p.Prefix().Contains(a) })
+}
+
+// InWords is err as the user wrote the request: a refusal of
+// AnnotationPool or AnnotationAddress that was read from another word
+// names that word and its value, and its fix ("omit …", "remove …") is
+// written in it. Any other error is returned as it is. Argo CD and Flux
+// show the denial and not the warning naming the translation, so the
+// denial must stand on its own.
+func (r Ask) InWords(err error) error {
+	var ae *AnnotationError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	word, value := "", ""
+	switch ae.Annotation {
+	case AnnotationPool:
+		word, value = r.PoolsFrom, r.PoolsValue
+	case AnnotationAddress:
+		word, value = r.AddressesFrom, r.AddressesValue
+	}
+	if word == "" {
+		return err
+	}
+	return &AnnotationError{Annotation: word, Value: value, Problem: strings.ReplaceAll(ae.Problem, ae.Annotation, word), Err: ae.Err}
 }
 
 // ownRequest is the first of this project's request annotations ann sets.

@@ -100,6 +100,7 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	default:
 		d = m.update(ctx, req, cfg, old, svc, ns, ask)
 	}
+	d.err = ask.InWords(d.err)
 	return translated(m.respond(req, svc, d, start), tr)
 }
 

@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -199,5 +201,54 @@ func TestUnreservedInOtherWords(t *testing.T) {
 		if err != nil || got != tt.want || what != tt.what {
 			t.Errorf("%s: unreserved %v %q (%v), want %v %q", name, got, what, err, tt.want, tt.what)
 		}
+	}
+}
+
+// TestDenialsInTheUsersWords: a translated request is refused naming the
+// word the user wrote, and its fix is written in that word: Argo CD and
+// Flux do not show the warning that names the translation, so the denial
+// is all the user sees.
+func TestDenialsInTheUsersWords(t *testing.T) {
+	for _, tt := range []struct {
+		name, word, value string
+		svc               func(h *harness) *corev1.Service
+	}{
+		{"an address in no pool", ccm.AnnotationMetalLBIPs, "192.168.99.9", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBIPs, "192.168.99.9"))
+		}},
+		{"a taken address", ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201", func(h *harness) *corev1.Service {
+			h.created(fixtures.PrivateService("payments", "first", ann(request.AnnotationAddress, "172.16.35.201")))
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201"))
+		}},
+		{"a taken address in spec.loadBalancerIP", "spec.loadBalancerIP", "172.16.35.201", func(h *harness) *corev1.Service {
+			h.created(fixtures.PrivateService("payments", "first", ann(request.AnnotationAddress, "172.16.35.201")))
+			return withLBIP(fixtures.PrivateService("payments", "api", nil), "172.16.35.201")
+		}},
+		{"a pool word that does not parse", ccm.AnnotationMetalLBPool, "Bad_Pool", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBPool, "Bad_Pool"))
+		}},
+		{"a disabled pool", ccm.AnnotationCalicoPools, `["drained"]`, func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationCalicoPools, `["drained"]`))
+		}},
+		{"an externally managed Service with a leftover word", ccm.AnnotationMetalLBIPs, "172.16.35.202", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationMetalLBIPs, "172.16.35.202"))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			r, _ := h.send(review(admissionv1.Create, tt.svc(h), nil, false))
+			if r.Allowed {
+				t.Fatal("allowed")
+			}
+			msg := r.Result.Message
+			if !strings.Contains(msg, fmt.Sprintf("%s: value %q", tt.word, tt.value)) {
+				t.Errorf("the denial does not name %s: %q: %s", tt.word, tt.value, msg)
+			}
+			for _, own := range []string{request.AnnotationAddress, request.AnnotationPool} {
+				if strings.Contains(strings.ReplaceAll(msg, "read as "+own, ""), own) {
+					t.Errorf("the denial names %s, which the Service does not carry: %s", own, msg)
+				}
+			}
+		})
 	}
 }
