@@ -97,6 +97,12 @@ func (e *Error) Retryable() bool {
 	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable || e.Reason == ReasonYielding
 }
 
+// Retryable reports whether err is a refusal that goes away by itself.
+func Retryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retryable()
+}
+
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Err }
 

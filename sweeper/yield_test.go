@@ -207,6 +207,43 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 	}
 }
 
+// TestTwoFullPoolsKeepTheFirstRelease: the dangerous order of two full
+// pools. The retry books the address released in the first pool and the
+// second answers 429; another CREATE of the first pool comes before the
+// next retry. The first booking is kept for the Service (tagged for it,
+// taken back by the retry's sticky path), so the other CREATE is refused
+// and the retry gets both addresses: one release in each pool, never an
+// early release for nothing.
+func TestTwoFullPoolsKeepTheFirstRelease(t *testing.T) {
+	w, m := yieldWorldWith(t, tiny+tinyNodes)
+	both := map[string]string{request.AnnotationPool: "tiny,tiny-nodes"}
+	x := w.retainedIn(m, "tiny", "payments", "old-a")
+	y := w.retainedIn(m, "tiny-nodes", "payments", "old-b")
+	w.admit(m, "ci", "live", both)
+	w.Clock.Step(time.Hour)
+
+	_, resp := w.try(m, "payments", "new", both, false)
+	wantYield(t, resp, 80, `pool "tiny" is full`)
+	w.Clock.Step(21 * time.Second)
+	if rep := w.sweep(w.sweeper()); !slices.Equal(rep.Released, []string{x}) {
+		t.Fatalf("released %v, want %s", rep.Released, x)
+	}
+	_, resp = w.try(m, "payments", "new", both, false)
+	wantYield(t, resp, 80, `pool "tiny-nodes" is full`)
+	// Another CREATE of tiny between the retries.
+	if _, resp := w.try(m, "ci", "other", map[string]string{request.AnnotationPool: "tiny"}, false); resp.Allowed {
+		t.Fatalf("another Service took %s, the address released for payments/new", resp.Patches)
+	}
+	w.Clock.Step(21 * time.Second)
+	if rep := w.sweep(w.sweeper()); !slices.Contains(rep.Released, y) {
+		t.Fatalf("released %v, want %s", rep.Released, y)
+	}
+	svc, _ := w.admit(m, "payments", "new", both)
+	if got := svc.Annotations[request.AnnotationAddresses]; got != "172.16.35.251,172.16.3.251" {
+		t.Fatalf("the Service got %q, want both released addresses", got)
+	}
+}
+
 func share(w *world, pool string, n int) {
 	p, _ := w.Cfg.Pool(pool)
 	p.MaxPerNamespace = &n

@@ -73,6 +73,11 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, cf
 
 // reserve runs the plan. When one reservation fails, the ones this admission
 // booked are released again, best effort: the sweeper reclaims the rest.
+// When a later pool answers a retryable refusal (full, its oldest being
+// released for this Service), the earlier pools' bookings are kept: they
+// are tagged for the Service and its retry takes them back (sticky), so a
+// release made for it in an earlier pool is not lost to another CREATE in
+// between; the pending grace reclaims them if the client gives up.
 // own are the IDs the Service references now (an UPDATE); ns is the
 // namespace whose share they count in.
 func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, ns string, p *request.Plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
@@ -99,6 +104,9 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 	for _, req := range p.Reserve {
 		req.Service, req.Namespace, req.DryRun, req.Own = key, ns, dryRun, own
 		r, err := m.Allocator.Reserve(ctx, req)
+		if err != nil && ipam.Retryable(err) && !dryRun {
+			return nil, wrapReserveError(req, err)
+		}
 		if err != nil {
 			return fail(wrapReserveError(req, err))
 		}
