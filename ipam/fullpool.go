@@ -73,20 +73,39 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 	return hs
 }
 
-// Unsure reports whether a view of pool holds this cluster's reservations
-// that no live Service references and the sweeper had not marked retained,
-// or whose release is due: the sweeper may have acted since it was listed,
-// and a listing is worth it before deciding.
-func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) bool {
-	return slices.ContainsFunc(all, func(h Held) bool {
-		if h.Cluster != cluster || h.IPID == "" {
-			return false
+// Unsure finds, in a view of pool, this cluster's reservation the sweeper
+// may have acted on since the view was listed: one no live Service
+// references that it had not marked retained, or one whose release is
+// due. One re-read of it (GetIP) is worth it before deciding, and no more:
+// a CREATE in a full pool makes a constant number of calls whatever the
+// subnet holds (DESIGN.md). The one due first is chosen, then the lowest
+// address, so that replicas choose alike; ok is false when there is none.
+func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) (h Held, ok bool) {
+	due := func(x Held) bool { return !x.RetainedSince.IsZero() && r.Expired(pool, x.Entry(), now) }
+	for _, x := range all {
+		if x.Cluster != cluster || x.IPID == "" {
+			continue
 		}
-		if h.RetainedSince.IsZero() {
-			return !referenced[h.IPID]
+		if !due(x) && !(x.RetainedSince.IsZero() && !referenced[x.IPID]) {
+			continue
 		}
-		return r.Expired(pool, h.Entry(), now)
-	})
+		if !ok || firstUnsure(x, h, due) {
+			h, ok = x, true
+		}
+	}
+	return h, ok
+}
+
+// firstUnsure orders Unsure's candidates: due ones first, the earliest
+// release first, then by address.
+func firstUnsure(x, y Held, due func(Held) bool) bool {
+	if dx, dy := due(x), due(y); dx != dy {
+		return dx
+	}
+	if c := x.ReleaseAt.Compare(y.ReleaseAt); c != 0 {
+		return c < 0
+	}
+	return x.Addr.Less(y.Addr)
 }
 
 // Full is a full pool, or a namespace's full share of one, and what holds

@@ -128,10 +128,28 @@ func TestUnsure(t *testing.T) {
 		{"no IPAM ID", held("", 11, "a", never, never), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := rulesPolicy.Unsure("prod", dc, []Held{tc.h}, map[string]bool{tc.h.IPID: tc.referenced}, rulesNow); got != tc.want {
-				t.Errorf("Unsure = %v, want %v", got, tc.want)
+			if got, ok := rulesPolicy.Unsure("prod", dc, []Held{tc.h}, map[string]bool{tc.h.IPID: tc.referenced}, rulesNow); ok != tc.want || (ok && got != tc.h) {
+				t.Errorf("Unsure = %v (%v), want %v", got, ok, tc.want)
 			}
 		})
+	}
+}
+
+// TestUnsureChoosesOne: of several, the one due first, then the lowest
+// address: one re-read, the same on every replica.
+func TestUnsureChoosesOne(t *testing.T) {
+	dc := rulesPool(t, rulesConfig(t), "dc")
+	var never time.Time
+	unmarked := held("ip-a", 11, "a", never, never)
+	dueLater := held("ip-b", 12, "b", rulesNow.Add(-time.Hour), rulesNow.Add(-time.Minute))
+	dueFirst := held("ip-c", 13, "c", rulesNow.Add(-time.Hour), rulesNow.Add(-2*time.Minute))
+	got, ok := rulesPolicy.Unsure("prod", dc, []Held{unmarked, dueLater, dueFirst}, map[string]bool{}, rulesNow)
+	if !ok || got.IPID != "ip-c" {
+		t.Errorf("Unsure = %v (%v), want ip-c, due first", got, ok)
+	}
+	got, ok = rulesPolicy.Unsure("prod", dc, []Held{held("ip-d", 14, "d", never, never), unmarked}, map[string]bool{}, rulesNow)
+	if !ok || got.IPID != "ip-a" {
+		t.Errorf("Unsure = %v (%v), want ip-a, the lowest address", got, ok)
 	}
 }
 

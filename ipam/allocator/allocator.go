@@ -162,10 +162,10 @@ func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Reserv
 		}
 	}
 	res, err := a.booker.bookNew(ctx, req, known)
-	for relist := true; ipam.ReasonOf(err) == ipam.ReasonPoolExhausted; relist = false {
-		// A listing that shows room again (a release the view had not
+	for reread := true; ipam.ReasonOf(err) == ipam.ReasonPoolExhausted; reread = false {
+		// A re-read that shows room again (a release the view had not
 		// seen) is worth one more try, once.
-		if err = a.room.full(ctx, req, err, relist); err != errBookAgain {
+		if err = a.room.full(ctx, req, err, reread); err != errBookAgain {
 			return nil, err
 		}
 		res, err = a.booker.bookNew(ctx, req, known)

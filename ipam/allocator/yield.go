@@ -18,25 +18,26 @@ import (
 // retryable refusal; the sweeper's leader releases it once the margin has
 // passed, re-reading it first, and the client's retry books.
 
-// errBookAgain: a fresh listing shows room in a pool that looked full.
+// errBookAgain: a re-read shows room in a pool that looked full.
 var errBookAgain = errors.New("the pool has room after a listing; book again")
 
 // full answers a request that found its pool exhausted: a retryable
 // refusal while retained reservations of this cluster can make room, the
-// exhaustion itself when every address is in use; with relist,
-// errBookAgain when a listing shows room after all.
-func (y *room) full(ctx context.Context, req ipam.Request, exhaustedErr error, relist bool) error {
+// exhaustion itself when every address is in use; with reread,
+// errBookAgain when a re-read shows room after all.
+func (y *room) full(ctx context.Context, req ipam.Request, exhaustedErr error, reread bool) error {
 	// The view the exhaustion was found in (or the background listing's,
-	// when IPAM found it) may be older than what the sweeper did since:
-	// reservations it shows unreferenced but not yet retained, or due for
-	// release, are worth a listing before deciding.
+	// when IPAM found it) may be older than what the sweeper did since: a
+	// reservation it shows unreferenced but not yet retained, or due for
+	// release, is worth one re-read before deciding. One, not a listing of
+	// the subnet: that would cost a page per 100 IPs of every tenant on it.
 	all := y.inv.HeldIn(req.Pool)
-	if relist && y.policy.Unsure(y.inv.Config().ClusterName, req.Pool, all, y.liveOrUnknown(ctx, all), y.clock.Now()) {
-		if fresh, err := y.inv.Relisted(ctx, req.Pool); err == nil {
-			all = fresh
-			if req.Pool.PicksAddresses() && uint64(len(all)) < req.Pool.Total() {
+	if reread {
+		if h, ok := y.policy.Unsure(y.inv.Config().ClusterName, req.Pool, all, y.liveOrUnknown(ctx, all), y.clock.Now()); ok {
+			if y.refresh(ctx, req.Pool, h) {
 				return errBookAgain
 			}
+			all = y.inv.HeldIn(req.Pool)
 		}
 	}
 	hs, err := y.classify(ctx, req.Pool, all)
@@ -76,6 +77,21 @@ func (y *room) makeRoom(ctx context.Context, req ipam.Request, f ipam.Full, all 
 	}
 	y.inv.Asks().Ask(key, h.IPID, now.Add(f.RetryAfter))
 	return f.Yielded(*h)
+}
+
+// refresh re-reads one reservation of pool into the view; room is true
+// when it is gone (the sweeper released it): the pool has room. An error
+// leaves the view as it was: the decision is made on it.
+func (y *room) refresh(ctx context.Context, pool *ipam.Pool, h ipam.Held) (room bool) {
+	ip, err := y.cloud.GetIP(ctx, h.IPID)
+	switch {
+	case scaleway.Classify(err) == scaleway.KindNotFound:
+		y.inv.Forget(h.IPID, h.Addr)
+		return true
+	case err == nil:
+		y.inv.Record(pool, ip)
+	}
+	return false
 }
 
 // asError keeps a nil *Error a nil error.

@@ -53,15 +53,6 @@ func (e *NoRoom) Error() string { return fmt.Sprintf("no free address (%d/%d use
 // HeldIn is what holds pool p in its subnet's view (nil: none known).
 func (v *views) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(v.existing(p), p) }
 
-// Relisted is what holds pool p after a fresh listing of its subnet.
-func (v *views) Relisted(ctx context.Context, p *ipam.Pool) ([]ipam.Held, error) {
-	o, err := v.view(ctx, p, true)
-	if err != nil {
-		return nil, err
-	}
-	return heldIn(o, p), nil
-}
-
 func heldIn(o *occupancy, p *ipam.Pool) []ipam.Held {
 	holders, _ := o.holdersIn(p)
 	all := make([]ipam.Held, 0, len(holders))

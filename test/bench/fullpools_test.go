@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -40,12 +41,22 @@ const (
 	// callBound is DESIGN.md's bound on a CREATE's calls on these paths,
 	// whatever the number of reservations on the network.
 	callBound = 4
+	// unsureOthers is the other tenants' IPs (VMs, databases, another
+	// cluster's reservations) on the subnet of the pool whose view is
+	// unsure; unsureHolders the live Services of its pool deleted one
+	// before each of the row's creates.
+	unsureOthers  = 300
+	unsureHolders = 4
 )
 
 // The first addresses of the full pools' ranges.
 const (
 	fullAttachedFrom = "10.30.0.10"
 	fullFreeFrom     = "10.31.0.10"
+	fullUnsureFrom   = "10.32.1.10"
+	// unsureOthersFrom is the first of the other tenants' IPs beside the
+	// unsure pool's range, on the same subnet.
+	unsureOthersFrom = "10.32.2.2"
 )
 
 // yieldNetworks and yieldPools are the Private Networks and pools of
@@ -53,7 +64,7 @@ const (
 // each, named as the pool, so that the other rows' pools never see their
 // reservations.
 func yieldNetworks() []string {
-	return []string{"full-attached=10.30.0.0/24", "full-free=10.31.0.0/24", "shared=10.40.0.0/16"}
+	return []string{"full-attached=10.30.0.0/24", "full-free=10.31.0.0/24", "full-unsure=10.32.0.0/22", "shared=10.40.0.0/16"}
 }
 
 func yieldPools() string {
@@ -68,8 +79,9 @@ func yieldPools() string {
 	retention := fmt.Sprintf("%dd", yieldRetention/(24*time.Hour))
 	return fmt.Sprintf(`  - {name: full-attached, privateNetworkID: {{full-attached}}, ranges: %s, retention: %s}
   - {name: full-free, privateNetworkID: {{full-free}}, ranges: %s, retention: %s}
+  - {name: full-unsure, privateNetworkID: {{full-unsure}}, ranges: %s, retention: %s}
   - {name: shared, privateNetworkID: {{shared}}, maxPerNamespace: %d, retention: %s}
-`, ranges(fullAttachedFrom), retention, ranges(fullFreeFrom), retention, shareMax, retention)
+`, ranges(fullAttachedFrom), retention, ranges(fullFreeFrom), retention, ranges(fullUnsureFrom), retention, shareMax, retention)
 }
 
 // yieldRow is one row of fullPoolRows: the pool its creates ask for, what
@@ -84,6 +96,8 @@ type yieldRow struct {
 	// goal words them in the table.
 	allowed func(q url.Values) bool
 	goal    string
+	// before runs ahead of the row's i-th create, outside its count.
+	before func(i int)
 }
 
 // yieldRun is what one create of a yieldRow cost.
@@ -125,6 +139,9 @@ func (r *report) fullPoolRows() {
 	for _, row := range r.yieldRows() {
 		var got []yieldRun
 		for i := range runs + 1 {
+			if row.before != nil {
+				row.before(i)
+			}
 			// Let the listings an admission starts in the background end.
 			time.Sleep(300 * time.Millisecond)
 			if run := r.yieldCreate(kube, row, i); i > 0 { // the first is the warm-up
@@ -195,6 +212,7 @@ func (r *report) seedYield() (seeded, attached []string) {
 	}
 	seed("full-attached", fullAttachedFrom, fullPoolSize, gone("attached-"), true)
 	seed("full-free", fullFreeFrom, fullPoolSize, gone("free-"), false)
+	seeded = append(seeded, r.seedUnsure(since, seed, gone("unsure-"))...)
 	// AddIP books in the emulator's model, without HTTP: the 10,000 take
 	// well under a second where BookIP calls would take many. A hundred
 	// namespaces of a hundred each, past the addresses the share's own
@@ -203,6 +221,61 @@ func (r *report) seedYield() (seeded, attached []string) {
 		return types.NamespacedName{Namespace: fmt.Sprintf("tenant-%02d", i%100), Name: fmt.Sprint("svc-", i)}
 	}, false)
 	return seeded, attached
+}
+
+// seedUnsure fills pool full-unsure: retained reservations (seed) and,
+// on its last addresses, those of unsureHolders live Services of the
+// unlabelled namespace plain (the webhook never sees them; the Service
+// caches do), which the row deletes one before each create: the view then
+// holds a reservation orphaned and not yet marked. unsureOthers IPs of
+// other tenants share the subnet. It returns the IDs it booked beside
+// seed's.
+func (r *report) seedUnsure(since time.Time, seed func(string, string, int, func(int) types.NamespacedName, bool), gone func(int) types.NamespacedName) []string {
+	seed("full-unsure", fullUnsureFrom, fullPoolSize-unsureHolders, gone, false)
+	var ids []string
+	addr := netip.MustParseAddr(fullUnsureFrom)
+	for range fullPoolSize - unsureHolders {
+		addr = addr.Next()
+	}
+	pn := r.env.PNs["full-unsure"].ID
+	for i := range unsureHolders {
+		holder := types.NamespacedName{Namespace: "plain", Name: fmt.Sprint("holder-", i)}
+		e := ipam.Entry{Cluster: "bench", Pool: "full-unsure", Service: holder}
+		id, err := r.env.Emu.AddIP(pn, addr, append(e.Tags(), tagNamespace+holder.Namespace), nil)
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		ids = append(ids, id)
+		s := svc(holder.Namespace, holder.Name, map[string]string{ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: addr.String()})
+		if err := r.kube.Create(context.Background(), s); err != nil {
+			r.b.Fatal(err)
+		}
+		addr = addr.Next()
+	}
+	addr = netip.MustParseAddr(unsureOthersFrom)
+	for i := range unsureOthers {
+		var tags []string // a VM's, a database's
+		if i%3 == 0 {
+			tags = ipam.Entry{Cluster: "another", Pool: "full-unsure", Service: types.NamespacedName{Namespace: "x", Name: fmt.Sprint("o-", i)}}.Tags()
+		}
+		id, err := r.env.Emu.AddIP(pn, addr, tags, nil)
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		ids = append(ids, id)
+		addr = addr.Next()
+	}
+	return ids
+}
+
+// deleteHolder deletes the i-th Service of seedUnsure. The replicas'
+// Service caches learn of it within milliseconds: the row's pause before
+// each create covers them.
+func (r *report) deleteHolder(i int) {
+	s := svc("plain", fmt.Sprint("holder-", i), nil)
+	if err := r.kube.Delete(context.Background(), s); err != nil {
+		r.b.Fatal(err)
+	}
 }
 
 // yieldRows are the rows of fullPoolRows and their goals.
@@ -219,6 +292,9 @@ func (r *report) yieldRows() []yieldRow {
 			what: fmt.Sprintf("calls per CREATE in a full pool with %d retained reservations (all attached)", fullPoolSize)},
 		{name: fmt.Sprintf("full pool, %d retained (none attached)", fullPoolSize), pool: "full-free", allowed: ownSubnet("full-free"), goal: "pool's subnet",
 			what: fmt.Sprintf("calls per CREATE in a full pool with %d retained reservations (none attached)", fullPoolSize)},
+		{name: fmt.Sprintf("full pool, 1 not yet marked, %d others", unsureOthers), pool: "full-unsure", allowed: ownSubnet("full-unsure"), goal: "pool's subnet",
+			before: r.deleteHolder,
+			what: fmt.Sprintf("calls per CREATE in a full pool, one reservation orphaned and not yet marked, %d other IPs on the subnet", unsureOthers)},
 		{name: fmt.Sprintf("share, %s of other namespaces", thousands(shareOthers)), pool: "shared", books: true, goal: "namespace tag",
 			allowed: func(q url.Values) bool {
 				// ListIPs' tag filter matches any tag: one more tag
