@@ -294,7 +294,7 @@ func (r *report) yieldRows() []yieldRow {
 			what: fmt.Sprintf("calls per CREATE in a full pool with %d retained reservations (none attached)", fullPoolSize)},
 		{name: fmt.Sprintf("full pool, 1 not yet marked, %d others", unsureOthers), pool: "full-unsure", allowed: ownSubnet("full-unsure"), goal: "pool's subnet",
 			before: r.deleteHolder,
-			what: fmt.Sprintf("calls per CREATE in a full pool, one reservation orphaned and not yet marked, %d other IPs on the subnet", unsureOthers)},
+			what:   fmt.Sprintf("calls per CREATE in a full pool, one reservation orphaned and not yet marked, %d other IPs on the subnet", unsureOthers)},
 		{name: fmt.Sprintf("share, %s of other namespaces", thousands(shareOthers)), pool: "shared", books: true, goal: "namespace tag",
 			allowed: func(q url.Values) bool {
 				// ListIPs' tag filter matches any tag: one more tag
