@@ -92,9 +92,16 @@ type Error struct {
 }
 
 // Retryable reports refusals that go away by themselves: the client should
-// apply again in a moment.
+// apply again in a moment. They are answered 429 with Retry-After, which
+// kubectl, Helm and every client-go client retry on their own; a 403 no
+// client retries. Scaleway unavailable after retries (a deadline, a lost
+// answer) and contention pass too.
 func (e *Error) Retryable() bool {
-	return e.Reason == ReasonStillHeld || e.Reason == ReasonCacheUnavailable || e.Reason == ReasonYielding
+	switch e.Reason {
+	case ReasonStillHeld, ReasonCacheUnavailable, ReasonYielding, ReasonUnavailable:
+		return true
+	}
+	return false
 }
 
 // Retryable reports whether err is a refusal that goes away by itself.

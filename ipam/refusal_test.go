@@ -33,7 +33,7 @@ func TestRefusals(t *testing.T) {
 		{"outside a whole-subnet pool", OutsidePool(netip.MustParseAddr("10.0.1.1"), general), ReasonAddressOutsidePool, false, `not in pool "general" (10.0.0.0/24)`},
 		{"pool disabled", PoolDisabled(dc), ReasonPoolDisabled, false, `pool "dc" is disabled (draining)`},
 		{"address required", AddressRequired(dc), ReasonAddressRequired, false, "set scw-lb-ipam.io/address to an address in 172.16.4.10-172.16.4.20"},
-		{"contended", Contended(dc, 5), ReasonUnavailable, false, `pool "dc": 5 picked addresses were taken by others in a row`},
+		{"contended", Contended(dc, 5), ReasonUnavailable, true, `pool "dc": 5 picked addresses were taken by others in a row`},
 		{"taken", Taken(ip.Address, dc, Holder{IPID: "ip-9", Cluster: "old", Service: other}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
 		{"exhausted", Exhausted(dc, 11, 11), ReasonPoolExhausted, false, `pool "dc" is exhausted (11/11 used)`},
 		{"service exists", ServiceExists(svcAPI, ip), ReasonServiceExists, false, "Service payments/api already exists and holds address 172.16.4.15 (IPAM ID ip-1)"},
@@ -87,19 +87,20 @@ func TestRefusalCarries(t *testing.T) {
 
 func TestAPIError(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		err      error
-		reason   Reason
-		fragment string
+		name      string
+		err       error
+		reason    Reason
+		retryable bool
+		fragment  string
 	}{
-		{"credentials refused", &scw.ResponseError{StatusCode: http.StatusForbidden}, ReasonPermissionDenied, "book IP: the Scaleway API refused the credentials of scw-lb-ipam"},
-		{"unavailable", fmt.Errorf("list: %w", context.DeadlineExceeded), ReasonUnavailable, "book IP: the Scaleway IPAM API is unavailable after retries; nothing was reserved"},
-		{"anything else", errors.New("boom"), ReasonInternal, "book IP: unexpected Scaleway API error: boom"},
+		{"credentials refused", &scw.ResponseError{StatusCode: http.StatusForbidden}, ReasonPermissionDenied, false, "book IP: the Scaleway API refused the credentials of scw-lb-ipam"},
+		{"unavailable: a deadline passes", fmt.Errorf("list: %w", context.DeadlineExceeded), ReasonUnavailable, true, "book IP: the Scaleway IPAM API is unavailable after retries; nothing was reserved"},
+		{"anything else", errors.New("boom"), ReasonInternal, false, "book IP: unexpected Scaleway API error: boom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := APIError("book IP", tc.err)
-			if got.Reason != tc.reason || got.Retryable() || !errors.Is(got, tc.err) {
-				t.Errorf("%s (retryable %v, keeps its cause %v), want %s, not retryable", got.Reason, got.Retryable(), errors.Is(got, tc.err), tc.reason)
+			if got.Reason != tc.reason || got.Retryable() != tc.retryable || !errors.Is(got, tc.err) {
+				t.Errorf("%s (retryable %v, keeps its cause %v), want %s, retryable %v", got.Reason, got.Retryable(), errors.Is(got, tc.err), tc.reason, tc.retryable)
 			}
 			if !strings.Contains(got.Message, tc.fragment) {
 				t.Errorf("message lacks %q:\n%s", tc.fragment, got.Message)
