@@ -42,7 +42,7 @@ type Handed struct {
 func HandoverCandidate(cfg *Config, policy Retention, req HandoverRequest, ip *scaleway.IP) (Handed, *Pool, bool) {
 	e, ok := ParseEntry(ip.Tags)
 	// The tag filter is a hint: the ledger decides.
-	if !ok || !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.Service.Namespace != req.Namespace) {
+	if !ok || !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.ShareNamespace() != req.Namespace) {
 		return Handed{}, nil, false
 	}
 	i := slices.IndexFunc(cfg.Pools, func(p *Pool) bool { return p.Holds(ip.SubnetID, ip.Address) })

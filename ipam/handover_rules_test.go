@@ -39,6 +39,7 @@ func TestHandoverCandidate(t *testing.T) {
 	old := Entry{Cluster: "old", Pool: "dc", Service: svcAPI, UID: "u0"}
 	far := retained(old, time.Hour, time.Hour)
 	web := types.NamespacedName{Namespace: "web", Name: "api"}
+	gateway := types.NamespacedName{Namespace: "envoy-gateway-system", Name: "api"}
 	for _, tc := range []struct {
 		name      string
 		namespace string
@@ -53,6 +54,10 @@ func TestHandoverCandidate(t *testing.T) {
 		{"live there", "", ledgerIP("ip-1", subA, "172.16.4.15", old), "", ""},
 		{"this cluster's", "", ledgerIP("ip-1", subA, "172.16.4.15", retained(Entry{Cluster: "prod", Pool: "dc", Service: svcAPI}, time.Hour, time.Hour)), "", ""},
 		{"another namespace than asked", "payments", ledgerIP("ip-1", subA, "172.16.4.15", retained(Entry{Cluster: "old", Pool: "dc", Service: web}, time.Hour, time.Hour)), "", ""},
+		// A Gateway's Service lives in its controller's namespace; the
+		// ledger's namespace tag names the Gateway's.
+		{"a Gateway's of the namespace asked for", "payments", ledgerIP("ip-1", subA, "172.16.4.15", retained(Entry{Cluster: "old", Pool: "dc", Service: gateway, Namespace: "payments"}, time.Hour, time.Hour)), "dc", ""},
+		{"a Gateway's of another namespace", "envoy-gateway-system", ledgerIP("ip-1", subA, "172.16.4.15", retained(Entry{Cluster: "old", Pool: "dc", Service: gateway, Namespace: "payments"}, time.Hour, time.Hour)), "", ""},
 		{"outside every pool", "", ledgerIP("ip-1", subA, "172.16.4.50", far), "", ""},
 		{"not in the ledger", "", &scaleway.IP{ID: "ip-1", SubnetID: subA, Tags: []string{"terraform"}}, "", ""},
 	} {

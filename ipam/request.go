@@ -68,6 +68,18 @@ type Holder struct {
 	ReleaseAt time.Time
 	// UID is the back-filled uid of the Service, empty while pending.
 	UID string
+	// Namespace is the namespace whose share the reservation counts in
+	// (Entry.ShareNamespace): status and handover count and filter by it.
+	Namespace string
+}
+
+// ShareNamespace is the namespace whose share the reservation counts in:
+// the ledger's namespace tag, the Service's namespace where it was not read.
+func (h Holder) ShareNamespace() string {
+	if h.Namespace != "" {
+		return h.Namespace
+	}
+	return h.Service.Namespace
 }
 
 func (h Holder) String() string {
@@ -85,7 +97,7 @@ func (h Holder) String() string {
 // Entry is the part of the ledger the holder keeps: what the release
 // protocol (Retention) decides from.
 func (h Holder) Entry() Entry {
-	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
+	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID, Namespace: h.Namespace}
 }
 
 // HolderOf describes who holds ip, from its ledger entry.
@@ -98,7 +110,7 @@ func HolderOf(ip *scaleway.IP) Holder {
 func HolderFrom(ip *scaleway.IP, e Entry, ok bool) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if ok {
-		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID
+		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID, h.Namespace = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID, e.ShareNamespace()
 	}
 	return h
 }

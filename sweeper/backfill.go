@@ -150,7 +150,7 @@ func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[stri
 		return
 	}
 	ids := svc.LiveIDs()
-	ref := []liveRef{{key: key, uid: svc.UID, resourceVersion: svc.ResourceVersion}}
+	ref := []liveRef{judgedRef(cfg, svc)}
 	for _, id := range ids {
 		ip, err := s.o.Cloud.GetIP(ctx, id)
 		if err != nil {

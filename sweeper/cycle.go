@@ -65,10 +65,21 @@ type liveRef struct {
 	key             types.NamespacedName
 	uid             types.UID
 	resourceVersion string
+	// judged is the namespace the Service is judged by
+	// (request.JudgedNamespace): its ledger's namespace tag. Empty where
+	// only the Event's reference is needed.
+	judged string
 }
 
 func refOf(svc *ccm.Record) liveRef {
 	return liveRef{key: svc.Key(), uid: svc.UID, resourceVersion: svc.ResourceVersion}
+}
+
+// judgedRef is refOf with the namespace svc is judged by under cfg.
+func judgedRef(cfg *ipam.Config, svc *ccm.Record) liveRef {
+	r := refOf(svc)
+	r.judged = request.JudgedNamespace(cfg, svc.Namespace, svc.Label)
+	return r
 }
 
 // object is the Service as an Event's reference names it.
@@ -87,15 +98,15 @@ type liveView struct {
 	byID     map[string][]int32
 }
 
-// refs are the live Services referencing id.
-func (v *liveView) refs(id string) []liveRef {
+// refs are the live Services referencing id, judged under cfg.
+func (v *liveView) refs(cfg *ipam.Config, id string) []liveRef {
 	idx := v.byID[id]
 	if len(idx) == 0 {
 		return nil
 	}
 	out := make([]liveRef, len(idx))
 	for i, j := range idx {
-		out[i] = refOf(v.services[j].svc)
+		out[i] = judgedRef(cfg, v.services[j].svc)
 	}
 	return out
 }

@@ -69,7 +69,7 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, entry, c.view.refs(ip.ID), rep, c)
+		s.referenced(ctx, ip, entry, c.view.refs(c.cfg, ip.ID), rep, c)
 		return
 	}
 	rep.Orphaned++
@@ -80,7 +80,8 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 }
 
 // referenced clears orphaned-since, back-fills the uid and the namespace
-// tag, and reports an IP shared by several Services. c is the cycle whose
+// tag (and corrects one that names another namespace than the one its
+// Service is judged by), and reports an IP shared by several Services. c is the cycle whose
 // listing showed ip: re-read before writing (see unchanged), and a write
 // of the namespace tag alone within its budget; nil for the back-fill of a
 // new Service, which read ip itself.
@@ -94,7 +95,9 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 	}
 	next := liveEntry(e, refs)
 	// The namespace tag is back-filled by any write (Tags writes it).
-	if ledgerOnly := e.OrphanedSince.IsZero() && next.UID == e.UID; ledgerOnly && (e.Complete() || c != nil && !c.budget()) {
+	ledgerOnly := e.OrphanedSince.IsZero() && next.UID == e.UID
+	current := e.Complete() && next.ShareNamespace() == e.ShareNamespace()
+	if ledgerOnly && (current || c != nil && !c.budget()) {
 		return
 	}
 	if c != nil && !unchanged(ctx, &s.o, ip, rep) {
@@ -114,14 +117,20 @@ func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry,
 }
 
 // liveEntry is the ledger of an IP live Services reference: not retained,
-// and the uid of the Service of the tag (a re-created Service that took
-// its IP back has a new one).
+// the uid of the Service of the tag (a re-created Service that took its IP
+// back has a new one), and the namespace it is judged by.
 func liveEntry(e ipam.Entry, refs []liveRef) ipam.Entry {
 	next := e
 	next.OrphanedSince, next.ReleaseAt, next.Early = time.Time{}, time.Time{}, false
 	for _, r := range refs {
-		if r.key == e.Service && r.uid != "" {
+		if r.key != e.Service {
+			continue
+		}
+		if r.uid != "" {
 			next.UID = string(r.uid)
+		}
+		if r.judged != "" {
+			next.Namespace = r.judged
 		}
 	}
 	return next

@@ -464,3 +464,32 @@ func TestLedgerBackfillIsSpreadOverCycles(t *testing.T) {
 		t.Fatalf("a third cycle rewrote %d ledgers", third.Settled)
 	}
 }
+
+// TestCycleReconcilesTheNamespaceTag: a Gateway's reservation tagged with
+// its controller's namespace (booked before gatewayControllers named the
+// controller, or back-filled from the Service tag) is re-tagged by the
+// cycle with the namespace its live Service is judged by, so that it counts
+// in that namespace's share; a second cycle writes nothing.
+func TestCycleReconcilesTheNamespaceTag(t *testing.T) {
+	w := newWorld(t)
+	const label = "gateway.envoyproxy.io/owning-gateway-namespace"
+	w.Cfg.GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: label}}
+	r := w.book("dc-link", "envoy-gateway-system", "envoy-payments-web")
+	svc := fixtures.Service("envoy-gateway-system", "envoy-payments-web", map[string]string{ccm.AnnotationPrivateIPIDs: r.ID})
+	svc.Labels = map[string]string{label: "payments"}
+	if err := w.Kube.Create(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Entry(r.ID).ShareNamespace(); got != "envoy-gateway-system" {
+		t.Fatalf("booked with namespace tag %q", got)
+	}
+	w.sweep(w.sweeper())
+	if got := w.Entry(r.ID).ShareNamespace(); got != "payments" {
+		t.Fatalf("namespace tag %q after a cycle, want payments (the Gateway's)", got)
+	}
+	w.Srv.ResetCounts()
+	w.sweep(w.sweeper())
+	if n := w.Srv.Count(scalewaytest.OpUpdateIP); n != 0 {
+		t.Fatalf("%d writes in the next cycle", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +337,42 @@ func TestStatusReadsTheReleaseTime(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestStatusCountsByTheNamespaceTag: a namespace's use of a pool is
+// counted by the ledger's namespace tag, as its share is: a Gateway's
+// reservation (its Service in the controller's namespace) counts in the
+// Gateway's namespace.
+func TestStatusCountsByTheNamespaceTag(t *testing.T) {
+	srv, o, _ := statusWorld(t)
+	cfg, _, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: types.NamespacedName{Namespace: "envoy-gateway-system", Name: "envoy-payments-web"}, Namespace: "payments", UID: "u9"}
+	if _, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr("172.16.35.15"), gw.Tags(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	// payments holds api and old, and the Gateway's: 3 of its share of 3.
+	if !regexpLine(out.String(), `dc-link\s+payments\s+3\s+1\s+3`) {
+		t.Errorf("payments' use of dc-link is not 3 held, 1 retained, share 3:\n%s", out.String())
+	}
+	if regexpLine(out.String(), `dc-link\s+envoy-gateway-system\s+1`) {
+		t.Errorf("the Gateway's reservation counts in its controller's namespace:\n%s", out.String())
+	}
+}
+
+// regexpLine reports whether a line of out matches pattern.
+func regexpLine(out, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	for _, l := range strings.Split(out, "\n") {
+		if re.MatchString(l) {
+			return true
+		}
+	}
+	return false
 }

@@ -45,8 +45,12 @@ func (t *taker) stillHeld(ctx context.Context, svc types.NamespacedName, ip *sca
 // orphaned-since in the same admission is what keeps the sweeper from
 // releasing it afterwards (its re-read sees the tags changed). One of
 // another cluster's (adoptFrom) is re-tagged to this cluster in the same
-// write, which its sweeper's re-read sees too: it never releases it.
-func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.NamespacedName, ip *scaleway.IP, dryRun bool) (*ipam.Reservation, error) {
+// write, which its sweeper's re-read sees too: it never releases it. ns is
+// the namespace the Service is judged by: a namespace tag that names
+// another (a Gateway's reservation booked before gatewayControllers named
+// its controller, or back-filled from the Service tag) is corrected in the
+// same write, so that the reservation counts in the right share.
+func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.NamespacedName, ns string, ip *scaleway.IP, dryRun bool) (*ipam.Reservation, error) {
 	res := &ipam.Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, Reused: true}
 	e, _ := ipam.ParseEntry(ip.Tags)
 	cluster := t.inv.Config().ClusterName
@@ -56,10 +60,10 @@ func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.Namespa
 	if dryRun {
 		return res, nil
 	}
-	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) {
+	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) || e.ShareNamespace() != ns {
 		// The pool's current name too, in the same write: a renamed pool's
 		// reservation is the new pool's from now on.
-		e.OrphanedSince, e.ReleaseAt, e.Pool = time.Time{}, time.Time{}, pool.Name
+		e.OrphanedSince, e.ReleaseAt, e.Pool, e.Namespace = time.Time{}, time.Time{}, pool.Name, ns
 		if !e.Owns(cluster) {
 			// The uid is the other cluster's Service's: this cluster's
 			// sweeper back-fills its own.

@@ -104,7 +104,7 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam
 			return nil, err
 		}
 	}
-	res, err := a.taker.takeBack(ctx, pool, req.Service, ip, req.DryRun)
+	res, err := a.taker.takeBack(ctx, pool, req.Service, req.PoolNamespace(), ip, req.DryRun)
 	if err == errGone {
 		return nil, ipam.Releasing(ip, req.Service, pool, err)
 	}

@@ -81,10 +81,12 @@ func (v *Inventory) Report() []PoolReport {
 				if at, ok := v.policy.When(p, h.Entry()); ok {
 					ar.RetainedUntil = at
 				}
-				use := uses[h.Service.Namespace]
+				// By the ledger's namespace tag, as the share counts.
+				ns := h.ShareNamespace()
+				use := uses[ns]
 				if use == nil {
-					use = &NamespaceUse{Namespace: h.Service.Namespace, Share: cfg.ShareOf(p)}
-					uses[h.Service.Namespace] = use
+					use = &NamespaceUse{Namespace: ns, Share: cfg.ShareOf(p)}
+					uses[ns] = use
 				}
 				use.Held++
 				if !h.RetainedSince.IsZero() {
