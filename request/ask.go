@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -299,6 +300,17 @@ func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader,
 		return false, "", err
 	}
 	ns := JudgedNamespace(cfg, svc.Namespace, svc.Label)
+	if ns != svc.Namespace {
+		// A Gateway's namespace must have opted in too, as at admission;
+		// a stale label naming no namespace is not opted in.
+		opted, err := OptedIn(ctx, namespaces, ns)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, "", err
+		}
+		if !opted {
+			return false, "", nil
+		}
+	}
 	ask, _, err := Read(cfg, ns, svc.AnnotationMap(), svc.LoadBalancerIP())
 	if err != nil {
 		return false, "", nil

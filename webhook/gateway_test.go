@@ -69,14 +69,14 @@ func TestGatewayNamespace(t *testing.T) {
 
 // TestGatewayBringYourOwn: an IPAM ID a Gateway's Service brings is
 // judged by the Gateway's namespace too: an IP of pool ephemeral (edge-*
-// only, the one pool on its network) is the Gateway's of edge-a, not one
+// only, the one pool on its network) is the Gateway's of edge-eu, not one
 // of web, through the same controller's namespace.
 func TestGatewayBringYourOwn(t *testing.T) {
 	for _, tt := range []struct {
 		gatewayNS string
 		want      string // "" for admitted, else what the denial says
 	}{
-		{"edge-a", ""},
+		{"edge-eu", ""},
 		{"web", "is not on the Private Network of a pool namespace web may use"},
 	} {
 		t.Run("a Gateway of "+tt.gatewayNS, func(t *testing.T) {
@@ -127,5 +127,30 @@ func TestGatewayShare(t *testing.T) {
 	e, _ := ipam.ParseEntry(tags)
 	if e.Namespace != "edge-eu" || e.Service.Namespace != "envoy-gateway-system" {
 		t.Fatalf("the Gateway's reservation counts in %q for Service %s, want edge-eu", e.Namespace, e.Service)
+	}
+}
+
+// TestGatewayOfANamespaceNotOptedIn: the pools of "every opted-in
+// namespace" are not a Gateway's whose namespace has not opted in: its
+// Service is left untouched, as one of that namespace would be, with a
+// warning saying why; the sweeper does not report it unreserved.
+func TestGatewayOfANamespaceNotOptedIn(t *testing.T) {
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	svc := gatewayService("envoy-gateway-system", "plain")
+	svc.Annotations = nil // the default pool, general, for every opted-in namespace
+	if got, what, err := h.unreserved(svc); err != nil || got {
+		t.Errorf("the sweeper reports it unreserved: %v %q (%v)", got, what, err)
+	}
+	h.Srv.ResetCounts()
+	r, _ := h.send(review(admissionv1.Create, svc, nil, false))
+	if !r.Allowed || len(r.Patch) != 0 || len(h.Srv.IPs()) != 0 {
+		t.Fatalf("allowed %v, patch %s, %d IPs booked; want untouched", r.Allowed, r.Patch, len(h.Srv.IPs()))
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "namespace plain of its Gateway has not opted in") {
+		t.Fatalf("warnings %q", r.Warnings)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +89,26 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	}
 	cfg := m.Allocator.Config()
 	ns := request.JudgedNamespace(cfg, req.Namespace, func(k string) string { return svc.Labels[k] })
+	if ns != req.Namespace {
+		// A Gateway's Service is judged by its Gateway's namespace, which
+		// must have opted in too: a pool for "every opted-in namespace" is
+		// not one for a namespace that has not.
+		opted, err := m.optedIn(ctx, ns)
+		if apierrors.IsNotFound(err) {
+			opted, err = false, nil // a stale label: no such namespace
+		}
+		if err != nil || !opted {
+			d := decision{result: resultSkipped, err: err}
+			if err != nil {
+				d = refusal(err)
+			}
+			resp := m.respond(req, svc, d, start)
+			if err == nil {
+				resp = resp.WithWarnings(fmt.Sprintf("scw-lb-ipam: the Service belongs to a Gateway of namespace %s (label %s), and namespace %s of its Gateway has not opted in (label %s: \"true\"): nothing was reserved; label the namespace to have scw-lb-ipam reserve for its Gateways", ns, cfg.GatewayLabel(req.Namespace), ns, request.LabelEnabled))
+			}
+			return resp
+		}
+	}
 	ask, tr, err := request.Read(cfg, ns, svc.Annotations, svc.Spec.LoadBalancerIP)
 	if tr.ClearLoadBalancerIP {
 		svc.Spec.LoadBalancerIP = ""
