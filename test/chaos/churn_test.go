@@ -36,6 +36,12 @@ const (
 	// churnRetry is the churn's pause after a refusal client-go did not
 	// retry away.
 	churnRetry = 500 * time.Millisecond
+	// churnDrive bounds how long the churn keeps going once the other
+	// clients are done, until it has passed its share: each Service past
+	// it waits for a release in both pools (two margins, a Load Balancer's
+	// deletion and a cycle each), and a long run's faults may have kept
+	// it below its share until then.
+	churnDrive = 4 * time.Minute
 )
 
 // churnPools are the pools every Service of the churn asks, in the order
@@ -82,16 +88,19 @@ func newChurn(r *run) *churn {
 }
 
 // run creates Services under new names until stop is closed and it has
-// gone two past its share (a short run's other clients may end first),
-// or for two minutes at most: create, then delete the one before, so one
-// or two are live at a time and every deleted one's reservations are
-// retained.
+// gone two past its share, so that the shares' early releases are
+// exercised whatever the run's length: after stop, it keeps going for
+// churnDrive at most. Create, then delete the one before, so one or two
+// are live at a time and every deleted one's reservations are retained.
 func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 	var prev string
-	deadline := time.Now().Add(2 * time.Minute)
+	var deadline time.Time
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(churnDrive)
+			}
 			c.mu.Lock()
 			enough := c.created >= churnShare+2
 			c.mu.Unlock()
