@@ -52,6 +52,13 @@ type Report struct {
 	// OutOfScope are this cluster's tagged IPs outside every pool's subnet:
 	// another cluster may share the name, so they are left alone.
 	OutOfScope int
+	// Stranded are this cluster's reservations no live Service references
+	// that have stayed attached to a Load Balancer past the convergence
+	// grace: the CCM did not let go of them (a Load Balancer left behind
+	// by a Service that is gone, or a move it never detached). The sweeper
+	// never releases an attached IP: someone must delete that Load
+	// Balancer or detach the IP.
+	Stranded int
 	Errors     int
 	// NotConverged counts, by reason, the live Services whose reserved IPs
 	// are not applied past the convergence grace (each reason once per

@@ -188,6 +188,7 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		log.V(1).Info("no live Service references this IP; retention starts", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
 		return false, 0
 	}
+	c.stranded(ip, e, log)
 	pool, known := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	retention = s.policy.Of(pool, e)
 	// Decided with the clock read when the cycle started (see Sweep).
@@ -220,6 +221,27 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		return false, 0
 	}
 	return true, retention
+}
+
+// stranded reports a retained IP still attached to a Load Balancer past
+// the convergence grace (see Report.Stranded). The CCM detaches an IP
+// when it deletes the Load Balancer or moves the Service to another one,
+// within seconds; one attached long after is one it lost.
+func (c *cycle) stranded(ip *scaleway.IP, e ipam.Entry, log logr.Logger) {
+	if !Stranded(ip.Resource, e.OrphanedSince, c.s.o.Clock.Now(), c.s.o.ConvergenceGrace) {
+		return
+	}
+	c.rep.Stranded++
+	log.Info("no live Service references this reservation, yet it stays attached to a Load Balancer: the CCM did not delete that Load Balancer or detach the IP; delete the Load Balancer if no Service uses it (the sweeper then releases the IP after its retention)",
+		"loadBalancer", ip.Resource.ID, "loadBalancerName", ip.Resource.Name, "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
+}
+
+// Stranded reports whether a reservation no live Service references since
+// orphanedSince, attached to resource, is stranded at now: attached to a
+// Load Balancer for longer than grace since. The sweeper and status judge
+// with it.
+func Stranded(resource *scaleway.Resource, orphanedSince, now time.Time, grace time.Duration) bool {
+	return resource != nil && resource.Type == scaleway.ResourceLoadBalancer && !orphanedSince.IsZero() && now.Sub(orphanedSince) >= grace
 }
 
 // rewrite writes the ledger of a retained IP whose release time is to

@@ -25,6 +25,9 @@ type Metrics struct {
 	// notConverged counts live Services whose reserved IPs are not applied
 	// past the convergence grace, by reason.
 	notConverged *prometheus.GaugeVec
+	// stranded counts reservations no live Service references still
+	// attached to a Load Balancer past the convergence grace.
+	stranded prometheus.Gauge
 }
 
 // NewMetrics creates and registers the sweeper metrics.
@@ -61,12 +64,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "scw_lb_ipam_services_not_converged", Help: "Live LoadBalancer Services whose reserved IPs are not applied on their Load Balancer past the convergence grace, by likely cause, at the last cycle (not_attached: the CCM ignored private-ip-ids, older than v0.36.0; attached_elsewhere: held by another resource; gone_from_ipam: released or deleted out of band; not_in_status: not in status.loadBalancer.ingress).",
 		}, []string{"reason"}),
 	}
+	m.stranded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "scw_lb_ipam_sweeper_stranded", Help: "Reservations no live Service references that stay attached to a Load Balancer past the convergence grace, at the last cycle: the CCM did not delete that Load Balancer (its Service is gone) or detach the IP; never released while attached.",
+	})
 	// Every reason from the start, at 0: an alert on the series must not
 	// wait for a first cycle, and absent is not the same as none.
 	for _, r := range reasons {
 		m.notConverged.WithLabelValues(r)
 	}
-	reg.MustRegister(m.orphans, m.releases, m.early, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged)
+	reg.MustRegister(m.orphans, m.releases, m.early, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged, m.stranded)
 	return m
 }
 
@@ -85,6 +91,7 @@ func (m *Metrics) setCycle(byPool map[string]int, r Report) {
 	m.would.Set(float64(len(r.WouldRelease)))
 	m.unreserved.Set(float64(r.Unreserved))
 	m.outOfScope.Set(float64(r.OutOfScope))
+	m.stranded.Set(float64(r.Stranded))
 	for _, reason := range reasons {
 		m.notConverged.WithLabelValues(reason).Set(float64(r.NotConverged[reason]))
 	}

@@ -493,3 +493,28 @@ func TestCycleReconcilesTheNamespaceTag(t *testing.T) {
 		t.Fatalf("%d writes in the next cycle", n)
 	}
 }
+
+// TestStrandedReservationReported: a reservation no live Service
+// references that stays attached to a Load Balancer past the convergence
+// grace is one the CCM did not let go (its Service gone, the Load Balancer
+// left behind, or a move it never detached): the sweeper never releases an
+// attached IP, so it reports it, and no sooner than the grace.
+func TestStrandedReservationReported(t *testing.T) {
+	w := newWorld(t)
+	r := w.book("dc-link", "payments", "gone")
+	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: "lb_server", ID: "8c2f4b9a-51e1-4d7e-9c0b-2f5e6a7b8c9d", Name: "payments-gone"}); err != nil {
+		t.Fatal(err)
+	}
+	s := w.sweeper()
+	if rep := w.sweep(s); rep.Stranded != 0 {
+		t.Fatalf("just orphaned: %d stranded", rep.Stranded)
+	}
+	w.Clock.Step(DefaultConvergenceGrace - time.Second)
+	if rep := w.sweep(s); rep.Stranded != 0 {
+		t.Fatalf("within the grace: %d stranded", rep.Stranded)
+	}
+	w.Clock.Step(2 * time.Second)
+	if rep := w.sweep(s); rep.Stranded != 1 || len(rep.Released) != 0 {
+		t.Fatalf("past the grace: %d stranded, released %v; want 1, none", rep.Stranded, rep.Released)
+	}
+}

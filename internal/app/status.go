@@ -103,7 +103,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			Unlisted    []unlistedID           `json:"unlistedIDs,omitempty"`
 		}{cfg.ClusterName, cfg.Region, report, unlisted})
 	}
-	if err := printTable(out, cfg, report, byo, unlisted); err != nil {
+	if err := printTable(out, cfg, report, byo, unlisted, time.Now()); err != nil {
 		return err
 	}
 	if !byo {
@@ -210,8 +210,8 @@ func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[strin
 
 // printTable prints the pools, then their addresses; with the Services
 // (withServices), whether each used address is applied, and the IDs the
-// pools' listing does not hold.
-func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, withServices bool, unlisted []unlistedID) error {
+// pools' listing does not hold; now judges which are stranded.
+func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, withServices bool, unlisted []unlistedID, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
 	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")
@@ -237,6 +237,9 @@ func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, 
 			holder := a.Holder
 			if !a.RetainedUntil.IsZero() {
 				holder = fmt.Sprintf("retained until %s (%s)", a.RetainedUntil.UTC().Format(time.RFC3339), strings.TrimPrefix(holder, "Service "))
+			}
+			if sweeper.Stranded(a.Resource, a.RetainedSince, now, sweeper.DefaultConvergenceGrace) {
+				holder += "; STRANDED: no Service uses it and its Load Balancer was not deleted (docs/troubleshooting.md)"
 			}
 			row := fmt.Sprintf("%s\t%s\t%s\t%s", r.Pool, a.Address, a.IPID, holder)
 			if withServices {

@@ -376,3 +376,28 @@ func regexpLine(out, pattern string) bool {
 	}
 	return false
 }
+
+// TestStatusShowsAStrandedReservation: a retained reservation still
+// attached to a Load Balancer past the convergence grace is marked, as the
+// sweeper reports it; one retained a moment ago is not.
+func TestStatusShowsAStrandedReservation(t *testing.T) {
+	srv, o, _ := statusWorld(t)
+	cfg, _, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, ago := range map[string]time.Duration{"172.16.35.15": time.Hour, "172.16.35.16": time.Second} {
+		since := time.Now().Add(-ago).Truncate(time.Second)
+		e := ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: "gone-" + addr}, UID: "u", OrphanedSince: since, ReleaseAt: since.Add(24 * time.Hour)}
+		if _, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr(addr), e.Tags(), &scalewaytest.Resource{Type: "lb_server", ID: "lb-" + addr, Name: "left-behind"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !regexpLine(out.String(), `172\.16\.35\.15 .*payments/gone-172\.16\.35\.15.*STRANDED`) || regexpLine(out.String(), `172\.16\.35\.16 .*STRANDED`) {
+		t.Errorf("want 172.16.35.15 stranded and 172.16.35.16 not:\n%s", out.String())
+	}
+}

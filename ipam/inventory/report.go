@@ -53,8 +53,10 @@ type AddressReport struct {
 	Holder string `json:"holder"`
 	// Mine is true for this cluster's reservations.
 	Mine bool `json:"mine"`
-	// RetainedUntil is when the sweeper may release it (zero while used).
+	// RetainedUntil is when the sweeper may release it (zero while used),
+	// and RetainedSince since when no live Service references it.
 	RetainedUntil time.Time `json:"retainedUntil,omitzero"`
+	RetainedSince time.Time `json:"retainedSince,omitzero"`
 	// Convergence is, for an address a live Service references, whether
 	// its Load Balancer has it (status --kubeconfig fills it in).
 	Convergence string `json:"convergence,omitempty"`
@@ -81,6 +83,7 @@ func (v *Inventory) Report() []PoolReport {
 				if at, ok := v.policy.When(p, h.Entry()); ok {
 					ar.RetainedUntil = at
 				}
+				ar.RetainedSince = h.RetainedSince
 				// By the ledger's namespace tag, as the share counts.
 				ns := h.ShareNamespace()
 				use := uses[ns]

@@ -29,6 +29,7 @@ var wantAlerts = map[string]struct{ severity, hold string }{
 	"ScwLbIpamNoSweeperLeader":      {"warning", "5m"},
 	"ScwLbIpamScalewayErrors":       {"warning", "10m"},
 	"ScwLbIpamPoolFileMismatch":     {"warning", "10m"},
+	"ScwLbIpamReservationsStranded": {"warning", "30m"},
 }
 
 // promQL is Prometheus's own expression parser, as its rule loader runs it.
