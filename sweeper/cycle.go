@@ -59,7 +59,7 @@ type Report struct {
 	// never releases an attached IP: someone must delete that Load
 	// Balancer or detach the IP.
 	Stranded int
-	Errors     int
+	Errors   int
 	// NotConverged counts, by reason, the live Services whose reserved IPs
 	// are not applied past the convergence grace (each reason once per
 	// Service); every reason is present.
