@@ -161,3 +161,50 @@ func TestCCMContract(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateDropsARestoredLoadBalancerID: a CREATE carrying the CCM's
+// scw-loadbalancer-id (a manifest saved with kubectl get -o yaml, a Velero
+// restore) names a Load Balancer of an earlier Service: the CCM would take
+// it for this one's, and once it is gone its delete path answers "not
+// found" and lets the Service go while the Load Balancer it made for the
+// new Service stays. The annotation is dropped with a warning; an
+// externally managed Load Balancer's is the user's and stays.
+func TestCreateDropsARestoredLoadBalancerID(t *testing.T) {
+	const stale = "fr-par-1/0b6c2f1e-4d3a-4c5b-8e9f-1a2b3c4d5e6f"
+	for _, tt := range []struct {
+		name string
+		ann  map[string]string
+		drop bool
+	}{
+		{"with a reservation", ann(request.AnnotationPool, "dc-link", ccm.AnnotationLoadBalancerID, stale), true},
+		{"asking for nothing", ann("team", "a", ccm.AnnotationLoadBalancerID, stale), true},
+		{"externally managed", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationLoadBalancerID, stale), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			ns := "payments"
+			if tt.ann[request.AnnotationPool] == "" {
+				ns = "web"
+			}
+			svc := fixtures.PrivateService(ns, "restored", tt.ann)
+			r, _ := h.send(review(admissionv1.Create, svc, nil, false))
+			if !r.Allowed {
+				t.Fatal(r.Result.Message)
+			}
+			got := fixtures.Patched(t, svc, r.Patch)
+			_, kept := got.Annotations[ccm.AnnotationLoadBalancerID]
+			warned := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, ccm.AnnotationLoadBalancerID+" is dropped") })
+			if kept == tt.drop || warned != tt.drop {
+				t.Fatalf("annotation kept %v, warned %v (%q); want dropped %v", kept, warned, r.Warnings, tt.drop)
+			}
+		})
+	}
+	// An UPDATE is the CCM's own write: untouched.
+	h := newHarness(t)
+	live := h.created(fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")))
+	next := live.DeepCopy()
+	next.Annotations[ccm.AnnotationLoadBalancerID] = stale
+	h.Srv.ResetCounts()
+	r, _ := h.send(review(admissionv1.Update, next, live, false))
+	h.check("the CCM's write", r, expect{allowed: true})
+}

@@ -122,7 +122,28 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 		d = m.update(ctx, req, cfg, old, svc, ns, ask)
 	}
 	d.err = ask.InWords(d.err)
-	return translated(m.respond(req, svc, d, start), tr)
+	resp := translated(m.respond(req, svc, d, start), tr)
+	if req.Operation == admissionv1.Create {
+		resp = withoutRestoredLoadBalancerID(resp, svc)
+	}
+	return resp
+}
+
+// withoutRestoredLoadBalancerID drops the CCM's scw-loadbalancer-id from an
+// admitted CREATE. The CCM writes it once it made the Load Balancer, so on
+// a new Service it comes from a saved manifest (kubectl get -o yaml, a
+// Velero restore) and names an earlier Service's Load Balancer: the CCM
+// would take that one for this Service's, and once it is gone its delete
+// path answers "not found" and lets the Service go while the Load Balancer
+// it made meanwhile stays, holding the reserved IP. An externally managed
+// Load Balancer's ID is the user's: it stays.
+func withoutRestoredLoadBalancerID(resp admission.Response, svc *corev1.Service) admission.Response {
+	id, ok := svc.Annotations[ccm.AnnotationLoadBalancerID]
+	if !ok || !resp.Allowed || ccm.ExternallyManaged(ccm.Of(svc.Annotations)) {
+		return resp
+	}
+	resp.Patches = append(resp.Patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+pointerEscape.Replace(ccm.AnnotationLoadBalancerID), nil))
+	return resp.WithWarnings(fmt.Sprintf("scw-lb-ipam: annotation %s is dropped: %q names the Load Balancer of an earlier Service (a saved or restored manifest), and the CCM writes it once it made this Service's own; keep it only with %s: \"true\"", ccm.AnnotationLoadBalancerID, id, ccm.AnnotationExternallyManaged))
 }
 
 // translated adds to an answer what reading other implementations' words
