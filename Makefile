@@ -80,7 +80,7 @@ endef
 # filtered.
 suites: tools crds image ## The suites on a real kube-apiserver, etcd and helm; the chart's runs the image's binary.
 	@set -o pipefail; $(own_tmp) \
-	  $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+	  CHAOS_LOGS_DIR=$(BIN)/chaos-logs $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 # The full chaos run; make test runs a short one (200 operations, seed 1).
 CHAOS_OPS     ?= 1500
@@ -88,7 +88,7 @@ CHAOS_CLIENTS ?= 12
 CHAOS_SEED    ?= $(shell date +%s)
 chaos: tools ## Faults and concurrency on a real control plane, then the eight invariants.
 	@set -o pipefail; $(own_tmp) \
-	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) \
+	  CHAOS_OPS=$(CHAOS_OPS) CHAOS_CLIENTS=$(CHAOS_CLIENTS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_LOGS_DIR=$(BIN)/chaos-logs \
 	  $(GO) test -count=1 -timeout 60m -v ./test/chaos 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 # ---- e2e: the chart installed for real ------------------------------------

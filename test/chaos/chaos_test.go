@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -309,14 +310,33 @@ pools:
 	for _, res := range results {
 		if !res.ok {
 			t.Errorf("invariant %d broken: %s", res.n, res.detail)
-			// Kept after the run, to tell why.
-			if f, err := os.CreateTemp("", "chaos-logs-*.txt"); err == nil {
-				_, _ = f.WriteString(logs.String())
-				_ = f.Close()
-				t.Logf("the replicas' and the CCM's logs: %s", f.Name())
-			}
 		}
 	}
+	if t.Failed() {
+		keepLogs(t, seed, logs.String(), r.journalText())
+	}
+}
+
+// keepLogs writes the replicas' and the CCM's logs and the journal of a
+// failed run where they outlive it: CHAOS_LOGS_DIR (make chaos sets
+// bin/chaos-logs), not the run's TMPDIR, which make removes on exit.
+func keepLogs(t *testing.T, seed uint64, logs, journal string) {
+	dir := os.Getenv("CHAOS_LOGS_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keeping the logs: %v", err)
+		return
+	}
+	base := filepath.Join(dir, fmt.Sprintf("chaos-%d-%s", seed, time.Now().UTC().Format("20060102T150405")))
+	for suffix, text := range map[string]string{".log": logs, ".journal": journal} {
+		if err := os.WriteFile(base+suffix, []byte(text), 0o644); err != nil {
+			t.Logf("keeping the logs: %v", err)
+			return
+		}
+	}
+	t.Logf("the replicas' and the CCM's logs: %s.log; the journal: %s.journal", base, base)
 }
 
 func netipAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
