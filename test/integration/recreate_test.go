@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,62 @@ func TestBringYourOwnRecreateWhileTerminating(t *testing.T) {
 		}
 		attachedTo(t, "payments", "byo-replaced", id)
 		replaceWhileTerminating(t, get(t, "payments", "byo-replaced"), id, ann)
+	})
+}
+
+// TestRestoredManifestGetsItsOwnLoadBalancer: a Service saved with its
+// CCM annotations (kubectl get -o yaml, a Velero restore) and created again
+// while its previous Load Balancer is still being deleted. The webhook
+// drops the restored scw-loadbalancer-id with a warning: the real CCM makes
+// the new Service a Load Balancer of its own, attaches the reserved address
+// to it, and deletes it with the Service, leaving no Load Balancer and the
+// address detached. With the stale ID, the CCM's delete path answers "not
+// found" for the Load Balancer it names and would let go of one it made.
+func TestRestoredManifestGetsItsOwnLoadBalancer(t *testing.T) {
+	scenario(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ns, name = "payments", "restored"
+		if err := s.Kube.Create(ctx, fixtures.PrivateService(ns, name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
+			t.Fatal(err)
+		}
+		x := get(t, ns, name).Annotations[ccm.AnnotationPrivateIPIDs]
+		attachedTo(t, ns, name, x)
+		saved := get(t, ns, name)
+		_, oldLB, _ := strings.Cut(saved.Annotations[ccm.AnnotationLoadBalancerID], "/")
+		release, err := s.Emu.HoldLBDeletion(oldLB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		del(t, saved)
+
+		restored := fixtures.Service(ns, name, saved.Annotations)
+		restored.Spec.Ports = saved.Spec.Ports
+		c, warnings := clientWithWarnings(t)
+		if err := c.Create(ctx, restored); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(warnings.List(), func(w string) bool { return strings.Contains(w, ccm.AnnotationLoadBalancerID+" is dropped") }) {
+			t.Fatalf("no warning on the restored Load Balancer ID: %q", warnings.List())
+		}
+		if got := get(t, ns, name).Annotations[ccm.AnnotationLoadBalancerID]; strings.HasSuffix(got, oldLB) {
+			t.Fatalf("the restored Service names its predecessor's Load Balancer %s", got)
+		}
+		release()
+		attachedTo(t, ns, name, x)
+		_, newLB, _ := strings.Cut(get(t, ns, name).Annotations[ccm.AnnotationLoadBalancerID], "/")
+		if newLB == oldLB {
+			t.Fatalf("the restored Service is served by its predecessor's Load Balancer %s", oldLB)
+		}
+		del(t, get(t, ns, name))
+		fixtures.Eventually(t, 60*time.Second, poll, "no Load Balancer left and "+x+" detached", func() bool {
+			for _, lb := range s.Emu.LBs() {
+				if lb.ID == newLB || lb.ID == oldLB {
+					return false
+				}
+			}
+			ip, ok := s.Emu.IP(x)
+			return ok && ip.Resource == nil
+		})
 	})
 }
