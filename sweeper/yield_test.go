@@ -161,17 +161,26 @@ func (w *world) broughtForward(id string) bool {
 // Service may ask for two full pools.
 const tinyNodes = "  - {name: tiny-nodes, privateNetworkID: {{nodes}}, ranges: [172.16.3.251-172.16.3.252], retention: 24h}\n"
 
+// twoFullPools fills pools tiny and tiny-nodes, each with one live
+// Service of ci and one reservation retained for a deleted Service of
+// payments an hour ago (x in tiny, y in tiny-nodes); both is the request
+// of both pools.
+func twoFullPools(t *testing.T) (w *world, m *webhook.ServiceMutator, both map[string]string, x, y string) {
+	w, m = yieldWorldWith(t, tiny+tinyNodes)
+	both = map[string]string{request.AnnotationPool: "tiny,tiny-nodes"}
+	x = w.retainedIn(m, "tiny", "payments", "old-a")
+	y = w.retainedIn(m, "tiny-nodes", "payments", "old-b")
+	w.admit(m, "ci", "live", both)
+	w.Clock.Step(time.Hour)
+	return w, m, both, x, y
+}
+
 // TestTwoFullPoolsYieldOneReleaseEach: a Service asking for two full pools
 // gets a release brought forward in each, one after the other, and then
 // both addresses; a release remembered in one pool is no answer in the
 // other. A dry run in between is never told to retry.
 func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
-	w, m := yieldWorldWith(t, tiny+tinyNodes)
-	both := map[string]string{request.AnnotationPool: "tiny,tiny-nodes"}
-	x := w.retainedIn(m, "tiny", "payments", "old-a")
-	y := w.retainedIn(m, "tiny-nodes", "payments", "old-b")
-	w.admit(m, "ci", "live", both)
-	w.Clock.Step(time.Hour)
+	w, m, both, x, y := twoFullPools(t)
 
 	_, resp := w.try(m, "payments", "new", both, false)
 	wantYield(t, resp, 80, `pool "tiny" is full`, "(172.16.35.251, of the deleted payments/old-a) is being released")
@@ -215,12 +224,7 @@ func TestTwoFullPoolsYieldOneReleaseEach(t *testing.T) {
 // and the retry gets both addresses: one release in each pool, never an
 // early release for nothing.
 func TestTwoFullPoolsKeepTheFirstRelease(t *testing.T) {
-	w, m := yieldWorldWith(t, tiny+tinyNodes)
-	both := map[string]string{request.AnnotationPool: "tiny,tiny-nodes"}
-	x := w.retainedIn(m, "tiny", "payments", "old-a")
-	y := w.retainedIn(m, "tiny-nodes", "payments", "old-b")
-	w.admit(m, "ci", "live", both)
-	w.Clock.Step(time.Hour)
+	w, m, both, x, y := twoFullPools(t)
 
 	_, resp := w.try(m, "payments", "new", both, false)
 	wantYield(t, resp, 80, `pool "tiny" is full`)
