@@ -120,7 +120,8 @@ type Pool struct {
 	// Retention is how long a reservation outlives its Service, waiting for
 	// it to come back (a Go duration such as "90m", or whole days such as
 	// "7d"); the default is 24h, and 0 releases it as soon as the Load
-	// Balancer lets it go.
+	// Balancer lets it go (written 0, "0" or "0s").
+	// +schema: {"anyOf": [{"$ref": "#/definitions/duration"}, {"enum": [0, "0"]}]}
 	Retention Duration `json:"retention,omitempty"`
 	// MaxPerNamespace caps the addresses of the pool one namespace holds,
 	// its live and retained reservations counted: a namespace that churns

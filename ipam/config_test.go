@@ -91,6 +91,25 @@ func TestPoolDefaultsRetention(t *testing.T) {
 	}
 }
 
+// TestPoolRetentionZero: "not sticky" as docs/pool-file.md writes it, 0
+// unquoted (a YAML number), "0" and "0s", is a retention of 0, not the
+// default; any other bare number is refused, saying what a duration is.
+func TestPoolRetentionZero(t *testing.T) {
+	for _, v := range []string{"0", `"0"`, "0s", `"0s"`} {
+		c, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "    retention: "+v+"\n", 1)))
+		if err != nil {
+			t.Fatalf("retention: %s: %v", v, err)
+		}
+		if g, _ := c.Pool("general"); g.Retention.Duration != 0 {
+			t.Fatalf("retention: %s read as %v", v, g.Retention)
+		}
+	}
+	_, err := ParseConfig([]byte(strings.Replace(validConfig, "    retention: 7d\n", "    retention: 3600\n", 1)))
+	if err == nil || !strings.Contains(err.Error(), "a bare number is read only as 0") {
+		t.Fatalf("retention: 3600: %v", err)
+	}
+}
+
 // TestPoolLongestRetention: the longest retention in each unit is kept
 // as written; one unit more is refused (TestParseConfigErrors), not
 // wrapped around to minutes.

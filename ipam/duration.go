@@ -22,7 +22,14 @@ type Duration struct {
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"24h\" or \"7d\"")
+		// An unquoted 0 (YAML's number) is the one number that says a
+		// duration without a unit: none.
+		var n json.Number
+		if json.Unmarshal(b, &n) == nil && n.String() == "0" {
+			d.Duration, d.set = 0, true
+			return nil
+		}
+		return fmt.Errorf("a duration is a string such as \"24h\" or \"7d\" (a bare number is read only as 0)")
 	}
 	v, err := ParseDuration(s)
 	if err != nil {

@@ -94,7 +94,10 @@ func applyMarkers(fd *field, markers map[string]string) error {
 			}
 			for _, key := range o.keys {
 				if key == "$ref" || key == "anyOf" || key == "enum" {
+					// The marker says what the field takes in place of its
+					// Go type's schema, which would also have to hold.
 					fd.schema.del("type")
+					fd.schema.del("$ref")
 				}
 				fd.schema.set(key, o.values[key])
 			}
@@ -112,6 +115,11 @@ func kindOf(s *object, kind string) string {
 		return "UUID"
 	}
 	if alt, ok := s.values["anyOf"].([]any); ok && len(alt) == 2 {
+		// The alternatives' first says what the field is, the second what
+		// else it takes: "" beside a UUID, 0 beside a duration.
+		if first, ok := alt[0].(*object); ok && first.values["$ref"] == "#/definitions/duration" {
+			return "duration, or 0"
+		}
 		return "UUID, or empty"
 	}
 	return kind

@@ -544,3 +544,23 @@ func TestSchemaAcceptsAdoptFrom(t *testing.T) {
 		t.Fatalf("adoptFrom refused or dropped (err=%v):\n%s", err, out)
 	}
 }
+
+// TestSchemaAcceptsRetentionZero: "not sticky" as docs/pool-file.md writes
+// it, retention 0 unquoted, "0" or "0s", passes the schema and reaches the
+// pool file; a bare number other than 0 is refused.
+func TestSchemaAcceptsRetentionZero(t *testing.T) {
+	dir := t.TempDir()
+	for i, v := range []string{"0", `"0"`, "0s"} {
+		f := filepath.Join(dir, fmt.Sprintf("retention-%d.yaml", i))
+		if err := os.WriteFile(f, []byte("config:\n  pools:\n    - {name: dc-link, privateNetworkID: 8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f, retention: "+v+"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := renderRaw(t, []string{"ci/self-managed-values.yaml", f})
+		if err != nil || !strings.Contains(out, "retention:") {
+			t.Errorf("retention: %s refused or dropped (err=%v):\n%.400s", v, err, out)
+		}
+	}
+	if out, err := renderRaw(t, []string{"ci/self-managed-values.yaml"}, "config.pools[0].retention=3600"); err == nil {
+		t.Errorf("retention: 3600 rendered:\n%.300s", out)
+	}
+}
