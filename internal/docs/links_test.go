@@ -65,3 +65,26 @@ func TestBrokenLinks(t *testing.T) {
 		t.Fatalf("broken links:\n%s\nwant:\n%s", strings.Join(broken, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestDocsNameObjectsByFullname: the chart names its objects after its
+// fullname (the release name, with the chart's name unless it already
+// holds it), so "<release>-tls" is wrong for any release not named like
+// the chart: the pages write "<fullname>-…".
+func TestDocsNameObjectsByFullname(t *testing.T) {
+	files, err := MarkdownFiles("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "charts/scw-lb-ipam/values.yaml")
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "<release>-") {
+				t.Errorf("%s:%d names an object <release>-…; the chart names it <fullname>-…: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
