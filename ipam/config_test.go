@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scaleway/scaleway-sdk-go/scw"
 )
 
 const (
@@ -272,5 +274,21 @@ func TestIsName(t *testing.T) {
 		if got := IsName(name); got != want {
 			t.Errorf("IsName(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestBindNotFoundNamesThePoolFilesRegion: a network not found is looked
+// for in the pool file's region, which wins over SCW_DEFAULT_REGION: the
+// error names that region and what to check, never the variable the
+// lookup does not read.
+func TestBindNotFoundNamesThePoolFilesRegion(t *testing.T) {
+	c, err := ParseConfig([]byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := &scw.ResourceNotFoundError{Resource: "private_network", ResourceID: c.ClusterPrivateNetworkID}
+	err = c.Bind(Networks{Failed: map[string]error{c.ClusterPrivateNetworkID: notFound}})
+	if err == nil || !strings.Contains(err.Error(), "not found in region "+c.Region+" (the pool file's region)") || strings.Contains(err.Error(), "SCW_DEFAULT_REGION") {
+		t.Fatalf("Bind: %v", err)
 	}
 }

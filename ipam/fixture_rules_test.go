@@ -63,7 +63,7 @@ func rulesConfig(t *testing.T) *Config {
 		pnB: {ID: pnB, Name: "pn-b", Subnets: []scaleway.Subnet{{ID: subB, Prefix: netip.MustParsePrefix("10.0.0.0/24")}}},
 	}
 	for i, p := range cfg.Pools {
-		if errs := p.resolveOn(i, pns[p.PrivateNetworkID], nil, ""); len(errs) > 0 {
+		if errs := p.resolveOn(i, pns[p.PrivateNetworkID], nil, "", "fr-par"); len(errs) > 0 {
 			t.Fatalf("resolve %s: %v", p.Name, errs)
 		}
 	}

@@ -39,10 +39,10 @@ func (c *Config) NetworkIDs() []string {
 func (c *Config) Bind(n Networks) error {
 	var errs []error
 	if err := n.Failed[c.ClusterPrivateNetworkID]; err != nil {
-		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err)))
+		errs = append(errs, fmt.Errorf("clusterPrivateNetworkID: Private Network %s: %s", c.ClusterPrivateNetworkID, describe(err, c.Region)))
 	}
 	for i, p := range c.Pools {
-		errs = append(errs, p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project)...)
+		errs = append(errs, p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project, c.Region)...)
 	}
 	// Pools that named no subnet only now cover one: check overlaps again.
 	errs = append(errs, c.overlaps()...)
@@ -65,7 +65,7 @@ func (c *Config) Bind(n Networks) error {
 func (c *Config) BindPool(name string, n Networks) error {
 	for i, p := range c.Pools {
 		if p.Name == name {
-			return errors.Join(p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project)...)
+			return errors.Join(p.resolveOn(i, n.Found[p.PrivateNetworkID], n.Failed[p.PrivateNetworkID], n.Project, c.Region)...)
 		}
 	}
 	return fmt.Errorf("no pool %q in the pool file", name)
@@ -73,13 +73,13 @@ func (c *Config) BindPool(name string, n Networks) error {
 
 // resolveOn checks pool i against its Private Network pn (or the error
 // reading it) and fills in its subnet.
-func (p *Pool) resolveOn(i int, pn *scaleway.PrivateNetwork, getErr error, project string) (errs []error) {
+func (p *Pool) resolveOn(i int, pn *scaleway.PrivateNetwork, getErr error, project, region string) (errs []error) {
 	where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
 	if getErr == nil && pn == nil {
 		getErr = fmt.Errorf("not read")
 	}
 	if getErr != nil {
-		return []error{fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(getErr))}
+		return []error{fmt.Errorf("%s.privateNetworkID: Private Network %s: %s", where, p.PrivateNetworkID, describe(getErr, region))}
 	}
 	// IPAM books in a network's own Project only: a pool elsewhere would
 	// pass every check here and then fail every admission. Without a
@@ -130,11 +130,12 @@ func subnetList(pn *scaleway.PrivateNetwork) string {
 	return strings.Join(s, ", ")
 }
 
-// describe words an API error for a configuration message.
-func describe(err error) string {
+// describe words an API error for a configuration message. The networks
+// are read in the pool file's region, whatever SCW_DEFAULT_REGION says.
+func describe(err error, region string) string {
 	switch scaleway.Classify(err) {
 	case scaleway.KindNotFound:
-		return "not found in this region and project; check the ID and SCW_DEFAULT_REGION"
+		return fmt.Sprintf("not found in region %s (the pool file's region) for the API key's Project; check the ID, the pool file's region and SCW_DEFAULT_PROJECT_ID", region)
 	case scaleway.KindPermissionDenied:
 		return "permission denied; the API key needs VPC read and IPAM rights (PrivateNetworksReadOnly, IPAMFullAccess)"
 	}
