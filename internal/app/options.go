@@ -5,12 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -115,7 +117,7 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS to callers the apiserver authenticates and authorizes (get on /metrics); false serves plain HTTP to anyone who reaches the port")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "let the webhook and metrics servers negotiate HTTP/2; off by default (HTTP/2 Rapid Reset and stream cancellation, CVE-2023-44487 and CVE-2023-39325)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	excluded = fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to the release namespace")
+	excluded = fs.String("excluded-namespaces", "kube-system", "comma-separated namespaces never touched, in addition to kube-system and the release namespace (always)")
 	fs.BoolVar(&o.Leader.Enabled, "leader-elect", true, "elect a leader for the sweeper (the webhook runs on every replica)")
 	fs.StringVar(&o.Leader.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace)")
 	fs.DurationVar(&o.Leader.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a lost leader's lease blocks the others")
@@ -142,17 +144,15 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 }
 
 // excludedNamespaces are the namespaces of --excluded-namespaces (comma
-// separated) and the release namespace podNS, which is always excluded: the
-// webhook must never be needed to admit itself.
+// separated), kube-system and the release namespace podNS, which are
+// always excluded: the webhook must never be needed to admit itself or the
+// cluster's own add-ons, whatever the flag says.
 func excludedNamespaces(flag, podNS string) []string {
-	var out []string
-	for _, ns := range strings.Split(flag, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
+	out := []string{metav1.NamespaceSystem}
+	for _, ns := range append(strings.Split(flag, ","), podNS) {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
 			out = append(out, ns)
 		}
-	}
-	if podNS != "" {
-		out = append(out, podNS)
 	}
 	return out
 }

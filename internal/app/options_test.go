@@ -1,6 +1,7 @@
 package app
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,21 @@ func TestConvergenceGraceFlag(t *testing.T) {
 		_, err := ParseFlags([]string{"--convergence-grace", bad})
 		if err == nil || !strings.Contains(err.Error(), "--convergence-grace") || !strings.Contains(err.Error(), "more than 0") {
 			t.Errorf("--convergence-grace %s: %v", bad, err)
+		}
+	}
+}
+
+// TestKubeSystemAlwaysExcluded: kube-system and the release namespace are
+// excluded whatever --excluded-namespaces says, as DESIGN.md and the
+// install guide promise; the flag adds to them.
+func TestKubeSystemAlwaysExcluded(t *testing.T) {
+	for flag, want := range map[string][]string{
+		"":                 {"kube-system", "scw-lb-ipam"},
+		"kube-system":      {"kube-system", "scw-lb-ipam"},
+		"legacy, , batch ": {"kube-system", "legacy", "batch", "scw-lb-ipam"},
+	} {
+		if got := excludedNamespaces(flag, "scw-lb-ipam"); !slices.Equal(got, want) {
+			t.Errorf("--excluded-namespaces=%q: %v, want %v", flag, got, want)
 		}
 	}
 }

@@ -564,3 +564,25 @@ func TestSchemaAcceptsRetentionZero(t *testing.T) {
 		t.Errorf("retention: 3600 rendered:\n%.300s", out)
 	}
 }
+
+// TestKubeSystemAlwaysExcluded: the webhook's namespaceSelector leaves out
+// kube-system and the release namespace whatever webhook.excludedNamespaces
+// says, as the binary does; the list adds to them, each once.
+func TestKubeSystemAlwaysExcluded(t *testing.T) {
+	for set, want := range map[string][]any{
+		"webhook.excludedNamespaces=null":                {"kube-system", namespace},
+		"webhook.excludedNamespaces={batch,kube-system}": {"kube-system", namespace, "batch"},
+	} {
+		objs := render(t, []string{"ci/self-managed-values.yaml"}, set)
+		exprs := field(t, one(t, objs, "MutatingWebhookConfiguration"), "webhooks").([]any)[0].(map[string]any)["namespaceSelector"].(map[string]any)["matchExpressions"].([]any)
+		var got []any
+		for _, e := range exprs {
+			if m := e.(map[string]any); m["key"] == "kubernetes.io/metadata.name" {
+				got = m["values"].([]any)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: NotIn %v, want %v", set, got, want)
+		}
+	}
+}
