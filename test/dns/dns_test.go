@@ -90,7 +90,7 @@ func TestDNSTarget(t *testing.T) {
 // that public IP: the webhook writes no target that would move the name to
 // the private address.
 func (w *world) publicName(t *testing.T) {
-	pub := asked{client.ObjectKey{Namespace: namespace, Name: "public"}, ccm.ExternalDNSPrefix}
+	pub := asked{client.ObjectKey{Namespace: namespace, Name: "public"}, ccm.ExternalDNSPrefixLegacy}
 	svc := fixtures.Service(pub.Namespace, pub.Name, map[string]string{
 		request.AnnotationPool:  "dc-link",
 		pub.prefix + "hostname": pub.host(),
