@@ -83,7 +83,9 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) (h Held, ok bool) {
 	due := func(x Held) bool { return !x.RetainedSince.IsZero() && r.Expired(pool, x.Entry(), now) }
 	for _, x := range all {
-		if x.Cluster != cluster || x.IPID == "" {
+		// An attached one makes no room whatever its ledger says: its
+		// re-read would be spent for nothing (a stranded one for ever).
+		if x.Cluster != cluster || x.IPID == "" || x.Resource != nil {
 			continue
 		}
 		if !due(x) && !(x.RetainedSince.IsZero() && !referenced[x.IPID]) {

@@ -133,11 +133,17 @@ func apiError(what string, err error) *Error {
 		return &Error{Reason: ReasonPermissionDenied, Err: err,
 			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam; the operator must give its API key IPAM rights", what)}
 	case scaleway.KindUnavailable:
-		return &Error{Reason: ReasonUnavailable, Err: err,
+		// Its own retries have run inside the admission: a client that
+		// retries at once would only add load to an API in trouble.
+		return &Error{Reason: ReasonUnavailable, Err: err, RetryAfter: unavailableRetryAfter,
 			Message: fmt.Sprintf("%s: the Scaleway IPAM API is unavailable after retries; nothing was reserved, apply again in a moment", what)}
 	}
 	return &Error{Reason: ReasonInternal, Err: err, Message: fmt.Sprintf("%s: unexpected Scaleway API error: %v", what, err)}
 }
+
+// unavailableRetryAfter is the Retry-After of a Scaleway API unavailable
+// after the admission's own retries.
+const unavailableRetryAfter = 5 * time.Second
 
 // APIError words a failed Scaleway call for users, keeping the cause.
 func APIError(what string, err error) *Error { return apiError(what, err) }

@@ -97,7 +97,7 @@ func (h Holder) String() string {
 // Entry is the part of the ledger the holder keeps: what the release
 // protocol (Retention) decides from.
 func (h Holder) Entry() Entry {
-	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID, Namespace: h.Namespace}
+	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
 }
 
 // HolderOf describes who holds ip, from its ledger entry.

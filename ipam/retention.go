@@ -153,9 +153,16 @@ func (r Retention) Adoptable(p *Pool, e Entry, now time.Time) bool {
 // dead zone (then it is being released anyway), and it was not orphaned
 // within the last Margin, when the likeliest client is a re-create of
 // the Service that just went away (a Helm upgrade, a replace) taking it
-// back at this very moment.
+// back at this very moment. A pending booking (no Service ever showed
+// it: no uid) does not yield for twice RetryAfter either: it is likely
+// kept for a Service whose admission asked two full pools and is being
+// retried, to take it back (see the webhook's reserve).
 func (r Retention) Yieldable(p *Pool, e Entry, now time.Time) bool {
-	return !e.OrphanedSince.IsZero() && !now.Before(e.OrphanedSince.Add(r.Margin)) && r.Reusable(p, e, now)
+	quiet := r.Margin
+	if e.UID == "" {
+		quiet = max(quiet, 2*r.RetryAfter())
+	}
+	return !e.OrphanedSince.IsZero() && !now.Before(e.OrphanedSince.Add(quiet)) && r.Reusable(p, e, now)
 }
 
 // Yield is e with its release brought forward to Margin after now: every

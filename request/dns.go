@@ -31,10 +31,10 @@ type TargetEdit struct {
 //
 // The target names the addresses where the CCM's status would list them
 // (ccm.StatusListsPrivateIPs) and the pool file lets it (dnsTarget). Where
-// it would not, a target the webhook wrote is removed: on a public Load
-// Balancer it would move the public name to a private address, and after a
-// move it would keep naming an address given up, which another Service
-// may get.
+// it would not, a target naming the recorded addresses is removed: on a
+// public Load Balancer it would move the public name to a private address,
+// and after a move it would keep naming an address given up, which another
+// Service may get.
 func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (TargetEdit, bool) {
 	for _, p := range ccm.ExternalDNSPrefixes {
 		if _, asks := ann[p+"hostname"]; !asks {
@@ -43,12 +43,19 @@ func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses stri
 		key := p + "target"
 		current, set := ann[key]
 		ours := set && recorded != "" && ccm.SameAddresses(current, recorded)
+		listed := ccm.StatusListsPrivateIPs(ccm.Of(ann))
+		moved := !ccm.SameAddresses(recorded, addresses)
 		switch {
 		case set && !ours:
 			return TargetEdit{}, false
-		case addresses != "" && cfg.WritesDNSTarget() && ccm.StatusListsPrivateIPs(ccm.Of(ann)):
+		case addresses != "" && cfg.WritesDNSTarget() && listed:
 			return TargetEdit{Key: key, Value: addresses}, true
-		case ours:
+		case ours && (moved || !listed):
+			// Given up, or on a Load Balancer whose status lists its
+			// public IPs: the name must not point at it. A target naming
+			// the addresses the Service keeps on a private Load Balancer
+			// (dnsTarget turned off since) is left as it is: it may be
+			// the user's.
 			return TargetEdit{Key: key}, true
 		}
 		return TargetEdit{}, false

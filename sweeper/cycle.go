@@ -172,7 +172,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
 	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: view, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
-		listed: make(map[string]listedIP, len(view.byID))}
+		listed: make(map[string]listedIP, len(view.byID)), strandedIDs: map[string]bool{}}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
 	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
@@ -188,6 +188,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	for _, r := range c.releases {
 		c.release(ctx, r)
 	}
+	s.stranded = c.strandedIDs
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}

@@ -31,6 +31,8 @@ type cycle struct {
 	// ledgerWrites counts the writes that only complete the ledger (see
 	// budget).
 	ledgerWrites int
+	// strandedIDs are the IDs this cycle found stranded (Report.Stranded).
+	strandedIDs map[string]bool
 }
 
 // listedIP is what the monitor reads of a listed IP.
@@ -232,6 +234,10 @@ func (c *cycle) stranded(ip *scaleway.IP, e ipam.Entry, log logr.Logger) {
 		return
 	}
 	c.rep.Stranded++
+	c.strandedIDs[ip.ID] = true
+	if c.s.stranded[ip.ID] {
+		return // logged when it became so
+	}
 	log.Info("no live Service references this reservation, yet it stays attached to a Load Balancer: the CCM did not delete that Load Balancer or detach the IP; delete the Load Balancer if no Service uses it (the sweeper then releases the IP after its retention)",
 		"loadBalancer", ip.Resource.ID, "loadBalancerName", ip.Resource.Name, "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
 }

@@ -126,6 +126,9 @@ type Sweeper struct {
 	notConverged map[types.UID]*notConverged
 	// backfills are the new Services whose uid tag is yet to be written.
 	backfills *backfillQueue
+	// stranded are the IDs the last cycle found stranded: each is logged
+	// when it becomes so, not every cycle.
+	stranded map[string]bool
 }
 
 // New returns a Sweeper with defaults filled in.

@@ -234,9 +234,17 @@ func TestTwoFullPoolsKeepTheFirstRelease(t *testing.T) {
 	}
 	_, resp = w.try(m, "payments", "new", both, false)
 	wantYield(t, resp, 80, `pool "tiny-nodes" is full`)
-	// Another CREATE of tiny between the retries.
+	// The sweeper marks the kept booking pending, and its margin passes.
+	w.sweep(w.sweeper())
+	w.Clock.Step(21 * time.Second)
+	kept := w.admittedID(m, "tiny", "payments", "new")
+	// Another CREATE of tiny between the retries: neither given the
+	// address nor the cause of its early release.
 	if _, resp := w.try(m, "ci", "other", map[string]string{request.AnnotationPool: "tiny"}, false); resp.Allowed {
 		t.Fatalf("another Service took %s, the address released for payments/new", resp.Patches)
+	}
+	if e := w.Entry(kept); e.Early {
+		t.Fatalf("the booking kept for payments/new yields to another Service: %+v", e)
 	}
 	w.Clock.Step(21 * time.Second)
 	if rep := w.sweep(w.sweeper()); !slices.Contains(rep.Released, y) {
@@ -246,6 +254,18 @@ func TestTwoFullPoolsKeepTheFirstRelease(t *testing.T) {
 	if got := svc.Annotations[request.AnnotationAddresses]; got != "172.16.35.251,172.16.3.251" {
 		t.Fatalf("the Service got %q, want both released addresses", got)
 	}
+}
+
+// admittedID is the ID of this cluster's reservation of pool for ns/name.
+func (w *world) admittedID(_ *webhook.ServiceMutator, pool, ns, name string) string {
+	w.T.Helper()
+	for _, ip := range w.Srv.IPs() {
+		if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Pool == pool && e.Service.Namespace == ns && e.Service.Name == name {
+			return ip.ID
+		}
+	}
+	w.T.Fatalf("no reservation of pool %s for %s/%s", pool, ns, name)
+	return ""
 }
 
 func share(w *world, pool string, n int) {

@@ -176,9 +176,10 @@ func TestCreateDropsARestoredLoadBalancerID(t *testing.T) {
 		ann  map[string]string
 		drop bool
 	}{
-		{"with a reservation", ann(request.AnnotationPool, "dc-link", ccm.AnnotationLoadBalancerID, stale), true},
-		{"asking for nothing", ann("team", "a", ccm.AnnotationLoadBalancerID, stale), true},
-		{"externally managed", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationLoadBalancerID, stale), false},
+		{"saved with its addresses", ann(request.AnnotationPool, "dc-link", request.AnnotationAddresses, "172.16.35.200", ccm.AnnotationLoadBalancerID, stale), true},
+		{"saved with the CCM's finalizer", ann("team", "a", ccm.AnnotationLoadBalancerID, stale), true},
+		{"set by the user on a new Service: the CCM adopts that Load Balancer", ann(request.AnnotationPool, "dc-link", ccm.AnnotationLoadBalancerID, stale), false},
+		{"externally managed", ann(ccm.AnnotationExternallyManaged, "true", request.AnnotationAddresses, "10.10.0.9", ccm.AnnotationLoadBalancerID, stale), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -187,6 +188,9 @@ func TestCreateDropsARestoredLoadBalancerID(t *testing.T) {
 				ns = "web"
 			}
 			svc := fixtures.PrivateService(ns, "restored", tt.ann)
+			if tt.ann["team"] != "" {
+				svc.Finalizers = []string{ccm.FinalizerLoadBalancerCleanup}
+			}
 			r, _ := h.send(review(admissionv1.Create, svc, nil, false))
 			if !r.Allowed {
 				t.Fatal(r.Result.Message)

@@ -71,19 +71,23 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, cf
 	return d
 }
 
-// reserve runs the plan. When one reservation fails, the ones this admission
-// booked are released again, best effort: the sweeper reclaims the rest.
-// When a later pool answers a retryable refusal (full, its oldest being
-// released for this Service), the earlier pools' bookings are kept: they
-// are tagged for the Service and its retry takes them back (sticky), so a
-// release made for it in an earlier pool is not lost to another CREATE in
-// between; the pending grace reclaims them if the client gives up.
-// own are the IDs the Service references now (an UPDATE); ns is the
-// namespace whose share they count in.
+// reserve runs the plan. When one reservation is refused, the ones this
+// admission booked are released again, best effort (the sweeper reclaims
+// the rest), unless the refusal is retryable (a full pool whose oldest is
+// being released for this Service, a previous Load Balancer still holding
+// an address, an API or cache that did not answer): then they are kept,
+// tagged for the Service, and its retry takes them back (sticky). A release
+// made for it in an earlier pool is not lost to another CREATE in between:
+// a pending booking does not yield for a while (ipam.Retention.Yieldable),
+// and the pending grace reclaims it if the client gives up. own are the
+// IDs the Service references now (an UPDATE); ns is the namespace whose
+// share they count in.
 func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, ns string, p *request.Plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
 	var out []*ipam.Reservation
 	fail := func(err error) ([]*ipam.Reservation, error) {
-		m.releaseBooked(ctx, key, out)
+		if !ipam.Retryable(err) || dryRun {
+			m.releaseBooked(ctx, key, out)
+		}
 		return nil, err
 	}
 	for i, id := range p.IDs {
@@ -104,9 +108,6 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 	for _, req := range p.Reserve {
 		req.Service, req.Namespace, req.DryRun, req.Own = key, ns, dryRun, own
 		r, err := m.Allocator.Reserve(ctx, req)
-		if err != nil && ipam.Retryable(err) && !dryRun {
-			return nil, wrapReserveError(req, err)
-		}
 		if err != nil {
 			return fail(wrapReserveError(req, err))
 		}

@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
@@ -152,5 +153,41 @@ func TestGatewayOfANamespaceNotOptedIn(t *testing.T) {
 	}
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "namespace plain of its Gateway has not opted in") {
 		t.Fatalf("warnings %q", r.Warnings)
+	}
+}
+
+// TestGatewayNamespaceUnreadableIsRetried: a Gateway's namespace the cache
+// does not hold and the apiserver cannot be asked about is a retryable
+// refusal, never an admission left untouched (fail closed).
+func TestGatewayNamespaceUnreadableIsRetried(t *testing.T) {
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	h.mutator.NamespacesLive = failingReader{}
+	r, _ := h.send(review(admissionv1.Create, gatewayService("envoy-gateway-system", "team-new"), nil, false))
+	if r.Allowed || r.Result.Code != http.StatusTooManyRequests || !strings.Contains(r.Result.Message, "namespace team-new of the Service's Gateway cannot be read") {
+		t.Fatalf("allowed %v, %+v; want a retryable refusal", r.Allowed, r.Result)
+	}
+}
+
+// TestGatewayHoldingReservationsKeepsThem: a Gateway's Service admitted
+// with reservations keeps them through a re-apply that drops them, whatever
+// its Gateway namespace's label says now (installs that opted in the
+// controller's namespace alone, before the rule).
+func TestGatewayHoldingReservationsKeepsThem(t *testing.T) {
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	live := h.created(gatewayService("envoy-gateway-system", "payments"))
+	next := live.DeepCopy()
+	next.Labels[owningGateway] = "plain"
+	delete(next.Annotations, ccm.AnnotationPrivateIPIDs)
+	r, _ := h.send(review(admissionv1.Update, next, live, false))
+	if got := fixtures.Patched(t, next, r.Patch).Annotations[ccm.AnnotationPrivateIPIDs]; !r.Allowed || got != live.Annotations[ccm.AnnotationPrivateIPIDs] {
+		t.Fatalf("allowed %v, private-ip-ids %q after the re-apply, want %q", r.Allowed, got, live.Annotations[ccm.AnnotationPrivateIPIDs])
 	}
 }

@@ -89,14 +89,12 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 	}
 	cfg := m.Allocator.Config()
 	ns := request.JudgedNamespace(cfg, req.Namespace, func(k string) string { return svc.Labels[k] })
-	if ns != req.Namespace {
+	if ns != req.Namespace && (old == nil || old.Annotations[request.AnnotationAddresses] == "") {
 		// A Gateway's Service is judged by its Gateway's namespace, which
 		// must have opted in too: a pool for "every opted-in namespace" is
-		// not one for a namespace that has not.
-		opted, err := m.optedIn(ctx, ns)
-		if apierrors.IsNotFound(err) {
-			opted, err = false, nil // a stale label: no such namespace
-		}
+		// not one for a namespace that has not. One already holding our
+		// reservations keeps the UPDATE rules (a re-apply is put back).
+		opted, err := m.gatewayOptedIn(ctx, ns)
 		if err != nil || !opted {
 			d := decision{result: resultSkipped, err: err}
 			if err != nil {
@@ -130,20 +128,23 @@ func (m *ServiceMutator) Handle(ctx context.Context, req admission.Request) admi
 }
 
 // withoutRestoredLoadBalancerID drops the CCM's scw-loadbalancer-id from an
-// admitted CREATE. The CCM writes it once it made the Load Balancer, so on
-// a new Service it comes from a saved manifest (kubectl get -o yaml, a
-// Velero restore) and names an earlier Service's Load Balancer: the CCM
-// would take that one for this Service's, and once it is gone its delete
-// path answers "not found" and lets the Service go while the Load Balancer
-// it made meanwhile stays, holding the reserved IP. An externally managed
-// Load Balancer's ID is the user's: it stays.
+// admitted CREATE of a saved Service (kubectl get -o yaml, a Velero
+// restore): one that also carries what only an earlier admission and the
+// CCM write, scw-lb-ipam.io/addresses or the CCM's cleanup finalizer. Its
+// ID names an earlier Service's Load Balancer: the CCM would take that one
+// for this Service's, and once it is gone its delete path answers "not
+// found" and lets the Service go while the Load Balancer it made meanwhile
+// stays, holding the reserved IP. An ID a user set on a new Service (the
+// CCM adopts that Load Balancer) and an externally managed one stay.
 func withoutRestoredLoadBalancerID(resp admission.Response, svc *corev1.Service) admission.Response {
 	id, ok := svc.Annotations[ccm.AnnotationLoadBalancerID]
-	if !ok || !resp.Allowed || ccm.ExternallyManaged(ccm.Of(svc.Annotations)) {
+	_, admitted := svc.Annotations[request.AnnotationAddresses]
+	saved := admitted || slices.Contains(svc.Finalizers, ccm.FinalizerLoadBalancerCleanup)
+	if !ok || !saved || !resp.Allowed || ccm.ExternallyManaged(ccm.Of(svc.Annotations)) {
 		return resp
 	}
 	resp.Patches = append(resp.Patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+pointerEscape.Replace(ccm.AnnotationLoadBalancerID), nil))
-	return resp.WithWarnings(fmt.Sprintf("scw-lb-ipam: annotation %s is dropped: %q names the Load Balancer of an earlier Service (a saved or restored manifest), and the CCM writes it once it made this Service's own; keep it only with %s: \"true\"", ccm.AnnotationLoadBalancerID, id, ccm.AnnotationExternallyManaged))
+	return resp.WithWarnings(fmt.Sprintf("scw-lb-ipam: annotation %s is dropped: this is a saved Service (it carries %s or the CCM's finalizer), so %q names the Load Balancer of an earlier Service, and the CCM writes the annotation once it made this Service's own; keep it only with %s: \"true\"", ccm.AnnotationLoadBalancerID, request.AnnotationAddresses, id, ccm.AnnotationExternallyManaged))
 }
 
 // translated adds to an answer what reading other implementations' words
@@ -220,6 +221,28 @@ func (m *ServiceMutator) filter(ctx context.Context, req admission.Request) (svc
 		return svc, nil, decision{result: resultSkipped}, false
 	}
 	return svc, old, decision{}, true
+}
+
+// gatewayOptedIn reads the opt-in label of a Gateway's namespace: the
+// cache, then the apiserver when the cache says no (NamespacesLive). Only
+// the apiserver's "no such namespace" is a stale label (not opted in);
+// any other failure is a retryable refusal, as for the Service's own.
+func (m *ServiceMutator) gatewayOptedIn(ctx context.Context, ns string) (bool, error) {
+	opted, err := request.OptedIn(ctx, m.Namespaces, ns)
+	if err == nil && opted {
+		return true, nil
+	}
+	if m.NamespacesLive != nil {
+		opted, err = request.OptedIn(ctx, m.NamespacesLive, ns)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
+			Message: fmt.Sprintf("namespace %s of the Service's Gateway cannot be read right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", ns)}
+	}
+	return opted, nil
 }
 
 // optedIn reads the namespace's opt-in label from the cache. The

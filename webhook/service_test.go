@@ -275,7 +275,9 @@ func TestCreate(t *testing.T) {
 				// A booking is not retried blindly (it may have happened):
 				// the Service's reservations are listed in between. The
 				// condition passes: a 429 the client retries by itself.
-				return retry("ListIPs=1 BookIP=2", "Scaleway IPAM API is unavailable after retries", "nothing was reserved")
+				e := retry("ListIPs=1 BookIP=2", "Scaleway IPAM API is unavailable after retries", "nothing was reserved")
+				e.retryAfter = 5
+				return e
 			}()},
 	}
 	for _, tt := range tests {

@@ -19,7 +19,7 @@ import (
 // passed, re-reading it first, and the client's retry books.
 
 // errBookAgain: a re-read shows room in a pool that looked full.
-var errBookAgain = errors.New("the pool has room after a listing; book again")
+var errBookAgain = errors.New("the pool has room after a re-read; book again")
 
 // full answers a request that found its pool exhausted: a retryable
 // refusal while retained reservations of this cluster can make room, the

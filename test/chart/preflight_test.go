@@ -66,7 +66,7 @@ func TestPreflightTestHook(t *testing.T) {
 			for _, a := range c["args"].([]any) {
 				args = append(args, fmt.Sprint(a))
 			}
-			want := []string{"preflight", "--config=/etc/scw-lb-ipam/pools.yaml", "--webhook-configuration=" + tt.fullname, "--excluded-namespaces=kube-system"}
+			want := []string{"preflight", "--config=/etc/scw-lb-ipam/pools.yaml", "--webhook-configuration=" + tt.fullname, "--excluded-namespaces="}
 			if !slices.Equal(args, want) {
 				t.Errorf("args %v, want %v", args, want)
 			}
