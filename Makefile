@@ -16,7 +16,7 @@ help: ## This list: each target and what it does.
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z0-9_.-]+:[^=]*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## Build the binaries into bin/.
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o bin/ ./cmd/...
 
 # The module's own imports form the last group (goimports -local).
 MODULE := github.com/scw-lb-ipam/scw-lb-ipam

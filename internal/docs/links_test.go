@@ -88,3 +88,25 @@ func TestDocsNameObjectsByFullname(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsHoldNoMachinePath: a page shows paths relative to the checkout,
+// never the absolute path of the machine it was written on.
+func TestDocsHoldNoMachinePath(t *testing.T) {
+	files, err := MarkdownFiles("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, p := range []string{"/work/", "/home/", "/root/", "/Users/"} {
+				if strings.Contains(line, p) {
+					t.Errorf("%s:%d holds a machine's path (%s): %s", f, i+1, p, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+}

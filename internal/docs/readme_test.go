@@ -41,5 +41,10 @@ func TestReadmeInstallIsTheGuides(t *testing.T) {
 		if !strings.Contains(string(guide), c) {
 			t.Errorf("the README's %q is not in docs/install.md", c)
 		}
+		// helm test checks the webhook, which answers once a pod is
+		// ready: the install before it must wait for them.
+		if strings.HasPrefix(c, "helm upgrade") && !strings.Contains(c, " --wait") {
+			t.Errorf("the README's %q does not wait for the pods before helm test", c)
+		}
 	}
 }

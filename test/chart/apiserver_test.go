@@ -470,7 +470,7 @@ func TestReadmeInstall(t *testing.T) {
 	// The keys the chart puts in a Secret of its own are the ones the pods
 	// need from an existing one.
 	production := filepath.Join(root, "examples", "values-production.yaml")
-	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b"), "Secret")
+	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b", "scaleway.projectID="+scalewaytest.DefaultProjectID), "Secret")
 	for k := range field(t, own, "stringData").(map[string]any) {
 		if _, ok := secret.Data[k]; !ok {
 			t.Errorf("the install guide's Secret lacks %s, which the chart's pods read", k)

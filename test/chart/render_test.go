@@ -586,3 +586,17 @@ func TestKubeSystemAlwaysExcluded(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialsRequired: without an existing Secret, each of the keys the
+// pods cannot start without is required at install, by name.
+func TestCredentialsRequired(t *testing.T) {
+	base := []string{"ci/cert-manager-values.yaml"}
+	for _, key := range []string{"accessKey", "secretKey", "projectID"} {
+		if out, err := renderRaw(t, base, "scaleway."+key+"="); err == nil || !strings.Contains(out, "scaleway."+key+" is empty") {
+			t.Errorf("scaleway.%s empty rendered (err %v):\n%.300s", key, err, out)
+		}
+	}
+	if _, err := renderRaw(t, base); err != nil {
+		t.Errorf("the credentials given: %v", err)
+	}
+}
