@@ -212,3 +212,28 @@ func TestCreateDropsARestoredLoadBalancerID(t *testing.T) {
 	r, _ := h.send(review(admissionv1.Update, next, live, false))
 	h.check("the CCM's write", r, expect{allowed: true})
 }
+
+// TestCCMBooleansReadAsTheCCMReadsThem: the CCM reads its private
+// annotation with strconv.ParseBool, so "True" and "1" make a private Load
+// Balancer: spec.loadBalancerIP is refused there as for "true", and no
+// warning says it gets a public IP.
+func TestCCMBooleansReadAsTheCCMReadsThem(t *testing.T) {
+	for _, v := range []string{"True", "1", "t"} {
+		t.Run(v, func(t *testing.T) {
+			h := newHarness(t)
+			off := false
+			h.alloc.Config().TranslateRequests = &off
+			svc := fixtures.Service("web", "api", ann(ccm.AnnotationPrivate, v))
+			svc.Spec.LoadBalancerIP = "10.10.0.9"
+			if r, _ := h.send(review(admissionv1.Create, svc, nil, false)); r.Allowed {
+				t.Fatalf("private %q: spec.loadBalancerIP admitted", v)
+			}
+			r, _ := h.send(review(admissionv1.Create, fixtures.Service("web", "api", ann(ccm.AnnotationPrivate, v)), nil, false))
+			for _, w := range r.Warnings {
+				if strings.Contains(w, "also gets a public IP") {
+					t.Fatalf("private %q: warned %q", v, w)
+				}
+			}
+		})
+	}
+}
