@@ -28,6 +28,18 @@ func gatewayService(ns, gatewayNS string) *corev1.Service {
 	return svc
 }
 
+// gatewayHarness is a harness whose pool file names Envoy Gateway's
+// controller namespace, opted in, with its owning-namespace label.
+func gatewayHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
+		t.Fatal(err)
+	}
+	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	return h
+}
+
 // TestGatewayNamespace: a Service in a Gateway controller's namespace the
 // pool file names is judged by its Gateway's namespace; without the label,
 // or in a namespace the file does not name, by its own. Pool dc-link is for
@@ -50,11 +62,7 @@ func TestGatewayNamespace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t)
-			if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-				t.Fatal(err)
-			}
-			h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+			h := gatewayHarness(t)
 			if got, what, err := h.unreserved(tt.svc); err != nil || got != tt.unreserved {
 				t.Errorf("the sweeper reports it unreserved: %v %q (%v), want %v", got, what, err, tt.unreserved)
 			}
@@ -81,11 +89,7 @@ func TestGatewayBringYourOwn(t *testing.T) {
 		{"web", "is not on the Private Network of a pool namespace web may use"},
 	} {
 		t.Run("a Gateway of "+tt.gatewayNS, func(t *testing.T) {
-			h := newHarness(t)
-			if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-				t.Fatal(err)
-			}
-			h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+			h := gatewayHarness(t)
 			id, _ := h.Srv.AddIP(h.PNs["tmp"].ID, mustAddr("10.50.0.77"), []string{"reserved-by-terraform"}, nil)
 			svc := gatewayService("envoy-gateway-system", tt.gatewayNS)
 			svc.Annotations = ann(request.AnnotationIPAMIDs, id)
@@ -103,12 +107,8 @@ func TestGatewayBringYourOwn(t *testing.T) {
 // TestGatewayShare: a Gateway's Service counts in its Gateway's share of a
 // pool, not the controller namespace's, and its reservation is tagged so.
 func TestGatewayShare(t *testing.T) {
-	h := newHarness(t)
-	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-		t.Fatal(err)
-	}
+	h := gatewayHarness(t)
 	cfg := h.alloc.Config()
-	cfg.GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
 	one := 1
 	dc, _ := cfg.Pool("dc-link")
 	dc.MaxPerNamespace = &one
@@ -136,11 +136,7 @@ func TestGatewayShare(t *testing.T) {
 // Service is left untouched, as one of that namespace would be, with a
 // warning saying why; the sweeper does not report it unreserved.
 func TestGatewayOfANamespaceNotOptedIn(t *testing.T) {
-	h := newHarness(t)
-	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-		t.Fatal(err)
-	}
-	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	h := gatewayHarness(t)
 	svc := gatewayService("envoy-gateway-system", "plain")
 	svc.Annotations = nil // the default pool, general, for every opted-in namespace
 	if got, what, err := h.unreserved(svc); err != nil || got {
@@ -160,11 +156,7 @@ func TestGatewayOfANamespaceNotOptedIn(t *testing.T) {
 // does not hold and the apiserver cannot be asked about is a retryable
 // refusal, never an admission left untouched (fail closed).
 func TestGatewayNamespaceUnreadableIsRetried(t *testing.T) {
-	h := newHarness(t)
-	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-		t.Fatal(err)
-	}
-	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	h := gatewayHarness(t)
 	h.mutator.NamespacesLive = failingReader{}
 	r, _ := h.send(review(admissionv1.Create, gatewayService("envoy-gateway-system", "team-new"), nil, false))
 	if r.Allowed || r.Result.Code != http.StatusTooManyRequests || !strings.Contains(r.Result.Message, "namespace team-new of the Service's Gateway cannot be read") {
@@ -177,11 +169,7 @@ func TestGatewayNamespaceUnreadableIsRetried(t *testing.T) {
 // its Gateway namespace's label says now (installs that opted in the
 // controller's namespace alone, before the rule).
 func TestGatewayHoldingReservationsKeepsThem(t *testing.T) {
-	h := newHarness(t)
-	if err := h.Kube.Create(t.Context(), fixtures.Namespace("envoy-gateway-system", true)); err != nil {
-		t.Fatal(err)
-	}
-	h.alloc.Config().GatewayControllers = []ipam.GatewayController{{Namespace: "envoy-gateway-system", GatewayNamespaceLabel: owningGateway}}
+	h := gatewayHarness(t)
 	live := h.created(gatewayService("envoy-gateway-system", "payments"))
 	next := live.DeepCopy()
 	next.Labels[owningGateway] = "plain"
