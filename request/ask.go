@@ -284,6 +284,25 @@ func OptedIn(ctx context.Context, r client.Reader, namespace string) (bool, erro
 	return ns.Labels[LabelEnabled] == "true", nil
 }
 
+// GatewayOptedIn reads the opt-in label of the namespace ns a Gateway's
+// label names, through each reader in turn (a cache, then the apiserver)
+// until one says it opted in. A namespace the last reader does not have is
+// a stale label: not opted in. Any other failure is an error, never a "no".
+// The webhook and the sweeper's report both judge a Gateway's Service by it.
+func GatewayOptedIn(ctx context.Context, ns string, readers ...client.Reader) (bool, error) {
+	var err error
+	for _, r := range readers {
+		var opted bool
+		if opted, err = OptedIn(ctx, r, ns); err == nil && opted {
+			return true, nil
+		}
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return false, err
+}
+
 // Unreserved reports whether a live LoadBalancer Service that carries no
 // private-ip-ids should have had a reservation: it is in scope, in a
 // namespace neither excluded nor left out (namespaces reads the opt-in
@@ -301,14 +320,9 @@ func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader,
 	}
 	ns := JudgedNamespace(cfg, svc.Namespace, svc.Label)
 	if ns != svc.Namespace {
-		// A Gateway's namespace must have opted in too, as at admission;
-		// a stale label naming no namespace is not opted in.
-		opted, err := OptedIn(ctx, namespaces, ns)
-		if err != nil && !apierrors.IsNotFound(err) {
+		// A Gateway's namespace must have opted in too, as at admission.
+		if opted, err := GatewayOptedIn(ctx, ns, namespaces); err != nil || !opted {
 			return false, "", err
-		}
-		if !opted {
-			return false, "", nil
 		}
 	}
 	ask, _, err := Read(cfg, ns, svc.AnnotationMap(), svc.LoadBalancerIP())

@@ -12,7 +12,6 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -223,22 +222,17 @@ func (m *ServiceMutator) filter(ctx context.Context, req admission.Request) (svc
 	return svc, old, decision{}, true
 }
 
-// gatewayOptedIn reads the opt-in label of a Gateway's namespace: the
-// cache, then the apiserver when the cache says no (NamespacesLive). Only
-// the apiserver's "no such namespace" is a stale label (not opted in);
-// any other failure is a retryable refusal, as for the Service's own.
+// gatewayOptedIn reads the opt-in label of a Gateway's namespace
+// (request.GatewayOptedIn): the cache, then the apiserver when the cache
+// says no (NamespacesLive). A failure is a retryable refusal, as for the
+// Service's own.
 func (m *ServiceMutator) gatewayOptedIn(ctx context.Context, ns string) (bool, error) {
-	opted, err := request.OptedIn(ctx, m.Namespaces, ns)
-	if err == nil && opted {
-		return true, nil
-	}
+	readers := []client.Reader{m.Namespaces}
 	if m.NamespacesLive != nil {
-		opted, err = request.OptedIn(ctx, m.NamespacesLive, ns)
+		readers = append(readers, m.NamespacesLive)
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
+	opted, err := request.GatewayOptedIn(ctx, ns, readers...)
+	if err != nil {
 		return false, &ipam.Error{Reason: ipam.ReasonCacheUnavailable, Err: err,
 			Message: fmt.Sprintf("namespace %s of the Service's Gateway cannot be read right now, so its opt-in label is unknown; nothing was reserved, apply again in a moment", ns)}
 	}

@@ -38,6 +38,10 @@ type StatusOptions struct {
 	// reservation retained by an older version, which has no release-at
 	// yet. Every other release time is the ledger's.
 	PendingGrace time.Duration
+	// ConvergenceGrace is the install's: how long a reservation no Service
+	// uses may stay attached to a Load Balancer before it is marked
+	// STRANDED, as the sweeper counts it (sweeper.Stranded).
+	ConvergenceGrace time.Duration
 }
 
 // ParseStatusFlags reads the flags of "status".
@@ -47,6 +51,7 @@ func ParseStatusFlags(args []string) (StatusOptions, error) {
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file")
 	fs.StringVar(&o.Output, "o", "table", "output: table or json")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to name the Services using bring-your-own IPs (read-only)")
+	fs.DurationVar(&o.ConvergenceGrace, "convergence-grace", sweeper.DefaultConvergenceGrace, "the install's --convergence-grace: a reservation no Service uses, attached to a Load Balancer longer than this, is marked STRANDED")
 	fs.DurationVar(&o.PendingGrace, "pending-grace", sweeper.DefaultPendingGrace, "the install's --pending-grace, for reservations retained by an older version (every other release time is read from IPAM)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,7 +108,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 			Unlisted    []unlistedID           `json:"unlistedIDs,omitempty"`
 		}{cfg.ClusterName, cfg.Region, report, unlisted})
 	}
-	if err := printTable(out, cfg, report, byo, unlisted, time.Now()); err != nil {
+	if err := printTable(out, cfg, report, byo, unlisted, time.Now(), o.grace()); err != nil {
 		return err
 	}
 	if !byo {
@@ -210,8 +215,8 @@ func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[strin
 
 // printTable prints the pools, then their addresses; with the Services
 // (withServices), whether each used address is applied, and the IDs the
-// pools' listing does not hold; now judges which are stranded.
-func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, withServices bool, unlisted []unlistedID, now time.Time) error {
+// pools' listing does not hold; now and grace judge which are stranded.
+func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, withServices bool, unlisted []unlistedID, now time.Time, grace time.Duration) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "cluster %s, region %s\n\n", cfg.ClusterName, cfg.Region)
 	fmt.Fprintln(w, "POOL\tPRIVATE NETWORK\tSUBNET\tRANGES\tTOTAL\tUSED (CLUSTER)\tUSED (OTHERS)\tRETAINED\tFREE")
@@ -238,7 +243,7 @@ func printTable(out io.Writer, cfg *ipam.Config, report []inventory.PoolReport, 
 			if !a.RetainedUntil.IsZero() {
 				holder = fmt.Sprintf("retained until %s (%s)", a.RetainedUntil.UTC().Format(time.RFC3339), strings.TrimPrefix(holder, "Service "))
 			}
-			if sweeper.Stranded(a.Resource, a.RetainedSince, now, sweeper.DefaultConvergenceGrace) {
+			if sweeper.Stranded(a.Resource, a.RetainedSince, now, grace) {
 				holder += "; STRANDED: no Service uses it and its Load Balancer was not deleted (docs/troubleshooting.md)"
 			}
 			row := fmt.Sprintf("%s\t%s\t%s\t%s", r.Pool, a.Address, a.IPID, holder)
@@ -275,4 +280,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// grace is the convergence grace status judges stranded reservations by:
+// the sweeper's default when the options set none.
+func (o StatusOptions) grace() time.Duration {
+	if o.ConvergenceGrace <= 0 {
+		return sweeper.DefaultConvergenceGrace
+	}
+	return o.ConvergenceGrace
 }

@@ -400,4 +400,13 @@ func TestStatusShowsAStrandedReservation(t *testing.T) {
 	if !regexpLine(out.String(), `172\.16\.35\.15 .*payments/gone-172\.16\.35\.15.*STRANDED`) || regexpLine(out.String(), `172\.16\.35\.16 .*STRANDED`) {
 		t.Errorf("want 172.16.35.15 stranded and 172.16.35.16 not:\n%s", out.String())
 	}
+	// The install's longer --convergence-grace: neither yet.
+	o.ConvergenceGrace = 2 * time.Hour
+	out.Reset()
+	if err := Status(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "STRANDED") {
+		t.Errorf("with a 2h grace, an address marked stranded:\n%s", out.String())
+	}
 }
