@@ -95,9 +95,10 @@ chaos: tools ## Faults and concurrency on a real control plane, then the eight i
 # A single-node cluster built from source (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet) on Debian's containerd
 # and runc, in a network and a mount namespace the suite makes; helm install
-# of the chart with the image make image built. Needs root. The suite checks
+# of the chart with the image make image built. Needs root: without it the suite says so and skips
+# (SCW_LB_IPAM_REQUIRE_ROOT=1, as CI sets, makes that an error). The suite checks
 # that it leaves nothing on the host.
-E2E_PACKAGES := containerd runc containernetworking-plugins iptables
+E2E_PACKAGES := containerd runc containernetworking-plugins iptables jq
 
 e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the Debian packages it needs).
 	@$(MAKE) --no-print-directory -j1 $(E2E_TOOLS)
@@ -109,7 +110,10 @@ e2e-packages:
 	  dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || echo "$$p"; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "make e2e: installing the Debian packages the node needs:" $$missing; \
-	  if [ "$$(id -u)" != 0 ]; then echo "make e2e: needs root (apt-get install, namespaces, mounts, cgroups)" >&2; exit 1; fi; \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    if [ "$${SCW_LB_IPAM_REQUIRE_ROOT:-}" = 1 ]; then echo "make e2e: needs root (apt-get install, namespaces, mounts, cgroups)" >&2; exit 1; fi; \
+	    echo "make e2e: not root: the packages stay uninstalled and the suite skips"; exit 0; \
+	  fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 

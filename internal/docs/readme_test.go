@@ -7,9 +7,9 @@ import (
 )
 
 // TestReadmeInstallIsTheGuides: each command of the README's install
-// section is written, as is, in docs/install.md, whose commands the chart
-// suite runs (TestReadmeInstall, TestReadmeUpgradeUninstall); so the short
-// version cannot drift from the tested one.
+// section is written, as is, in docs/install.md, whose marked blocks make
+// e2e runs as written (test/e2e TestGuide); so the short version cannot
+// drift from the tested one.
 func TestReadmeInstallIsTheGuides(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {

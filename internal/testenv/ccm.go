@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -187,6 +188,26 @@ func (c *CCM) Logs(n int) string {
 		fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", p.LogPath, n, p.Tail(n))
 	}
 	return b.String()
+}
+
+// Lines are the lines of every CCM process's log, from its start, that
+// contain substr: what a check reads as the CCM's own account.
+func (c *CCM) Lines(substr string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, p := range c.all {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, substr) {
+				out = append(out, strings.TrimRight(line, "\n"))
+			}
+		}
+	}
+	return out
 }
 
 // ccmLog is where the CCM's output goes besides its file: Options.Logs

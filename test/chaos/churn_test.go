@@ -182,7 +182,7 @@ func (c *churn) watch(ctx context.Context) {
 				continue
 			}
 			for i, h := range ips {
-				ips[i] += " (" + c.r.trail(strings.Fields(h)[0]) + ")"
+				ips[i] += " (" + trail(c.r.env.Emu.Audit(), strings.Fields(h)[0]) + ")"
 			}
 			c.mu.Lock()
 			c.over[pool] = strings.Join(ips, "\n      ")

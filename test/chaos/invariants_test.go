@@ -123,12 +123,18 @@ func (r *run) noLiveIDReleased(e *ending) []string {
 	return bad
 }
 
-// nothingOursUnreferenced (3): after quiescence and retention.
+// nothingOursUnreferenced (3): after quiescence and retention, nothing of
+// ours unreferenced, but what the CCM's own log shows it left attached to
+// a Load Balancer it let go (counted apart, in the report).
 func (r *run) nothingOursUnreferenced(e *ending) []string {
+	left := r.leftovers()
+	r.mu.Lock()
+	r.byCCM = left.byCCM
+	r.mu.Unlock()
 	if e.settled {
 		return nil
 	}
-	return r.unreferencedOurs()
+	return left.unexplained
 }
 
 // everyIDBooked (4): every ID handed out was booked (audit) or is a

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -56,9 +57,12 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "gateway: needs root: the controller runs in a private mount namespace (unshare, mount, chroot)")
-		return 1
+	if ok, err := localrun.Root("gateway", "the controller runs in a private mount namespace: unshare, mount, chroot"); !ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+			return 1
+		}
+		return 0
 	}
 	var err error
 	if w, err = start(); err != nil {

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+)
+
+// guidePage is the page whose marked blocks TestGuide runs as written.
+const guidePage = "docs/install.md"
+
+// runMarker marks a block of guidePage that TestGuide runs.
+const runMarker = "<!-- guide: run -->"
+
+// guideBlocks are the shell blocks of page marked runMarker, in order,
+// their list indentation removed.
+func guideBlocks(page string) ([]string, error) {
+	var blocks []string
+	lines := strings.Split(page, "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != runMarker {
+			continue
+		}
+		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
+			return nil, fmt.Errorf("line %d: %s is not followed by a ```sh block", i+1, runMarker)
+		}
+		indent := lines[i+1][:len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " "))]
+		var b strings.Builder
+		j := i + 2
+		for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
+			b.WriteString(strings.TrimPrefix(lines[j], indent) + "\n")
+		}
+		if j == len(lines) {
+			return nil, fmt.Errorf("line %d: the block is not closed", i+2)
+		}
+		blocks = append(blocks, b.String())
+		i = j
+	}
+	return blocks, nil
+}
+
+// placeholder is a <word> of a copied example that the reader fills in.
+var placeholder = regexp.MustCompile(`<[a-z][a-z-]*>`)
+
+// TestGuide runs docs/install.md's quick path as a new user copies it:
+// every marked block, as written, with bash, kubectl, helm and jq, in a
+// directory that holds the repository's charts and examples. The test
+// stands in for the (cloud) steps only: the emulator's Private Networks
+// fill the examples' <placeholders>, key.json and PROJECT_ID are what
+// scw iam api-key create and the page's line give, and helm gets the
+// emulator's API URL and the image make image built. Then the page's
+// Service must get its reserved address, and the real CCM must show it in
+// its status.
+func TestGuide(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot, guidePage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := guideBlocks(string(page))
+	if err != nil {
+		t.Fatalf("%s: %v", guidePage, err)
+	}
+	if len(blocks) < 3 {
+		t.Fatalf("%s marks %d blocks to run, want the Secret, the install and the Service", guidePage, len(blocks))
+	}
+	emu := scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})
+	url, err := emu.Start(nodeIP + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emu.Close() })
+	pns, err := emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCCM(t, url, pns["nodes"].ID)
+	dir := userDir(t, map[string]string{
+		"<cluster-name>": "e2e", "<cluster-private-network-id>": pns["nodes"].ID, "<pool-private-network-id>": pns["dc"].ID,
+	}, url)
+	t.Cleanup(func() { removeGuide(t) })
+	for i, block := range blocks {
+		began := time.Now()
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(dir, ".bin")+":"+os.Getenv("PATH"), "KUBECONFIG="+cluster.kubeconfig,
+			"HOME="+dir, "PROJECT_ID="+scalewaytest.DefaultProjectID)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s, block %d of %d failed (%v):\n%s\n--- its output:\n%s\n%s", guidePage, i+1, len(blocks), err, block, out.String(), podReport(t))
+		}
+		t.Logf("%s, block %d: %s", guidePage, i+1, time.Since(began).Round(100*time.Millisecond))
+	}
+	svc := &corev1.Service{}
+	eventually(t, 2*time.Minute, "the guide's Service demo/api to show its reserved address in its status", func() bool {
+		if cluster.kube.Get(context.Background(), client.ObjectKey{Namespace: "demo", Name: "api"}, svc) != nil {
+			return false
+		}
+		addr := svc.Annotations[request.AnnotationAddresses]
+		return addr != "" && slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
+	})
+	if !strings.HasPrefix(svc.Annotations[request.AnnotationAddresses], "172.16.35.2") {
+		t.Errorf("demo/api reserved %q, want an address of the example's range 172.16.35.200-172.16.35.250", svc.Annotations[request.AnnotationAddresses])
+	}
+}
+
+// userDir is the directory the guide's commands run in, as a reader's
+// clone: the chart, the examples with their placeholders filled in, and
+// what the (cloud) steps leave (key.json); .bin holds kubectl and a helm
+// that adds the emulator's API URL and the built image to install and
+// upgrade (bash and jq are the host's).
+func userDir(t *testing.T, fill map[string]string, apiURL string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(chartDir(), filepath.Join(dir, "charts", "scw-lb-ipam")); err != nil {
+		t.Fatal(err)
+	}
+	examples := filepath.Join(dir, "examples")
+	if err := os.Mkdir(examples, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(repoRoot, "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "examples", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for k, v := range fill {
+			text = strings.ReplaceAll(text, k, v)
+		}
+		// Outside comments, a placeholder left is one this test does not
+		// know: the page's reader would have to fill it in too.
+		for _, line := range strings.Split(text, "\n") {
+			if code, _, _ := strings.Cut(line, "#"); placeholder.MatchString(code) {
+				t.Fatalf("examples/%s: %q has a placeholder TestGuide does not fill in", e.Name(), strings.TrimSpace(line))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(examples, e.Name()), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := json.Marshal(map[string]string{"access_key": testenv.AccessKey, "secret_key": testenv.SecretKey, "default_project_id": scalewaytest.DefaultProjectID})
+	if err := os.WriteFile(filepath.Join(dir, "key.json"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, ".bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cluster.bin("kubectl"), filepath.Join(bin, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	helm := fmt.Sprintf(`#!/bin/sh
+# helm as the reader runs it, with a home of its own; install and upgrade
+# also get the stand-in's API URL and the image make image built.
+export HELM_CACHE_HOME=%[1]s HELM_CONFIG_HOME=%[1]s HELM_DATA_HOME=%[1]s
+case "$1" in
+install|upgrade) exec %[2]s "$@" --set scaleway.apiURL=%[3]s --set image.digest=%[4]s --set image.pullPolicy=Never ;;
+esac
+exec %[2]s "$@"
+`, filepath.Join(dir, ".helm"), cluster.bin("helm"), apiURL, cluster.digest)
+	if err := os.WriteFile(filepath.Join(bin, "helm"), []byte(helm), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// removeGuide uninstalls what the guide installed: the release, the
+// namespaces it made, the Service.
+func removeGuide(t *testing.T) {
+	ctx := context.Background()
+	if out, err := helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m", "--ignore-not-found"); err != nil {
+		t.Errorf("helm uninstall: %v\n%s", err, out)
+	}
+	for _, ns := range []string{"demo", namespace} {
+		if err := cluster.kube.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting namespace %s: %v", ns, err)
+		}
+	}
+	eventually(t, 2*time.Minute, "namespaces demo and "+namespace+" to be gone", func() bool {
+		for _, ns := range []string{"demo", namespace} {
+			if !apierrors.IsNotFound(cluster.kube.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})) {
+				return false
+			}
+		}
+		return true
+	})
+}
