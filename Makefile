@@ -7,7 +7,7 @@ PKGS  := ./...
 SUITES := ./test/integration ./test/clients ./test/dns ./test/gateway ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|dns|gateway|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages help generate verify
+.PHONY: all build test unit suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify
 
 all: build
 
@@ -101,9 +101,28 @@ chaos: tools ## Faults and concurrency on a real control plane, then the eight i
 E2E_PACKAGES := containerd runc containernetworking-plugins iptables jq
 
 e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the Debian packages it needs).
-	@$(MAKE) --no-print-directory -j1 $(E2E_TOOLS)
+	@$(MAKE) --no-print-directory -j1 $(E2E_TOOLS) previous
 	@set -o pipefail; $(own_tmp) \
 	  $(GO) test -count=1 -timeout 30m -v ./test/e2e 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+
+# previous: the chart and the image of the version the e2e suite upgrades
+# from and rolls back to, built from that commit's own tree with its own
+# scw-image into bin/previous/ (src/ the tree, image/ the image). Until a
+# release is tagged, the commit that landed shares and handover, whose ledger
+# has neither release-at nor the namespace tag. A shallow clone fetches it.
+PREVIOUS_COMMIT := 783cd0d16d5f5d823affbddca7220d3748689d99
+
+previous: ## Build the previous version's chart and image into bin/previous (make e2e does it).
+	@set -e; dir='$(BIN)/previous'; \
+	if [ "$$(cat "$$dir/.commit" 2>/dev/null)" = '$(PREVIOUS_COMMIT)' ] && [ -f "$$dir/image/index.digest" ]; then \
+	  echo "bin/previous is up to date ($(PREVIOUS_COMMIT))"; exit 0; fi; \
+	git cat-file -e '$(PREVIOUS_COMMIT)^{commit}' 2>/dev/null || git fetch -q --depth 1 origin '$(PREVIOUS_COMMIT)'; \
+	echo "building bin/previous ($(PREVIOUS_COMMIT))…"; \
+	rm -rf "$$dir" && mkdir -p "$$dir/src" && git archive '$(PREVIOUS_COMMIT)' | tar -x -C "$$dir/src" && \
+	cd "$$dir/src" && GOWORK=off GOFLAGS='-mod=readonly -buildvcs=false' nice -n 10 $(GO) run ./cmd/scw-image build -out "$$dir/image" \
+	  -version "$$(sed -n 's/^appVersion: *//p' charts/scw-lb-ipam/Chart.yaml | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' -source-date-epoch "$$(git -C '$(CURDIR)' log -1 --format=%ct '$(PREVIOUS_COMMIT)')" \
+	  -repository '$(IMAGE_REPOSITORY)' -tarball-arch amd64 >/dev/null && \
+	echo '$(PREVIOUS_COMMIT)' > "$$dir/.commit"
 
 e2e-packages:
 	@missing=$$(for p in $(E2E_PACKAGES); do \
@@ -209,7 +228,9 @@ bin/kubectl: FORCE
 # one at a time after kube-apiserver (whose packages they share): cold on 2
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
-E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler
+# bin/registry is CNCF Distribution's, which serves the chart and the image
+# over OCI as the release workflow publishes them (about 1.5 min cold).
+E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler bin/registry
 
 bin/kubelet: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubelet,$(KUBE_VERSION_LDFLAGS))
@@ -219,6 +240,9 @@ bin/kube-controller-manager: FORCE
 
 bin/kube-scheduler: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_VERSION_LDFLAGS))
+
+bin/registry: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/registry,github.com/distribution/distribution/v3,github.com/distribution/distribution/v3/cmd/registry,-X github.com/distribution/distribution/v3/version.version=$$v)
 
 bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)

@@ -34,8 +34,8 @@ func TestReadmeInstallIsTheGuides(t *testing.T) {
 			commands = append(commands, strings.TrimSpace(line))
 		}
 	}
-	if len(commands) != 3 {
-		t.Errorf("the README installs in %d commands, want 3: %q", len(commands), commands)
+	if len(commands) != 4 {
+		t.Errorf("the README installs in %d commands, want 4: %q", len(commands), commands)
 	}
 	for _, c := range commands {
 		if !strings.Contains(string(guide), c) {

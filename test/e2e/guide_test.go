@@ -14,11 +14,17 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
@@ -62,13 +68,17 @@ var placeholder = regexp.MustCompile(`<[a-z][a-z-]*>`)
 
 // TestGuide runs docs/install.md's quick path as a new user copies it:
 // every marked block, as written, with bash, kubectl, helm and jq, in a
-// directory that holds the repository's charts and examples. The test
-// stands in for the (cloud) steps only: the emulator's Private Networks
-// fill the examples' <placeholders>, key.json and PROJECT_ID are what
-// scw iam api-key create and the page's line give, and helm gets the
-// emulator's API URL and the image make image built. Then the page's
-// Service must get its reserved address, and the real CCM must show it in
-// its status.
+// directory that holds the repository's examples. The chart and the image
+// are published, as the release workflow publishes them, to CNCF
+// Distribution's registry on the node's loopback, which stands in for
+// ghcr.io: helm installs the chart from it by --version, and the kubelet
+// pulls the image from it. The test stands in for the (cloud) steps only:
+// the emulator's Private Networks fill the examples' <placeholders>,
+// key.json and PROJECT_ID are what scw iam api-key create and the page's
+// line give, and helm gets the emulator's API URL. The page's blocks run
+// to its uninstall, which must leave nothing of the chart's; the page's
+// Service must have got its reserved address, and the real CCM must show
+// it in its status.
 func TestGuide(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join(repoRoot, guidePage))
 	if err != nil {
@@ -92,9 +102,12 @@ func TestGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	startCCM(t, url, pns["nodes"].ID)
+	reg := startRegistry(t)
+	version := reg.publish(t)
+	reg.mirror(t)
 	dir := userDir(t, map[string]string{
 		"<cluster-name>": "e2e", "<cluster-private-network-id>": pns["nodes"].ID, "<pool-private-network-id>": pns["dc"].ID,
-	}, url)
+	}, url, reg.addr)
 	t.Cleanup(func() { removeGuide(t) })
 	for i, block := range blocks {
 		began := time.Now()
@@ -108,6 +121,15 @@ func TestGuide(t *testing.T) {
 			t.Fatalf("%s, block %d of %d failed (%v):\n%s\n--- its output:\n%s\n%s", guidePage, i+1, len(blocks), err, block, out.String(), podReport(t))
 		}
 		t.Logf("%s, block %d: %s", guidePage, i+1, time.Since(began).Round(100*time.Millisecond))
+	}
+	// The pods go once the garbage collector has deleted the ReplicaSet.
+	var left []string
+	if !localrun.Poll(time.Minute, 250*time.Millisecond, func() bool { left = chartLeftovers(t); return len(left) == 0 }) {
+		t.Errorf("a minute after the page's helm uninstall, the chart left %v", left)
+	}
+	if !reg.pulled(version) {
+		b, _ := os.ReadFile(reg.log)
+		t.Errorf("the kubelet's containerd did not pull %s:%s from the registry; its log:\n%s", publishedImage, version, b)
 	}
 	svc := &corev1.Service{}
 	eventually(t, 2*time.Minute, "the guide's Service demo/api to show its reserved address in its status", func() bool {
@@ -125,17 +147,11 @@ func TestGuide(t *testing.T) {
 // userDir is the directory the guide's commands run in, as a reader's
 // clone: the chart, the examples with their placeholders filled in, and
 // what the (cloud) steps leave (key.json); .bin holds kubectl and a helm
-// that adds the emulator's API URL and the built image to install and
-// upgrade (bash and jq are the host's).
-func userDir(t *testing.T, fill map[string]string, apiURL string) string {
+// that takes ghcr.io's charts from the local registry and adds the
+// emulator's API URL to install and upgrade (bash and jq are the host's).
+func userDir(t *testing.T, fill map[string]string, apiURL, registryAddr string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(chartDir(), filepath.Join(dir, "charts", "scw-lb-ipam")); err != nil {
-		t.Fatal(err)
-	}
 	examples := filepath.Join(dir, "examples")
 	if err := os.Mkdir(examples, 0o755); err != nil {
 		t.Fatal(err)
@@ -176,14 +192,20 @@ func userDir(t *testing.T, fill map[string]string, apiURL string) string {
 		t.Fatal(err)
 	}
 	helm := fmt.Sprintf(`#!/bin/sh
-# helm as the reader runs it, with a home of its own; install and upgrade
-# also get the stand-in's API URL and the image make image built.
+# helm as the reader runs it, with a home of its own; the published chart
+# comes from the local registry, and install and upgrade get the
+# emulator's API URL.
 export HELM_CACHE_HOME=%[1]s HELM_CONFIG_HOME=%[1]s HELM_DATA_HOME=%[1]s
+for a in "$@"; do
+  shift
+  case "$a" in oci://%[4]s/*) a="oci://%[5]s/${a#oci://%[4]s/}" ;; esac
+  set -- "$@" "$a"
+done
 case "$1" in
-install|upgrade) exec %[2]s "$@" --set scaleway.apiURL=%[3]s --set image.digest=%[4]s --set image.pullPolicy=Never ;;
+install|upgrade) exec %[2]s "$@" --plain-http --set scaleway.apiURL=%[3]s ;;
 esac
 exec %[2]s "$@"
-`, filepath.Join(dir, ".helm"), cluster.bin("helm"), apiURL, cluster.digest)
+`, filepath.Join(dir, ".helm"), cluster.bin("helm"), apiURL, publishedHost, registryAddr)
 	if err := os.WriteFile(filepath.Join(bin, "helm"), []byte(helm), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +232,34 @@ func removeGuide(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// chartLeftovers are the objects of the release (its instance label) that
+// remain, cluster-wide and in its namespace; the pods' own objects (the
+// TLS Secret, Leases) are not the chart's.
+func chartLeftovers(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	sel := client.MatchingLabels{"app.kubernetes.io/instance": release}
+	var left []string
+	for _, list := range []client.ObjectList{
+		&corev1.PodList{}, &corev1.ServiceAccountList{}, &corev1.ConfigMapList{}, &corev1.ServiceList{},
+		&appsv1.DeploymentList{}, &policyv1.PodDisruptionBudgetList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
+		&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}, &admissionregistrationv1.MutatingWebhookConfigurationList{},
+	} {
+		if err := cluster.kube.List(ctx, list, sel); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range items {
+			obj := o.(client.Object)
+			if obj.GetDeletionTimestamp() == nil {
+				left = append(left, fmt.Sprintf("%T %s/%s", o, obj.GetNamespace(), obj.GetName()))
+			}
+		}
+	}
+	return left
 }

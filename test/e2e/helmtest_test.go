@@ -76,5 +76,12 @@ func TestHelmTest(t *testing.T) {
 			t.Errorf("helm test's output with no webhook pod lacks %q:\n%s", want, out)
 		}
 	}
+	// A failed test leaves nothing behind: its Pod (once --logs printed
+	// its lines) and its RBAC, cluster-wide rights included.
+	for _, o := range chartLeftovers(t) {
+		if strings.Contains(o, "preflight") {
+			t.Errorf("the failed helm test left %s", o)
+		}
+	}
 	t.Logf("helm test with no webhook pod fails as it should:\n%s", out)
 }

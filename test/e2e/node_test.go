@@ -258,6 +258,8 @@ state = "{{dir}}/containerd/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "` + cniBinDir + `"
     conf_dir = "{{dir}}/cni"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{{dir}}/certs.d"
 `
 
 // cniConfig is the pods' network: the node's bridge, with its address as
