@@ -29,6 +29,13 @@ const (
 	// Retention.Yield): the sweeper never moves it back to the pool file's
 	// retention.
 	TagEarlyRelease = "scw-lb-ipam/early-release"
+	// TagReleaseFor is the orphaned-since the release-at was written for,
+	// written with it: a version older than release-at keeps the tags it
+	// does not know when it takes a reservation back, and writes
+	// orphaned-since alone when it retains it again; release-at (and
+	// early-release) then belong to the earlier retention, and are read as
+	// absent (see ParseEntry).
+	TagReleaseFor = "scw-lb-ipam/release-for="
 )
 
 // Entry is the ledger read from (or written to) the tags of one IP.
@@ -55,6 +62,9 @@ type Entry struct {
 	// Early: ReleaseAt was brought forward by a full pool or share; it
 	// goes with ReleaseAt.
 	Early bool
+	// untied: ReleaseAt was read without TagReleaseFor (written before
+	// the tag existed); the sweeper writes it (Complete).
+	untied bool
 	// Other holds tags that are not ours, kept untouched on every rewrite.
 	Other []string
 }
@@ -63,6 +73,7 @@ type Entry struct {
 // not one of ours (no marker, or no cluster tag): such IPs are never changed.
 func ParseEntry(tags []string) (e Entry, ok bool) {
 	marker := false
+	var releaseFor time.Time
 	for _, t := range tags {
 		switch {
 		case t == TagMarker:
@@ -88,9 +99,23 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 			e.Namespace = t[len(TagNamespace):]
 		case t == TagEarlyRelease:
 			e.Early = true
+		case strings.HasPrefix(t, TagReleaseFor):
+			if ts, err := time.Parse(time.RFC3339, t[len(TagReleaseFor):]); err == nil {
+				releaseFor = ts
+			}
 		default:
 			e.Other = append(e.Other, t)
 		}
+	}
+	switch {
+	case e.ReleaseAt.IsZero():
+	case releaseFor.IsZero():
+		e.untied = true
+	case !releaseFor.Equal(e.OrphanedSince):
+		// Written for an earlier retention, kept by an older version's
+		// take-back: this retention's release time is not in the ledger
+		// (Retention.When, Settle), and the next write drops them.
+		e.ReleaseAt, e.Early = time.Time{}, false
 	}
 	return e, marker && e.Cluster != ""
 }
@@ -104,7 +129,8 @@ func (e Entry) Tags() []string {
 	if !e.OrphanedSince.IsZero() {
 		tags = append(tags, TagOrphanedSince+ceilSecond(e.OrphanedSince).Format(time.RFC3339))
 		if !e.ReleaseAt.IsZero() {
-			tags = append(tags, TagReleaseAt+ceilSecond(e.ReleaseAt).Format(time.RFC3339))
+			tags = append(tags, TagReleaseAt+ceilSecond(e.ReleaseAt).Format(time.RFC3339),
+				TagReleaseFor+ceilSecond(e.OrphanedSince).Format(time.RFC3339))
 			if e.Early {
 				tags = append(tags, TagEarlyRelease)
 			}
@@ -144,10 +170,10 @@ func ServiceTag(svc types.NamespacedName) string { return TagService + svc.Strin
 func NamespaceTag(ns string) string { return TagNamespace + ns }
 
 // Complete reports whether the entry holds every tag this version writes:
-// the namespace tag, and with orphaned-since a release-at at or after it.
-// The sweeper rewrites the others (see Retention.Settle).
+// the namespace tag, and with orphaned-since a release-at at or after it,
+// written for it. The sweeper rewrites the others (see Retention.Settle).
 func (e Entry) Complete() bool {
-	return e.Namespace == e.ShareNamespace() && (e.OrphanedSince.IsZero() || e.scheduled())
+	return e.Namespace == e.ShareNamespace() && (e.OrphanedSince.IsZero() || e.scheduled() && !e.untied)
 }
 
 // scheduled reports whether the ledger says when the retained reservation

@@ -12,7 +12,8 @@ func TestEntryRoundTrip(t *testing.T) {
 	e := Entry{Cluster: "prod-par", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: "api"}, UID: "u-1", OrphanedSince: since, ReleaseAt: since.Add(time.Hour), Other: []string{"team=payments"}}
 	tags := e.Tags()
 	want := []string{"scw-lb-ipam", "scw-lb-ipam/cluster=prod-par", "scw-lb-ipam/pool=dc-link", "scw-lb-ipam/service=payments/api", "scw-lb-ipam/namespace=payments",
-		"scw-lb-ipam/uid=u-1", "scw-lb-ipam/orphaned-since=2026-11-22T10:00:00Z", "scw-lb-ipam/release-at=2026-11-22T11:00:00Z", "team=payments"}
+		"scw-lb-ipam/uid=u-1", "scw-lb-ipam/orphaned-since=2026-11-22T10:00:00Z", "scw-lb-ipam/release-at=2026-11-22T11:00:00Z",
+		"scw-lb-ipam/release-for=2026-11-22T10:00:00Z", "team=payments"}
 	if len(tags) != len(want) {
 		t.Fatalf("tags = %v", tags)
 	}
