@@ -45,10 +45,14 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_REPOSITORY  ?= ghcr.io/scw-lb-ipam/scw-lb-ipam
 # docker load takes one platform: the docker tarball holds this one.
 IMAGE_TAR_ARCH    ?= amd64
+# The tests build the amd64 image they run; the release builds every
+# architecture (make image IMAGE_ARCHES=amd64,arm64): cold on 2 cores, the
+# arm64 build of every dependency costs minutes no test needs.
+IMAGE_ARCHES      ?= amd64
 
-image: ## The OCI image (linux/amd64 + linux/arm64), docker tarball and SBOM, into bin/image/.
+image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), docker tarball and SBOM, into bin/image/.
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
-	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)'
+	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)' -arches '$(IMAGE_ARCHES)'
 
 test: lint verify tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
 
@@ -63,7 +67,7 @@ verify: ## Fail, naming the file and make generate, when a generated file is out
 
 # test/bench's tests (its statistics) run here too, without its benchmarks.
 unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
-	$(GO) test -count=1 -race -timeout 30m $(UNIT) ./test/bench
+	IMAGE_ARCHES='$(IMAGE_ARCHES)' $(GO) test -count=1 -race -timeout 30m $(UNIT) ./test/bench
 
 # own_tmp runs a command with a TMPDIR of its own. envtest stops its
 # processes itself (SIGTERM, then SIGKILL); a test run killed midway may
@@ -106,10 +110,11 @@ e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the
 	  $(GO) test -count=1 -timeout 30m -v ./test/e2e 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
 
 # previous: the chart and the image of the version the e2e suite upgrades
-# from and rolls back to, built from that commit's own tree with its own
-# scw-image into bin/previous/ (src/ the tree, image/ the image). Until a
+# from and rolls back to, built from that commit's tree (scw-image -dir,
+# amd64) into bin/previous/ (src/ the tree, image/ the image). Until a
 # release is tagged, the commit that landed shares and handover, whose ledger
-# has neither release-at nor the namespace tag. A shallow clone fetches it.
+# has neither release-at (as a release time) nor the namespace tag. A
+# shallow clone fetches it.
 PREVIOUS_COMMIT := 783cd0d16d5f5d823affbddca7220d3748689d99
 
 previous: ## Build the previous version's chart and image into bin/previous (make e2e does it).
@@ -119,9 +124,9 @@ previous: ## Build the previous version's chart and image into bin/previous (mak
 	git cat-file -e '$(PREVIOUS_COMMIT)^{commit}' 2>/dev/null || git fetch -q --depth 1 origin '$(PREVIOUS_COMMIT)'; \
 	echo "building bin/previous ($(PREVIOUS_COMMIT))…"; \
 	rm -rf "$$dir" && mkdir -p "$$dir/src" && git archive '$(PREVIOUS_COMMIT)' | tar -x -C "$$dir/src" && \
-	cd "$$dir/src" && GOWORK=off GOFLAGS='-mod=readonly -buildvcs=false' nice -n 10 $(GO) run ./cmd/scw-image build -out "$$dir/image" \
-	  -version "$$(sed -n 's/^appVersion: *//p' charts/scw-lb-ipam/Chart.yaml | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' -source-date-epoch "$$(git -C '$(CURDIR)' log -1 --format=%ct '$(PREVIOUS_COMMIT)')" \
-	  -repository '$(IMAGE_REPOSITORY)' -tarball-arch amd64 >/dev/null && \
+	$(GO) run ./cmd/scw-image build -dir "$$dir/src" -out "$$dir/image" -arches amd64 \
+	  -version "$$(sed -n 's/^appVersion: *//p' "$$dir/src/charts/scw-lb-ipam/Chart.yaml" | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' \
+	  -source-date-epoch "$$(git log -1 --format=%ct '$(PREVIOUS_COMMIT)')" -repository '$(IMAGE_REPOSITORY)' >/dev/null && \
 	echo '$(PREVIOUS_COMMIT)' > "$$dir/.commit"
 
 e2e-packages:

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,11 +68,17 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Repository, "repository", "ghcr.io/scw-lb-ipam/scw-lb-ipam", "image name in the docker tarball and the layout")
 	fs.StringVar(&o.TarballArch, "tarball-arch", "amd64", "architecture of the image in the docker tarball (docker load takes one)")
 	fs.StringVar(&epoch, "source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "every timestamp in the image, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
+	arches := fs.String("arches", strings.Join(ociimage.Arches(), ","), "architectures to build, comma-separated (the release builds every one)")
+	fs.StringVar(&o.Dir, "dir", "", "the module to build, if not the current directory (another version's tree)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("build: unexpected arguments %q", fs.Args())
+	}
+	o.Arches = strings.Split(*arches, ",")
+	if err := o.CheckArches(); err != nil {
+		return fmt.Errorf("build: -arches %s: %w", *arches, err)
 	}
 	if o.Version == "" {
 		return errors.New("build: -version is required")

@@ -56,7 +56,7 @@ func Assemble(o Options, bins map[string]string) (string, error) {
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	images := map[string]v1.Image{}
-	for _, arch := range Arches() {
+	for _, arch := range o.arches() {
 		bin, ok := bins[arch]
 		if !ok {
 			return "", fmt.Errorf("no linux/%s binary", arch)

@@ -1,11 +1,14 @@
 package ociimage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -18,8 +21,38 @@ const (
 	BinaryName = "scw-lb-ipam"
 )
 
-// Arches are the linux architectures of the image index, in its order.
+// Arches are the linux architectures of the released image index, in its
+// order.
 func Arches() []string { return []string{"amd64", "arm64"} }
+
+// arches are the architectures o builds: o.Arches in Arches' order, or
+// every one.
+func (o Options) arches() []string {
+	if len(o.Arches) == 0 {
+		return Arches()
+	}
+	var out []string
+	for _, a := range Arches() {
+		if slices.Contains(o.Arches, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// CheckArches refuses an architecture the image is not released for, and
+// a docker tarball of one it does not build.
+func (o Options) CheckArches() error {
+	for _, a := range o.Arches {
+		if !slices.Contains(Arches(), a) {
+			return fmt.Errorf("architecture %q: the image is built for %s", a, strings.Join(Arches(), ", "))
+		}
+	}
+	if arch := cmp.Or(o.TarballArch, "amd64"); !slices.Contains(o.arches(), arch) {
+		return fmt.Errorf("the docker tarball's architecture %s is not among those built (%s)", arch, strings.Join(o.arches(), ", "))
+	}
+	return nil
+}
 
 // Options say what to build and how to name it. Version, Revision, Created
 // and Source are all of the image that is not the commit's code: two builds
@@ -44,13 +77,19 @@ type Options struct {
 	// TarballArch is the platform the docker tarball holds: docker load
 	// takes no image index, so the tarball carries one image ("" = amd64).
 	TarballArch string
+	// Arches are the architectures built (nil = Arches()): the tests build
+	// the one they run, the release every one.
+	Arches []string
 }
 
 // Build builds the binaries into o.Out, then the image and the SBOM from
 // them, and returns the image index's digest.
 func Build(ctx context.Context, o Options) (string, error) {
+	if err := o.CheckArches(); err != nil {
+		return "", err
+	}
 	bins := map[string]string{}
-	for _, arch := range Arches() {
+	for _, arch := range o.arches() {
 		dst := filepath.Join(o.Out, "linux-"+arch, BinaryName)
 		if err := BuildBinary(ctx, o, arch, dst); err != nil {
 			return "", err

@@ -1,5 +1,5 @@
 // Package ociimage builds the container image the Helm chart runs: the
-// scw-lb-ipam binary for linux/amd64 and linux/arm64, one file per image and
+// scw-lb-ipam binary for linux/amd64 and linux/arm64 (Options.Arches), one file per image and
 // no base image, assembled into an OCI image index whose digest depends only
 // on the commit (every timestamp is SOURCE_DATE_EPOCH). It also writes the
 // SPDX SBOM of the Go modules in the binaries, pushes the index at release,

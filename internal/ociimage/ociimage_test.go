@@ -3,6 +3,7 @@ package ociimage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -175,5 +176,23 @@ func TestSPDXIDsAreUnique(t *testing.T) {
 	a, b := ids.next("Package-a/b"), ids.next("Package-a-b")
 	if a != "SPDXRef-Package-a-b" || b != "SPDXRef-Package-a-b-2" {
 		t.Errorf("ids %s, %s", a, b)
+	}
+}
+
+func TestCheckArches(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, ""},
+		{Options{Arches: []string{"amd64"}}, ""},
+		{Options{Arches: []string{"arm64"}, TarballArch: "arm64"}, ""},
+		{Options{Arches: []string{"x86"}}, `architecture "x86": the image is built for amd64, arm64`},
+		{Options{Arches: []string{"arm64"}}, "the docker tarball's architecture amd64 is not among those built (arm64)"},
+	} {
+		err := tc.o.CheckArches()
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("CheckArches(%v, tarball %q) = %v, want %q", tc.o.Arches, tc.o.TarballArch, err, tc.want)
+		}
 	}
 }

@@ -132,7 +132,7 @@ func WriteSBOM(path string, o Options, imageDigest string, bins map[string]strin
 // modules (after replacements) Go recorded in each of bins.
 func linkedModules(bins map[string]string) (main debug.Module, goVersion string, deps map[string]debug.Module, err error) {
 	deps = map[string]debug.Module{}
-	for _, arch := range Arches() {
+	for arch := range bins {
 		bi, err := buildinfo.ReadFile(bins[arch])
 		if err != nil {
 			return main, "", nil, fmt.Errorf("linux/%s binary: %w", arch, err)

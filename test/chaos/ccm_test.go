@@ -111,6 +111,10 @@ func (c *ccmChaos) summary() string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("  the Scaleway CCM (%d replicas, leader election): killed %s; Load Balancers created %d, updated %d (%d writes: attaches, frontends, backends...), deleted %d; %d calls in all\n",
-		ccmReplicas, strings.TrimSpace(c.kill), created, len(updated), writes, deleted, calls)
+	// A leader that lost its lease (a renewal late on a busy machine) may
+	// still finish a sync while the next one leads: two writers of one
+	// Service, whose patches go by name only.
+	lost := len(c.env.CCM.Lines("leaderelection lost")) + len(c.env.CCM.Lines("failed to renew lease"))
+	return fmt.Sprintf("  the Scaleway CCM (%d replicas, leader election): killed %s; Load Balancers created %d, updated %d (%d writes: attaches, frontends, backends...), deleted %d; %d calls in all; leases lost without a kill: %d\n",
+		ccmReplicas, strings.TrimSpace(c.kill), created, len(updated), writes, deleted, calls, lost)
 }

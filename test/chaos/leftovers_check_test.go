@@ -14,34 +14,46 @@ import (
 )
 
 // TestCCMLetGoCheck: a leftover counts as the CCM's only when the CCM's
-// own log says it found no Load Balancer for the Service after that Load
-// Balancer was made, and the Service is gone.
+// own log shows its service controller removing the cleanup finalizer of
+// that Service's life while the Load Balancer stays (no DeleteLB).
 func TestCCMLetGoCheck(t *testing.T) {
 	lbs := []scalewaytest.LB{{ID: lbID, Name: testenv.CCMPrefix + svcUID}}
-	uids := map[string]string{svcUID: "payments/web"}
-	audit := []scalewaytest.AuditEvent{lbEvent(scalewaytest.AuditCreateLB, 0)}
-	klog := func(d time.Duration, msg string) string {
-		return "I" + at(d).Local().Format("0102 15:04:05.000000") + "   4242 loadbalancers.go:110] " + msg
+	journal := []journalEntry{
+		{svc: "payments/web", op: "create", start: at(-time.Second), uid: svcUID, outcome: "ok"},
+		{svc: "payments/web", op: "delete", start: at(4 * time.Second), uid: svcUID, outcome: "ok"},
+		// The next life of the name.
+		{svc: "payments/web", op: "create", start: at(20 * time.Second), uid: "uid-2", outcome: "ok"},
 	}
-	byName := klog(5*time.Second, "no loadbalancer matching the name "+testenv.CCMPrefix+svcUID)
-	byService := klog(5*time.Second, "no load balancer found for service payments/web")
-	before := klog(-time.Second, "no load balancer found for service payments/web")
-	other := klog(5*time.Second, "no load balancer found for service payments/web-2")
+	created := []scalewaytest.AuditEvent{lbEvent(scalewaytest.AuditCreateLB, 0)}
+	deleted := append(created, lbEvent(scalewaytest.AuditDeleteLB, 6*time.Second))
+	klog := func(d time.Duration, msg string) string {
+		return "I" + at(d).Local().Format("0102 15:04:05.000000") + "   4242 controller.go:959] " + msg
+	}
+	removed := klog(5*time.Second, "Removing finalizer from service payments/web")
+	notFound := klog(5*time.Second, "no loadbalancer matching the name "+testenv.CCMPrefix+svcUID)
+	renamed := klog(5*time.Second, "load balancer for service payments/web was renamed, not removing")
+	nextLife := klog(30*time.Second, "Removing finalizer from service payments/web")
+	before := klog(-2*time.Second, "Removing finalizer from service payments/web")
+	other := klog(5*time.Second, "Removing finalizer from service payments/web-2")
 	live := []corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "web", UID: types.UID(svcUID)}}}
 	for _, tc := range []struct {
 		name     string
 		log      []string
+		audit    []scalewaytest.AuditEvent
 		services []corev1.Service
 		lb       string
 		want     string
 	}{
-		{name: "its name lookup found none", log: []string{byName}, lb: lbID, want: byName},
-		{name: "no Load Balancer for the Service", log: []string{byService}, lb: lbID, want: byService},
-		{name: "said before the Load Balancer was made (an earlier life of the name)", log: []string{before}, lb: lbID},
-		{name: "said of another Service whose name starts alike", log: []string{other}, lb: lbID},
-		{name: "the Service still lives", log: []string{byName}, services: live, lb: lbID},
-		{name: "the log says nothing", lb: lbID},
-		{name: "attached to no Load Balancer of the emulator", log: []string{byName}, lb: "lb-gone"},
+		{name: "finalizer removed, its lookup found none", log: []string{notFound, removed}, audit: created, lb: lbID, want: notFound + "; " + removed},
+		{name: "finalizer removed, taken for renamed", log: []string{renamed, removed}, audit: created, lb: lbID, want: renamed + "; " + removed},
+		{name: "finalizer removed, no reason logged", log: []string{removed}, audit: created, lb: lbID, want: removed},
+		{name: "the CCM deleted it (DeleteLB)", log: []string{removed}, audit: deleted, lb: lbID},
+		{name: "removed in the next life of the name", log: []string{nextLife}, audit: created, lb: lbID},
+		{name: "removed before the Load Balancer was made", log: []string{before}, audit: created, lb: lbID},
+		{name: "removed from another Service whose name starts alike", log: []string{other}, audit: created, lb: lbID},
+		{name: "the Service still lives", log: []string{removed}, audit: created, services: live, lb: lbID},
+		{name: "the log says nothing", audit: created, lb: lbID},
+		{name: "attached to no Load Balancer of the emulator", log: []string{removed}, audit: created, lb: "lb-gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := func(substr string) []string {
@@ -53,7 +65,7 @@ func TestCCMLetGoCheck(t *testing.T) {
 				}
 				return out
 			}
-			if got := ccmLetGo(lines, tc.lb, lbs, tc.services, uids, audit); got != tc.want {
+			if got := ccmLetGo(lines, tc.lb, lbs, tc.services, journal, tc.audit); got != tc.want {
 				t.Errorf("ccmLetGo = %q, want %q", got, tc.want)
 			}
 		})

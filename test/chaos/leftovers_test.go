@@ -3,7 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 
 // leftovers are this cluster's IPs no live Service references, split by
 // who is to blame: the CCM, when its own log shows it let a Service go
-// while the Load Balancer holding the IP existed (the product cannot
+// while the Load Balancer holding the IP stayed (the product cannot
 // release an attached IP, and reports it as stranded), or else the
 // product (invariant 3).
 type leftovers struct {
@@ -44,7 +44,7 @@ func (r *run) leftovers() leftovers {
 	}
 	lbs, audit := r.env.Emu.LBs(), r.env.Emu.Audit()
 	r.mu.Lock()
-	uids := maps.Clone(r.uids)
+	journal := slices.Clone(r.journal)
 	r.mu.Unlock()
 	for _, ip := range r.env.Emu.IPs() {
 		e, ok := ipam.ParseEntry(ip.Tags)
@@ -56,7 +56,7 @@ func (r *run) leftovers() leftovers {
 			resource = ip.Resource.ID
 		}
 		text := fmt.Sprintf("%s (%s, service %s, attached %v%s; %s)", ip.ID, ip.Address, e.Service, ip.Resource != nil, holderOf(resource, list.Items, lbs), trail(audit, ip.ID))
-		if said := ccmLetGo(r.env.CCM.Lines, resource, lbs, list.Items, uids, audit); said != "" {
+		if said := ccmLetGo(r.env.CCM.Lines, resource, lbs, list.Items, journal, audit); said != "" {
 			out.byCCM = append(out.byCCM, text+"; the CCM's log: "+said)
 			continue
 		}
@@ -65,12 +65,15 @@ func (r *run) leftovers() leftovers {
 	return out
 }
 
-// ccmLetGo is the CCM's log line that shows it let the Service of Load
-// Balancer lbID go without deleting it: its name lookup found none, or it
-// found no Load Balancer for the Service, at a time the Load Balancer
-// existed (after its creation), while the Service is gone. "" when the
-// log shows no such thing, or the Load Balancer's Service still lives.
-func ccmLetGo(lines func(string) []string, lbID string, lbs []scalewaytest.LB, services []corev1.Service, uids map[string]string, audit []scalewaytest.AuditEvent) string {
+// ccmLetGo is the CCM's account, from its own log, of letting the Service
+// of Load Balancer lbID go while that Load Balancer stays: its service
+// controller's "Removing finalizer from service NS/NAME" during that
+// Service's life (from the Load Balancer's creation to the next Service
+// of that name), with no DeleteLB of it in the emulator's audit, and the
+// line that says why when there is one (its lookup found none, or it took
+// the Load Balancer for renamed). "" when the log shows no such thing, or
+// the Service still lives.
+func ccmLetGo(lines func(string) []string, lbID string, lbs []scalewaytest.LB, services []corev1.Service, journal []journalEntry, audit []scalewaytest.AuditEvent) string {
 	var lb *scalewaytest.LB
 	for i := range lbs {
 		if lbs[i].ID == lbID {
@@ -88,25 +91,53 @@ func ccmLetGo(lines func(string) []string, lbID string, lbs []scalewaytest.LB, s
 	}
 	var created time.Time
 	for _, ev := range audit {
-		if ev.Kind == scalewaytest.AuditCreateLB && ev.LBID == lbID {
+		switch {
+		case ev.LBID != lbID:
+		case ev.Kind == scalewaytest.AuditCreateLB:
 			created = ev.Time
+		case ev.Kind == scalewaytest.AuditDeleteLB:
+			return "" // the CCM deleted it
 		}
 	}
-	if created.IsZero() {
+	name, end := lifeOf(journal, uid)
+	if created.IsZero() || name == "" {
 		return ""
 	}
-	wants := []string{"no loadbalancer matching the name " + lb.Name}
-	if name, ok := uids[uid]; ok {
-		wants = append(wants, "no load balancer found for service "+name)
-	}
-	for _, want := range wants {
+	within := func(want string) string {
 		for _, line := range lines(want) {
-			if at, ok := klogTime(line, created); ok && at.After(created) && strings.HasSuffix(strings.TrimSpace(line), want) {
+			if at, ok := klogTime(line, created); ok && !at.Before(created) && (end.IsZero() || at.Before(end)) && strings.HasSuffix(strings.TrimSpace(line), want) {
 				return line
 			}
 		}
+		return ""
 	}
-	return ""
+	removed := within("Removing finalizer from service " + name)
+	if removed == "" {
+		return ""
+	}
+	for _, why := range []string{"no loadbalancer matching the name " + lb.Name, "no load balancer found for service " + name,
+		"load balancer for service " + name + " was renamed, not removing"} {
+		if line := within(why); line != "" {
+			return line + "; " + removed
+		}
+	}
+	return removed
+}
+
+// lifeOf is the Service (NS/NAME) of UID uid in the run's journal, and
+// when its life ended at the latest: the first operation on a Service of
+// that name with another UID after it (zero if none).
+func lifeOf(journal []journalEntry, uid string) (name string, end time.Time) {
+	var seen time.Time
+	for _, e := range journal {
+		switch {
+		case e.uid == uid && name == "":
+			name, seen = e.svc, e.start
+		case name != "" && e.svc == name && e.uid != "" && e.uid != uid && e.start.After(seen):
+			return name, e.start
+		}
+	}
+	return name, time.Time{}
 }
 
 // klogTime reads the time of a klog line ("I1128 18:48:02.123456 …"),

@@ -318,40 +318,52 @@ func (n *node) importImages() error {
 	if _, err := n.ctr("images", "import", pauseTar); err != nil {
 		return err
 	}
-	digest, err := os.ReadFile(filepath.Join(repoRoot, "bin", "image", "index.digest"))
+	n.digest, n.imageRef, err = n.importLayout(filepath.Join(repoRoot, "bin", "image"))
+	return err
+}
+
+// importLayout imports the image of make image's output dir (its oci
+// layout and index.digest) and returns its digest and the reference the
+// CRI finds it by, REPOSITORY@DIGEST.
+func (n *node) importLayout(dir string) (digest, ref string, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, "index.digest"))
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	n.digest = strings.TrimSpace(string(digest))
-	layout := n.path("scw-lb-ipam-oci.tar")
-	if err := tarDir(filepath.Join(repoRoot, "bin", "image", "oci"), layout); err != nil {
-		return err
+	digest = strings.TrimSpace(string(b))
+	layout := n.path(strings.ReplaceAll(digest, ":", "-") + ".tar")
+	if err := tarDir(filepath.Join(dir, "oci"), layout); err != nil {
+		return "", "", err
 	}
 	// The layout names its index REPOSITORY:VERSION: the image is stored
 	// under that name with the index as its target, so the CRI finds it as
 	// REPOSITORY@DIGEST too.
 	out, err := n.ctr("images", "import", "--all-platforms", layout)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	list, err := n.ctr("images", "list")
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	stored := ""
 	for _, line := range strings.Split(list, "\n") {
-		if f := strings.Fields(line); len(f) > 2 && f[2] == n.digest {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == digest {
 			stored = f[0]
 		}
 	}
 	if stored == "" {
-		return fmt.Errorf("ctr images import of bin/image/oci stored no image with the index digest %s (bin/image/index.digest): import said %q; images:\n%s", n.digest, out, list)
+		return "", "", fmt.Errorf("ctr images import of %s/oci stored no image with the index digest %s: import said %q; images:\n%s", dir, digest, out, list)
 	}
 	// The CRI finds an image by digest only under a record of that name,
-	// which its own pulls make and an import does not.
-	n.imageRef = imageRepository + "@" + n.digest
-	_, err = n.ctr("images", "tag", stored, n.imageRef)
-	return err
+	// which its own pulls make and an import does not. The name the import
+	// gave (REPOSITORY:VERSION) goes: two versions may share it.
+	ref = imageRepository + "@" + digest
+	if _, err := n.ctr("images", "tag", stored, ref); err != nil {
+		return "", "", err
+	}
+	_, err = n.ctr("images", "rm", stored)
+	return digest, ref, err
 }
 
 // buildPauseImage builds testdata/pause static and writes a docker

@@ -153,7 +153,7 @@ func (r *registry) mirror(t *testing.T) {
 	t.Cleanup(func() {
 		_ = os.RemoveAll(cluster.path("certs.d"))
 		if list, err := cluster.ctr("images", "list", "-q"); err == nil && !strings.Contains(list, cluster.imageRef) {
-			if err := cluster.importImages(); err != nil {
+			if _, _, err := cluster.importLayout(filepath.Join(repoRoot, "bin", "image")); err != nil {
 				t.Errorf("importing the image again: %v", err)
 			}
 		}

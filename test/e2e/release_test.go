@@ -54,13 +54,21 @@ type installation struct {
 // Service's address is released at the sweeper's next cycle.
 func install(t *testing.T, sets ...string) *installation {
 	t.Helper()
+	return installRelease(t, chartDir(), cluster.digest, fmt.Sprintf("    - {name: dc-link, privateNetworkID: {{dc}}, ranges: [%q], namespaces: [%s], retention: 0s}\n", poolRange, optedIn), sets...)
+}
+
+// installRelease is install with a chart, an image (by its index digest,
+// imported on the node) and the pool file's pools ({{dc}} and {{dc2}}
+// name the "dc" and "dc2" networks' IDs).
+func installRelease(t *testing.T, chart, digest, pools string, sets ...string) *installation {
+	t.Helper()
 	in := &installation{emu: scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})}
 	url, err := in.emu.Start(nodeIP + ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = in.emu.Close() })
-	if in.pns, err = in.emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22"); err != nil {
+	if in.pns, err = in.emu.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "dc2=172.16.40.0/22"); err != nil {
 		t.Fatal(err)
 	}
 	// The CCM stops after the release's uninstall (cleanups run last in,
@@ -79,16 +87,16 @@ config:
   region: fr-par
   clusterPrivateNetworkID: %s
   pools:
-    - {name: dc-link, privateNetworkID: %s, ranges: [%q], namespaces: [%s], retention: 0s}
+%s
 scaleway:
   accessKey: %s
   secretKey: %s
   projectID: %s
   apiURL: %s
-`, cluster.digest, in.pns["nodes"].ID, in.pns["dc"].ID, poolRange, optedIn, testenv.AccessKey, testenv.SecretKey, scalewaytest.DefaultProjectID, url), 0o600); err != nil {
+`, digest, in.pns["nodes"].ID, strings.NewReplacer("{{dc}}", in.pns["dc"].ID, "{{dc2}}", in.pns["dc2"].ID).Replace(strings.TrimRight(pools, "\n")), testenv.AccessKey, testenv.SecretKey, scalewaytest.DefaultProjectID, url), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"install", release, chartDir(), "--namespace", namespace, "--create-namespace",
+	args := []string{"install", release, chart, "--namespace", namespace, "--create-namespace",
 		"--values", in.values, "--wait", "--timeout", "3m"}
 	for _, s := range sets {
 		args = append(args, "--set", s)

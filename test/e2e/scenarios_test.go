@@ -27,6 +27,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 const metricsPort = "8443"
@@ -113,57 +114,17 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestRolloutUnderLoad: helm upgrade to a changed value rolls both pods
-// while a client creates a Service every 200 ms, and not one admission
-// fails: the PodDisruptionBudget and the rolling update keep a Ready pod,
-// a stopping pod fails its readiness at once (the endpoint goes) and keeps
-// answering for its shutdown delay, so the apiserver never calls a pod
-// that is gone.
-func TestRolloutUnderLoad(t *testing.T) {
-	in := install(t)
-	var old []string
-	for _, p := range releasePods(t) {
-		old = append(old, p.Name)
-	}
-
-	stopLoad := startLoad(t, "load")
-	began := time.Now()
-	if err := helmWatchingPods(t, "upgrade", release, chartDir(), "--namespace", namespace, "--values", in.values,
-		"--set", "logLevel=debug", "--wait", "--timeout", "3m"); err != nil {
-		stopLoad()
-		t.Fatalf("helm upgrade: %v\n%s", err, podReport(t))
-	}
-	upgraded := time.Since(began)
-	// The old pods go after their shutdown delay: the load goes on until
-	// they are gone.
-	eventually(t, 2*time.Minute, "the old pods to be gone and two new ones Ready", func() bool {
-		pods := releasePods(t)
-		for _, p := range pods {
-			if slices.Contains(old, p.Name) {
-				return false
-			}
-		}
-		return len(pods) == 2 && len(readyPods(t)) == 2
-	})
-	rolled := time.Since(began)
-	time.Sleep(time.Second)
-	created := stopLoad()
-	t.Logf("helm upgrade --wait: %s; old pods gone after %s; %d Services created meanwhile", upgraded.Round(100*time.Millisecond),
-		rolled.Round(100*time.Millisecond), created)
-	if want := int(rolled / (400 * time.Millisecond)); created < want {
-		t.Fatalf("only %d Services created in %s, want at least %d: the load did not cover the rollout", created, rolled, want)
-	}
-	for _, p := range releasePods(t) {
-		if !slices.Contains(p.Spec.Containers[0].Args, "--zap-log-level=debug") {
-			t.Errorf("pod %s does not run the upgraded value: %v", p.Name, p.Spec.Containers[0].Args)
-		}
-	}
-}
-
 // startLoad creates a Service (prefix-N) every 200 ms until the returned
 // stop, which fails the test if any admission failed or any Service went
 // without its address, and returns how many were created.
 func startLoad(t *testing.T, prefix string) (stop func() int) {
+	t.Helper()
+	return startLoadIn(t, prefix, "dc-link", "172.16.35.")
+}
+
+// startLoadIn is startLoad with Services asking pool, whose addresses
+// start with addrPrefix.
+func startLoadIn(t *testing.T, prefix, pool, addrPrefix string) (stop func() int) {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -182,7 +143,7 @@ func startLoad(t *testing.T, prefix string) (stop func() int) {
 				return
 			case <-tick.C:
 			}
-			svc := lbService(fmt.Sprintf("%s-%d", prefix, i))
+			svc := fixtures.PrivateService(optedIn, fmt.Sprintf("%s-%d", prefix, i), map[string]string{request.AnnotationPool: pool})
 			err := cluster.kube.Create(ctx, svc)
 			mu.Lock()
 			if err != nil {
@@ -210,7 +171,7 @@ func startLoad(t *testing.T, prefix string) (stop func() int) {
 			if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(svc.Annotations[request.AnnotationAddresses], "172.16.35.") {
+			if !strings.HasPrefix(svc.Annotations[request.AnnotationAddresses], addrPrefix) {
 				t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
 			}
 		}
