@@ -16,6 +16,10 @@ import (
 // emulator on the bridge (apiURL) with the nodes' network pnID. The
 // kubelet's Node is its backends' server. It stops when t ends, before the
 // emulator; its log's end is printed when t failed.
+// ccmPrefix is the CCM's SCW_CCM_PREFIX: a Service's Load Balancer is
+// named ccmPrefix and its UID.
+const ccmPrefix = "e2e-"
+
 func startCCM(t *testing.T, apiURL, pnID string) *ccmprocess.Process {
 	t.Helper()
 	if err := ccmprocess.Grant(context.Background(), cluster.kube); err != nil {
@@ -29,7 +33,7 @@ func startCCM(t *testing.T, apiURL, pnID string) *ccmprocess.Process {
 	p, err := ccmprocess.Start(ccmprocess.Options{
 		Binary: cluster.bin("scaleway-cloud-controller-manager"), Kubeconfig: kubeconfig, Dir: t.TempDir(), Name: "scaleway-ccm",
 		APIURL: apiURL, AccessKey: testenv.AccessKey, SecretKey: testenv.SecretKey, ProjectID: scalewaytest.DefaultProjectID,
-		PrivateNetworkID: pnID, Prefix: "e2e-",
+		PrivateNetworkID: pnID, Prefix: ccmPrefix,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func TestGuide(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("%s marks %d blocks to run, want the Secret, the install and the Service", guidePage, len(blocks))
 	}
-	emu := scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})
+	emu := newEmulator()
 	url, err := emu.Start(nodeIP + ":0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // TestInstall: helm install --wait brings both pods Ready under the
@@ -76,9 +78,43 @@ func TestInstall(t *testing.T) {
 			slices.ContainsFunc(got.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == addr })
 	})
 
+	// A public Load Balancer in another zone of the region: the CCM makes
+	// it there with a flexible IP of that zone, attaches the reserved
+	// address, and the status lists the public IP only (the CCM's rule).
+	public := fixtures.Service(optedIn, "public-par2", map[string]string{request.AnnotationPool: "dc-link", "service.beta.kubernetes.io/scw-loadbalancer-zone": "fr-par-2"})
+	if err := cluster.kube.Create(ctx, public); err != nil {
+		t.Fatalf("creating a public Service in fr-par-2: %v", err)
+	}
+	if err := cluster.kube.Get(ctx, client.ObjectKeyFromObject(public), got); err != nil {
+		t.Fatal(err)
+	}
+	pid := got.Annotations[ccm.AnnotationPrivateIPIDs]
+	var lb scalewaytest.LB
+	eventually(t, time.Minute, "the CCM to make public-par2's Load Balancer in fr-par-2 and attach "+pid, func() bool {
+		for _, l := range in.emu.LBs() {
+			if l.Name == ccmPrefix+string(got.UID) {
+				lb = l
+			}
+		}
+		ip, _ := in.emu.IP(pid)
+		return lb.ID != "" && len(lb.FlexibleIPs) == 1 && ip.Resource != nil && ip.Resource.ID == lb.ID &&
+			cluster.kube.Get(ctx, client.ObjectKeyFromObject(public), got) == nil && len(got.Status.LoadBalancer.Ingress) > 0
+	})
+	if lb.Zone != "fr-par-2" || !slices.Equal(ingressIPs(got), lb.FlexibleIPs) {
+		t.Errorf("public-par2's Load Balancer in %s, status %v, want fr-par-2 and its flexible IP %v only", lb.Zone, ingressIPs(got), lb.FlexibleIPs)
+	}
+
 	// Exactly one pod leads: a Lease has one holder, and it must be one
 	// of the release's pods.
 	t.Logf("the sweeper's leader: %s", leader(t, "", 30*time.Second))
+}
+
+func ingressIPs(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
 }
 
 // TestNothingRoutesOut: the node's network namespace has no way out of the

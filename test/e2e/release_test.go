@@ -62,7 +62,7 @@ func install(t *testing.T, sets ...string) *installation {
 // name the "dc" and "dc2" networks' IDs).
 func installRelease(t *testing.T, chart, digest, pools string, sets ...string) *installation {
 	t.Helper()
-	in := &installation{emu: scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})}
+	in := &installation{emu: newEmulator()}
 	url, err := in.emu.Start(nodeIP + ":0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +108,14 @@ scaleway:
 	}
 	t.Logf("helm install --wait: %s", time.Since(began).Round(100*time.Millisecond))
 	return in
+}
+
+// newEmulator is Scaleway as the suite's node meets it: at Scaleway's own
+// pace, a Load Balancer ready 3 s after its creation and each change to it
+// settling in 2 s (the other suites keep 0, faster than the real API).
+func newEmulator() *scalewaytest.Server {
+	return scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey,
+		LBCreateDelay: scalewaytest.ScalewayLBCreateDelay, LBSettleDelay: scalewaytest.ScalewayLBSettleDelay})
 }
 
 // chartDir is the chart the suite installs: the repository's, or
