@@ -139,6 +139,7 @@ func (in *installation) uninstall(t *testing.T) {
 			t.Errorf("helm uninstall: %v\n%s", err, out)
 		}
 	}
+	settled(t, optedIn)
 	if err := cluster.kube.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(optedIn)); err != nil {
 		t.Errorf("deleting the tests' Services: %v", err)
 	}
@@ -149,6 +150,29 @@ func (in *installation) uninstall(t *testing.T) {
 		svcs := &corev1.ServiceList{}
 		err := cluster.kube.Get(ctx, client.ObjectKey{Name: namespace}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err) && cluster.kube.List(ctx, svcs, client.InNamespace(optedIn)) == nil && len(svcs.Items) == 0
+	})
+}
+
+// settled waits until the CCM has given each LoadBalancer Service of
+// namespace ns its Load Balancer's addresses (an ingress in its status),
+// before a test deletes them. At Scaleway's pace a Load Balancer is ready
+// seconds after its creation, and the CCM attaches its Private Networks
+// only then: a private Service deleted before that stays Terminating, as
+// the CCM's cleanup asks its Load Balancer's status first, finds no
+// private address ("no private network ip for lb") and retries for ever.
+func settled(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "the CCM to give every Service of "+ns+" its Load Balancer's addresses", func() bool {
+		svcs := &corev1.ServiceList{}
+		if cluster.kube.List(context.Background(), svcs, client.InNamespace(ns)) != nil {
+			return false
+		}
+		for _, svc := range svcs.Items {
+			if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil && len(svc.Status.LoadBalancer.Ingress) == 0 {
+				return false
+			}
+		}
+		return true
 	})
 }
 

@@ -264,6 +264,7 @@ func TestLeaderFailover(t *testing.T) {
 		ip, _ := in.emu.IP(id)
 		return slices.Contains(ip.Tags, ipam.TagUID+string(got.UID))
 	})
+	settled(t, optedIn)
 	if err := cluster.kube.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +293,7 @@ func TestUninstall(t *testing.T) {
 		return cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), got) == nil && got.Annotations[ccm.AnnotationLoadBalancerID] != "" &&
 			slices.Contains(got.Finalizers, ccm.FinalizerLoadBalancerCleanup)
 	})
+	settled(t, optedIn)
 	in.emu.FailNext(scalewaytest.OpDeleteLB, 1_000_000, scalewaytest.Fault{Status: http.StatusServiceUnavailable})
 	if err := cluster.kube.Delete(ctx, svc); err != nil {
 		t.Fatal(err)

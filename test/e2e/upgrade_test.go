@@ -163,6 +163,7 @@ func holding(t *testing.T, name string) held {
 
 func deleteService(t *testing.T, name string) {
 	t.Helper()
+	settled(t, optedIn)
 	svc := &corev1.Service{}
 	svc.Namespace, svc.Name = optedIn, name
 	if err := cluster.kube.Delete(context.Background(), svc); err != nil {
