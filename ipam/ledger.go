@@ -30,11 +30,11 @@ const (
 	// retention.
 	TagEarlyRelease = "scw-lb-ipam/early-release"
 	// TagReleaseFor is the orphaned-since the release-at was written for,
-	// written with it: a version older than release-at keeps the tags it
-	// does not know when it takes a reservation back, and writes
-	// orphaned-since alone when it retains it again; release-at (and
-	// early-release) then belong to the earlier retention, and are read as
-	// absent (see ParseEntry).
+	// written with it. A version without it keeps it among the tags it
+	// does not know: after it took the reservation back and retained it
+	// again, or brought its release forward, release-for names another
+	// retention, and every reader knows that release-at was not written
+	// by this version's rules for this retention (see Retention.When).
 	TagReleaseFor = "scw-lb-ipam/release-for="
 )
 
@@ -62,8 +62,8 @@ type Entry struct {
 	// Early: ReleaseAt was brought forward by a full pool or share; it
 	// goes with ReleaseAt.
 	Early bool
-	// untied: ReleaseAt was read without TagReleaseFor (written before
-	// the tag existed); the sweeper writes it (Complete).
+	// untied: ReleaseAt was read without a TagReleaseFor naming this
+	// OrphanedSince (see ParseEntry); the sweeper ties it (Complete).
 	untied bool
 	// Other holds tags that are not ours, kept untouched on every rewrite.
 	Other []string
@@ -109,13 +109,14 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 	}
 	switch {
 	case e.ReleaseAt.IsZero():
-	case releaseFor.IsZero():
-		e.untied = true
+		// early-release kept alone by an older version's rewrite.
+		e.Early = false
 	case !releaseFor.Equal(e.OrphanedSince):
-		// Written for an earlier retention, kept by an older version's
-		// take-back: this retention's release time is not in the ledger
-		// (Retention.When, Settle), and the next write drops them.
-		e.ReleaseAt, e.Early = time.Time{}, false
+		// Not written for this retention: by a version without the tag
+		// (its own release time, or one it brought forward), or kept
+		// from an earlier retention. Read with caution (Retention.When),
+		// and tied by the sweeper's next write (Settle).
+		e.untied = true
 	}
 	return e, marker && e.Cluster != ""
 }

@@ -103,23 +103,41 @@ func (r Retention) When(p *Pool, e Entry) (at time.Time, ok bool) {
 	if e.ReleaseAt.IsZero() {
 		return e.OrphanedSince.Add(r.Of(p, e)), true
 	}
+	if e.untied && e.scheduled() {
+		// Written by another version's rules (see ParseEntry): the
+		// earlier of its time and this cluster's, as that version
+		// releases it (a release it brought forward) and as every
+		// replica then reads it, so none takes the IP back inside the
+		// dead zone of another's release.
+		return earlier(e.ReleaseAt, e.OrphanedSince.Add(r.Of(p, e))), true
+	}
 	return e.ReleaseAt, e.scheduled()
 }
 
 // Settle is the sweeper's rewrite of a retained entry's release time when
-// the ledger lacks one (see When): an older version's gets the time this
-// cluster already computed for it; a stale one gets that time, but never
-// less than Margin from now, as nobody may take it back meanwhile. changed
-// is false when e already has a release time.
+// the ledger lacks one of its own (see When): an older version's gets the
+// time this cluster already computed for it; one another version wrote
+// (untied) the time every reader already uses, marked early when it is
+// before this cluster's; a stale one this cluster's time. The last two
+// never less than Margin from now, as nobody may take it back meanwhile.
+// changed is false when e already has a release time of its own.
 func (r Retention) Settle(p *Pool, e Entry, now time.Time) (settled Entry, changed bool) {
-	if e.OrphanedSince.IsZero() || e.scheduled() {
+	if e.OrphanedSince.IsZero() || e.scheduled() && !e.untied {
 		return e, false
 	}
-	at := e.OrphanedSince.Add(r.Of(p, e))
-	if !e.ReleaseAt.IsZero() {
+	own := e.OrphanedSince.Add(r.Of(p, e))
+	at := own
+	switch {
+	case e.scheduled():
+		// Another version's release time (see When), kept where every
+		// reader already expects it; one brought forward stays early.
+		at, _ = r.When(p, e)
+		e.Early = e.Early || at.Before(own)
+		at = later(at, now.Add(r.Margin))
+	case !e.ReleaseAt.IsZero():
 		at = later(at, now.Add(r.Margin))
 	}
-	e.ReleaseAt = at
+	e.ReleaseAt, e.untied = at, false
 	return e, true
 }
 
@@ -145,7 +163,7 @@ func (r Retention) Adoptable(p *Pool, e Entry, now time.Time) bool {
 	if e.OrphanedSince.IsZero() {
 		return true
 	}
-	return p != nil && e.scheduled() && now.Add(r.Margin).Before(e.ReleaseAt)
+	return p != nil && e.scheduled() && !e.untied && now.Add(r.Margin).Before(e.ReleaseAt)
 }
 
 // Yieldable reports whether a full pool may bring the release of a
@@ -195,6 +213,13 @@ func (r Retention) RetryAfter() time.Duration {
 func (r Retention) Expired(p *Pool, e Entry, now time.Time) bool {
 	at, ok := r.When(p, e)
 	return ok && !now.Before(at)
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func later(a, b time.Time) time.Time {
