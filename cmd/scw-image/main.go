@@ -113,6 +113,7 @@ func push(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Repository, "repository", "", "where to push, e.g. ghcr.io/OWNER/scw-lb-ipam; the tag is the image's version")
 	fs.StringVar(&o.GitTag, "git-tag", "", "if set, must be v + the image's version")
 	fs.StringVar(&o.Chart, "chart", "", "if set, a chart directory whose version and appVersion must be the image's version")
+	pin := fs.String("pin-chart", "", "with -chart: write a copy of the chart there that runs the pushed image by digest, the chart to package")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,10 +129,19 @@ func push(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		o.Auth = &authn.Basic{Username: user, Password: token}
 	}
+	if *pin != "" && o.Chart == "" {
+		return errors.New("push: -pin-chart needs -chart")
+	}
 	ref, err := ociimage.Push(ctx, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "pushed", ref)
+	if *pin != "" {
+		if err := ociimage.PinChart(o.Chart, *pin, ref.DigestStr()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: the chart, running %s\n", *pin, ref)
+	}
 	return nil
 }

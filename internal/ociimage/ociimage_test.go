@@ -196,3 +196,33 @@ func TestCheckArches(t *testing.T) {
 		}
 	}
 }
+
+// TestPinChart: the pinned copy of the chart differs from it by the
+// image.digest line only; a digest that is not one, or a values.yaml
+// without that line once, is refused and nothing is packaged from it.
+func TestPinChart(t *testing.T) {
+	src := filepath.Join("..", "..", "charts", "scw-lb-ipam")
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	dst := filepath.Join(t.TempDir(), "scw-lb-ipam")
+	if err := PinChart(src, dst, digest); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(src, "values.yaml"))
+	after, _ := os.ReadFile(filepath.Join(dst, "values.yaml"))
+	if want := strings.Replace(string(before), "\n  digest: \"\"\n", "\n  digest: "+digest+"\n", 1); string(after) != want || string(after) == string(before) {
+		t.Errorf("the pinned values.yaml is not the chart's with image.digest %s", digest)
+	}
+	for _, f := range []string{"Chart.yaml", "templates/deployment.yaml", "values.schema.json"} {
+		a, _ := os.ReadFile(filepath.Join(src, f))
+		b, err := os.ReadFile(filepath.Join(dst, f))
+		if err != nil || string(a) != string(b) {
+			t.Errorf("%s not copied as it is: %v", f, err)
+		}
+	}
+	if err := PinChart(src, filepath.Join(t.TempDir(), "x"), "latest"); err == nil || !strings.Contains(err.Error(), "is not a sha256 digest") {
+		t.Errorf("a tag for a digest: %v", err)
+	}
+	if err := PinChart(dst, filepath.Join(t.TempDir(), "y"), digest); err == nil || !strings.Contains(err.Error(), "want 1") {
+		t.Errorf("an already pinned chart: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -113,4 +114,29 @@ func checkChart(dir, version string) error {
 		return fmt.Errorf("%s/Chart.yaml: version %q and appVersion %q must both be the image's version %q", dir, c.Version, c.AppVersion, version)
 	}
 	return nil
+}
+
+// PinChart writes a copy of the chart directory src to dst whose
+// values.yaml runs the image by digest (image.digest): the chart a release
+// publishes runs exactly the image it pushed, whatever a tag points at
+// later. The line is rewritten in place, so that values.yaml's comments
+// (the chart's documentation) stay as they are.
+func PinChart(src, dst, digest string) error {
+	if !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
+		return fmt.Errorf("pinning the chart: %q is not a sha256 digest", digest)
+	}
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		return fmt.Errorf("pinning the chart: %w", err)
+	}
+	values := filepath.Join(dst, "values.yaml")
+	b, err := os.ReadFile(values)
+	if err != nil {
+		return err
+	}
+	const unpinned = "\n  digest: \"\"\n"
+	if n := strings.Count(string(b), unpinned); n != 1 {
+		return fmt.Errorf("pinning the chart: %s has %d lines `  digest: \"\"` (image.digest), want 1", filepath.Join(src, "values.yaml"), n)
+	}
+	pinned := strings.Replace(string(b), unpinned, "\n  digest: "+digest+"\n", 1)
+	return os.WriteFile(values, []byte(pinned), 0o644)
 }

@@ -127,9 +127,9 @@ func TestGuide(t *testing.T) {
 	if !localrun.Poll(time.Minute, 250*time.Millisecond, func() bool { left = chartLeftovers(t); return len(left) == 0 }) {
 		t.Errorf("a minute after the page's helm uninstall, the chart left %v", left)
 	}
-	if !reg.pulled(version) {
+	if !reg.pulled() {
 		b, _ := os.ReadFile(reg.log)
-		t.Errorf("the kubelet's containerd did not pull %s:%s from the registry; its log:\n%s", publishedImage, version, b)
+		t.Errorf("the kubelet's containerd did not pull %s@%s (chart %s) from the registry; its log:\n%s", publishedImage, cluster.digest, version, b)
 	}
 	svc := &corev1.Service{}
 	eventually(t, 2*time.Minute, "the guide's Service demo/api to show its reserved address in its status", func() bool {

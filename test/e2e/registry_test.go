@@ -97,8 +97,8 @@ func startRegistry(t *testing.T) *registry {
 }
 
 // publish pushes the image make image built and the chart as the release
-// workflow does (scw-image push's ociimage.Push, helm package and helm
-// push), and returns the version.
+// workflow does (scw-image push's ociimage.Push and PinChart, helm package
+// and helm push), and returns the version.
 func (r *registry) publish(t *testing.T) string {
 	t.Helper()
 	ref, err := ociimage.Push(context.Background(), ociimage.PushOptions{
@@ -111,8 +111,14 @@ func (r *registry) publish(t *testing.T) string {
 	if ref.DigestStr() != cluster.digest {
 		t.Fatalf("pushed %s, want make image's index %s", ref, cluster.digest)
 	}
+	// The chart pinned to the image by digest, as scw-image push
+	// -pin-chart writes it for the release.
+	pinned := filepath.Join(t.TempDir(), "scw-lb-ipam")
+	if err := ociimage.PinChart(chartDir(), pinned, ref.DigestStr()); err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
-	if o, err := helm(t, "package", chartDir(), "--destination", out); err != nil {
+	if o, err := helm(t, "package", pinned, "--destination", out); err != nil {
 		t.Fatalf("helm package: %v\n%s", err, o)
 	}
 	tgz, _ := filepath.Glob(filepath.Join(out, "scw-lb-ipam-*.tgz"))
@@ -160,9 +166,9 @@ func (r *registry) mirror(t *testing.T) {
 	})
 }
 
-// pulled reports whether the registry served the image's manifest to a
-// pull (its access log).
-func (r *registry) pulled(version string) bool {
+// pulled reports whether the registry served the image's manifest, by
+// its digest, to containerd's pull (its access log).
+func (r *registry) pulled() bool {
 	b, err := os.ReadFile(r.log)
-	return err == nil && strings.Contains(string(b), "/v2/"+publishedImage+"/manifests/"+version) && strings.Contains(string(b), "containerd")
+	return err == nil && strings.Contains(string(b), "/v2/"+publishedImage+"/manifests/"+cluster.digest) && strings.Contains(string(b), "containerd")
 }
