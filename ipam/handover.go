@@ -68,6 +68,8 @@ func HandoverSkip(policy Retention, p *Pool, e Entry, from string, now time.Time
 		return "cluster " + from + " retains it without a release time (an older scw-lb-ipam there): upgrade it, or wait for its sweeper to write one"
 	case e.ReleaseAt.Before(e.OrphanedSince):
 		return "its release time is stale (before it was retained); cluster " + from + "'s sweeper rewrites it"
+	case e.untied:
+		return "its release time was not written for this retention (another version of scw-lb-ipam wrote it); cluster " + from + "'s sweeper rewrites it"
 	}
 	return "its release by cluster " + from + " is due within the safety margin"
 }

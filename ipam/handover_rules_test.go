@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestHandoverSkip(t *testing.T) {
 		{"stale release time", retained(old, time.Hour, -2*time.Hour), "its release time is stale (before it was retained); cluster old's sweeper rewrites it"},
 		{"release within the margin", retained(old, time.Hour, 20*time.Second), "its release by cluster old is due within the safety margin"},
 		{"release past", retained(old, 2*time.Hour, -time.Hour), "its release by cluster old is due within the safety margin"},
+		{"release time of another retention", untied(retained(old, time.Hour, time.Hour)), "its release time was not written for this retention (another version of scw-lb-ipam wrote it); cluster old's sweeper rewrites it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := HandoverSkip(rulesPolicy, dc, tc.e, "old", rulesNow)
@@ -90,4 +92,11 @@ func TestHandoverCandidateWithoutAClock(t *testing.T) {
 	if !ok || h.Skipped == "" {
 		t.Fatalf("candidate %v, skipped %q: want one skipped by the real clock", ok, h.Skipped)
 	}
+}
+
+// untied is e as read from tags whose release-for names another retention.
+func untied(e Entry) Entry {
+	tags := slices.DeleteFunc(e.Tags(), func(t string) bool { return strings.HasPrefix(t, TagReleaseFor) })
+	parsed, _ := ParseEntry(append(tags, TagReleaseFor+e.OrphanedSince.Add(-time.Minute).UTC().Format(time.RFC3339)))
+	return parsed
 }

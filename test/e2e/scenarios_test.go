@@ -123,8 +123,8 @@ func startLoad(t *testing.T, prefix string) (stop func() int) {
 }
 
 // startLoadIn is startLoad with Services asking pool, whose addresses
-// start with addrPrefix.
-func startLoadIn(t *testing.T, prefix, pool, addrPrefix string) (stop func() int) {
+// start with one of addrPrefixes.
+func startLoadIn(t *testing.T, prefix, pool string, addrPrefixes ...string) (stop func() int) {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -171,7 +171,8 @@ func startLoadIn(t *testing.T, prefix, pool, addrPrefix string) (stop func() int
 			if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(svc.Annotations[request.AnnotationAddresses], addrPrefix) {
+			addr := svc.Annotations[request.AnnotationAddresses]
+			if !slices.ContainsFunc(addrPrefixes, func(p string) bool { return strings.HasPrefix(addr, p) }) {
 				t.Fatalf("Service %s admitted without its address: %v", name, svc.Annotations)
 			}
 		}

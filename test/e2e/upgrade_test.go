@@ -85,7 +85,7 @@ func TestUpgradeFromPrevious(t *testing.T) {
 
 	step := func(name string, args ...string) {
 		t.Helper()
-		stop := startLoadIn(t, strings.ReplaceAll(name, " ", "-"), "load", "172.16.3")
+		stop := startLoadIn(t, strings.ReplaceAll(name, " ", "-"), "load", "172.16.32.", "172.16.33.", "172.16.34.")
 		began := time.Now()
 		if err := helmWatchingPods(t, append(args, "--namespace", namespace, "--wait", "--timeout", "3m")...); err != nil {
 			stop()
