@@ -21,8 +21,8 @@ func (w *world) adopter() *allocator.Allocator {
 	w.T.Helper()
 	cfg := w.Config(w.T, fixtures.GreenPoolFile(w.Cfg.ClusterName, "1h"))
 	// Green's Services: none yet.
-	return allocator.New(allocator.Options{Cloud: w.Cloud, Config: cfg, Clock: w.Clock,
-		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second}})
+	return fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: cfg, Clock: w.Clock,
+		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second}, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 }
 
 // TestBackfillWritesNoTagsOfAnAdoptedIP: prod's Service is created, green

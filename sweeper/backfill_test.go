@@ -16,7 +16,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // retained seeds n reservations of this cluster in the general pool's
@@ -62,7 +62,7 @@ func TestBackfillReadsOnlyItsOwnIDs(t *testing.T) {
 			created(s, svc)
 			w.Srv.ResetCounts()
 			rep := w.backfill(s)
-			want := map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2, scalewaytest.OpUpdateIP: 2}
+			want := map[emulator.Op]int{emulator.OpGetIP: 2, emulator.OpUpdateIP: 2}
 			if got := w.CallCounts(); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("calls %v, want %v", got, want)
 			}
@@ -82,7 +82,7 @@ func TestBackfillReadsOnlyItsOwnIDs(t *testing.T) {
 				t.Fatalf("an empty round called %v", got)
 			}
 			created(s, svc)
-			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.CallCounts()) != fmt.Sprint(map[scalewaytest.Op]int{scalewaytest.OpGetIP: 2}) {
+			if rep := w.backfill(s); rep.Backfilled != 0 || fmt.Sprint(w.CallCounts()) != fmt.Sprint(map[emulator.Op]int{emulator.OpGetIP: 2}) {
 				t.Fatalf("a Service already back-filled: %+v, calls %v", rep, w.CallCounts())
 			}
 		})
@@ -181,7 +181,7 @@ func TestBackfillLeavesOthersToTheCycle(t *testing.T) {
 	if rep.Backfilled+rep.Untagged+rep.Errors != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if got := w.CallCounts(); got[scalewaytest.OpGetIP] != len(ids) || len(got) != 1 {
+	if got := w.CallCounts(); got[emulator.OpGetIP] != len(ids) || len(got) != 1 {
 		t.Fatalf("calls %v, want %d GetIP only", got, len(ids))
 	}
 	for id, tags := range before {
@@ -201,14 +201,14 @@ func TestBackfillErrorsAreCounted(t *testing.T) {
 	r := w.book("general", "payments", "api")
 	svc := w.Live("payments", "api", r.ID)
 	created(s, svc)
-	w.Srv.FailNext(scalewaytest.OpUpdateIP, 10, scalewaytest.Fault{Status: 500})
+	w.Srv.FailNext(emulator.OpUpdateIP, 10, emulator.Fault{Status: 500})
 	if rep := w.backfill(s); rep.Errors != 1 || rep.Backfilled != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	if got := testutil.ToFloat64(s.o.Metrics.errors); got != 1 {
 		t.Fatalf("scw_lb_ipam_sweeper_errors_total %v, want 1", got)
 	}
-	w.Srv.FailNext(scalewaytest.OpUpdateIP, 0, scalewaytest.Fault{})
+	w.Srv.FailNext(emulator.OpUpdateIP, 0, emulator.Fault{})
 	if rep := w.sweep(s); rep.Backfilled != 1 || w.Entry(r.ID).UID != string(svc.UID) {
 		t.Fatalf("the next cycle did not write the uid: %+v", rep)
 	}
@@ -309,7 +309,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	if elapsed := w.Clock.Since(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)); elapsed >= time.Hour {
 		t.Fatalf("written by the periodic cycle (%s), not the back-fill", elapsed)
 	}
-	if got := w.CallCounts(); got[scalewaytest.OpListIPs] != 0 || got[scalewaytest.OpGetIP] != 1 || got[scalewaytest.OpUpdateIP] != 1 {
+	if got := w.CallCounts(); got[emulator.OpListIPs] != 0 || got[emulator.OpGetIP] != 1 || got[emulator.OpUpdateIP] != 1 {
 		t.Fatalf("calls %v, want one GetIP and one UpdateIP", got)
 	}
 

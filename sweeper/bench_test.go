@@ -13,7 +13,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // BenchmarkSweepCycle10k is one steady-state cycle over 10,000 reservations
@@ -74,9 +74,9 @@ func BenchmarkSweepCycle10k(b *testing.B) {
 			b.Fatalf("cycle: %+v %v", rep, err)
 		}
 		wall := time.Since(start)
-		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpListIPs)), "list-calls/op")
-		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpGetIP)+w.Srv.Count(scalewaytest.OpReleaseIP)), "release-calls/op")
-		b.ReportMetric(float64(w.Srv.Count(scalewaytest.OpUpdateIP)), "tag-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(emulator.OpListIPs)), "list-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(emulator.OpGetIP)+w.Srv.Count(emulator.OpReleaseIP)), "release-calls/op")
+		b.ReportMetric(float64(w.Srv.Count(emulator.OpUpdateIP)), "tag-calls/op")
 		b.ReportMetric(wall.Seconds(), "wall-s/op")
 		b.StartTimer()
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // askedClaims is a claim store of one claim: it records what the cycle
@@ -40,7 +40,7 @@ func TestClaimKeptWhileTheServiceOrItsLoadBalancerRemains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
+	if err := w.Srv.Attach(id, emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-api"}); err != nil {
 		t.Fatal(err)
 	}
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}

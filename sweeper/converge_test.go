@@ -23,8 +23,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -80,7 +80,7 @@ func (w *world) serve(svc *corev1.Service, lb string, attach bool) {
 	for _, id := range ccm.ReferencedIDs(svc) {
 		ip, _ := w.Srv.IP(id)
 		if attach {
-			if err := w.Srv.Attach(id, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
+			if err := w.Srv.Attach(id, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
 				w.T.Fatal(err)
 			}
 			ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
@@ -171,7 +171,7 @@ func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
 		}, []string{"attached to nothing", "likely the CCM ignored", "older than v0.36.0", ccm.AnnotationPrivateIPIDs, "SyncLoadBalancerFailed", "kubectl describe service"}},
 		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Reservation) {
 			w.serve(svc, "lb-new", false)
-			if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+			if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", request.AnnotationAllowIPChange}},
@@ -226,7 +226,7 @@ func TestCauseChangeGetsANewEventAndConvergenceClearsIt(t *testing.T) {
 	}
 	// The previous Load Balancer grabs it: another cause, with a grace of
 	// its own (for the Event and the gauge), then a new Event.
-	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
+	if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, int(testGrace/time.Minute))
@@ -348,7 +348,7 @@ func TestOnlyOurReservationsReadAsGone(t *testing.T) {
 	if got := notApplied(ev3); len(got) != 0 {
 		t.Fatalf("an existing IP reported: %v", got)
 	}
-	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 3 {
+	if n := w.Srv.Count(emulator.OpGetIP); n != 3 {
 		t.Fatalf("%d GetIP over 20 cycles, want 3 (the claimed ID, at 5, 10 and 15 minutes)", n)
 	}
 	// A control: released, it is gone, once a grace later.
@@ -399,7 +399,7 @@ func (f claimsFunc) Collect(ctx context.Context, inUse func(string, types.Namesp
 // cycle makes the same Scaleway calls with Services to monitor, in every
 // state, as without.
 func TestMonitorAddsNoScalewayCall(t *testing.T) {
-	steady := func(populate func(w *world)) (map[scalewaytest.Op]int, Report) {
+	steady := func(populate func(w *world)) (map[emulator.Op]int, Report) {
 		w := newWorld(t)
 		populate(w)
 		s, _ := w.monitored()
@@ -427,7 +427,7 @@ func TestMonitorAddsNoScalewayCall(t *testing.T) {
 				w.serve(svc, "lb-2", false)
 			case "stuck":
 				w.serve(svc, "lb-3", false)
-				_ = w.Srv.Attach(rs[len(rs)-1].ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9"})
+				_ = w.Srv.Attach(rs[len(rs)-1].ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9"})
 			case "released":
 				_ = w.Cloud.ReleaseIP(context.Background(), rs[len(rs)-1].ID)
 			}
@@ -577,7 +577,7 @@ func TestNoteFitsTheEventsAPI(t *testing.T) {
 	for i, r := range rs {
 		switch i % 3 {
 		case 1:
-			if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}); err != nil {
+			if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: id(100 + i), Name: long}); err != nil {
 				t.Fatal(err)
 			}
 		case 2:
@@ -606,7 +606,7 @@ func TestGraceRestartsWhenTheCauseChanges(t *testing.T) {
 	r := w.book("dc-link", "payments", "api")
 	svc := w.admitted("api", r)
 	w.serve(svc, "lb-new", false)
-	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
+	if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 		t.Fatal(err)
 	}
 	w.cycles(s, 10)
@@ -682,7 +682,7 @@ func TestLeaderTermRestoresTheMonitor(t *testing.T) {
 	w.serve(old, "lb-1", false)
 	stuck := w.admitted("stuck", b)
 	w.serve(stuck, "lb-2", false)
-	if err := w.Srv.Attach(b.ID, scalewaytest.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9", Name: "previous"}); err != nil {
+	if err := w.Srv.Attach(b.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-9", Name: "previous"}); err != nil {
 		t.Fatal(err)
 	}
 	first := leader()
@@ -746,11 +746,11 @@ func TestGoneConfirmedByOneReadPastTheGrace(t *testing.T) {
 	}
 	w.Srv.ResetCounts()
 	w.cycles(s, int(testGrace/time.Minute))
-	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 0 {
+	if n := w.Srv.Count(emulator.OpGetIP); n != 0 {
 		t.Fatalf("%d GetIP within the grace, want none", n)
 	}
 	w.cycles(s, 1)
-	if n := w.Srv.Count(scalewaytest.OpGetIP); n != 1 {
+	if n := w.Srv.Count(emulator.OpGetIP); n != 1 {
 		t.Fatalf("%d GetIP once past the grace, want 1", n)
 	}
 	w.cycles(s, 10)

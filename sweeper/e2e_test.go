@@ -91,7 +91,7 @@ func unescape(path string) string {
 // sweeper: delete, orphaned, re-create, same IP, tag cleared, never released.
 func TestRecreatedWithinRetentionGetsTheSameIP(t *testing.T) {
 	w := newWorld(t)
-	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock})
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock, Claims: allocator.NoClaims{}}))
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 	s := w.sweeper()
 
@@ -170,7 +170,7 @@ func TestRecreateUnseenByTheIndex(t *testing.T) {
 	ctx := context.Background()
 	p, _ := w.Cfg.Pool("dc-link")
 	replica := func() *allocator.Allocator {
-		return allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock})
+		return fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock, Claims: allocator.NoClaims{}}))
 	}
 	a, b := replica(), replica()
 	if err := b.Inventory().Refresh(ctx); err != nil {
@@ -213,7 +213,7 @@ func TestDeletedBeforeTheBackfillIsTakenBackAtOnce(t *testing.T) {
 	if err := policy.Check(w.Cfg); err != nil {
 		t.Fatal(err)
 	}
-	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: policy})
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: policy, Claims: allocator.NoClaims{}}))
 	m := &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 	s := w.sweeper(func(o *Options) { o.PendingGrace = policy.PendingGrace })
 

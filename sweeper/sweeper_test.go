@@ -23,7 +23,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -47,7 +47,7 @@ func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
 // book reserves an IP as an admission would.
 func (w *world) book(pool, ns, name string) *ipam.Reservation {
 	w.T.Helper()
-	return w.Book(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock}), pool, ns, name)
+	return w.Book(fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})), pool, ns, name)
 }
 
 // sweep runs one cycle and checks invariant 2: every IP a live Service
@@ -77,7 +77,7 @@ func TestLifecycle(t *testing.T) {
 
 	w.Remove(svc)
 	// The CCM still has the LB attached.
-	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"}); err != nil {
+	if err := w.Srv.Attach(r.ID, emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"}); err != nil {
 		t.Fatal(err)
 	}
 	rep = w.sweep(s)
@@ -181,7 +181,7 @@ func TestForeignAndBringYourOwnUntouched(t *testing.T) {
 		}
 	}
 	for _, ev := range w.Srv.Audit() {
-		if ev.Kind != scalewaytest.AuditBook {
+		if ev.Kind != emulator.AuditBook {
 			t.Fatalf("the sweeper changed something: %+v", ev)
 		}
 	}
@@ -351,7 +351,7 @@ func TestStartNeverWakesForThePast(t *testing.T) {
 			t.Fatal(err)
 		}
 		if attach {
-			if err := w.Srv.Attach(id, scalewaytest.Resource{Type: "lb_server", ID: "lb-" + name, Name: name}); err != nil {
+			if err := w.Srv.Attach(id, emulator.Resource{Type: "lb_server", ID: "lb-" + name, Name: name}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -368,7 +368,7 @@ func TestStartNeverWakesForThePast(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.Srv.Counts()[scalewaytest.OpListIPs]; n != 1 {
+	if n := w.Srv.Counts()[emulator.OpListIPs]; n != 1 {
 		t.Fatalf("%d listings in 2 s with a one-hour interval; want the first cycle's only", n)
 	}
 	// The stale one now has a time, at least the margin away, and was not
@@ -489,7 +489,7 @@ func TestCycleReconcilesTheNamespaceTag(t *testing.T) {
 	}
 	w.Srv.ResetCounts()
 	w.sweep(w.sweeper())
-	if n := w.Srv.Count(scalewaytest.OpUpdateIP); n != 0 {
+	if n := w.Srv.Count(emulator.OpUpdateIP); n != 0 {
 		t.Fatalf("%d writes in the next cycle", n)
 	}
 }
@@ -502,7 +502,7 @@ func TestCycleReconcilesTheNamespaceTag(t *testing.T) {
 func TestStrandedReservationReported(t *testing.T) {
 	w := newWorld(t)
 	r := w.book("dc-link", "payments", "gone")
-	if err := w.Srv.Attach(r.ID, scalewaytest.Resource{Type: "lb_server", ID: "8c2f4b9a-51e1-4d7e-9c0b-2f5e6a7b8c9d", Name: "payments-gone"}); err != nil {
+	if err := w.Srv.Attach(r.ID, emulator.Resource{Type: "lb_server", ID: "8c2f4b9a-51e1-4d7e-9c0b-2f5e6a7b8c9d", Name: "payments-gone"}); err != nil {
 		t.Fatal(err)
 	}
 	s := w.sweeper()

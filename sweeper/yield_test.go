@@ -34,8 +34,8 @@ func yieldWorldWith(t *testing.T, pools string) (*world, *webhook.ServiceMutator
 	if err := w.Kube.Create(context.Background(), fixtures.Namespace("ci", true)); err != nil {
 		t.Fatal(err)
 	}
-	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock,
-		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second, SweepInterval: time.Minute}})
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, References: fixtures.Records(w.Kube), Clock: w.Clock,
+		Retention: ipam.Retention{PendingGrace: DefaultPendingGrace, Margin: 20 * time.Second, SweepInterval: time.Minute}, Claims: allocator.NoClaims{}}))
 	return w, &webhook.ServiceMutator{Allocator: alloc, Namespaces: w.Kube, Log: logr.Discard()}
 }
 

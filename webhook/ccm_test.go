@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -129,7 +129,7 @@ func TestCCMContract(t *testing.T) {
 		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(ccm.AnnotationPNIDs, h.PNs["nodes"].ID+","+missing)), nil, false))
 		h.check("missing PN", r, denied("annotation service.beta.kubernetes.io/scw-loadbalancer-pn-ids", "Private Network "+missing+" does not exist in region fr-par, so the CCM could not attach the Load Balancer to it"))
-		if n := h.Srv.Count(scalewaytest.OpGetPrivateNetwork); n != 1 || len(h.Srv.IPs()) != 0 {
+		if n := h.Srv.Count(emulator.OpGetPrivateNetwork); n != 1 || len(h.Srv.IPs()) != 0 {
 			t.Fatalf("%d GetPrivateNetwork, %d IPs booked", n, len(h.Srv.IPs()))
 		}
 	})

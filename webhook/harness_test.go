@@ -26,8 +26,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -60,14 +60,14 @@ func newHarness(t testing.TB) *harness {
 	t.Helper()
 	h := &harness{events: &recordedEvents{}}
 	h.World = fixtures.NewWorld(t, fixtures.WorldOptions{
-		Emulator:   scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		Emulator:   emulator.Options{ProjectID: fixtures.Project, SecretKey: emulator.TestSecretKey},
 		PNs:        []string{"nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/24", "lab=10.30.0.0/24", "old=10.40.0.0/24", "tmp=10.50.0.0/24"},
 		PoolFile:   harnessPools,
 		Namespaces: map[string]bool{"payments": true, "web": true, "edge-eu": true, "plain": false, "kube-system": true, "scw-lb-ipam": true},
 	})
 	// The release protocol of a 10 s webhook timeout: a 20 s margin.
-	h.alloc = allocator.New(allocator.Options{Cloud: h.Cloud, Config: h.Cfg, References: fixtures.Records(h.Kube),
-		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}})
+	h.alloc = fixtures.Must(allocator.New(allocator.Options{Cloud: h.Cloud, Config: h.Cfg, References: fixtures.Records(h.Kube),
+		Retention: ipam.Retention{PendingGrace: 10 * time.Minute, Margin: 20 * time.Second}, Claims: allocator.NoClaims{}}))
 	// Steady state, as Start keeps it: the pools' subnets listed, the
 	// reservation index built.
 	if err := h.alloc.Inventory().Refresh(context.Background()); err != nil {

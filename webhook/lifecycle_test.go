@@ -17,8 +17,8 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -185,7 +185,7 @@ func TestRecreateGetsTheAddressItHad(t *testing.T) {
 	if _, err := h.Cloud.SetTags(ctx, x, e.Tags()); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Srv.Attach(x, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
+	if err := h.Srv.Attach(x, emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "payments-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// A pending reservation of the same Service, booked later (a CREATE
@@ -321,7 +321,7 @@ func TestFailClosed(t *testing.T) {
 		h := newHarness(t)
 		h.created(fixtures.PrivateService("web", "api", nil)) // a reservation to look at
 		cfg := h.alloc.Config()
-		h.alloc = allocator.New(allocator.Options{Cloud: h.Cloud, Config: cfg, References: fixtures.Records(failingReader{h.Kube})})
+		h.alloc = fixtures.Must(allocator.New(allocator.Options{Cloud: h.Cloud, Config: cfg, References: fixtures.Records(failingReader{h.Kube}), Claims: allocator.NoClaims{}}))
 		h.mutator.Allocator = h.alloc
 		h.Srv.ResetCounts()
 		r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", nil), nil, false))
@@ -342,7 +342,7 @@ func (failingReader) List(context.Context, client.ObjectList, ...client.ListOpti
 // Finding 7: a dry run writes nothing anywhere, Events included.
 func TestDryRunRecordsNothing(t *testing.T) {
 	h := newHarness(t)
-	attached, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
+	attached, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.78"), nil, &emulator.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	h.Srv.ResetCounts()
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("web", "api", ann(request.AnnotationIPAMIDs, attached)), nil, true))
 	h.check("dry run", r, func() expect {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -212,7 +212,7 @@ func TestNamespaceLabelledAMomentAgo(t *testing.T) {
 // seedRetained books, as an earlier admission and the sweeper leave it, a
 // reservation of svc in the pool tag named, retained since a minute ago,
 // and lets the allocator's index learn it.
-func (h *harness) seedRetained(pn, addr, pool string, svc types.NamespacedName, res *scalewaytest.Resource) string {
+func (h *harness) seedRetained(pn, addr, pool string, svc types.NamespacedName, res *emulator.Resource) string {
 	h.T.Helper()
 	tags := ipam.Entry{Cluster: "test", Pool: pool, Service: svc, UID: "uid-of-the-previous", OrphanedSince: time.Now().Add(-time.Minute).Truncate(time.Second)}.Tags()
 	id, err := h.Srv.AddIP(h.PNs[pn].ID, mustAddr(addr), tags, res)
@@ -280,13 +280,13 @@ func TestStickyBeforePolicy(t *testing.T) {
 func TestRecreateWhileThePreviousLoadBalancerIsBeingDeleted(t *testing.T) {
 	h := newHarness(t)
 	api := types.NamespacedName{Namespace: "payments", Name: "api"}
-	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-of-the-previous"})
+	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "uid-of-the-previous"})
 	r, _ := h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	h.check("re-created", r, reused("dc-link", "172.16.35.200", "GetIP=1 UpdateIP=1", "nodes", "dc"))
 
 	// Any other resource holding it is not the previous Load Balancer.
 	h = newHarness(t)
-	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	h.seedRetained("dc", "172.16.35.200", "dc-link", api, &emulator.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 	r, _ = h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")), nil, false))
 	want := reserved("dc-link", "172.16.35.201", "nodes", "dc")
 	want.calls = "BookIP=1 GetIP=1" // the candidate is read, then passed over

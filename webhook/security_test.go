@@ -7,8 +7,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -61,7 +61,7 @@ func TestSecurityTheft(t *testing.T) {
 	// A retained reservation of another Service (deleted, not yet released).
 	h.send(review(admissionv1.Create, fixtures.PrivateService("payments", "gone", ann(request.AnnotationPool, "dc-link")), nil, false))
 	goneID, _ := h.ipByAddress("172.16.35.201")
-	foreign, _ := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &scalewaytest.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
+	foreign, _ := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.34.15"), []string{"team-b"}, &emulator.Resource{Type: "rdb_instance", ID: "db", Name: "orders"})
 	nodesIP, _ := h.Srv.AddIP(h.PNs["nodes"].ID, mustAddr("172.16.0.40"), nil, nil)
 	otherCluster, _ := h.Srv.AddIP(h.PNs["edge"].ID, mustAddr("10.10.0.60"), []string{"scw-lb-ipam", "scw-lb-ipam/cluster=staging", "scw-lb-ipam/pool=general", "scw-lb-ipam/service=payments/thief"}, nil)
 
@@ -87,7 +87,7 @@ func TestSecurityTheft(t *testing.T) {
 		if r.Allowed || !strings.Contains(r.Result.Message, tt.want) {
 			t.Errorf("%s: allowed=%v %q, want a denial mentioning %q", tt.name, r.Allowed, r.Result.Message, tt.want)
 		}
-		if n := h.Srv.Count(scalewaytest.OpUpdateIP) + h.Srv.Count(scalewaytest.OpReleaseIP); n != 0 || len(h.Srv.IPs()) != before {
+		if n := h.Srv.Count(emulator.OpUpdateIP) + h.Srv.Count(emulator.OpReleaseIP); n != 0 || len(h.Srv.IPs()) != before {
 			t.Errorf("%s: the denial changed IPAM (%d writes, %d → %d IPs)", tt.name, n, before, len(h.Srv.IPs()))
 		}
 	}

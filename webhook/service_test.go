@@ -13,13 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // counted are the emulator operations whose counts the tests pin.
-var counted = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP, scalewaytest.OpGetIP, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP}
+var counted = []emulator.Op{emulator.OpListIPs, emulator.OpBookIP, emulator.OpGetIP, emulator.OpUpdateIP, emulator.OpReleaseIP}
 
 // calls are the counted operations made, "" for none.
 func (h *harness) calls() string { return h.CallsMade(counted...) }
@@ -242,7 +242,7 @@ func TestCreate(t *testing.T) {
 			}()},
 		{name: "address held by a resource", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationAddress, "172.16.35.201")),
 			setup: func(h *harness) {
-				if _, err := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35.201"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
+				if _, err := h.Srv.AddIP(h.PNs["dc"].ID, mustAddr("172.16.35.201"), nil, &emulator.Resource{Type: "instance_server", ID: "s1", Name: "bastion"}); err != nil {
 					h.T.Fatal(err)
 				}
 			},
@@ -270,7 +270,7 @@ func TestCreate(t *testing.T) {
 				return e
 			}()},
 		{name: "Scaleway unavailable", svc: fixtures.PrivateService("payments", "api", ann(request.AnnotationPool, "dc-link")),
-			setup: func(h *harness) { h.Srv.FailNext(scalewaytest.OpBookIP, 100, scalewaytest.Fault{Status: 503}) },
+			setup: func(h *harness) { h.Srv.FailNext(emulator.OpBookIP, 100, emulator.Fault{Status: 503}) },
 			want: func() expect {
 				// A booking is not retried blindly (it may have happened):
 				// the Service's reservations are listed in between. The

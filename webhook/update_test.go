@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -111,7 +111,7 @@ func TestBringYourOwn(t *testing.T) {
 	h := newHarness(t)
 	edge := h.PNs["edge"].ID
 	free, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.77"), []string{"reserved-by-terraform"}, nil)
-	attached, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.78"), nil, &scalewaytest.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
+	attached, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.78"), nil, &emulator.Resource{Type: "lb_server", ID: "lb-9", Name: "legacy-lb"})
 	raw, _ := h.Srv.AddIP(edge, mustAddr("10.10.0.79"), nil, nil)
 
 	h.Srv.ResetCounts()
@@ -168,7 +168,7 @@ func TestRetriedCreateBooksOnce(t *testing.T) {
 	if a, b := patchOps(t, first), patchOps(t, second); !reflect.DeepEqual(a, b) {
 		t.Fatalf("the retry got another patch:\n%+v\n%+v", a, b)
 	}
-	if n := h.Srv.Count(scalewaytest.OpBookIP); n != 1 {
+	if n := h.Srv.Count(emulator.OpBookIP); n != 1 {
 		t.Fatalf("%d bookings for one Service", n)
 	}
 	if !strings.HasPrefix(second.Warnings[0], "scw-lb-ipam: reused 172.16.35.200") {
@@ -266,7 +266,7 @@ func TestMalformed(t *testing.T) {
 	if resp.StatusCode/100 != 2 && resp.StatusCode/100 != 4 {
 		t.Errorf("not JSON: HTTP %d", resp.StatusCode)
 	}
-	if n := h.Srv.Count(scalewaytest.OpBookIP); n != 0 || len(h.Srv.IPs()) != 0 {
+	if n := h.Srv.Count(emulator.OpBookIP); n != 0 || len(h.Srv.IPs()) != 0 {
 		t.Fatalf("malformed input booked %d", n)
 	}
 }

@@ -9,5 +9,5 @@
 // "scw-emulator listening on http://127.0.0.1:8081" once it serves, and
 // stops on SIGINT or SIGTERM.
 //
-// It imports only the emulator, ipam/scaleway/scalewaytest.
+// It imports only the emulator, test/emulator.
 package main

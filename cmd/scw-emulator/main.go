@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 func main() {
@@ -65,11 +65,11 @@ func (p *pnFlags) Set(v string) error {
 // lbTimingFlags registers how long Load Balancers take, Scaleway's by
 // default, so that a client meets them as slow as the real API; the
 // function it returns sets them on options.
-func lbTimingFlags(fs *flag.FlagSet) func(scalewaytest.Options) scalewaytest.Options {
-	del := fs.Duration("lb-delete-delay", scalewaytest.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
-	create := fs.Duration("lb-create-delay", scalewaytest.ScalewayLBCreateDelay, "how long a new Load Balancer is to_create, then creating, before it is ready and takes changes, as Scaleway's (0: ready at once)")
-	settle := fs.Duration("lb-settle-delay", scalewaytest.ScalewayLBSettleDelay, "how long a Load Balancer change (attachment, detachment, frontend, backend) shows pending, as Scaleway's (0: at once)")
-	return func(o scalewaytest.Options) scalewaytest.Options {
+func lbTimingFlags(fs *flag.FlagSet) func(emulator.Options) emulator.Options {
+	del := fs.Duration("lb-delete-delay", emulator.ScalewayLBDeleteDelay, "how long a deleted Load Balancer stays to_delete, holding its IPs, as Scaleway's do (0: gone at once)")
+	create := fs.Duration("lb-create-delay", emulator.ScalewayLBCreateDelay, "how long a new Load Balancer is to_create, then creating, before it is ready and takes changes, as Scaleway's (0: ready at once)")
+	settle := fs.Duration("lb-settle-delay", emulator.ScalewayLBSettleDelay, "how long a Load Balancer change (attachment, detachment, frontend, backend) shows pending, as Scaleway's (0: at once)")
+	return func(o emulator.Options) emulator.Options {
 		o.LBDeleteDelay, o.LBCreateDelay, o.LBSettleDelay = *del, *create, *settle
 		return o
 	}
@@ -81,8 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("scw-emulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
-	region := fs.String("region", scalewaytest.DefaultRegion, "region served")
-	projectID := fs.String("project-id", "", "project of seeded objects (default "+scalewaytest.DefaultProjectID+")")
+	region := fs.String("region", emulator.DefaultRegion, "region served")
+	projectID := fs.String("project-id", "", "project of seeded objects (default "+emulator.DefaultProjectID+")")
 	secretKey := fs.String("secret-key", "", "the only X-Auth-Token accepted (default: any)")
 	seedFile := fs.String("seed-config", "", "YAML file of privateNetworks (name, subnets) and ips (privateNetwork, address, tags, resource) to create at start")
 	verbose := fs.Bool("v", false, "log every request to stderr")
@@ -96,14 +96,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 
-	opts := lbTimings(scalewaytest.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey})
+	opts := lbTimings(emulator.Options{Region: *region, ProjectID: *projectID, SecretKey: *secretKey})
 	if *verbose {
 		opts.Logf = log.New(stderr, "", log.LstdFlags|log.Lmicroseconds).Printf
 	}
-	srv := scalewaytest.New(opts)
+	srv := emulator.New(opts)
 	defer srv.Close()
 
-	byName := map[string]scalewaytest.PrivateNetwork{}
+	byName := map[string]emulator.PrivateNetwork{}
 	addPN := func(name string, subnets []string) error {
 		pn, err := srv.AddPrivateNetwork(name, subnets...)
 		if err != nil {
@@ -138,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return srv.Close()
 }
 
-func seedFromFile(path string, srv *scalewaytest.Server, addPN func(string, []string) error, byName map[string]scalewaytest.PrivateNetwork, stdout io.Writer) error {
+func seedFromFile(path string, srv *emulator.Server, addPN func(string, []string) error, byName map[string]emulator.PrivateNetwork, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("seed config: %w", err)
@@ -163,9 +163,9 @@ func seedFromFile(path string, srv *scalewaytest.Server, addPN func(string, []st
 				return fmt.Errorf("seed config %s: ips[%d]: %w", path, i, err)
 			}
 		}
-		var res *scalewaytest.Resource
+		var res *emulator.Resource
 		if r := ip.Resource; r != nil {
-			res = &scalewaytest.Resource{Type: r.Type, ID: r.ID, Name: r.Name, MACAddress: r.MACAddress}
+			res = &emulator.Resource{Type: r.Type, ID: r.ID, Name: r.Name, MACAddress: r.MACAddress}
 		}
 		id, err := srv.AddIP(pn.ID, addr, ip.Tags, res)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/playground"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/playground"
 )
 
 func main() {

@@ -24,8 +24,8 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 

@@ -36,9 +36,9 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -60,8 +60,8 @@ const (
 // (one with ranges), and a cluster with namespace payments opted in and the
 // chart's webhook configuration.
 type preflightWorld struct {
-	srv  *scalewaytest.Server
-	pns  map[string]scalewaytest.PrivateNetwork
+	srv  *emulator.Server
+	pns  map[string]emulator.PrivateNetwork
 	o    PreflightOptions
 	mode webhookMode
 	// objects of the cluster; the test may change them before run.
@@ -75,7 +75,7 @@ type preflightWorld struct {
 
 func newPreflightWorld(t *testing.T) *preflightWorld {
 	t.Helper()
-	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: statusSecret})
+	srv := emulator.NewTestServer(t, emulator.Options{SecretKey: statusSecret})
 	pns, err := srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22", "edge=10.10.0.0/29")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func newPreflightWorld(t *testing.T) *preflightWorld {
 }
 
 func (w *preflightWorld) auth(secret string) []scw.ClientOption {
-	return []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", secret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
+	return []scw.ClientOption{scw.WithAPIURL(w.srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", secret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}
 }
 
 // writePoolFile writes a pool file whose pool dc-link is on network dc and
@@ -208,12 +208,12 @@ func TestPreflightAllOK(t *testing.T) {
 		t.Errorf("%d checks, want 13 (no canary without --write):\n%s", len(lines), out)
 	}
 	for _, want := range []string{
-		"ok  credentials: the API key authenticates in region fr-par and may list IPAM in Project " + scalewaytest.DefaultProjectID,
+		"ok  credentials: the API key authenticates in region fr-par and may list IPAM in Project " + emulator.DefaultProjectID,
 		"info booking rights: not checked: ", "run with --write (helm: tests.preflight.write=true)",
 		// payments may use both pools: nodes, dc and edge.
 		"ok  Load Balancer networks: a Service of namespace payments asking every pool it may use needs 3 of a Load Balancer's 8 Private Networks",
 		"info CCM version: not readable from here", "needs v0.36.0 or later", "reason not_attached (Event IPNotApplied",
-		"ok  pool dc-link network: Private Network " + w.pns["dc"].ID + " is in Project " + scalewaytest.DefaultProjectID + " and holds subnet 172.16.32.0/22",
+		"ok  pool dc-link network: Private Network " + w.pns["dc"].ID + " is in Project " + emulator.DefaultProjectID + " and holds subnet 172.16.32.0/22",
 		"ok  opted-in namespace: payments (labelled scw-lb-ipam.io/enabled=true), which may use pool dc-link",
 		`ok  webhook dry run: the webhook answered scw-lb-ipam-preflight-`,
 		`"scw-lb-ipam: dry run: would reserve 172.16.35.10 from pool dc-link; nothing was booked"`,
@@ -225,14 +225,14 @@ func TestPreflightAllOK(t *testing.T) {
 	if len(w.dryRuns) != 1 || w.dryRuns[0].Namespace != "payments" || w.dryRuns[0].Spec.Type != corev1.ServiceTypeLoadBalancer || w.dryRuns[0].Annotations[request.AnnotationPool] != "dc-link" {
 		t.Errorf("dry runs: %+v", w.dryRuns)
 	}
-	for _, op := range []scalewaytest.Op{scalewaytest.OpBookIP, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP} {
+	for _, op := range []emulator.Op{emulator.OpBookIP, emulator.OpUpdateIP, emulator.OpReleaseIP} {
 		if n := w.srv.Count(op); n > 0 {
 			t.Errorf("without --write preflight called %s %d times", op, n)
 		}
 	}
 	// The pool file's Resolve, the cluster network's line and each pool's
 	// line share one read of each network.
-	if n := w.srv.Count(scalewaytest.OpGetPrivateNetwork); n != 3 {
+	if n := w.srv.Count(emulator.OpGetPrivateNetwork); n != 3 {
 		t.Errorf("GetPrivateNetwork called %d times for 3 networks", n)
 	}
 }
@@ -264,11 +264,11 @@ func TestPreflightFailures(t *testing.T) {
 			// has no policy on the Project asked for.
 			name: "key without rights in the Project",
 			change: func(t *testing.T, w *preflightWorld) {
-				w.srv.FailNext(scalewaytest.OpListIPs, 1, scalewaytest.Fault{Status: 403})
+				w.srv.FailNext(emulator.OpListIPs, 1, emulator.Fault{Status: 403})
 			},
 			want: []string{
-				"FAIL credentials: the API key authenticates but may not list IPAM in Project " + scalewaytest.DefaultProjectID + " (scaleway-sdk-go: insufficient permissions",
-				"its IAM application lacks IPAMFullAccess there. Give the key's IAM application a policy on Project " + scalewaytest.DefaultProjectID + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly",
+				"FAIL credentials: the API key authenticates but may not list IPAM in Project " + emulator.DefaultProjectID + " (scaleway-sdk-go: insufficient permissions",
+				"its IAM application lacks IPAMFullAccess there. Give the key's IAM application a policy on Project " + emulator.DefaultProjectID + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly",
 				"skip pool dc-link network: skipped: credentials failed",
 			},
 		},
@@ -290,9 +290,9 @@ func TestPreflightFailures(t *testing.T) {
 			},
 			want: []string{
 				"FAIL pool file: pool file does not match the Private Networks:",
-				"FAIL pool dc-link network: pools[0] (dc-link).privateNetworkID: Private Network ", " (elsewhere) is in Project " + preflightOtherProject + ", not in the credentials' Project " + scalewaytest.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)",
+				"FAIL pool dc-link network: pools[0] (dc-link).privateNetworkID: Private Network ", " (elsewhere) is in Project " + preflightOtherProject + ", not in the credentials' Project " + emulator.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)",
 				"skip pool dc-link IPAM: skipped: pool dc-link network failed",
-				"IPAM books only in a network's own Project: move the pool to a Private Network of Project " + scalewaytest.DefaultProjectID + ", or run the release with an API key and SCW_DEFAULT_PROJECT_ID of Project " + preflightOtherProject,
+				"IPAM books only in a network's own Project: move the pool to a Private Network of Project " + emulator.DefaultProjectID + ", or run the release with an API key and SCW_DEFAULT_PROJECT_ID of Project " + preflightOtherProject,
 				"ok  pool edge network: ",
 				"ok  pool edge IPAM: ",
 			},
@@ -335,7 +335,7 @@ pools:
 			},
 			want: []string{
 				"FAIL pool dc-link network: pools[0] (dc-link).privateNetworkID: Private Network 00000000-0000-4000-8000-0000000000bb",
-				"Set the pool's privateNetworkID to a Private Network of region fr-par and Project " + scalewaytest.DefaultProjectID + " (scw vpc private-network list project-id=",
+				"Set the pool's privateNetworkID to a Private Network of region fr-par and Project " + emulator.DefaultProjectID + " (scw vpc private-network list project-id=",
 			},
 		},
 		{
@@ -477,7 +477,7 @@ func TestPreflightWriteCanary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if book, release := w.srv.Count(scalewaytest.OpBookIP), w.srv.Count(scalewaytest.OpReleaseIP); book != 2 || release != 2 {
+	if book, release := w.srv.Count(emulator.OpBookIP), w.srv.Count(emulator.OpReleaseIP); book != 2 || release != 2 {
 		t.Errorf("BookIP %d, ReleaseIP %d; want 2 and 2 (one per pool)", book, release)
 	}
 	if !strings.Contains(out, "ok  pool dc-link canary: booked 172.16.35.10 (IPAM ID ") || !strings.Contains(out, "ok  pool edge canary: booked 10.10.0.") {
@@ -513,7 +513,7 @@ func TestPreflightLostCanaryIsSwept(t *testing.T) {
 	booked := time.Now()
 	w.o.Now = func() time.Time { return booked }
 	// Forbidden is not retried: the one release call of the first pool fails.
-	w.srv.FailNext(scalewaytest.OpReleaseIP, 1, scalewaytest.Fault{Status: 403})
+	w.srv.FailNext(emulator.OpReleaseIP, 1, emulator.Fault{Status: 403})
 	out, err := w.run(t)
 	if err == nil {
 		t.Fatalf("a lost release passed:\n%s", out)
@@ -677,8 +677,8 @@ func TestPreflightCredentialsScopedToProject(t *testing.T) {
 			break
 		}
 	}
-	if !strings.HasPrefix(first, "GET /ipam/v1/regions/fr-par/ips?") || !strings.Contains(first, "project_id="+scalewaytest.DefaultProjectID) {
-		t.Errorf("the credentials' call is %q, want an IPAM list with project_id=%s (all calls: %v)", first, scalewaytest.DefaultProjectID, rec.queries)
+	if !strings.HasPrefix(first, "GET /ipam/v1/regions/fr-par/ips?") || !strings.Contains(first, "project_id="+emulator.DefaultProjectID) {
+		t.Errorf("the credentials' call is %q, want an IPAM list with project_id=%s (all calls: %v)", first, emulator.DefaultProjectID, rec.queries)
 	}
 }
 
@@ -713,11 +713,11 @@ func TestPreflightAuthFailure(t *testing.T) {
 			_, _ = rw.Write([]byte(tt.body))
 		}))
 		cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", Backoff: wait.Backoff{Steps: 1}, ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(srv.URL), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}})
+			scw.WithAPIURL(srv.URL), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = cloud.ListIPs(context.Background(), scaleway.ListFilter{ProjectID: scalewaytest.DefaultProjectID})
+		_, err = cloud.ListIPs(context.Background(), scaleway.ListFilter{ProjectID: emulator.DefaultProjectID})
 		srv.Close()
 		if rejected, denied := authFailure(err); rejected != tt.rejected || denied != tt.denied {
 			t.Errorf("%d %s: rejected %v, denied %v; want %v, %v (%v)", tt.status, tt.body, rejected, denied, tt.rejected, tt.denied, err)
@@ -732,8 +732,8 @@ func TestPreflightCanaryAddressTaken(t *testing.T) {
 	w.o.Write = true
 	other := w.cloud(t)
 	var raced atomic.Bool
-	w.srv.SetFaultFunc(func(op scalewaytest.Op) *scalewaytest.Fault {
-		if op != scalewaytest.OpBookIP || !raced.CompareAndSwap(false, true) {
+	w.srv.SetFaultFunc(func(op emulator.Op) *emulator.Fault {
+		if op != emulator.OpBookIP || !raced.CompareAndSwap(false, true) {
 			return nil // later calls, the racing booking's own among them
 		}
 		// The canary of dc-link is about to book 172.16.35.10, the first
@@ -872,7 +872,7 @@ func TestPreflightFullPool(t *testing.T) {
 					if l := lines["pool dc-link canary"]; !strings.HasPrefix(l, "info pool dc-link canary: not booked") {
 						t.Errorf("canary line %q", l)
 					}
-					if n := w.srv.Count(scalewaytest.OpBookIP); n != 1 {
+					if n := w.srv.Count(emulator.OpBookIP); n != 1 {
 						t.Errorf("BookIP called %d times, want once (pool edge)", n)
 					}
 				}

@@ -17,12 +17,12 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 func TestConfigReload(t *testing.T) {
@@ -50,7 +50,7 @@ func TestConfigReload(t *testing.T) {
 	}
 	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
 	cfg, _ := resolvedConfig(t, path, cloud)
-	alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
+	alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	var logged []string
 	r := &configReloader{path: path, cloud: cloud, alloc: alloc, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
 	r.last, _ = os.ReadFile(path)
@@ -108,7 +108,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	clk := clocktesting.NewFakeClock(time.Now())
-	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: allocator.New(allocator.Options{Cloud: cloud, Config: cfg}),
+	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})),
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, gauge: newConfigGauge(reg), clock: clk, log: logr.Discard(), last: first}
 	r.gauge.loaded(first)
 
@@ -116,14 +116,14 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	if err := os.WriteFile(path, second, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv.FailNext(scalewaytest.OpGetPrivateNetwork, 1, scalewaytest.Fault{Status: 503})
+	srv.FailNext(emulator.OpGetPrivateNetwork, 1, emulator.Fault{Status: 503})
 	r.check(context.Background())
 	if _, ok := r.alloc.Config().Pool("b"); ok {
 		t.Fatal("applied although Scaleway failed")
 	}
-	calls := srv.Count(scalewaytest.OpGetPrivateNetwork)
+	calls := srv.Count(emulator.OpGetPrivateNetwork)
 	r.check(context.Background()) // before the backoff: not tried
-	if n := srv.Count(scalewaytest.OpGetPrivateNetwork) - calls; n != 0 {
+	if n := srv.Count(emulator.OpGetPrivateNetwork) - calls; n != 0 {
 		t.Fatalf("%d GetPrivateNetwork calls before the backoff ran out, want 0", n)
 	}
 	clk.SetTime(clk.Now().Add(11 * time.Second))
@@ -175,9 +175,9 @@ func TestParseServeFlags(t *testing.T) {
 // reloadWorld is an emulator with the networks "nodes" and "dc", a Cloud
 // talking to it (opts with the emulator's URL and credentials added), and
 // the text of a pool file for the given pools lines.
-func reloadWorld(t *testing.T, opts scaleway.Options) (*scalewaytest.Server, map[string]scalewaytest.PrivateNetwork, scaleway.Cloud, func(pools string) string) {
+func reloadWorld(t *testing.T, opts scaleway.Options) (*emulator.Server, map[string]emulator.PrivateNetwork, scaleway.Cloud, func(pools string) string) {
 	t.Helper()
-	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
+	srv := emulator.NewTestServer(t, emulator.Options{SecretKey: "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"})
 	pns, err := srv.AddPrivateNetworks("nodes=172.16.0.0/22", "dc=172.16.32.0/22")
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func reloadWorld(t *testing.T, opts scaleway.Options) (*scalewaytest.Server, map
 	opts.Region = "fr-par"
 	opts.ClientOptions = []scw.ClientOption{
 		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"),
-		scw.WithDefaultProjectID(scalewaytest.DefaultProjectID),
+		scw.WithDefaultProjectID(emulator.DefaultProjectID),
 	}
 	cloud, err := scaleway.New(context.Background(), opts)
 	if err != nil {
@@ -216,7 +216,7 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	}
 
 	clk := clocktesting.NewFakeClock(time.Now())
-	alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
+	alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	r := newConfigReloader(reloadOptions{path: path, every: 10 * time.Second, loaded: loaded, cloud: cloud, alloc: alloc,
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, log: logr.Discard()}, newConfigGauge(prometheus.NewRegistry()), clk)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -247,7 +247,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "pools[1] (b).privateNetworkID: Private Network " + other.ID + " (elsewhere) is in Project " + otherProject +
-		", not in the credentials' Project " + scalewaytest.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)"
+		", not in the credentials' Project " + emulator.DefaultProjectID + " (SCW_DEFAULT_PROJECT_ID)"
 	good := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n")
 	bad := text("  - {name: a, privateNetworkID: " + pns["dc"].ID + "}\n  - {name: b, privateNetworkID: " + other.ID + "}\n")
 	path := filepath.Join(t.TempDir(), "pools.yaml")
@@ -262,7 +262,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 		}
 		o.Log, o.Metrics = logr.Discard(), prometheus.NewRegistry()
 		o.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()),
-			scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
+			scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"), scw.WithDefaultProjectID(emulator.DefaultProjectID)}
 		// Serve resolves the pool file before it needs a cluster: the
 		// refusal comes without one.
 		err = Serve(context.Background(), o)
@@ -276,7 +276,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, loaded := resolvedConfig(t, path, cloud)
-		alloc := allocator.New(allocator.Options{Cloud: cloud, Config: cfg})
+		alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 		var logged []string
 		r := &configReloader{path: path, cloud: cloud, alloc: alloc, last: loaded, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second},
 			clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}

@@ -132,8 +132,11 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 	if err := mgr.Add(r.Inventory); err != nil {
 		return err
 	}
-	r.Allocator = allocator.New(allocator.Options{Inventory: r.Inventory, Cloud: cloud,
+	r.Allocator, err = allocator.New(allocator.Options{Inventory: r.Inventory, Cloud: cloud,
 		References: services.Records(), Claims: leases, Retention: o.retention(), Log: log.WithName("allocator")})
+	if err != nil {
+		return err
+	}
 	hook := o.Webhook
 	hook.Allocator, hook.Registerer, hook.Log = r.Allocator, reg, log.WithName("webhook")
 	mutator, err := webhook.SetupWithManager(ctx, mgr, services, hook)

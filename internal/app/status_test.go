@@ -21,17 +21,17 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 const statusSecret = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 
-func statusWorld(t *testing.T) (*scalewaytest.Server, StatusOptions, map[string]string) {
+func statusWorld(t *testing.T) (*emulator.Server, StatusOptions, map[string]string) {
 	t.Helper()
-	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: statusSecret})
+	srv := emulator.NewTestServer(t, emulator.Options{SecretKey: statusSecret})
 	nodes, _ := srv.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := srv.AddPrivateNetwork("dc", "172.16.32.0/22")
 	edge, _ := srv.AddPrivateNetwork("edge", "10.10.0.0/29")
@@ -47,7 +47,7 @@ pools:
 	}
 	orphaned := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	ids := map[string]string{}
-	add := func(key, pn, addr string, tags []string, res *scalewaytest.Resource) {
+	add := func(key, pn, addr string, tags []string, res *emulator.Resource) {
 		id, err := srv.AddIP(pn, netip.MustParseAddr(addr), tags, res)
 		if err != nil {
 			t.Fatal(err)
@@ -56,15 +56,15 @@ pools:
 	}
 	svc := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	add("api", dc.ID, "172.16.35.10", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "api"), UID: "u1"}.Tags(),
-		&scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"})
+		&emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "api-lb"})
 	add("old", dc.ID, "172.16.35.11", ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: svc("payments", "old"), UID: "u2", OrphanedSince: orphaned}.Tags(), nil)
 	add("staging", dc.ID, "172.16.35.12", ipam.Entry{Cluster: "staging", Pool: "dc-link", Service: svc("web", "front")}.Tags(), nil)
-	add("vm", dc.ID, "172.16.35.13", nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
+	add("vm", dc.ID, "172.16.35.13", nil, &emulator.Resource{Type: "instance_server", ID: "srv-1", Name: "bastion"})
 	add("outside", dc.ID, "172.16.33.1", nil, nil) // on the PN, outside the pool's ranges
 	add("edge", edge.ID, "10.10.0.2", ipam.Entry{Cluster: "prod", Pool: "edge", Service: svc("web", "edge")}.Tags(), nil)
 	ids["pn:edge"] = edge.ID
 	o := StatusOptions{ConfigFile: file, Output: "table", ScalewayOptions: []scw.ClientOption{
-		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}}
+		scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}}
 	return srv, o, ids
 }
 
@@ -105,7 +105,7 @@ func TestStatusTable(t *testing.T) {
 		}
 	}
 	for op, n := range srv.Counts() {
-		if op == scalewaytest.OpBookIP || op == scalewaytest.OpUpdateIP || op == scalewaytest.OpReleaseIP {
+		if op == emulator.OpBookIP || op == emulator.OpUpdateIP || op == emulator.OpReleaseIP {
 			if n > 0 {
 				t.Fatalf("status is read-only, but called %s", op)
 			}
@@ -182,7 +182,7 @@ func TestStatusErrors(t *testing.T) {
 	srv, o, _ := statusWorld(t)
 	wrongSecret := "00000000-1111-4222-8333-444444444444"
 	bad := o
-	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}
+	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}
 	err := Status(context.Background(), bad, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), wrongSecret) {
 		t.Errorf("wrong credentials: %v", err)
@@ -241,7 +241,7 @@ func TestStatusShowsConvergence(t *testing.T) {
 		}
 	}
 	// Only the ID the listing lacks is read.
-	if n := srv.Count(scalewaytest.OpGetIP); n != 1 {
+	if n := srv.Count(emulator.OpGetIP); n != 1 {
 		t.Errorf("%d GetIP calls, want 1 (the ID not in the pools' listing)", n)
 	}
 
@@ -283,7 +283,7 @@ func TestStatusShowsAnUnreadableIDAsUnknown(t *testing.T) {
 			ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: "172.16.35.99", ccm.AnnotationLoadBalancerID: "fr-par-1/lb-1"})
 	}
 	o.Services = fixtures.FakeKube().WithObjects(svc("api", ids["edge"]), svc("foreign", foreignID)).Build()
-	srv.FailNext(scalewaytest.OpGetIP, 1, scalewaytest.Fault{Status: http.StatusForbidden})
+	srv.FailNext(emulator.OpGetIP, 1, emulator.Fault{Status: http.StatusForbidden})
 	var out bytes.Buffer
 	if err := Status(context.Background(), o, &out); err != nil {
 		t.Fatalf("status aborted on one unreadable ID: %v", err)
@@ -389,7 +389,7 @@ func TestStatusShowsAStrandedReservation(t *testing.T) {
 	for addr, ago := range map[string]time.Duration{"172.16.35.15": time.Hour, "172.16.35.16": time.Second} {
 		since := time.Now().Add(-ago).Truncate(time.Second)
 		e := ipam.Entry{Cluster: "prod", Pool: "dc-link", Service: types.NamespacedName{Namespace: "payments", Name: "gone-" + addr}, UID: "u", OrphanedSince: since, ReleaseAt: since.Add(24 * time.Hour)}
-		if _, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr(addr), e.Tags(), &scalewaytest.Resource{Type: "lb_server", ID: "lb-" + addr, Name: "left-behind"}); err != nil {
+		if _, err := srv.AddIP(cfg.Pools[0].PrivateNetworkID, netip.MustParseAddr(addr), e.Tags(), &emulator.Resource{Type: "lb_server", ID: "lb-" + addr, Name: "left-behind"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,7 +2,8 @@
 // the import graph (written once, in layers_test.go, and shown in the
 // Layers section of docs/architecture.md), where scaleway-sdk-go may be imported,
 // what the shipped binary must not link, and the size limits of code that
-// is not a test (size_test.go: functions, files, methods per type), and
+// is not a test (size_test.go: functions, files; methods_test.go: a type's
+// method set, promoted methods included), and
 // that the CI workflow caches every tool the Makefile builds and runs the
 // root suites (ci_test.go). It has no code of its own and imports nothing.
 package archtest

@@ -24,11 +24,11 @@ type layer struct {
 // docs/architecture.md shows this table (TestDocsShowTheLayers).
 var layers = []layer{
 	{"commands", []string{"cmd/scw-lb-ipam", "cmd/scw-playground", "cmd/scw-emulator", "cmd/scw-image", "cmd/scw-docs"}},
-	{"suites and checks", []string{"test/integration", "test/clients", "test/dns", "test/gateway", "test/chart", "test/playground", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest", "internal/docs"}},
-	{"make run", []string{"internal/playground"}},
-	{"test environment", []string{"internal/testenv"}},
+	{"suites and checks", []string{"test/integration", "test/clients", "test/dns", "test/gateway", "test/chart", "test/chaos", "test/bench", "test/e2e", "test/interleavings", "internal/archtest", "internal/docs"}},
+	{"make run", []string{"test/playground"}},
+	{"test environment", []string{"test/testenv"}},
 	{"test fixtures", []string{"test/fixtures"}},
-	{"local runs", []string{"internal/localrun", "internal/ccmprocess"}},
+	{"local runs", []string{"test/localrun", "test/ccmprocess"}},
 	{"wiring", []string{"internal/app"}},
 	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
 	{"allocator", []string{"ipam/allocator"}},
@@ -36,25 +36,30 @@ var layers = []layer{
 	{"requests, claims", []string{"request", "ipam/claims"}},
 	{"CCM contract, rules", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
-	{"beside", []string{"ipam/scaleway/scalewaytest", "internal/oldccm", "internal/version", "internal/ociimage"}},
+	{"beside", []string{"test/emulator", "test/oldccm", "internal/version", "internal/ociimage"}},
 }
 
 // selfContained import no package of the module: the CCM contract is pure
 // knowledge of the Service object, the Scaleway view sits under the
 // allocator, and the emulator and the v0.35 CCM fake check the project from
 // the outside rather than share its reading of the API and annotations.
-var selfContained = []string{"ccm", "ipam/scaleway", "ipam/addrspace", "ipam/scaleway/scalewaytest", "internal/oldccm", "internal/version", "internal/ociimage"}
+var selfContained = []string{"ccm", "ipam/scaleway", "ipam/addrspace", "test/emulator", "test/oldccm", "internal/version", "internal/ociimage"}
 
 // sdkAPI may import scaleway-sdk-go's api packages: the adapter, the
 // emulator and the v0.35 CCM fake. sdkCore may also import its scw package,
 // to point a client at the emulator.
 var (
-	sdkAPI  = []string{"ipam/scaleway", "ipam/scaleway/scalewaytest", "internal/oldccm"}
-	sdkCore = append([]string{"internal/app", "internal/testenv", "internal/playground"}, sdkAPI...)
+	sdkAPI  = []string{"ipam/scaleway", "test/emulator", "test/oldccm"}
+	sdkCore = append([]string{"internal/app", "test/testenv", "test/playground"}, sdkAPI...)
 )
 
-// testOnly are linked into no binary that ships.
-var testOnly = []string{"ipam/scaleway/scalewaytest", "test/fixtures", "internal/localrun", "internal/ccmprocess", "internal/oldccm", "internal/testenv", "internal/playground", "sigs.k8s.io/controller-runtime/pkg/envtest"}
+// testOnly is where what does not ship lives: every package under it is
+// linked into no binary that ships, and imported by no package that does.
+const testOnly = "test/"
+
+// envtest is controller-runtime's test control plane, which no binary that
+// ships may link either.
+const envtest = "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 type pkg struct {
 	ImportPath string
@@ -167,33 +172,40 @@ func TestScalewaySDKConfined(t *testing.T) {
 }
 
 // TestShippedBinaryLinksNoTestCode: scw-lb-ipam, which the image ships,
-// depends on neither the emulator, the CCM launcher and fake, the test environment,
-// the tests' fixtures, internal/localrun, the playground nor envtest.
+// links nothing under test/ (the emulator, the test environment, the CCM
+// launcher and fake, the fixtures, the playground) and not envtest.
 func TestShippedBinaryLinksNoTestCode(t *testing.T) {
-	for _, p := range list(t, "-deps", "./cmd/scw-lb-ipam") {
-		if name, _ := rel(p.ImportPath); slices.Contains(testOnly, name) || slices.Contains(testOnly, p.ImportPath) {
+	deps := list(t, "-deps", "./cmd/scw-lb-ipam")
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps ./cmd/scw-lb-ipam listed %d packages: the check would pass on nothing", len(deps))
+	}
+	for _, p := range deps {
+		if name, ours := rel(p.ImportPath); (ours && strings.HasPrefix(name, testOnly)) || p.ImportPath == envtest {
 			t.Errorf("cmd/scw-lb-ipam links %s", p.ImportPath)
 		}
 	}
 }
 
-// TestOnlyTestsImportTestPackages: the packages under test/ are the tests'
-// own; a package elsewhere (make run's playground, the test environment it
-// starts) imports none of them, so that what make run needs stays out of
-// test/ (internal/localrun) and the tests' scaffolding may grow without
-// reaching make run.
+// TestOnlyTestsImportTestPackages: what ships never imports what lives under
+// test/. Only test/ itself, the commands that do not ship (make run's
+// scw-playground and scw-emulator) and the checks import it.
 func TestOnlyTestsImportTestPackages(t *testing.T) {
 	for _, p := range list(t, "./...") {
 		from, _ := rel(p.ImportPath)
-		if strings.HasPrefix(from, "test/") {
+		if mayImportTests(from) {
 			continue
 		}
 		for _, imp := range p.Imports {
-			if to, ours := rel(imp); ours && strings.HasPrefix(to, "test/") {
-				t.Errorf("%s imports %s: only tests may import the packages under test/", from, to)
+			if to, ours := rel(imp); ours && strings.HasPrefix(to, testOnly) {
+				t.Errorf("%s imports %s: what ships may not import what lives under test/", from, to)
 			}
 		}
 	}
+}
+
+// mayImportTests reports whether the package at rel may import test/.
+func mayImportTests(rel string) bool {
+	return strings.HasPrefix(rel, testOnly) || rel == "cmd/scw-playground" || rel == "cmd/scw-emulator" || rel == "internal/archtest"
 }
 
 // diagram is the layer table as docs/architecture.md shows it.

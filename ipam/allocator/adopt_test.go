@@ -10,7 +10,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // adoptEnv is two clusters on one emulator, the same pools but for their
@@ -24,8 +24,8 @@ func adoptEnv(t *testing.T, greenRefs References, adoptFrom string) (e *env, blu
 			`  - {name: ranged, privateNetworkID: "{{dc}}", ranges: ["172.16.35.200-172.16.35.220"]` + extra + "}\n"
 	}
 	policy := ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}
-	blue = New(Options{Cloud: e.Cloud, Config: e.Config(t, file("blue", "")), Retention: policy})
-	green = New(Options{Cloud: e.Cloud, Config: e.Config(t, file("green", ", adoptFrom: ["+adoptFrom+"]")), References: greenRefs, Retention: policy})
+	blue = newAllocator(Options{Cloud: e.Cloud, Config: e.Config(t, file("blue", "")), Retention: policy})
+	green = newAllocator(Options{Cloud: e.Cloud, Config: e.Config(t, file("green", ", adoptFrom: ["+adoptFrom+"]")), References: greenRefs, Retention: policy})
 	return e, blue, green
 }
 
@@ -47,7 +47,7 @@ func TestReserveAdoptsFromAnotherCluster(t *testing.T) {
 	// Live in blue: used (uid back-filled) and attached to its Load
 	// Balancer.
 	retag(t, e, held.ID, func(en *ipam.Entry) { en.UID = "uid-blue" })
-	if err := e.Srv.Attach(held.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
+	if err := e.Srv.Attach(held.ID, emulator.Resource{Type: "lb_server", ID: "lb-blue", Name: "blue-api"}); err != nil {
 		t.Fatal(err)
 	}
 	// Green's index is fresh (its booking listed the subnet) but holds
@@ -301,7 +301,7 @@ func TestValidateIDOfAReservationReleasedMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}}
-	g := New(Options{Cloud: cloud, Config: green.Config(), Retention: ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}})
+	g := newAllocator(Options{Cloud: cloud, Config: green.Config(), Retention: ipam.Retention{PendingGrace: time.Hour, Margin: time.Minute}})
 	_, err := g.ValidateID(ctx, ipam.IDRequest{ID: held.ID, Service: api})
 	var ie *ipam.Error
 	if !errors.As(err, &ie) || ie.Reason != ipam.ReasonReleasing || ie.Fallback == nil || ie.Fallback.Name != "ranged" {

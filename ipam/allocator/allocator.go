@@ -3,9 +3,6 @@ package allocator
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,7 +18,7 @@ import (
 // out to be taken by someone the occupancy view did not know about yet.
 const MaxPickAttempts = 8
 
-// AllocatorOptions configures NewAllocator.
+// Options configures New.
 type Options struct {
 	// Inventory is what the replica knows of the pools, shared with the
 	// manager that runs its background refresh (Inventory.Start). When
@@ -40,7 +37,7 @@ type Options struct {
 	Clock clock.WithTicker
 	Log   logr.Logger
 
-	// For the Inventory built when Inventory is nil; see InventoryOptions.
+	// For the Inventory built when Inventory is nil; see inventory.Options.
 	Config          *ipam.Config
 	OccupancyTTL    time.Duration
 	RefreshInterval time.Duration
@@ -70,15 +67,19 @@ type room struct{ *deps }
 // booker books fresh reservations (below).
 type booker struct{ *deps }
 
-// NewAllocator returns an Allocator over its Inventory.
-func New(o Options) *Allocator {
+// New returns an Allocator over its Inventory. It refuses Options without
+// References or Claims.
+func New(o Options) (*Allocator, error) {
+	// A missing Service cache or claim store would silently turn off the
+	// "referenced by another Service" and "one Service per brought ID"
+	// checks: the caller names the no-op ones when it means them.
+	if o.References == nil {
+		return nil, errors.New("allocator: Options.References is nil: pass the Service cache (ccm.Records), or NoReferences{} where no Service can reference an IPAM ID")
+	}
+	if o.Claims == nil {
+		return nil, errors.New("allocator: Options.Claims is nil: pass the claim store (claims.Leases), or NoClaims{} for a single process that trusts its cache alone")
+	}
 	a := &Allocator{deps: &deps{inv: o.Inventory, cloud: o.Cloud, refs: o.References, claims: o.Claims, policy: o.Retention, clock: o.Clock, log: o.Log}}
-	if a.refs == nil {
-		a.refs = NoReferences{}
-	}
-	if a.claims == nil {
-		a.claims = NoClaims{}
-	}
 	if a.policy.PendingGrace == 0 {
 		a.policy.PendingGrace = ipam.DefaultPendingGrace
 	}
@@ -90,7 +91,7 @@ func New(o Options) *Allocator {
 			OccupancyTTL: o.OccupancyTTL, RefreshInterval: o.RefreshInterval, Rand: o.Rand, Log: o.Log})
 	}
 	a.taker, a.room, a.booker = taker{a.deps}, room{a.deps}, booker{a.deps}
-	return a
+	return a, nil
 }
 
 // Inventory is what the Allocator decides from.
@@ -176,191 +177,4 @@ func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Reserv
 		}
 	}
 	return res, err
-}
-
-// sticky finds the reservation of the same Service and pool to take back.
-// Among the candidates it prefers the one a live Service actually used (its
-// uid was back-filled, or, before the back-fill, the Service cache showed
-// it on a Service of that name) over pending ones (bookings of failed or
-// retried admissions), and the oldest booking first: a re-created Service
-// gets the address its previous incarnation had, not one booked by a retry
-// in between. When that reservation is still attached to the previous Load
-// Balancer, the answer is a retryable refusal: booking another would move
-// the Service to a new address once the old LB is gone.
-//
-// The candidates come from the reservation index, without a call when it
-// holds none: a fresh Service costs its booking alone. Each candidate is
-// re-read (GetIP) before it is handed out, and taken back under the
-// release protocol: a stale index costs stickiness, never correctness.
-// Without a fresh index (before the first listing, or after listings
-// failed for longer than the TTL) the Service's reservations are listed.
-//
-// It also returns the IDs of every reservation of the Service it knows of,
-// so that a booking whose answer was lost can be told apart from them.
-func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *scaleway.IP, err error) {
-	ids, known, fresh := t.inv.Candidates(req)
-	var ips []*scaleway.IP
-	// The index holds this cluster's reservations only: a pool that adopts
-	// other clusters' lists the Service's, whichever cluster tagged them.
-	if fresh && len(req.Pool.AdoptFrom) == 0 {
-		ips, err = t.reread(ctx, req.Service, ids)
-	} else {
-		ips, known, err = listService(ctx, t.cloud, req)
-	}
-	if err != nil || len(ips) == 0 {
-		return known, nil, err
-	}
-	found, err = t.choose(ctx, req, ips)
-	return known, found, err
-}
-
-// bookNew books a fresh reservation for req (or predicts one, in a dry
-// run).
-func (b *booker) bookNew(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
-	switch {
-	case req.DryRun:
-		return b.predict(ctx, req)
-	case req.Address.IsValid():
-		return b.bookAddress(ctx, req, known)
-	case req.Pool.PicksAddresses():
-		return b.bookPicked(ctx, req, known)
-	}
-	return b.bookAny(ctx, req, known)
-}
-
-// predict answers a dry run: what would be booked, from what is known,
-// without writing anything.
-func (b *booker) predict(ctx context.Context, req ipam.Request) (*ipam.Reservation, error) {
-	res := &ipam.Reservation{Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID, Address: req.Address}
-	if req.Address.IsValid() || !req.Pool.PicksAddresses() {
-		if h, ok := b.inv.WhoHolds(ctx, req.Pool, req.Address, false); ok {
-			return nil, ipam.Taken(req.Address, req.Pool, h)
-		}
-		return res, nil
-	}
-	addr, _, err := b.pick(ctx, req.Pool, true)
-	if err != nil {
-		return nil, err
-	}
-	res.Address = addr
-	return res, nil
-}
-
-// bookAddress books the one address asked for.
-func (b *booker) bookAddress(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
-	ip, adopted, err := b.book(ctx, req, req.Address, known)
-	if err == nil {
-		b.inv.Record(req.Pool, ip)
-		return booked(req, ip, adopted), nil
-	}
-	if scaleway.Classify(err) == scaleway.KindAddressTaken {
-		h, _ := b.inv.WhoHolds(ctx, req.Pool, req.Address, true)
-		return nil, ipam.Taken(req.Address, req.Pool, h)
-	}
-	return nil, bookError(req, err)
-}
-
-// bookPicked picks free addresses from the pool's ranges until a booking
-// succeeds. A conflict means the inventory's view was stale: picking goes
-// on elsewhere in the pool, and every few conflicts the subnet is listed
-// again.
-func (b *booker) bookPicked(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
-	for attempt := 1; attempt <= MaxPickAttempts; attempt++ {
-		addr, settle, err := b.pick(ctx, req.Pool, false)
-		if err != nil {
-			return nil, err
-		}
-		ip, adopted, err := b.book(ctx, req, addr, known)
-		switch {
-		case err == nil:
-			settle(inventory.PickBooked, false)
-			b.inv.Record(req.Pool, ip)
-			return booked(req, ip, adopted), nil
-		case scaleway.Classify(err) != scaleway.KindAddressTaken:
-			settle(inventory.PickFailed, false)
-			return nil, bookError(req, err)
-		}
-		// Taken by someone picking in the same order (another replica).
-		settle(inventory.PickTaken, attempt%3 == 0)
-	}
-	return nil, ipam.Contended(req.Pool, MaxPickAttempts)
-}
-
-// bookAny lets IPAM choose in the pool's subnet.
-func (b *booker) bookAny(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
-	ip, adopted, err := b.book(ctx, req, netip.Addr{}, known)
-	if err != nil {
-		if scaleway.Classify(err) == scaleway.KindExhausted {
-			total := req.Pool.Total()
-			return nil, ipam.Exhausted(req.Pool, total, total)
-		}
-		return nil, bookError(req, err)
-	}
-	b.inv.Record(req.Pool, ip)
-	return booked(req, ip, adopted), nil
-}
-
-// book sends one BookIP with the ledger tags. When the answer is lost (a
-// server error or a dropped connection after the request went out), the
-// booking may have happened: the Service's reservations are listed again and
-// one that was not there before is adopted instead of booking twice. The
-// newest such one is taken, and reported adopted: it is most likely this
-// booking, but it may be another admission's of the same Service (a retry
-// on the other replica, which the index had not seen), so it is never
-// released by this admission; the sweeper reclaims it if no Service takes
-// it.
-func (b *booker) book(ctx context.Context, req ipam.Request, addr netip.Addr, known map[string]bool) (ip *scaleway.IP, adopted bool, err error) {
-	cfg := b.inv.Config()
-	tags := ipam.Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service, Namespace: req.ShareNamespace()}.Tags()
-	bookReq := scaleway.BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == ipam.IPv6, Address: addr, Tags: tags}
-	ip, err = b.cloud.BookIP(ctx, bookReq)
-	if err == nil || scaleway.Classify(err) != scaleway.KindUnavailable || ctx.Err() != nil {
-		return ip, false, err
-	}
-	ips, lerr := serviceIPs(ctx, b.cloud, req)
-	if lerr != nil {
-		return nil, false, err
-	}
-	for _, got := range slices.Backward(ips) { // oldest first: the newest is last
-		if !known[got.ID] && ipam.SameTags(got.Tags, tags) && (!addr.IsValid() || got.Address == addr) {
-			return got, true, nil
-		}
-	}
-	// Not booked: one more try.
-	ip, err = b.cloud.BookIP(ctx, bookReq)
-	return ip, false, err
-}
-
-func bookError(req ipam.Request, err error) error {
-	if scaleway.Classify(err) == scaleway.KindExhausted {
-		total := req.Pool.Total()
-		return ipam.Exhausted(req.Pool, total, total)
-	}
-	return ipam.APIError(fmt.Sprintf("booking an address in pool %q for Service %s", req.Pool.Name, req.Service), err)
-}
-
-func reservation(req ipam.Request, ip *scaleway.IP) *ipam.Reservation {
-	return &ipam.Reservation{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
-}
-
-// booked is the reservation of a booking of this admission; an adopted one
-// (see book) is not Booked: the admission does not release it on failure.
-func booked(req ipam.Request, ip *scaleway.IP, adopted bool) *ipam.Reservation {
-	r := reservation(req, ip)
-	r.Booked = !adopted
-	return r
-}
-
-// pick chooses a free address in p's ranges (inventory.Pick), wording what
-// stops it for the user.
-func (b *booker) pick(ctx context.Context, p *ipam.Pool, predict bool) (netip.Addr, func(inventory.Outcome, bool), error) {
-	addr, settle, err := b.inv.Pick(ctx, p, predict)
-	var full *inventory.NoRoom
-	switch {
-	case errors.As(err, &full):
-		return addr, nil, ipam.Exhausted(p, full.Used, full.Size)
-	case err != nil:
-		return addr, nil, ipam.APIError(fmt.Sprintf("listing the addresses of pool %q", p.Name), err)
-	}
-	return addr, settle, nil
 }

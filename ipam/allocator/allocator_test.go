@@ -8,10 +8,10 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
-var countedOps = []scalewaytest.Op{scalewaytest.OpListIPs, scalewaytest.OpBookIP, scalewaytest.OpUpdateIP, scalewaytest.OpGetIP, scalewaytest.OpReleaseIP}
+var countedOps = []emulator.Op{emulator.OpListIPs, emulator.OpBookIP, emulator.OpUpdateIP, emulator.OpGetIP, emulator.OpReleaseIP}
 
 // allocEnv is an emulator with two Private Networks and a pool file over
 // them: "auto" lets IPAM choose, "ranged" picks from four addresses,
@@ -28,7 +28,7 @@ func allocEnv(t *testing.T, r References) (*env, *Allocator) {
   - {name: small, privateNetworkID: "{{edge}}"}
   - {name: payments, privateNetworkID: "{{pay}}", namespaces: ["payments"]}
 `))
-	return e, New(Options{Cloud: e.Cloud, Config: cfg, References: r})
+	return e, newAllocator(Options{Cloud: e.Cloud, Config: cfg, References: r})
 }
 
 func pool(t *testing.T, a *Allocator, name string) *ipam.Pool {

@@ -3,13 +3,14 @@ package allocator
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -22,7 +23,7 @@ type env struct{ *fixtures.World }
 func newEnv(t testing.TB, pns ...string) *env {
 	t.Helper()
 	return &env{fixtures.NewWorld(t, fixtures.WorldOptions{
-		Emulator: scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		Emulator: emulator.Options{ProjectID: fixtures.Project, SecretKey: emulator.TestSecretKey},
 		PNs:      append([]string{"nodes=172.16.0.0/22"}, pns...),
 		// Five steps, as in production, over milliseconds.
 		Backoff:  wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Steps: 5, Cap: 100 * time.Millisecond},
@@ -75,4 +76,36 @@ func beingDeleted(a *Allocator, names ...types.NamespacedName) {
 
 func svc(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// newAllocator is New for the tests, which name no Service cache or claim
+// store unless they test one: the no-op ones stand in, said here once.
+func newAllocator(o Options) *Allocator {
+	if o.References == nil {
+		o.References = NoReferences{}
+	}
+	if o.Claims == nil {
+		o.Claims = NoClaims{}
+	}
+	a, err := New(o)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+func TestNewRefusesMissingReferencesAndClaims(t *testing.T) {
+	for name, o := range map[string]Options{
+		"no References": {Claims: NoClaims{}},
+		"no Claims":     {References: NoReferences{}},
+	} {
+		a, err := New(o)
+		if err == nil || a != nil {
+			t.Errorf("%s: New = %v, %v; want it refused", name, a, err)
+			continue
+		}
+		if want := strings.TrimPrefix(name, "no "); !strings.Contains(err.Error(), "Options."+want+" is nil") {
+			t.Errorf("%s: error %q does not name Options.%s", name, err, want)
+		}
+	}
 }

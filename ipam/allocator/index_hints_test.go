@@ -11,7 +11,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // Hints do not pile up while one pool's listing keeps failing: past the
@@ -22,7 +22,7 @@ func TestHintsBoundedWhileAListingFails(t *testing.T) {
 	for i := range 100 {
 		a.Remember(svc("web", fmt.Sprint("s", i)), []string{fmt.Sprint("id-", i)})
 	}
-	e.Srv.FailNext(scalewaytest.OpListIPs, 1000, scalewaytest.Fault{Status: 403})
+	e.Srv.FailNext(emulator.OpListIPs, 1000, emulator.Fault{Status: 403})
 	clk.Step(inventory.DefaultOccupancyTTL + time.Second)
 	if err := a.inv.Refresh(ctx); err == nil {
 		t.Fatal("the listings did not fail")
@@ -48,12 +48,12 @@ func TestRefreshJoiningAListingKeepsLaterHints(t *testing.T) {
 		default:
 		}
 	}})
-	a := New(Options{Inventory: inv, Cloud: cloud, Clock: clk})
+	a := newAllocator(Options{Inventory: inv, Cloud: cloud, Clock: clk})
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	p := pool(t, a, "ranged")
-	a.inv.Relist(p) // conflicts asked for a relist
+	a.inv.Subnets().Relist(p) // conflicts asked for a relist
 	hold.Store(true)
 	admitted := make(chan error)
 	go func() {
@@ -102,7 +102,7 @@ func TestLaterHintOverridesAStaleOrphanedSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := New(Options{Cloud: e.Cloud, Config: base.Config(), Clock: clk})
+	a := newAllocator(Options{Cloud: e.Cloud, Config: base.Config(), Clock: clk})
 	if err := a.inv.Refresh(ctx); err != nil { // indexed: past its retention
 		t.Fatal(err)
 	}

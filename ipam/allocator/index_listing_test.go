@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // heldListing answers a listing of a subnet with what it read, but only
@@ -36,7 +36,7 @@ func heldAllocator(t *testing.T, pn string) (*Allocator, heldListing, *env) {
 	t.Helper()
 	e, base := allocEnv(t, nil)
 	cloud := newHeldListing(e.Cloud, e.PNs[pn].ID)
-	return New(Options{Cloud: cloud, Config: base.Config()}), cloud, e
+	return newAllocator(Options{Cloud: cloud, Config: base.Config()}), cloud, e
 }
 
 func (h heldListing) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*scaleway.IP, error) {
@@ -78,7 +78,7 @@ func TestListingThatReadBeforeABookingKeepsIt(t *testing.T) {
 	if err != nil || again.ID != first.ID || !again.Reused {
 		t.Fatalf("retry after the listing landed: %+v %v (first %s)", again, err, first.ID)
 	}
-	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.Calls(emulator.OpGetIP, emulator.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -157,7 +157,7 @@ func (c countingCloud) ListIPs(ctx context.Context, f scaleway.ListFilter) ([]*s
 func TestStaleViewIsListedOnceForABurst(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	n := &atomic.Int64{}
-	a := New(Options{Cloud: countingCloud{Cloud: e.Cloud, subnetListings: n}, Config: base.Config()})
+	a := newAllocator(Options{Cloud: countingCloud{Cloud: e.Cloud, subnetListings: n}, Config: base.Config()})
 	p := pool(t, a, "ranged")
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -227,9 +227,9 @@ func TestRelistDoesNotHoldAdmissionsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pool(t, a, "ranged")
-	a.inv.Relist(p) // conflicts asked for a relist
+	a.inv.Subnets().Relist(p) // conflicts asked for a relist
 	reserveDuringHeldRefresh(t, a, cloud, hold, p)
-	if a.inv.Relisting(p) {
+	if a.inv.Subnets().Relisting(p) {
 		t.Fatal("the relist is still pending after the listing")
 	}
 }
@@ -291,7 +291,7 @@ func TestListingOutlivesTheAdmissionThatStartedIt(t *testing.T) {
 func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	e, base := allocEnv(t, nil)
 	ctx := context.Background()
-	a := New(Options{Cloud: e.Cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
+	a := newAllocator(Options{Cloud: e.Cloud, Config: base.Config(), Rand: func(uint64) uint64 { return 0 }})
 	p := pool(t, a, "ranged")
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 	if err := a.inv.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.inv.Marked(p, mustAddr("172.16.35.200")) {
+	if a.inv.Subnets().Marked(p, mustAddr("172.16.35.200")) {
 		t.Fatal("the conflict's mark outlived a listing that shows the address free")
 	}
 	if st := a.inv.Stats(); st[1].Pool != "ranged" || st[1].UsedByCluster+st[1].UsedByOthers != 1 {
@@ -322,7 +322,7 @@ func TestConflictMarkLastsUntilTheNextListing(t *testing.T) {
 func TestRelistKeepsTheIndexInUse(t *testing.T) {
 	_, a, _ := indexedAlloc(t, nil)
 	p := pool(t, a, "ranged")
-	a.inv.Relist(p)
+	a.inv.Subnets().Relist(p)
 	if _, _, fresh := a.inv.Candidates(ipam.Request{Pool: p, Service: svc("web", "api")}); !fresh {
 		t.Fatal("the index went stale with the relist")
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // Another replica booked the Service's reservation after this replica's
@@ -59,7 +59,7 @@ func TestIndexMissesAnotherReplicasBookingUnlessTheCacheShowedIt(t *testing.T) {
 	if _, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "db")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.Calls(emulator.OpGetIP, emulator.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -90,8 +90,8 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "dc=172.16.32.0/22")
 			cfg := e.Config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/24"]}`))
-			one := New(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
-			two := New(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
+			one := newAllocator(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
+			two := newAllocator(Options{Cloud: e.Cloud, Config: cfg, Rand: tc.seek})
 			ctx := context.Background()
 			for _, a := range []*Allocator{one, two} {
 				if err := a.inv.Refresh(ctx); err != nil {
@@ -106,7 +106,7 @@ func TestReplicasStopCollidingAfterAConflict(t *testing.T) {
 					}
 				}
 			}
-			books := e.Srv.Count(scalewaytest.OpBookIP)
+			books := e.Srv.Count(emulator.OpBookIP)
 			t.Logf("%d bookings for 40 reservations", books)
 			if tc.maxBooks < 1<<30 && books > tc.maxBooks {
 				t.Fatalf("%d bookings for 40 reservations: the replicas kept colliding", books)
@@ -130,7 +130,7 @@ func TestLostAnswerNeverReleasesAnotherReplicasBooking(t *testing.T) {
 	p := pool(t, mine, "small")
 	_, theirs := otherReplicaBooks(t, e, mine, p)
 	time.Sleep(10 * time.Millisecond) // the emulator orders by creation time
-	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 500, CommitThenFail: true})
 	r, err := mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	// The other replica's booking, used by the Service since and attached
 	// to its Load Balancer.
 	tags := ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "api"), UID: "uid-1"}.Tags()
-	used, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.3"), tags, &scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
+	used, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.3"), tags, &emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"})
 	if err != nil || used == pending.ID {
 		t.Fatal(used, err)
 	}
@@ -173,7 +173,7 @@ func TestUsedReservationWinsOverAnIndexedPendingOne(t *testing.T) {
 	e.Srv.ResetCounts()
 	_, err = mine.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, "10.10.0.3", "retry in a moment")
-	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=2 BookIP=0" {
+	if got := e.Calls(emulator.OpGetIP, emulator.OpBookIP); got != "GetIP=2 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -189,7 +189,7 @@ func TestShownReservationWinsOverAnOlderPendingOne(t *testing.T) {
 	e, mine, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
 	p := pool(t, mine, "small")
-	other := New(Options{Cloud: e.Cloud, Config: mine.Config()})
+	other := newAllocator(Options{Cloud: e.Cloud, Config: mine.Config()})
 	if err := other.inv.Refresh(ctx); err != nil { // listed before the pending booking
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 			}
 			addr = addr.Next()
 		}
-		replicas := []*Allocator{New(Options{Cloud: e.Cloud, Config: cfg}), New(Options{Cloud: e.Cloud, Config: cfg})}
+		replicas := []*Allocator{newAllocator(Options{Cloud: e.Cloud, Config: cfg}), newAllocator(Options{Cloud: e.Cloud, Config: cfg})}
 		ctx := context.Background()
 		for _, a := range replicas {
 			if err := a.inv.Refresh(ctx); err != nil {
@@ -307,6 +307,6 @@ func BenchmarkConcurrentReplicasInAPoolFilledInOrder(b *testing.B) {
 		}
 		wg.Wait()
 		reservations := len(replicas) * inFlight * each
-		b.ReportMetric(float64(e.Srv.Count(scalewaytest.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
+		b.ReportMetric(float64(e.Srv.Count(emulator.OpBookIP)-reservations)/float64(reservations), "conflicts/reservation")
 	}
 }

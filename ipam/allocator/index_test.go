@@ -9,7 +9,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // indexedAlloc returns an allocator over allocEnv's pools whose indexes were
@@ -18,7 +18,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 	t.Helper()
 	e, base := allocEnv(t, r)
 	clk := clocktesting.NewFakeClock(time.Now())
-	a := New(Options{Cloud: e.Cloud, Config: base.Config(), References: r, Clock: clk})
+	a := newAllocator(Options{Cloud: e.Cloud, Config: base.Config(), References: r, Clock: clk})
 	if err := a.inv.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 // mine's last listing.
 func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *ipam.Pool) (*Allocator, *ipam.Reservation) {
 	t.Helper()
-	other := New(Options{Cloud: e.Cloud, Config: mine.Config()})
+	other := newAllocator(Options{Cloud: e.Cloud, Config: mine.Config()})
 	theirs, err := other.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 	if err != nil || second.ID == first.ID || !second.Booked || second.Reused {
 		t.Fatalf("after release: %+v %v", second, err)
 	}
-	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=1" {
+	if got := e.Calls(emulator.OpGetIP, emulator.OpBookIP); got != "GetIP=1 BookIP=1" {
 		t.Fatalf("calls %s", got)
 	}
 
@@ -102,14 +102,14 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 
 	// Attached to the previous Load Balancer since: the retryable refusal,
 	// nothing booked.
-	if err := e.Srv.Attach(third.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.Srv.Attach(third.ID, emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
 	beingDeleted(a, svc("web", "api"))
 	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "api")})
 	wantRefusal(t, err, ipam.ReasonStillHeld, third.Address.String(), "retry in a moment")
-	if got := e.Calls(scalewaytest.OpGetIP, scalewaytest.OpBookIP); got != "GetIP=1 BookIP=0" {
+	if got := e.Calls(emulator.OpGetIP, emulator.OpBookIP); got != "GetIP=1 BookIP=0" {
 		t.Fatalf("calls %s", got)
 	}
 }
@@ -119,7 +119,7 @@ func TestIndexCandidateIsReadAgainBeforeItIsHandedOut(t *testing.T) {
 func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	e, a, _ := indexedAlloc(t, nil)
 	ctx := context.Background()
-	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil || r.ID == "" || r.Booked {
 		t.Fatalf("%+v %v", r, err)
@@ -127,7 +127,7 @@ func TestIndexedLostAnswerIsAdopted(t *testing.T) {
 	if n := len(e.Srv.IPs()); n != 1 {
 		t.Fatalf("%d IPs booked, want 1", n)
 	}
-	if got := e.Calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=1 ListIPs=1" {
+	if got := e.Calls(emulator.OpBookIP, emulator.OpListIPs); got != "BookIP=1 ListIPs=1" {
 		t.Fatalf("calls %s", got)
 	}
 }

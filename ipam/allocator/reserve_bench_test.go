@@ -29,7 +29,7 @@ func BenchmarkReserve(b *testing.B) {
 		addr = addr.Next()
 	}
 	inv := inventory.New(inventory.Options{Cloud: e.Cloud, Config: cfg, RefreshInterval: 10 * time.Millisecond})
-	a := New(Options{Inventory: inv, Cloud: e.Cloud})
+	a := newAllocator(Options{Inventory: inv, Cloud: e.Cloud})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = inv.Start(ctx) }()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 func TestReserveIPAMChooses(t *testing.T) {
@@ -50,7 +50,7 @@ func TestReserveSpecificAddress(t *testing.T) {
 	wantRefusal(t, err, ipam.ReasonAddressTaken, "address 10.10.0.5", "held by Service web/a (cluster test)", "ask for another address")
 
 	// An address held by another resource names that resource.
-	if _, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
+	if _, err := e.Srv.AddIP(e.PNs["edge"].ID, mustAddr("10.10.0.4"), nil, &emulator.Resource{Type: "rdb_instance", ID: "db-1", Name: "orders-db"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "c"), Address: mustAddr("10.10.0.4")})
@@ -63,7 +63,7 @@ func TestReserveSpecificAddress(t *testing.T) {
 	// The subnet's last two addresses belong to IPAM.
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "d"), Address: mustAddr("10.10.0.6")})
 	wantRefusal(t, err, ipam.ReasonAddressOutsidePool, "10.10.0.6")
-	if n := e.Srv.Count(scalewaytest.OpBookIP); n != 0 {
+	if n := e.Srv.Count(emulator.OpBookIP); n != 0 {
 		t.Fatalf("refused requests booked %d times", n)
 	}
 }
@@ -93,7 +93,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	}
 	// The index (from the first pick's listing) knows the Service has no
 	// reservation: no sticky lookup, the bookings alone.
-	if got := e.Calls(scalewaytest.OpBookIP, scalewaytest.OpListIPs); got != "BookIP=2 ListIPs=0" {
+	if got := e.Calls(emulator.OpBookIP, emulator.OpListIPs); got != "BookIP=2 ListIPs=0" {
 		t.Fatalf("calls: %s", got)
 	}
 	// Full now, of live Services: refused with counts, no booking.
@@ -101,7 +101,7 @@ func TestReserveRangePickSkipsConflicts(t *testing.T) {
 	e.Srv.ResetCounts()
 	_, err = a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "three")})
 	wantRefusal(t, err, ipam.ReasonPoolExhausted, `pool "ranged" is exhausted (4/4 used)`)
-	if n := e.Srv.Count(scalewaytest.OpBookIP); n != 0 {
+	if n := e.Srv.Count(emulator.OpBookIP); n != 0 {
 		t.Fatalf("exhausted pool booked %d times", n)
 	}
 }
@@ -197,10 +197,10 @@ func stickyNotReused(t *testing.T, r refs, e *env, a *Allocator, p *ipam.Pool, f
 		t.Fatalf("referenced IP reused: %+v %v", notRef, err)
 	}
 	delete(r, first.ID)
-	if err := e.Srv.Attach(notRef.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
+	if err := e.Srv.Attach(notRef.ID, emulator.Resource{Type: "lb_server", ID: "lb-1", Name: "lb"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Srv.Attach(first.ID, scalewaytest.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
+	if err := e.Srv.Attach(first.ID, emulator.Resource{Type: "lb_server", ID: "lb-2", Name: "lb2"}); err != nil {
 		t.Fatal(err)
 	}
 	return notRef
@@ -239,13 +239,13 @@ func stickySkipsOtherAttachments(t *testing.T, e *env, a *Allocator, p *ipam.Poo
 	if err := e.Srv.Detach(first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Srv.Attach(first.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
+	if err := e.Srv.Attach(first.ID, emulator.Resource{Type: "instance_server", ID: "vm", Name: "vm"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Srv.Detach(notRef.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Srv.Attach(notRef.ID, scalewaytest.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
+	if err := e.Srv.Attach(notRef.ID, emulator.Resource{Type: "instance_server", ID: "vm2", Name: "vm2"}); err != nil {
 		t.Fatal(err)
 	}
 	fresh, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
@@ -305,7 +305,7 @@ func TestReserveDryRunBooksNothing(t *testing.T) {
 			t.Fatalf("predicted %s", r.Address)
 		}
 	}
-	if n := e.Srv.Count(scalewaytest.OpBookIP) + e.Srv.Count(scalewaytest.OpUpdateIP); n != 0 {
+	if n := e.Srv.Count(emulator.OpBookIP) + e.Srv.Count(emulator.OpUpdateIP); n != 0 {
 		t.Fatalf("dry run wrote %d times", n)
 	}
 	if len(e.Srv.IPs()) != 0 {
@@ -318,7 +318,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 	ctx := context.Background()
 	// The booking happens, the answer is a 500: the allocator must find it
 	// rather than book a second address.
-	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500, CommitThenFail: true})
+	e.Srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 500, CommitThenFail: true})
 	r, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 		t.Fatalf("reservation = %+v", r)
 	}
 	// A lost answer with nothing behind it: booked on the second try.
-	e.Srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 503})
+	e.Srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 503})
 	r2, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "two")})
 	if err != nil || r2.Address != mustAddr("10.10.0.3") {
 		t.Fatalf("after 503: %+v %v", r2, err)
@@ -344,7 +344,7 @@ func TestReserveRecoversCommittedBooking(t *testing.T) {
 
 func TestReserveUnavailable(t *testing.T) {
 	e, a := allocEnv(t, nil)
-	e.Srv.FailNext(scalewaytest.OpBookIP, 10, scalewaytest.Fault{Status: 503})
+	e.Srv.FailNext(emulator.OpBookIP, 10, emulator.Fault{Status: 503})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := a.Reserve(ctx, ipam.Request{Pool: pool(t, a, "small"), Service: svc("web", "api")})
@@ -352,7 +352,7 @@ func TestReserveUnavailable(t *testing.T) {
 	if n := len(e.Srv.IPs()); n != 0 {
 		t.Fatalf("%d IPs booked", n)
 	}
-	if strings.Contains(err.Error(), scalewaytest.TestSecretKey) {
+	if strings.Contains(err.Error(), emulator.TestSecretKey) {
 		t.Fatal("the secret key leaked into an error")
 	}
 }
@@ -360,7 +360,7 @@ func TestReserveUnavailable(t *testing.T) {
 func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
 	cfg := e.Config(t, poolFile(`  - {name: wide, privateNetworkID: "{{dc}}", ranges: ["172.16.33.0/26"]}`))
-	a := New(Options{Cloud: e.Cloud, Config: cfg})
+	a := newAllocator(Options{Cloud: e.Cloud, Config: cfg})
 	const n = 40
 	var wg sync.WaitGroup
 	got := make([]*ipam.Reservation, n)
@@ -381,7 +381,7 @@ func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 		}
 		seen[got[i].Address] = true
 	}
-	if b := e.Srv.Count(scalewaytest.OpBookIP); b != n {
+	if b := e.Srv.Count(emulator.OpBookIP); b != n {
 		t.Fatalf("%d bookings for %d reservations: picks collided", b, n)
 	}
 }

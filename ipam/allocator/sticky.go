@@ -13,6 +13,42 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
+// sticky finds the reservation of the same Service and pool to take back.
+// Among the candidates it prefers the one a live Service actually used (its
+// uid was back-filled, or, before the back-fill, the Service cache showed
+// it on a Service of that name) over pending ones (bookings of failed or
+// retried admissions), and the oldest booking first: a re-created Service
+// gets the address its previous incarnation had, not one booked by a retry
+// in between. When that reservation is still attached to the previous Load
+// Balancer, the answer is a retryable refusal: booking another would move
+// the Service to a new address once the old LB is gone.
+//
+// The candidates come from the reservation index, without a call when it
+// holds none: a fresh Service costs its booking alone. Each candidate is
+// re-read (GetIP) before it is handed out, and taken back under the
+// release protocol: a stale index costs stickiness, never correctness.
+// Without a fresh index (before the first listing, or after listings
+// failed for longer than the TTL) the Service's reservations are listed.
+//
+// It also returns the IDs of every reservation of the Service it knows of,
+// so that a booking whose answer was lost can be told apart from them.
+func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *scaleway.IP, err error) {
+	ids, known, fresh := t.inv.Candidates(req)
+	var ips []*scaleway.IP
+	// The index holds this cluster's reservations only: a pool that adopts
+	// other clusters' lists the Service's, whichever cluster tagged them.
+	if fresh && len(req.Pool.AdoptFrom) == 0 {
+		ips, err = t.reread(ctx, req.Service, ids)
+	} else {
+		ips, known, err = listService(ctx, t.cloud, req)
+	}
+	if err != nil || len(ips) == 0 {
+		return known, nil, err
+	}
+	found, err = t.choose(ctx, req, ips)
+	return known, found, err
+}
+
 // reread reads the index's candidates again (usually one): those gone are
 // forgotten, the others update the index.
 func (t *taker) reread(ctx context.Context, svc types.NamespacedName, ids []string) ([]*scaleway.IP, error) {

@@ -81,7 +81,7 @@ func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.Namespa
 			ip = updated
 		}
 	}
-	t.inv.Record(pool, ip)
+	t.inv.Subnets().Record(pool, ip)
 	return res, nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // TestTakeBackReconcilesTheNamespaceTag: a Gateway's reservation tagged
@@ -41,7 +41,7 @@ func TestTakeBackReconcilesTheNamespaceTag(t *testing.T) {
 	if _, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: gw, Namespace: "team-a"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.Srv.Count(scalewaytest.OpUpdateIP); n != 0 {
+	if n := e.Srv.Count(emulator.OpUpdateIP); n != 0 {
 		t.Fatalf("%d writes on a retry", n)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 func TestValidateID(t *testing.T) {
@@ -18,7 +18,7 @@ func TestValidateID(t *testing.T) {
 	ctx := context.Background()
 	edge, pay := e.PNs["edge"].ID, e.PNs["pay"].ID
 	free, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, nil)
-	attached, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	attached, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), nil, &emulator.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 	payOnly, _ := e.Srv.AddIP(pay, mustAddr("10.20.0.9"), nil, nil)
 	nodes, _ := e.Srv.AddIP(e.PNs["nodes"].ID, mustAddr("172.16.0.9"), nil, nil)
 	theirs, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.5"), ipam.Entry{Cluster: "test", Pool: "small", Service: svc("web", "other")}.Tags(), nil)
@@ -91,8 +91,8 @@ func TestValidateIDWhilePreviousLoadBalancerHoldsIt(t *testing.T) {
 	a.claims = heldBy(svc("web", "api"))
 	ctx := context.Background()
 	edge := e.PNs["edge"].ID
-	lb, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &scalewaytest.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
-	vm, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &scalewaytest.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
+	lb, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.3"), []string{"byo"}, &emulator.Resource{Type: "lb_server", ID: "lb-old", Name: "uid-old"})
+	vm, _ := e.Srv.AddIP(edge, mustAddr("10.10.0.4"), []string{"byo"}, &emulator.Resource{Type: "instance_server", ID: "srv-1", Name: "vm-1"})
 
 	live := a.refs
 	beingDeleted(a, svc("web", "api"))

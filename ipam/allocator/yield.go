@@ -31,13 +31,13 @@ func (y *room) full(ctx context.Context, req ipam.Request, exhaustedErr error, r
 	// reservation it shows unreferenced but not yet retained, or due for
 	// release, is worth one re-read before deciding. One, not a listing of
 	// the subnet: that would cost a page per 100 IPs of every tenant on it.
-	all := y.inv.HeldIn(req.Pool)
+	all := y.inv.Subnets().HeldIn(req.Pool)
 	if reread {
 		if h, ok := y.policy.Unsure(y.inv.Config().ClusterName, req.Pool, all, y.liveOrUnknown(ctx, all), y.clock.Now()); ok {
 			if y.refresh(ctx, req.Pool, h) {
 				return errBookAgain
 			}
-			all = y.inv.HeldIn(req.Pool)
+			all = y.inv.Subnets().HeldIn(req.Pool)
 		}
 	}
 	hs, err := y.classify(ctx, req.Pool, all)
@@ -89,7 +89,7 @@ func (y *room) refresh(ctx context.Context, pool *ipam.Pool, h ipam.Held) (room 
 		y.inv.Forget(h.IPID, h.Addr)
 		return true
 	case err == nil:
-		y.inv.Record(pool, ip)
+		y.inv.Subnets().Record(pool, ip)
 	}
 	return false
 }
@@ -154,7 +154,7 @@ func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, n
 	}
 	e, ok := ipam.ParseEntry(ip.Tags)
 	if !ok || !e.Owns(cfg.ClusterName) {
-		y.inv.Record(pool, ip)
+		y.inv.Subnets().Record(pool, ip)
 		return false, nil
 	}
 	refs, err := y.refs.ReferencedBy(ctx, ip.ID)
@@ -163,7 +163,7 @@ func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, n
 	}
 	p, _ := cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	if len(refs) > 0 || ip.Resource != nil || !y.policy.Yieldable(p, e, now) {
-		y.inv.Record(pool, ip)
+		y.inv.Subnets().Record(pool, ip)
 		return false, nil
 	}
 	updated, err := y.cloud.SetTags(ctx, ip.ID, y.policy.Yield(e, now).Tags())
@@ -171,7 +171,7 @@ func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, n
 		return false, ipam.APIError(fmt.Sprintf("releasing the retained reservation %s of pool %q early", h.Addr, pool.Name), err)
 	}
 	if updated != nil {
-		y.inv.Record(pool, updated)
+		y.inv.Subnets().Record(pool, updated)
 	}
 	y.log.Info("a full pool brings a retained reservation's release forward", "pool", pool.Name, "address", ip.Address.String(), "ipamID", ip.ID, "service", e.Service.String(), "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
 	return true, nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // barrierCloud holds every BookIP until n of them have been made: the
@@ -50,7 +50,7 @@ func TestShareHoldsAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range 3 {
-			replica := New(Options{Cloud: barrierCloud{Cloud: e.Cloud, wg: &barrier}, Config: a.Config()})
+			replica := newAllocator(Options{Cloud: barrierCloud{Cloud: e.Cloud, wg: &barrier}, Config: a.Config()})
 			wg.Go(func() {
 				_, errs[i] = replica.Reserve(ctx, ipam.Request{Pool: p, Service: svc("ci", string(rune('c'+i)))})
 			})
@@ -196,14 +196,14 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, "dc=172.16.32.0/22")
 			cfg := e.Config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
-			a := New(Options{Cloud: e.Cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
+			a := newAllocator(Options{Cloud: e.Cloud, Config: cfg, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
 			now := time.Now()
 			for i := range n {
 				orphaned := now.Add(-tt.ago)
 				tags := ipam.Entry{Cluster: "test", Pool: "full", Service: svc("old", fmt.Sprint("s-", i)), UID: "u", OrphanedSince: orphaned, ReleaseAt: orphaned.Add(24 * time.Hour)}.Tags()
-				var res *scalewaytest.Resource
+				var res *emulator.Resource
 				if tt.attached {
-					res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
+					res = &emulator.Resource{Type: "lb_server", Name: fmt.Sprint("lb-", i)}
 				}
 				if _, err := e.Srv.AddIP(e.PNs["dc"].ID, netip.AddrFrom4([4]byte{172, 16, 35, byte(i)}), tags, res); err != nil {
 					t.Fatal(err)
@@ -222,10 +222,10 @@ func TestFullPoolCallsStayConstant(t *testing.T) {
 			for _, op := range countedOps {
 				calls += e.Srv.Count(op)
 			}
-			if calls > 4 || e.Srv.Count(scalewaytest.OpGetIP) > 1 {
+			if calls > 4 || e.Srv.Count(emulator.OpGetIP) > 1 {
 				t.Fatalf("%d calls (%s) with %d retained reservations; want at most 4, one re-read", calls, e.Calls(countedOps...), n)
 			}
-			if yielded := e.Srv.Count(scalewaytest.OpUpdateIP) == 1; yielded != tt.yields {
+			if yielded := e.Srv.Count(emulator.OpUpdateIP) == 1; yielded != tt.yields {
 				t.Fatalf("brought one forward: %v, want %v (%s)", yielded, tt.yields, e.Calls(countedOps...))
 			}
 		})
@@ -255,7 +255,7 @@ func TestFullPoolCallsStayConstantWhenUnsure(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, "dc=172.16.32.0/22")
 			cfg := e.Config(t, poolFile(`  - {name: full, privateNetworkID: "{{dc}}", ranges: ["172.16.35.0/26"], retention: 24h}`+"\n"))
-			a := New(Options{Cloud: e.Cloud, Config: cfg, References: refs{}, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
+			a := newAllocator(Options{Cloud: e.Cloud, Config: cfg, References: refs{}, Retention: ipam.Retention{PendingGrace: time.Hour, Margin: 20 * time.Second}})
 			now := time.Now()
 			add := func(addr netip.Addr, tags []string) {
 				t.Helper()
@@ -305,7 +305,7 @@ func TestShareCountsFromTheNamespacesListing(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, "wide=172.16.64.0/18")
 	cfg := e.Config(t, poolFile(`  - {name: capped, privateNetworkID: "{{wide}}", maxPerNamespace: 4}`+"\n"))
-	a := New(Options{Cloud: e.Cloud, Config: cfg})
+	a := newAllocator(Options{Cloud: e.Cloud, Config: cfg})
 	for i := range others {
 		tags := ipam.Entry{Cluster: "test", Pool: "capped", Service: svc(fmt.Sprint("team-", i%50), fmt.Sprint("s-", i)), UID: "u"}.Tags()
 		if _, err := e.Srv.AddIP(e.PNs["wide"].ID, netip.Addr{}, tags, nil); err != nil {

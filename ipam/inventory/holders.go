@@ -11,9 +11,9 @@ import (
 
 // WhoHolds looks up who holds addr in the subnet's view; with look, after a
 // conflict, it lists the subnet when the view does not know.
-func (v *views) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, look bool) (ipam.Holder, bool) {
+func (sub *Subnets) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, look bool) (ipam.Holder, bool) {
 	known := func() (ipam.Holder, bool) {
-		o := v.existing(p)
+		o := sub.existing(p)
 		if o == nil || !addr.IsValid() {
 			return ipam.Holder{}, false
 		}
@@ -26,7 +26,7 @@ func (v *views) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, loo
 		return h, ok
 	}
 	// A denial that names the holder is worth waiting for a listing.
-	if _, err := v.view(ctx, p, true); err == nil {
+	if _, err := sub.view(ctx, p, true); err == nil {
 		return known()
 	}
 	return ipam.Holder{}, false
@@ -34,8 +34,8 @@ func (v *views) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, loo
 
 // Marked reports whether addr is marked used in p's subnet view: booked, or
 // picked by a booking in flight or one that met a conflict.
-func (v *views) Marked(p *ipam.Pool, addr netip.Addr) bool {
-	o := v.existing(p)
+func (sub *Subnets) Marked(p *ipam.Pool, addr netip.Addr) bool {
+	o := sub.existing(p)
 	if o == nil {
 		return false
 	}
@@ -51,7 +51,7 @@ type NoRoom struct{ Used, Size uint64 }
 func (e *NoRoom) Error() string { return fmt.Sprintf("no free address (%d/%d used)", e.Used, e.Size) }
 
 // HeldIn is what holds pool p in its subnet's view (nil: none known).
-func (v *views) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(v.existing(p), p) }
+func (sub *Subnets) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(sub.existing(p), p) }
 
 func heldIn(o *occupancy, p *ipam.Pool) []ipam.Held {
 	holders, _ := o.holdersIn(p)

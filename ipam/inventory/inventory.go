@@ -50,9 +50,9 @@ const DefaultOccupancyTTL = 5 * time.Minute
 // Start keeps it fresh in the background; the Allocator reads and updates
 // it through a few intent-named methods and decides.
 type Inventory struct {
-	// views are the subnets' occupancy views; their lock guards hints and
-	// shown too.
-	views
+	// subnets are the subnets' occupancy views; their lock guards hints
+	// and shown too.
+	subnets Subnets
 	policy  ipam.Retention
 	refresh time.Duration
 	log     logr.Logger
@@ -75,9 +75,10 @@ type Inventory struct {
 	asks Asks
 }
 
-// views are the occupancy views of the pools' subnets: what picking, the
-// holders of a full pool and the reservation index read.
-type views struct {
+// Subnets are the occupancy views of the pools' subnets: what picking, the
+// holders of a full pool and the reservation index read. The allocator
+// reaches them through Inventory.Subnets.
+type Subnets struct {
 	cloud scaleway.Cloud
 	clock clock.WithTicker
 	rand  func(n uint64) uint64
@@ -95,28 +96,32 @@ type views struct {
 // New returns an Inventory over a resolved Config; it knows
 // nothing until its first listing (Start or Refresh).
 func New(o Options) *Inventory {
-	v := &Inventory{views: views{cloud: o.Cloud, clock: o.Clock, rand: o.Rand, ttl: o.OccupancyTTL, joined: o.Joined, occ: map[string]*occupancy{}},
+	v := &Inventory{subnets: Subnets{cloud: o.Cloud, clock: o.Clock, rand: o.Rand, ttl: o.OccupancyTTL, joined: o.Joined, occ: map[string]*occupancy{}},
 		policy: o.Retention, refresh: o.RefreshInterval, log: o.Log, hints: sightings{}, shown: sightings{}, firstListing: make(chan struct{})}
-	v.views.cfg = &v.cfg
+	v.subnets.cfg = &v.cfg
 	if v.policy.PendingGrace == 0 {
 		v.policy.PendingGrace = ipam.DefaultPendingGrace
 	}
-	if v.clock == nil {
-		v.clock = clock.RealClock{}
+	if v.subnets.clock == nil {
+		v.subnets.clock = clock.RealClock{}
 	}
-	if v.ttl == 0 {
-		v.ttl = DefaultOccupancyTTL
+	if v.subnets.ttl == 0 {
+		v.subnets.ttl = DefaultOccupancyTTL
 	}
 	if v.refresh == 0 {
-		v.refresh = v.ttl / 5
+		v.refresh = v.subnets.ttl / 5
 	}
-	if v.rand == nil {
-		v.rand = rand.Uint64N
+	if v.subnets.rand == nil {
+		v.subnets.rand = rand.Uint64N
 	}
 	v.cfg.Store(o.Config)
 	v.asks.retryAfter = v.policy.RetryAfter()
 	return v
 }
+
+// Subnets are the pools' subnets as this replica knows them: which address
+// is free, who holds one, what a write just changed.
+func (v *Inventory) Subnets() *Subnets { return &v.subnets }
 
 // Config is the configuration in use.
 func (v *Inventory) Config() *ipam.Config { return v.cfg.Load() }
@@ -125,9 +130,9 @@ func (v *Inventory) Config() *ipam.Config { return v.cfg.Load() }
 // is rebuilt from the next listing, as ranges may have changed.
 func (v *Inventory) SetConfig(c *ipam.Config) {
 	v.cfg.Store(c)
-	v.mu.Lock()
-	v.occ = map[string]*occupancy{}
-	v.mu.Unlock()
+	v.subnets.mu.Lock()
+	v.subnets.occ = map[string]*occupancy{}
+	v.subnets.mu.Unlock()
 }
 
 // NeedLeaderElection is false: every webhook replica picks addresses and

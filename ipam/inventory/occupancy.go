@@ -78,17 +78,17 @@ func (o *occupancy) free(addr netip.Addr) {
 // background refresh, costs one listing, not one each. A relist (the
 // refresh's, or one conflicts asked for) keeps the current view in use while
 // it lists: only a missing view or one past its TTL makes an admission wait.
-func (v *views) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy, error) {
-	v.mu.Lock()
-	o, ok := v.occ[p.SubnetID()]
+func (sub *Subnets) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy, error) {
+	sub.mu.Lock()
+	o, ok := sub.occ[p.SubnetID()]
 	if !ok {
 		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]ipam.Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
-		v.occ[p.SubnetID()] = o
+		sub.occ[p.SubnetID()] = o
 	}
-	v.mu.Unlock()
+	sub.mu.Unlock()
 
 	o.mu.Lock()
-	fresh := !o.loaded.IsZero() && v.clock.Since(o.loaded) < v.ttl
+	fresh := !o.loaded.IsZero() && sub.clock.Since(o.loaded) < sub.ttl
 	if fresh && !o.relist && !relist {
 		o.mu.Unlock()
 		return o, nil
@@ -101,7 +101,7 @@ func (v *views) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy
 		// start it, which may end first.
 		done := make(chan struct{})
 		o.listing, wait = done, done
-		go o.fill(context.WithoutCancel(ctx), v, p, done)
+		go o.fill(context.WithoutCancel(ctx), sub, p, done)
 	}
 	o.mu.Unlock()
 	if fresh && !relist {
@@ -111,8 +111,8 @@ func (v *views) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy
 		// admission waits on a listing, its own or the refresh's.
 		return o, nil
 	}
-	if joining && v.joined != nil {
-		v.joined()
+	if joining && sub.joined != nil {
+		sub.joined()
 	}
 	var err error
 	select {
@@ -131,7 +131,7 @@ func (v *views) view(ctx context.Context, p *ipam.Pool, relist bool) (*occupancy
 
 // fill lists the subnet into the view, then ends the listing in flight
 // (done) with its result. It runs on its own deadline.
-func (o *occupancy) fill(ctx context.Context, v *views, p *ipam.Pool, done chan struct{}) {
+func (o *occupancy) fill(ctx context.Context, v *Subnets, p *ipam.Pool, done chan struct{}) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	since := v.clock.Now()
@@ -190,23 +190,23 @@ func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
 }
 
 // existing returns the subnet view of pool p, nil before its first listing.
-func (v *views) existing(p *ipam.Pool) *occupancy {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.occ[p.SubnetID()]
+func (sub *Subnets) existing(p *ipam.Pool) *occupancy {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.occ[p.SubnetID()]
 }
 
 // record notes a booking or take-back of ours in the subnet's view and
 // index, if there is one.
-func (v *views) Record(p *ipam.Pool, ip *scaleway.IP) {
-	o := v.existing(p)
+func (sub *Subnets) Record(p *ipam.Pool, ip *scaleway.IP) {
+	o := sub.existing(p)
 	if o == nil {
 		return
 	}
 	e, ok := ipam.ParseEntry(ip.Tags)
 	o.mu.Lock()
 	o.take(ip.Address, ipam.HolderFrom(ip, e, ok))
-	o.mine.record(ip, e, ok, v.cfg.Load().ClusterName, v.clock.Now())
+	o.mine.record(ip, e, ok, sub.cfg.Load().ClusterName, sub.clock.Now())
 	o.mu.Unlock()
 }
 
@@ -229,8 +229,8 @@ const (
 // elsewhere in the pool (another replica picking in the same order would
 // otherwise go on colliding address after address), and relist asks the
 // next pick for a listing.
-func (v *views) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr netip.Addr, settle func(how Outcome, relist bool), err error) {
-	o, err := v.view(ctx, p, false)
+func (sub *Subnets) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr netip.Addr, settle func(how Outcome, relist bool), err error) {
+	o, err := sub.view(ctx, p, false)
 	if err != nil {
 		return netip.Addr{}, nil, err
 	}
@@ -258,7 +258,7 @@ func (v *views) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr neti
 		case PickFailed:
 			o.free(addr)
 		case PickTaken:
-			s.SeekFree(v.rand)
+			s.SeekFree(sub.rand)
 			o.relist = o.relist || relist
 		}
 	}, nil
@@ -271,7 +271,7 @@ func (v *views) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr neti
 // IDs of the Service the inventory knows of; fresh is false when the
 // pool's index is missing or older than the TTL.
 func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string]bool, fresh bool) {
-	o := v.existing(req.Pool)
+	o := v.subnets.existing(req.Pool)
 	if o == nil {
 		return nil, nil, false
 	}
@@ -282,13 +282,13 @@ func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string
 			ids = append(ids, id)
 		}
 	}
-	v.mu.Lock()
+	v.subnets.mu.Lock()
 	hints := maps.Clone(v.hints[req.Service])
-	views := maps.Clone(v.occ)
-	v.mu.Unlock()
-	cfg, now := v.Config(), v.clock.Now()
+	views := maps.Clone(v.subnets.occ)
+	v.subnets.mu.Unlock()
+	cfg, now := v.Config(), v.subnets.clock.Now()
 	o.mu.Lock()
-	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < v.ttl
+	fresh = !o.loaded.IsZero() && now.Sub(o.loaded) < v.subnets.ttl
 	for _, r := range o.mine.of(req.Service) {
 		// A Service that showed the ID after the index learned its tags
 		// may have taken it back since: its orphaned-since is stale.

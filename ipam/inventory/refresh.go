@@ -30,11 +30,11 @@ func (v *Inventory) Refresh(ctx context.Context) error {
 			continue
 		}
 		seen[p.SubnetID()] = true
-		o, err := v.view(ctx, p, true)
+		o, err := v.subnets.view(ctx, p, true)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing the addresses of pool %q: %w", p.Name, err))
-			since := v.clock.Now().Add(-v.ttl)
-			if o = v.existing(p); o != nil {
+			since := v.subnets.clock.Now().Add(-v.subnets.ttl)
+			if o = v.subnets.existing(p); o != nil {
 				o.mu.Lock()
 				if o.since.After(since) {
 					since = o.since
@@ -61,7 +61,7 @@ func (v *Inventory) Refresh(ctx context.Context) error {
 // tick (past the TTL, admissions list by themselves). It implements
 // controller-runtime's manager.Runnable.
 func (v *Inventory) Start(ctx context.Context) error {
-	tick := v.clock.NewTicker(v.refresh)
+	tick := v.subnets.clock.NewTicker(v.refresh)
 	defer tick.Stop()
 	for {
 		if err := v.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -91,8 +91,8 @@ func (v *Inventory) Listed() bool {
 
 // Relist asks the next pick in p's subnet to list it again, as conflicts
 // do; the view in use serves admissions meanwhile.
-func (v *views) Relist(p *ipam.Pool) {
-	if o := v.existing(p); o != nil {
+func (sub *Subnets) Relist(p *ipam.Pool) {
+	if o := sub.existing(p); o != nil {
 		o.mu.Lock()
 		o.relist = true
 		o.mu.Unlock()
@@ -101,8 +101,8 @@ func (v *views) Relist(p *ipam.Pool) {
 
 // Relisting reports whether a listing of p's subnet is asked for and has
 // not run yet.
-func (v *views) Relisting(p *ipam.Pool) bool {
-	o := v.existing(p)
+func (sub *Subnets) Relisting(p *ipam.Pool) bool {
+	o := sub.existing(p)
 	if o == nil {
 		return false
 	}

@@ -15,7 +15,7 @@ func (v *Inventory) Stats() []ipam.PoolStats {
 	cfg := v.Config()
 	out := make([]ipam.PoolStats, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
-		holders, listed := v.existing(p).holdersIn(p)
+		holders, listed := v.subnets.existing(p).holdersIn(p)
 		st := ipam.StatsOf(p, cfg.ClusterName, holders)
 		st.Listed, st.Known = listed, !listed.IsZero()
 		out = append(out, st)
@@ -71,7 +71,7 @@ func (v *Inventory) Report() []PoolReport {
 	out := make([]PoolReport, 0, len(stats))
 	for i, p := range cfg.Pools {
 		r := PoolReport{PoolStats: stats[i], PrivateNetworkID: p.PrivateNetworkID, Subnet: p.Prefix().String(), Ranges: p.Ranges, Addresses: []AddressReport{}}
-		holders, _ := v.existing(p).holdersIn(p)
+		holders, _ := v.subnets.existing(p).holdersIn(p)
 		uses := map[string]*NamespaceUse{}
 		for addr, h := range holders {
 			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}

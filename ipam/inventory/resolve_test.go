@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // otherProject is a Project the test credentials do not book in.
@@ -17,7 +17,7 @@ const otherProject = "2b7f4d1e-9c3a-4e5f-8a6b-7c8d9e0f1a2b"
 
 func TestResolve(t *testing.T) {
 	e := fixtures.NewWorld(t, fixtures.WorldOptions{
-		Emulator: scalewaytest.Options{ProjectID: fixtures.Project, SecretKey: scalewaytest.TestSecretKey},
+		Emulator: emulator.Options{ProjectID: fixtures.Project, SecretKey: emulator.TestSecretKey},
 		PNs:      []string{"nodes=172.16.0.0/22", "one=172.16.32.0/22", "two=10.1.0.0/24,10.2.0.0/24"},
 	})
 	other, err := e.Srv.AddPrivateNetworkInProject(otherProject, "elsewhere", "172.16.36.0/22")

@@ -63,9 +63,9 @@ func (v *Inventory) Remember(svc types.NamespacedName, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	now := v.clock.Now()
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	now := v.subnets.clock.Now()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	v.hints.add(svc, ids, now)
 	v.shown.add(svc, ids, now)
 }
@@ -75,15 +75,15 @@ func (v *Inventory) Remember(svc types.NamespacedName, ids []string) {
 // what a re-create of svc re-reads besides the index. For status and
 // tests; admissions read the hints under their own lock.
 func (v *Inventory) Hinted(svc types.NamespacedName) []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	return slices.Sorted(maps.Keys(v.hints[svc]))
 }
 
 // shownOn returns when the Service cache last showed each ID on svc.
 func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	return maps.Clone(v.shown[svc])
 }
 
@@ -92,10 +92,10 @@ func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
 // from the read, not its answer: a listing that started in between saw
 // newer tags.
 func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
-	v.mu.Lock()
+	v.subnets.mu.Lock()
 	v.hints.drop(&svc, ip.ID)
-	view := v.occ[ip.SubnetID]
-	v.mu.Unlock()
+	view := v.subnets.occ[ip.SubnetID]
+	v.subnets.mu.Unlock()
 	if view == nil {
 		return
 	}
@@ -111,11 +111,11 @@ func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 // forget drops an IP that is gone (released here or found missing) from
 // every view, index and hint.
 func (v *Inventory) Forget(id string, addr netip.Addr) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	v.hints.drop(nil, id)
 	v.shown.drop(nil, id)
-	for _, o := range v.occ {
+	for _, o := range v.subnets.occ {
 		o.mu.Lock()
 		if r, ok := o.mine.byID[id]; ok {
 			addr = r.address
@@ -135,12 +135,12 @@ func (v *Inventory) Forget(id string, addr netip.Addr) {
 // Of the IDs shown, it forgets what those listings have settled: a uid
 // back-filled (the ledger tells from now on), or no reservation any more.
 func (v *Inventory) dropHints(since time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	v.hints.dropBefore(since, func(string) bool { return true })
 	v.shown.dropBefore(since, func(id string) bool {
 		indexed, used := false, false
-		for _, o := range v.occ {
+		for _, o := range v.subnets.occ {
 			o.mu.Lock()
 			if r, ok := o.mine.byID[id]; ok {
 				indexed, used = true, r.used
@@ -154,9 +154,9 @@ func (v *Inventory) dropHints(since time.Time) {
 // Knows reports which Service and pool the index holds the reservation id
 // for, in any pool's subnet.
 func (v *Inventory) Knows(id string) (svc types.NamespacedName, pool string, ok bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, o := range v.occ {
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
+	for _, o := range v.subnets.occ {
 		o.mu.Lock()
 		r, found := o.mine.byID[id]
 		o.mu.Unlock()
@@ -169,7 +169,7 @@ func (v *Inventory) Knows(id string) (svc types.NamespacedName, pool string, ok 
 
 // Hints is the number of Services with hints kept.
 func (v *Inventory) Hints() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.subnets.mu.Lock()
+	defer v.subnets.mu.Unlock()
 	return len(v.hints)
 }

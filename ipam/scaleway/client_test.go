@@ -10,14 +10,14 @@ import (
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // classifyCase is a call to the emulator through the SDK, the fault the
 // emulator answers GetIP with (nil: none), and the kind of its error.
 type classifyCase struct {
 	name  string
-	fault *scalewaytest.Fault
+	fault *emulator.Fault
 	call  func() error
 	want  Kind
 }
@@ -54,18 +54,18 @@ func classifyCases(t *testing.T, e *env) []classifyCase {
 		{"out_of_stock", nil, func() error { return book(full.ID, "") }, KindExhausted},
 		{"400 invalid_arguments", nil, func() error { return book(pn, "10.9.9.9") }, KindInvalid},
 		{"412 precondition on release of attached", nil, func() error {
-			if err := e.srv.Attach(taken, scalewaytest.Resource{Type: "lb_server", ID: "lb", Name: "lb"}); err != nil {
+			if err := e.srv.Attach(taken, emulator.Resource{Type: "lb_server", ID: "lb", Name: "lb"}); err != nil {
 				return err
 			}
 			defer e.srv.Detach(taken)
 			return e.cloud.ReleaseIP(ctx, taken)
 		}, KindInvalid},
-		{"401 denied_authentication", &scalewaytest.Fault{Status: 401}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
-		{"403 permissions_denied", &scalewaytest.Fault{Status: 403}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
-		{"429 after retries", &scalewaytest.Fault{Status: 429}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
-		{"500 after retries", &scalewaytest.Fault{Status: 500}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
-		{"503 after retries", &scalewaytest.Fault{Status: 503}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
-		{"dropped connection", &scalewaytest.Fault{Drop: true}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"401 denied_authentication", &emulator.Fault{Status: 401}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
+		{"403 permissions_denied", &emulator.Fault{Status: 403}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
+		{"429 after retries", &emulator.Fault{Status: 429}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"500 after retries", &emulator.Fault{Status: 500}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"503 after retries", &emulator.Fault{Status: 503}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
+		{"dropped connection", &emulator.Fault{Drop: true}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
 	}
 }
 
@@ -77,8 +77,8 @@ func TestClassifyThroughSDK(t *testing.T) {
 	for _, tt := range classifyCases(t, e) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.fault != nil {
-				e.srv.FailNext(scalewaytest.OpGetIP, 100, *tt.fault)
-				defer e.srv.FailNext(scalewaytest.OpGetIP, 0, scalewaytest.Fault{})
+				e.srv.FailNext(emulator.OpGetIP, 100, *tt.fault)
+				defer e.srv.FailNext(emulator.OpGetIP, 0, emulator.Fault{})
 			}
 			err := tt.call()
 			if err == nil {
@@ -123,32 +123,32 @@ func TestClassifyTypedAndStatus(t *testing.T) {
 func TestRetriesThenSucceeds(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
 	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
-	e.srv.FailNext(scalewaytest.OpGetIP, 2, scalewaytest.Fault{Status: 503})
+	e.srv.FailNext(emulator.OpGetIP, 2, emulator.Fault{Status: 503})
 	e.srv.ResetCounts()
 	ip, err := e.cloud.GetIP(context.Background(), id)
 	if err != nil || ip.Address != mustAddr("172.16.32.9") {
 		t.Fatalf("ip=%+v err=%v", ip, err)
 	}
-	if n := e.srv.Count(scalewaytest.OpGetIP); n != 3 {
+	if n := e.srv.Count(emulator.OpGetIP); n != 3 {
 		t.Fatalf("%d calls, want 3 (two failures, one success)", n)
 	}
 }
 
 func TestBookIsNotRetriedBlindly(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 500})
+	e.srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 500})
 	e.srv.ResetCounts()
 	_, err := e.cloud.BookIP(context.Background(), BookRequest{PrivateNetworkID: e.pns["dc"].ID})
-	if Classify(err) != KindUnavailable || e.srv.Count(scalewaytest.OpBookIP) != 1 {
-		t.Fatalf("err=%v calls=%d: a 500 on booking may have committed and must reach the allocator", err, e.srv.Count(scalewaytest.OpBookIP))
+	if Classify(err) != KindUnavailable || e.srv.Count(emulator.OpBookIP) != 1 {
+		t.Fatalf("err=%v calls=%d: a 500 on booking may have committed and must reach the allocator", err, e.srv.Count(emulator.OpBookIP))
 	}
 	// A 429 is a refusal before any work: retried.
-	e.srv.FailNext(scalewaytest.OpBookIP, 1, scalewaytest.Fault{Status: 429})
+	e.srv.FailNext(emulator.OpBookIP, 1, emulator.Fault{Status: 429})
 	e.srv.ResetCounts()
 	if _, err := e.cloud.BookIP(context.Background(), BookRequest{PrivateNetworkID: e.pns["dc"].ID}); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.srv.Count(scalewaytest.OpBookIP); n != 2 {
+	if n := e.srv.Count(emulator.OpBookIP); n != 2 {
 		t.Fatalf("%d calls, want 2", n)
 	}
 }
@@ -158,7 +158,7 @@ func TestRetryNeverPassesDeadline(t *testing.T) {
 	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
 	// The server asks for an hour of patience; the caller has 10 s (ample
 	// for the first call on a loaded machine): it gives up at once.
-	e.srv.FailNext(scalewaytest.OpGetIP, 100, scalewaytest.Fault{Status: 429, RetryAfter: time.Hour})
+	e.srv.FailNext(emulator.OpGetIP, 100, emulator.Fault{Status: 429, RetryAfter: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -169,7 +169,7 @@ func TestRetryNeverPassesDeadline(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("returned after %s: waited for a Retry-After beyond the caller's deadline", took)
 	}
-	if n := e.srv.Count(scalewaytest.OpGetIP); n != 1 {
+	if n := e.srv.Count(emulator.OpGetIP); n != 1 {
 		t.Fatalf("%d calls: a Retry-After beyond the deadline must stop the retries", n)
 	}
 }
@@ -177,7 +177,7 @@ func TestRetryNeverPassesDeadline(t *testing.T) {
 func TestSlowAnswerPastDeadline(t *testing.T) {
 	e := newEnv(t, "dc=172.16.32.0/22")
 	id, _ := e.srv.AddIP(e.pns["dc"].ID, mustAddr("172.16.32.9"), nil, nil)
-	e.srv.FailNext(scalewaytest.OpGetIP, 1, scalewaytest.Fault{Delay: 10 * time.Second})
+	e.srv.FailNext(emulator.OpGetIP, 1, emulator.Fault{Delay: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := e.cloud.GetIP(ctx, id)

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // Credentials of the emulator; shaped like real ones, so the SDK accepts them.
@@ -24,15 +24,15 @@ const clusterTag = "scw-lb-ipam/cluster=test"
 // env is one emulator, a Cloud talking to it through the real SDK, and its
 // Private Networks by name.
 type env struct {
-	srv   *scalewaytest.Server
+	srv   *emulator.Server
 	cloud Cloud
-	pns   map[string]scalewaytest.PrivateNetwork
+	pns   map[string]emulator.PrivateNetwork
 }
 
 // newEnv starts an emulator with the named Private Networks ("name=cidr").
 func newEnv(t *testing.T, pns ...string) *env {
 	t.Helper()
-	srv := scalewaytest.NewTestServer(t, scalewaytest.Options{ProjectID: testProject, SecretKey: testSecretKey})
+	srv := emulator.NewTestServer(t, emulator.Options{ProjectID: testProject, SecretKey: testSecretKey})
 	nets, err := srv.AddPrivateNetworks(append([]string{"nodes=172.16.0.0/22"}, pns...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // addTagged adds n IPs tagged as this cluster's to e's network dc, and
@@ -112,10 +112,10 @@ func cappedProxy(t *testing.T, upstream string) *httptest.Server {
 }
 
 // listedPages are the page/page_size of the ListIPs calls among reqs.
-func listedPages(reqs []scalewaytest.Request) []string {
+func listedPages(reqs []emulator.Request) []string {
 	var pages []string
 	for _, r := range reqs {
-		if r.Op == scalewaytest.OpListIPs {
+		if r.Op == emulator.OpListIPs {
 			u, _ := url.Parse(r.Path)
 			pages = append(pages, u.Query().Get("page")+"/"+u.Query().Get("page_size"))
 		}

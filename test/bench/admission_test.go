@@ -26,23 +26,23 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // callCount is the Scaleway calls the emulator received since its counts
 // were reset, /metadata aside (the SDK's, once per client).
-func callCount(emu *scalewaytest.Server) (total int, detail string) {
+func callCount(emu *emulator.Server) (total int, detail string) {
 	counts := emu.Counts()
 	ops := make([]string, 0, len(counts))
 	for op, n := range counts {
-		if n > 0 && op != scalewaytest.OpMetadata {
+		if n > 0 && op != emulator.OpMetadata {
 			ops = append(ops, string(op))
 		}
 	}
 	sort.Strings(ops)
 	for i, op := range ops {
-		n := counts[scalewaytest.Op(op)]
+		n := counts[emulator.Op(op)]
 		total += n
 		ops[i] = fmt.Sprintf("%s=%d", op, n)
 	}
@@ -434,12 +434,12 @@ type emuCalls struct {
 
 // note records the bookings of reqs without counting them: the back-fill
 // of an IP booked before the counted window runs in it.
-func (e *emuCalls) note(reqs []scalewaytest.Request) {
+func (e *emuCalls) note(reqs []emulator.Request) {
 	if e.booked == nil {
 		e.booked = map[string]bool{}
 	}
 	for _, req := range reqs {
-		if req.Op == scalewaytest.OpBookIP && req.IPID != "" {
+		if req.Op == emulator.OpBookIP && req.IPID != "" {
 			e.booked[req.IPID] = true
 		}
 	}
@@ -448,7 +448,7 @@ func (e *emuCalls) note(reqs []scalewaytest.Request) {
 // kindBackfillGetIP is the sweeper's read of a new Service's IP.
 const kindBackfillGetIP = "GetIP of a new IP (uid back-fill)"
 
-func (e *emuCalls) add(reqs []scalewaytest.Request) {
+func (e *emuCalls) add(reqs []emulator.Request) {
 	// An IP's ID is known only once booked: noting the window's bookings
 	// first marks no GetIP that came before its IP's.
 	e.note(reqs)
@@ -457,7 +457,7 @@ func (e *emuCalls) add(reqs []scalewaytest.Request) {
 		if k == "" {
 			continue
 		}
-		if req.Op == scalewaytest.OpGetIP && e.booked[req.IPID] {
+		if req.Op == emulator.OpGetIP && e.booked[req.IPID] {
 			k, onPath = kindBackfillGetIP, false
 		}
 		e.byKind[k]++
@@ -465,20 +465,20 @@ func (e *emuCalls) add(reqs []scalewaytest.Request) {
 			e.path++
 			e.pathTime += req.Duration
 		}
-		if req.Op == scalewaytest.OpBookIP && req.Status == http.StatusConflict {
+		if req.Op == emulator.OpBookIP && req.Status == http.StatusConflict {
 			e.conflicts++
 		}
 	}
 }
 
 // callKind names a request's kind, and tells whether admissions make it.
-func callKind(req scalewaytest.Request) (kind string, onPath bool) {
+func callKind(req emulator.Request) (kind string, onPath bool) {
 	switch req.Op {
-	case "", scalewaytest.OpMetadata:
+	case "", emulator.OpMetadata:
 		return "", false
-	case scalewaytest.OpBookIP, scalewaytest.OpGetIP:
+	case emulator.OpBookIP, emulator.OpGetIP:
 		return string(req.Op), true
-	case scalewaytest.OpListIPs:
+	case emulator.OpListIPs:
 		q := url.Values{}
 		if u, err := url.Parse(req.Path); err == nil {
 			q = u.Query()
@@ -500,7 +500,7 @@ func (e *emuCalls) pathKinds(admissions uint64) string  { return e.kinds(admissi
 func (e *emuCalls) otherKinds(admissions uint64) string { return e.kinds(admissions, false) }
 
 func (e *emuCalls) kinds(admissions uint64, onPath bool) string {
-	onPathKinds := map[string]bool{string(scalewaytest.OpBookIP): true, string(scalewaytest.OpGetIP): true, "ListIPs by Service": true}
+	onPathKinds := map[string]bool{string(emulator.OpBookIP): true, string(emulator.OpGetIP): true, "ListIPs by Service": true}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(e.byKind)) {
 		if onPathKinds[k] == onPath {

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // backfillBurst is the size of the bursts of backfillRows.
@@ -90,10 +90,10 @@ func (r *report) backfillRows() {
 		for _, req := range r.env.Emu.Requests()[from:] {
 			k, _ := callKind(req)
 			switch {
-			case k == "" || req.Op == scalewaytest.OpBookIP:
+			case k == "" || req.Op == emulator.OpBookIP:
 			case k == "ListIPs of the cluster":
 				row.cluster++
-			case own[req.IPID] && (req.Op == scalewaytest.OpGetIP || req.Op == scalewaytest.OpUpdateIP):
+			case own[req.IPID] && (req.Op == emulator.OpGetIP || req.Op == emulator.OpUpdateIP):
 				row.backfill[k]++
 			default:
 				row.besides[k]++

@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // rssEnv names a file holding BenchmarkWebhookRSS's output (test/chart);
@@ -230,10 +230,10 @@ func (r *report) sweeper() {
 			r.b.Fatal(err)
 		}
 		pages := (n + scaleway.DefaultPageSize - 1) / scaleway.DefaultPageSize
-		lists := row.counts[scalewaytest.OpListIPs]
+		lists := row.counts[emulator.OpListIPs]
 		res := row.res
 		line := fmt.Sprintf("  %-13s %8s %7d (%5d) %16d %9d %7.0f MB (+%4.0f) %11.0f MB (%4.0f MB) %8s", thousands(n), res.Wall.Round(time.Millisecond), lists, pages,
-			row.counts[scalewaytest.OpGetIP]+row.counts[scalewaytest.OpReleaseIP], row.counts[scalewaytest.OpUpdateIP], mb(res.HWM), mb(res.HWM)-mb(res.RSSBefore),
+			row.counts[emulator.OpGetIP]+row.counts[emulator.OpReleaseIP], row.counts[emulator.OpUpdateIP], mb(res.HWM), mb(res.HWM)-mb(res.RSSBefore),
 			mb(res.RSSBefore), mb(res.HeapBefore), row.emulatorCPU.Round(10*time.Millisecond))
 		if n == 100_000 {
 			met := res.Wall <= 10*time.Second && res.HWM <= 200e6 && lists == pages

@@ -10,6 +10,6 @@
 // reservations, sweeper cycles over 10,000 and 100,000 reservations in a
 // child process, and the free-address pick on a /16.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package bench

@@ -16,8 +16,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // tagNamespace is the ledger's namespace tag (DESIGN.md, The ledger): a
@@ -189,9 +189,9 @@ func (r *report) seedYield() (seeded, attached []string) {
 	seed := func(pool, first string, n int, svc func(i int) types.NamespacedName, lb bool) {
 		addr := netip.MustParseAddr(first)
 		for i := range n {
-			var res *scalewaytest.Resource
+			var res *emulator.Resource
 			if lb {
-				res = &scalewaytest.Resource{Type: "lb_server", Name: fmt.Sprint("deleted-lb-", i)}
+				res = &emulator.Resource{Type: "lb_server", Name: fmt.Sprint("deleted-lb-", i)}
 			}
 			s := svc(i)
 			id, err := r.env.Emu.AddIP(r.env.PNs[pool].ID, addr, retainedTags(pool, s, "uid-"+s.Namespace+"-"+s.Name, since), res)
@@ -332,12 +332,12 @@ func (r *report) yieldCreate(kube kubernetes.Interface, row yieldRow, i int) yie
 	}
 	counts := map[string]int{}
 	for _, req := range r.env.Emu.Requests() {
-		if req.Time.Before(from) || req.Time.After(to) || req.Op == "" || req.Op == scalewaytest.OpMetadata {
+		if req.Time.Before(from) || req.Time.After(to) || req.Op == "" || req.Op == emulator.OpMetadata {
 			continue
 		}
 		run.calls++
 		counts[string(req.Op)]++
-		if req.Op != scalewaytest.OpListIPs {
+		if req.Op != emulator.OpListIPs {
 			continue
 		}
 		q := url.Values{}

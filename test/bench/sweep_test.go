@@ -27,13 +27,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // sweepChildEnv, when set, makes the test binary the sweeper's child (see
@@ -80,7 +80,7 @@ type sweepResult struct {
 type sweepRow struct {
 	n, orphans       int
 	res              sweepResult
-	counts           map[scalewaytest.Op]int
+	counts           map[emulator.Op]int
 	emulatorCPU      time.Duration
 	seed, childTotal time.Duration
 }
@@ -136,7 +136,7 @@ func sweepConfig(p sweepParams) string {
 // cycle over them in a child process.
 func sweepCycle(n, orphans int) (sweepRow, error) {
 	row := sweepRow{n: n, orphans: orphans}
-	emu := scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey})
+	emu := emulator.New(emulator.Options{SecretKey: testenv.SecretKey})
 	if _, err := emu.Start("127.0.0.1:0"); err != nil {
 		return row, err
 	}
@@ -202,7 +202,7 @@ func sweepChild() error {
 	}
 	ctx := context.Background()
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: "fr-par", ClientOptions: []scw.ClientOption{
-		scw.WithAPIURL(p.URL), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(scalewaytest.DefaultProjectID)}})
+		scw.WithAPIURL(p.URL), scw.WithAuth(testenv.AccessKey, testenv.SecretKey), scw.WithDefaultProjectID(emulator.DefaultProjectID)}})
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // ccmLag bounds how long after a write of a Service the CCM may still be
@@ -74,19 +74,19 @@ func explains(moves []allowedMove, t time.Time, ok func(allowedMove) bool) bool 
 }
 
 // lbLog is the part of the audit log about one Load Balancer, as
-// scalewaytest's LBAudit selects it, up to its deletion.
+// emulator's LBAudit selects it, up to its deletion.
 type lbLog struct {
 	id, uid string // uid: the UID of the Service it was made for, its name after testenv.CCMPrefix
 	deleted time.Time
-	events  []scalewaytest.AuditEvent // attaches and detaches while it was live
-	all     []scalewaytest.AuditEvent // everything, its end included
+	events  []emulator.AuditEvent // attaches and detaches while it was live
+	all     []emulator.AuditEvent // everything, its end included
 }
 
 // byLoadBalancer splits the audit log by Load Balancer in one pass (what
 // LBAudit does for one), oldest first. An attach or detach made by the Load
 // Balancer API names it (LBID), one made through IPAM names it as the
 // lb_server resource; either carries its name.
-func byLoadBalancer(audit []scalewaytest.AuditEvent) []*lbLog {
+func byLoadBalancer(audit []emulator.AuditEvent) []*lbLog {
 	byID := map[string]*lbLog{}
 	var out []*lbLog
 	for _, ev := range audit {
@@ -108,12 +108,12 @@ func byLoadBalancer(audit []scalewaytest.AuditEvent) []*lbLog {
 			lb.uid = strings.TrimPrefix(ev.Resource.Name, testenv.CCMPrefix)
 		}
 		switch {
-		case ev.Kind == scalewaytest.AuditDeleteLB:
+		case ev.Kind == emulator.AuditDeleteLB:
 			lb.deleted = ev.Time
 		case !lb.deleted.IsZero():
 			// Its end: the detaches of a Load Balancer being deleted are
 			// not a live one's address changing.
-		case ev.Kind == scalewaytest.AuditAttach, ev.Kind == scalewaytest.AuditDetach:
+		case ev.Kind == emulator.AuditAttach, ev.Kind == emulator.AuditDetach:
 			lb.events = append(lb.events, ev)
 		}
 	}
@@ -183,7 +183,7 @@ func (r *run) liveAddresses() *liveAddresses {
 // checkLiveAddresses checks the audit log: uids names the Service of each
 // UID, allowed are the allow-ip-change writes by Service UID, journal the
 // operations, pnName each Private Network's name.
-func checkLiveAddresses(audit []scalewaytest.AuditEvent, uids map[string]string, allowed map[string][]allowedMove, journal []journalEntry, pnName map[string]string) *liveAddresses {
+func checkLiveAddresses(audit []emulator.AuditEvent, uids map[string]string, allowed map[string][]allowedMove, journal []journalEntry, pnName map[string]string) *liveAddresses {
 	out := &liveAddresses{}
 	for _, moves := range allowed {
 		for _, m := range moves {
@@ -212,7 +212,7 @@ func checkLiveAddresses(audit []scalewaytest.AuditEvent, uids map[string]string,
 		for _, ev := range lb.events {
 			pn := ev.PrivateNetworkID
 			switch ev.Kind {
-			case scalewaytest.AuditAttach:
+			case emulator.AuditAttach:
 				out.attached++
 				had := cur[pn] != nil
 				before := slices.Sorted(maps.Keys(cur[pn]))
@@ -234,7 +234,7 @@ func checkLiveAddresses(audit []scalewaytest.AuditEvent, uids map[string]string,
 				}
 				out.violations = append(out.violations, fmt.Sprintf("Load Balancer %s of %s got %s (%s) on network %s at %s, after %v there, and no allow-ip-change write asked for it; %s",
 					lb.id, svc, ev.IPID, ev.Address, pnName[pn], stamp(ev.Time), before, story(lb, svc, journal, pnName)))
-			case scalewaytest.AuditDetach:
+			case emulator.AuditDetach:
 				if cur[pn] != nil {
 					delete(cur[pn], ev.IPID)
 				}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/ccmprocess"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // ccmReplicas is how many Scaleway CCM processes run, with leader election
@@ -79,10 +79,10 @@ var lbPath = regexp.MustCompile(`/lbs/([0-9a-f-]{36})`)
 
 // lbWrites are the calls that change a live Load Balancer: its
 // attachments, its settings, its frontends and backends.
-var lbWrites = []scalewaytest.Op{scalewaytest.OpAttachLBPrivateNetwork, scalewaytest.OpDetachLBPrivateNetwork, scalewaytest.OpUpdateLB,
-	scalewaytest.OpMigrateLB, scalewaytest.OpCreateFrontend, scalewaytest.OpUpdateFrontend, scalewaytest.OpDeleteFrontend,
-	scalewaytest.OpCreateBackend, scalewaytest.OpUpdateBackend, scalewaytest.OpDeleteBackend, scalewaytest.OpSetBackendServers,
-	scalewaytest.OpUpdateHealthCheck, scalewaytest.OpSetACLs}
+var lbWrites = []emulator.Op{emulator.OpAttachLBPrivateNetwork, emulator.OpDetachLBPrivateNetwork, emulator.OpUpdateLB,
+	emulator.OpMigrateLB, emulator.OpCreateFrontend, emulator.OpUpdateFrontend, emulator.OpDeleteFrontend,
+	emulator.OpCreateBackend, emulator.OpUpdateBackend, emulator.OpDeleteBackend, emulator.OpSetBackendServers,
+	emulator.OpUpdateHealthCheck, emulator.OpSetACLs}
 
 // summary says what the real CCM did in the emulator (its calls answered
 // 2xx, from the request log) and how its replicas fared.
@@ -98,9 +98,9 @@ func (c *ccmChaos) summary() string {
 			continue
 		}
 		switch {
-		case r.Op == scalewaytest.OpCreateLB:
+		case r.Op == emulator.OpCreateLB:
 			created++
-		case r.Op == scalewaytest.OpDeleteLB:
+		case r.Op == emulator.OpDeleteLB:
 			deleted++
 		case slices.Contains(lbWrites, r.Op):
 			writes++

@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 const (

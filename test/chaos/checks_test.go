@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // The checks of invariants 7 and 8 on hand-made audit logs: a check that
@@ -26,37 +26,37 @@ var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func lbEvent(kind scalewaytest.AuditKind, d time.Duration) scalewaytest.AuditEvent {
-	op := scalewaytest.OpDeleteLB
-	if kind == scalewaytest.AuditCreateLB {
-		op = scalewaytest.OpCreateLB
+func lbEvent(kind emulator.AuditKind, d time.Duration) emulator.AuditEvent {
+	op := emulator.OpDeleteLB
+	if kind == emulator.AuditCreateLB {
+		op = emulator.OpCreateLB
 	}
-	return scalewaytest.AuditEvent{Time: at(d), Kind: kind, LBID: lbID, Op: op}
+	return emulator.AuditEvent{Time: at(d), Kind: kind, LBID: lbID, Op: op}
 }
 
 // ipEvent is an attach or detach of ip on pn by the Load Balancer API.
-func ipEvent(kind scalewaytest.AuditKind, d time.Duration, ip, pn string) scalewaytest.AuditEvent {
-	return scalewaytest.AuditEvent{Time: at(d), Kind: kind, IPID: ip, Address: netip.MustParseAddr("172.16.35.9"), PrivateNetworkID: pn,
-		LBID: lbID, Resource: &scalewaytest.Resource{Type: "lb_server", ID: lbID, Name: svcUID}}
+func ipEvent(kind emulator.AuditKind, d time.Duration, ip, pn string) emulator.AuditEvent {
+	return emulator.AuditEvent{Time: at(d), Kind: kind, IPID: ip, Address: netip.MustParseAddr("172.16.35.9"), PrivateNetworkID: pn,
+		LBID: lbID, Resource: &emulator.Resource{Type: "lb_server", ID: lbID, Name: svcUID}}
 }
 
 func TestLiveAddressesCheck(t *testing.T) {
-	created := []scalewaytest.AuditEvent{
-		lbEvent(scalewaytest.AuditCreateLB, 0),
-		ipEvent(scalewaytest.AuditAttach, time.Second, idNode, nodesPN),
-		ipEvent(scalewaytest.AuditAttach, time.Second, idA, dcPN),
+	created := []emulator.AuditEvent{
+		lbEvent(emulator.AuditCreateLB, 0),
+		ipEvent(emulator.AuditAttach, time.Second, idNode, nodesPN),
+		ipEvent(emulator.AuditAttach, time.Second, idA, dcPN),
 	}
-	deleted := []scalewaytest.AuditEvent{
-		lbEvent(scalewaytest.AuditDeleteLB, 30*time.Second),
+	deleted := []emulator.AuditEvent{
+		lbEvent(emulator.AuditDeleteLB, 30*time.Second),
 		// Its end, 6 s later: not a live Load Balancer's change.
-		ipEvent(scalewaytest.AuditDetach, 36*time.Second, idNode, nodesPN),
-		ipEvent(scalewaytest.AuditDetach, 36*time.Second, idA, dcPN),
-		lbEvent(scalewaytest.AuditLBGone, 36*time.Second),
+		ipEvent(emulator.AuditDetach, 36*time.Second, idNode, nodesPN),
+		ipEvent(emulator.AuditDetach, 36*time.Second, idA, dcPN),
+		lbEvent(emulator.AuditLBGone, 36*time.Second),
 	}
 	moveToB := allowedMove{at: at(2 * time.Second), ids: map[string]bool{idB: true}}
 	for _, tc := range []struct {
 		name    string
-		events  []scalewaytest.AuditEvent
+		events  []emulator.AuditEvent
 		allowed []allowedMove
 		bad     string // in the only violation; "" for none
 		moves   int
@@ -64,36 +64,36 @@ func TestLiveAddressesCheck(t *testing.T) {
 		{name: "attached once, deleted", events: concat(created, deleted)},
 		{
 			name:   "the pool's network detached and attached again with the same ID (a re-apply dropped it from pn-ids)",
-			events: concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(scalewaytest.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
+			events: concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(emulator.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
 			bad:    "lost ip-a (172.16.35.9) on network dc at 10:00:05.000 with no allow-ip-change write asking for it, attached again with the same ID 1s later",
 		},
 		{
 			name:   "detached for good",
-			events: concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			events: concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
 			bad:    "nothing attached there again before its deletion at 10:00:30.000",
 		},
 		{
 			name:    "moved as an allow-ip-change write asked",
-			events:  concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(scalewaytest.AuditAttach, 6*time.Second, idB, dcPN)}, deleted),
+			events:  concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(emulator.AuditAttach, 6*time.Second, idB, dcPN)}, deleted),
 			allowed: []allowedMove{moveToB},
 			moves:   2,
 		},
 		{
 			name:    "moved back to an address the allow-ip-change write did not ask for",
-			events:  concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(scalewaytest.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
+			events:  concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN), ipEvent(emulator.AuditAttach, 6*time.Second, idA, dcPN)}, deleted),
 			allowed: []allowedMove{moveToB},
 			moves:   1,
 			bad:     "got ip-a (172.16.35.9) on network dc at 10:00:06.000, after [] there, and no allow-ip-change write asked for it",
 		},
 		{
 			name:    "an allow-ip-change write that came after the change",
-			events:  concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			events:  concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
 			allowed: []allowedMove{{at: at(5500 * time.Millisecond), ids: map[string]bool{idB: true}}},
 			bad:     "lost ip-a",
 		},
 		{
 			name:   "an old allow-ip-change write, superseded by one keeping the address",
-			events: concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 25*time.Second, idA, dcPN)}, deleted),
+			events: concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 25*time.Second, idA, dcPN)}, deleted),
 			allowed: []allowedMove{
 				{at: at(1 * time.Second), ids: map[string]bool{idB: true}},
 				{at: at(2 * time.Second), ids: map[string]bool{idA: true}},
@@ -102,7 +102,7 @@ func TestLiveAddressesCheck(t *testing.T) {
 		},
 		{
 			name:    "an allow-ip-change write whose answer was lost",
-			events:  concat(created, []scalewaytest.AuditEvent{ipEvent(scalewaytest.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
+			events:  concat(created, []emulator.AuditEvent{ipEvent(emulator.AuditDetach, 5*time.Second, idA, dcPN)}, deleted),
 			allowed: []allowedMove{{at: at(2 * time.Second)}},
 			moves:   1,
 		},
@@ -123,8 +123,8 @@ func TestLiveAddressesCheck(t *testing.T) {
 	}
 }
 
-func concat(parts ...[]scalewaytest.AuditEvent) []scalewaytest.AuditEvent {
-	var out []scalewaytest.AuditEvent
+func concat(parts ...[]emulator.AuditEvent) []emulator.AuditEvent {
+	var out []emulator.AuditEvent
 	for _, p := range parts {
 		out = append(out, p...)
 	}
@@ -149,21 +149,21 @@ pools:
 		}
 		return e.Tags()
 	}
-	book := func(id string, d time.Duration) scalewaytest.AuditEvent {
-		return scalewaytest.AuditEvent{Time: at(d), Kind: scalewaytest.AuditBook, IPID: id, Address: netip.MustParseAddr("172.16.35.9"), Tags: tags("", 0)}
+	book := func(id string, d time.Duration) emulator.AuditEvent {
+		return emulator.AuditEvent{Time: at(d), Kind: emulator.AuditBook, IPID: id, Address: netip.MustParseAddr("172.16.35.9"), Tags: tags("", 0)}
 	}
-	retag := func(id string, d time.Duration, uid string, orphaned time.Duration) scalewaytest.AuditEvent {
-		return scalewaytest.AuditEvent{Time: at(d), Kind: scalewaytest.AuditTags, IPID: id, Tags: tags(uid, orphaned)}
+	retag := func(id string, d time.Duration, uid string, orphaned time.Duration) emulator.AuditEvent {
+		return emulator.AuditEvent{Time: at(d), Kind: emulator.AuditTags, IPID: id, Tags: tags(uid, orphaned)}
 	}
 	// web got A at 0 s (its uid back-filled at 1 s), was deleted at 3 s
 	// (A orphaned at 4 s), and created again at 5 s.
-	first := []scalewaytest.AuditEvent{book(idA, 0), retag(idA, time.Second, svcUID, 0), retag(idA, 4*time.Second, svcUID, 4*time.Second)}
+	first := []emulator.AuditEvent{book(idA, 0), retag(idA, time.Second, svcUID, 0), retag(idA, 4*time.Second, svcUID, 4*time.Second)}
 	// A second incarnation in between (a pinned address, say) got B.
-	second := []scalewaytest.AuditEvent{book(idB, 2*time.Second), retag(idB, 2500*time.Millisecond, "uid-2", 0), retag(idB, 4*time.Second, "uid-2", 4*time.Second)}
+	second := []emulator.AuditEvent{book(idB, 2*time.Second), retag(idB, 2500*time.Millisecond, "uid-2", 0), retag(idB, 4*time.Second, "uid-2", 4*time.Second)}
 	again := created{svc: "chaos-a/web", start: at(5 * time.Second), end: at(5200 * time.Millisecond)}
 	for _, tc := range []struct {
 		name     string
-		events   []scalewaytest.AuditEvent
+		events   []emulator.AuditEvent
 		got      string
 		shown    map[string]time.Time
 		before   []created // the creates before again
@@ -202,7 +202,7 @@ pools:
 			// The design's rule takes the oldest booking when no uid is
 			// back-filled, although a Service showed ip-b.
 			name: "took back a pending booking over the previous address",
-			events: []scalewaytest.AuditEvent{
+			events: []emulator.AuditEvent{
 				book(idP, 500*time.Millisecond), retag(idP, 4*time.Second, "", 4*time.Second),
 				book(idB, 2*time.Second), retag(idB, 4*time.Second, "", 4*time.Second),
 			},

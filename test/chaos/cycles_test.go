@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // sweepInterval is the replicas' --sweep-interval: short, so that a short

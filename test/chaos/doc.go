@@ -11,6 +11,6 @@
 // <file>.journal, and prints each create that did not get its previous
 // address back.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package chaos

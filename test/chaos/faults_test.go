@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // faults injects rate of failures on every IPAM operation, seeded: server
@@ -30,9 +30,9 @@ func newFaults(seed uint64, rate float64, delay time.Duration) *faults {
 	return f
 }
 
-func (f *faults) inject(op scalewaytest.Op) *scalewaytest.Fault {
+func (f *faults) inject(op emulator.Op) *emulator.Fault {
 	switch op {
-	case scalewaytest.OpBookIP, scalewaytest.OpGetIP, scalewaytest.OpListIPs, scalewaytest.OpUpdateIP, scalewaytest.OpReleaseIP:
+	case emulator.OpBookIP, emulator.OpGetIP, emulator.OpListIPs, emulator.OpUpdateIP, emulator.OpReleaseIP:
 	default:
 		return nil
 	}
@@ -46,26 +46,26 @@ func (f *faults) inject(op scalewaytest.Op) *scalewaytest.Fault {
 		return nil
 	}
 	x /= f.rate // which kind, uniformly
-	write := op == scalewaytest.OpBookIP || op == scalewaytest.OpUpdateIP || op == scalewaytest.OpReleaseIP
+	write := op == emulator.OpBookIP || op == emulator.OpUpdateIP || op == emulator.OpReleaseIP
 	switch {
 	case x < 0.25:
 		f.counts["503"].Add(1)
-		return &scalewaytest.Fault{Status: 503}
+		return &emulator.Fault{Status: 503}
 	case x < 0.45:
 		f.counts["500"].Add(1)
-		return &scalewaytest.Fault{Status: 500}
+		return &emulator.Fault{Status: 500}
 	case x < 0.65:
 		f.counts["429"].Add(1)
-		return &scalewaytest.Fault{Status: 429, RetryAfter: time.Second}
+		return &emulator.Fault{Status: 429, RetryAfter: time.Second}
 	case x < 0.80:
 		f.counts["timeout"].Add(1)
-		return &scalewaytest.Fault{Delay: f.delay}
+		return &emulator.Fault{Delay: f.delay}
 	case write:
 		f.counts["commit-then-fail"].Add(1)
-		return &scalewaytest.Fault{Status: 500, CommitThenFail: true}
+		return &emulator.Fault{Status: 500, CommitThenFail: true}
 	}
 	f.counts["503"].Add(1)
-	return &scalewaytest.Fault{Status: 503}
+	return &emulator.Fault{Status: 503}
 }
 
 func (f *faults) total() int64 {

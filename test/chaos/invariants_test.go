@@ -13,9 +13,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 type result struct {
@@ -142,7 +142,7 @@ func (r *run) nothingOursUnreferenced(e *ending) []string {
 func (r *run) everyIDBooked(e *ending) []string {
 	booked := map[string]bool{}
 	for _, ev := range r.env.Emu.Audit() {
-		if ev.Kind == scalewaytest.AuditBook {
+		if ev.Kind == emulator.AuditBook {
 			booked[ev.IPID] = true
 		}
 	}

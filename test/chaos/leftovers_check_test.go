@@ -9,23 +9,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // TestCCMLetGoCheck: a leftover counts as the CCM's only when the CCM's
 // own log shows its service controller removing the cleanup finalizer of
 // that Service's life while the Load Balancer stays (no DeleteLB).
 func TestCCMLetGoCheck(t *testing.T) {
-	lbs := []scalewaytest.LB{{ID: lbID, Name: testenv.CCMPrefix + svcUID}}
+	lbs := []emulator.LB{{ID: lbID, Name: testenv.CCMPrefix + svcUID}}
 	journal := []journalEntry{
 		{svc: "payments/web", op: "create", start: at(-time.Second), uid: svcUID, outcome: "ok"},
 		{svc: "payments/web", op: "delete", start: at(4 * time.Second), uid: svcUID, outcome: "ok"},
 		// The next life of the name.
 		{svc: "payments/web", op: "create", start: at(20 * time.Second), uid: "uid-2", outcome: "ok"},
 	}
-	created := []scalewaytest.AuditEvent{lbEvent(scalewaytest.AuditCreateLB, 0)}
-	deleted := append(created, lbEvent(scalewaytest.AuditDeleteLB, 6*time.Second))
+	created := []emulator.AuditEvent{lbEvent(emulator.AuditCreateLB, 0)}
+	deleted := append(created, lbEvent(emulator.AuditDeleteLB, 6*time.Second))
 	klog := func(d time.Duration, msg string) string {
 		return "I" + at(d).Local().Format("0102 15:04:05.000000") + "   4242 controller.go:959] " + msg
 	}
@@ -39,7 +39,7 @@ func TestCCMLetGoCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		log      []string
-		audit    []scalewaytest.AuditEvent
+		audit    []emulator.AuditEvent
 		services []corev1.Service
 		lb       string
 		want     string

@@ -10,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // leftovers are this cluster's IPs no live Service references, split by
@@ -73,8 +73,8 @@ func (r *run) leftovers() leftovers {
 // line that says why when there is one (its lookup found none, or it took
 // the Load Balancer for renamed). "" when the log shows no such thing, or
 // the Service still lives.
-func ccmLetGo(lines func(string) []string, lbID string, lbs []scalewaytest.LB, services []corev1.Service, journal []journalEntry, audit []scalewaytest.AuditEvent) string {
-	var lb *scalewaytest.LB
+func ccmLetGo(lines func(string) []string, lbID string, lbs []emulator.LB, services []corev1.Service, journal []journalEntry, audit []emulator.AuditEvent) string {
+	var lb *emulator.LB
 	for i := range lbs {
 		if lbs[i].ID == lbID {
 			lb = &lbs[i]
@@ -93,9 +93,9 @@ func ccmLetGo(lines func(string) []string, lbID string, lbs []scalewaytest.LB, s
 	for _, ev := range audit {
 		switch {
 		case ev.LBID != lbID:
-		case ev.Kind == scalewaytest.AuditCreateLB:
+		case ev.Kind == emulator.AuditCreateLB:
 			created = ev.Time
-		case ev.Kind == scalewaytest.AuditDeleteLB:
+		case ev.Kind == emulator.AuditDeleteLB:
 			return "" // the CCM deleted it
 		}
 	}
@@ -158,7 +158,7 @@ func klogTime(line string, near time.Time) (time.Time, bool) {
 
 // holderOf names the Service whose Load Balancer holds ip, if any, and
 // what that Service references now.
-func holderOf(resource string, services []corev1.Service, lbs []scalewaytest.LB) string {
+func holderOf(resource string, services []corev1.Service, lbs []emulator.LB) string {
 	if resource == "" {
 		return ""
 	}
@@ -178,7 +178,7 @@ func holderOf(resource string, services []corev1.Service, lbs []scalewaytest.LB)
 }
 
 // trail is an IP's audit trail, to tell why it is left over.
-func trail(audit []scalewaytest.AuditEvent, id string) string {
+func trail(audit []emulator.AuditEvent, id string) string {
 	var parts []string
 	for _, ev := range audit {
 		if ev.IPID != id {
@@ -188,7 +188,7 @@ func trail(audit []scalewaytest.AuditEvent, id string) string {
 		if ev.LBID != "" {
 			p += " lb " + ev.LBID
 		}
-		if ev.Kind == scalewaytest.AuditTags || ev.Kind == scalewaytest.AuditBook {
+		if ev.Kind == emulator.AuditTags || ev.Kind == emulator.AuditBook {
 			if e, ok := ipam.ParseEntry(ev.Tags); ok && (e.UID != "" || !e.OrphanedSince.IsZero()) {
 				p += fmt.Sprintf(" (uid %q, orphaned %s)", e.UID, e.OrphanedSince.Format("15:04:05"))
 			}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // podRestart is how long a killed replica stays down before its Deployment

@@ -7,8 +7,8 @@ import (
 
 	ipamapi "github.com/scaleway/scaleway-sdk-go/api/ipam/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // staleReleaseAt writes, behind the replicas' back, a release-at an hour

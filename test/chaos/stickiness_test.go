@@ -11,8 +11,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -87,7 +87,7 @@ func (h *history) attachedAt(t time.Time) bool {
 	return on
 }
 
-func histories(audit []scalewaytest.AuditEvent) map[string]*history {
+func histories(audit []emulator.AuditEvent) map[string]*history {
 	out := map[string]*history{}
 	for _, ev := range audit {
 		if ev.IPID == "" {
@@ -99,17 +99,17 @@ func histories(audit []scalewaytest.AuditEvent) map[string]*history {
 			out[ev.IPID] = h
 		}
 		switch ev.Kind {
-		case scalewaytest.AuditBook:
+		case emulator.AuditBook:
 			h.booked, h.address = ev.Time, ev.Address
-		case scalewaytest.AuditRelease:
+		case emulator.AuditRelease:
 			h.released = ev.Time
 			continue
-		case scalewaytest.AuditAttach, scalewaytest.AuditDetach:
+		case emulator.AuditAttach, emulator.AuditDetach:
 			lb := ev.LBID
 			if lb == "" && ev.Resource != nil && ev.Resource.Type == "lb_server" {
 				lb = ev.Resource.ID
 			}
-			h.attach = append(h.attach, attachment{ev.Time, ev.Kind == scalewaytest.AuditAttach, lb})
+			h.attach = append(h.attach, attachment{ev.Time, ev.Kind == emulator.AuditAttach, lb})
 			continue
 		}
 		h.tags = append(h.tags, struct {

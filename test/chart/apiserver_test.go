@@ -32,11 +32,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 func ensureNamespace(t testing.TB, name string, labels map[string]string) {
@@ -76,10 +76,10 @@ func TestServerSideDryRun(t *testing.T) {
 // selfManaged installs the chart's objects in self-managed mode (not the
 // Deployment: the binary runs as a local process) with one pool of the
 // given range, and returns what startBinary needs.
-func selfManaged(t testing.TB, poolRange string) (emu *scalewaytest.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
+func selfManaged(t testing.TB, poolRange string) (emu *emulator.Server, objs []*unstructured.Unstructured, args []string, pools, kubeconfig string) {
 	t.Helper()
 	ctx := context.Background()
-	emu, values := chartValues(t, poolRange, func(*scalewaytest.Server) string {
+	emu, values := chartValues(t, poolRange, func(*emulator.Server) string {
 		return "scaleway:\n  existingSecret: scaleway-secret\n"
 	})
 	objs = render(t, []string{values})
@@ -109,11 +109,11 @@ const emulatorSecretKey = "6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f"
 // with the nodes' network and a pool's, and a values file for one pool of
 // the given range over them; scaleway gives the rest of the values (the
 // credentials' source, tests.*).
-func chartValues(t testing.TB, poolRange string, scaleway func(*scalewaytest.Server) string) (emu *scalewaytest.Server, values string) {
+func chartValues(t testing.TB, poolRange string, scaleway func(*emulator.Server) string) (emu *emulator.Server, values string) {
 	t.Helper()
 	ensureNamespace(t, namespace, nil)
 	ensureNamespace(t, "payments", map[string]string{request.LabelEnabled: "true"})
-	emu = scalewaytest.NewTestServer(t, scalewaytest.Options{SecretKey: emulatorSecretKey})
+	emu = emulator.NewTestServer(t, emulator.Options{SecretKey: emulatorSecretKey})
 	nodes, _ := emu.AddPrivateNetwork("nodes", "172.16.0.0/22")
 	dc, _ := emu.AddPrivateNetwork("dc", "172.16.32.0/22")
 	values = filepath.Join(t.TempDir(), "values.yaml")
@@ -364,7 +364,7 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
 		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
-		"SCW_DEFAULT_PROJECT_ID="+scalewaytest.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
+		"SCW_DEFAULT_PROJECT_ID="+emulator.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
 	var logs io.Writer = p.logs
 	if testenv.Verbose() {
 		logs = io.MultiWriter(p.logs, os.Stderr)
@@ -441,7 +441,7 @@ func TestReadmeInstall(t *testing.T) {
 	fake := map[string]string{
 		"SCW_ACCESS_KEY":         "SCWABCDEFGHIJKLMNOPQ",
 		"SCW_SECRET_KEY":         emulatorSecretKey,
-		"SCW_DEFAULT_PROJECT_ID": scalewaytest.DefaultProjectID,
+		"SCW_DEFAULT_PROJECT_ID": emulator.DefaultProjectID,
 	}
 	var secretName string
 	for i, w := range create {
@@ -464,13 +464,13 @@ func TestReadmeInstall(t *testing.T) {
 		t.Fatalf("the install guide's Secret %s/%s: %v", namespace, secretName, err)
 	}
 	t.Cleanup(func() { _ = kube.Delete(context.Background(), secret) })
-	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != scalewaytest.DefaultProjectID {
-		t.Errorf("SCW_DEFAULT_PROJECT_ID = %q in the Secret, want %q", got, scalewaytest.DefaultProjectID)
+	if got := string(secret.Data["SCW_DEFAULT_PROJECT_ID"]); got != emulator.DefaultProjectID {
+		t.Errorf("SCW_DEFAULT_PROJECT_ID = %q in the Secret, want %q", got, emulator.DefaultProjectID)
 	}
 	// The keys the chart puts in a Secret of its own are the ones the pods
 	// need from an existing one.
 	production := filepath.Join(root, "examples", "values-production.yaml")
-	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b", "scaleway.projectID="+scalewaytest.DefaultProjectID), "Secret")
+	own := one(t, render(t, []string{production}, "scaleway.existingSecret=", "scaleway.accessKey=a", "scaleway.secretKey=b", "scaleway.projectID="+emulator.DefaultProjectID), "Secret")
 	for k := range field(t, own, "stringData").(map[string]any) {
 		if _, ok := secret.Data[k]; !ok {
 			t.Errorf("the install guide's Secret lacks %s, which the chart's pods read", k)

@@ -4,6 +4,6 @@
 // self-managed TLS mode end to end with the binary started from the chart's
 // own arguments.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package chart

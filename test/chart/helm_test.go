@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 var (

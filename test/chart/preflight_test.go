@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // TestPreflightTestHook: helm test's Pod runs preflight with exactly the
@@ -191,7 +191,7 @@ func checkPreflightRBAC(t *testing.T, objs []*unstructured.Unstructured, fullnam
 // with preflight's reason in the Pod's output, once the webhook is stopped.
 func TestHelmTestPreflight(t *testing.T) {
 	const secretKey = emulatorSecretKey
-	emu, values := chartValues(t, "172.16.35.10-172.16.35.20", func(emu *scalewaytest.Server) string {
+	emu, values := chartValues(t, "172.16.35.10-172.16.35.20", func(emu *emulator.Server) string {
 		return fmt.Sprintf(`scaleway:
   accessKey: SCWABCDEFGHIJKLMNOPQ
   secretKey: %s
@@ -201,7 +201,7 @@ tests:
   preflight:
     write: true
     namespace: payments
-`, secretKey, scalewaytest.DefaultProjectID, emu.URL())
+`, secretKey, emulator.DefaultProjectID, emu.URL())
 	})
 	admin := adminKubeconfig(t)
 	if out, err := helm(t, "install", release, chartDir, "--namespace", namespace, "--values", values, "--kubeconfig", admin); err != nil {
@@ -243,7 +243,7 @@ tests:
 	if strings.Contains(logs, "FAIL") || strings.Contains(logs, secretKey) {
 		t.Errorf("preflight's output:\n%s", logs)
 	}
-	if book, release := emu.Count(scalewaytest.OpBookIP), emu.Count(scalewaytest.OpReleaseIP); book != 1 || release != 1 {
+	if book, release := emu.Count(emulator.OpBookIP), emu.Count(emulator.OpReleaseIP); book != 1 || release != 1 {
 		t.Errorf("helm test booked %d and released %d addresses; want the one canary, booked and released (the dry run books nothing)", book, release)
 	}
 

@@ -3,13 +3,13 @@
 // CD does, replace, replace --force) and Helm 4 (server-side apply by
 // default), built from the pinned modules by make tools, against a real
 // kube-apiserver and etcd with the webhook replicas, the real Scaleway CCM
-// and the Scaleway emulator of internal/testenv. Each scenario checks what
+// and the Scaleway emulator of test/testenv. Each scenario checks what
 // the Load Balancer sees: the same address and IPAM IDs, pn-ids still
 // listing the pool's network, external-dns's target still the reserved
 // address, no attach or detach by the CCM on a re-apply, and a re-created
 // Service's new Load Balancer ending on its old address, also when the old
 // one is deleted late.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package clients

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -134,7 +134,7 @@ func (cp *controlPlane) reinstall(t *testing.T, rel, pn string, ledger bool, set
 	}
 	// Otherwise this scenario did not re-create during a late deletion.
 	lbs := cp.Emu.LBs()
-	if i := slices.IndexFunc(lbs, func(lb scalewaytest.LB) bool { return lb.ID == st.lb }); i < 0 || lbs[i].Status != "to_delete" {
+	if i := slices.IndexFunc(lbs, func(lb emulator.LB) bool { return lb.ID == st.lb }); i < 0 || lbs[i].Status != "to_delete" {
 		t.Fatalf("the old Load Balancer %s was gone when helm install returned, %s after the uninstall: the scenario did not meet a late deletion", st.lb, time.Since(start).Round(time.Second))
 	}
 	return cp.recreated(t, "helm uninstall --wait && helm install", st)

@@ -13,11 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // ccmSettle is how long a re-apply is given to make the CCM act: its
@@ -234,7 +234,7 @@ func (cp *controlPlane) ccmAttachCalls(from int, lb string) []string {
 		if !testenv.IsCCM(r) || !strings.Contains(r.Path, lb) {
 			continue
 		}
-		if r.Op == scalewaytest.OpAttachLBPrivateNetwork || r.Op == scalewaytest.OpDetachLBPrivateNetwork {
+		if r.Op == emulator.OpAttachLBPrivateNetwork || r.Op == emulator.OpDetachLBPrivateNetwork {
 			out = append(out, fmt.Sprintf("%s %s %s → %d", r.Time.Format("15:04:05.000"), r.Op, r.Path, r.Status))
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // The pool file's cluster and namespaces, and the sweeper's knobs: seconds,
@@ -50,7 +50,7 @@ var results struct {
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	// internal/testenv checks its own binaries; kubectl is this suite's.
+	// test/testenv checks its own binaries; kubectl is this suite's.
 	if _, err := os.Stat(kubectlBin); err != nil {
 		fmt.Fprintln(os.Stderr, "clients: bin/kubectl is missing: run `make tools` (make test does it)")
 		return 1

@@ -2,7 +2,7 @@
 // its reserved address: the real external-dns (v0.22.0, built by make
 // tools) with its rfc2136 provider publishes the Services of a real
 // kube-apiserver and etcd, with the webhook replicas, the CCM and the
-// Scaleway emulator of internal/testenv, into a real DNS server, named
+// Scaleway emulator of test/testenv, into a real DNS server, named
 // from Debian's bind9 (make tools), which the suite starts on a loopback
 // port with a TSIG key and a zone in a temporary directory.
 //
@@ -19,6 +19,6 @@
 // negative control, that with the pool file's dnsTarget: false external-dns
 // publishes both addresses.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package dns

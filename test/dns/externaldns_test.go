@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // externalDNSArgs are external-dns's flags as a datacenter runs it

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // The pool file's cluster and the opted-in namespace; the pool's
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	namedBin, externalDNSBin = filepath.Join(root, "bin", "named"), filepath.Join(root, "bin", "external-dns")
-	// internal/testenv checks its own binaries; these are this suite's.
+	// test/testenv checks its own binaries; these are this suite's.
 	for _, bin := range []string{namedBin, externalDNSBin} {
 		if _, err := os.Stat(bin); err != nil {
 			fmt.Fprintf(os.Stderr, "dns: %s is missing: run `make tools` (make test does it)\n", bin)

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // The datacenter's zone, which external-dns updates, and the TSIG key it

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ccmprocess"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/ccmprocess"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // startCCM runs the Scaleway cloud-controller-manager beside
@@ -32,7 +32,7 @@ func startCCM(t *testing.T, apiURL, pnID string) *ccmprocess.Process {
 	// One replica, --leader-elect=false: see ccmprocess.Options.LeaderElection.
 	p, err := ccmprocess.Start(ccmprocess.Options{
 		Binary: cluster.bin("scaleway-cloud-controller-manager"), Kubeconfig: kubeconfig, Dir: t.TempDir(), Name: "scaleway-ccm",
-		APIURL: apiURL, AccessKey: testenv.AccessKey, SecretKey: testenv.SecretKey, ProjectID: scalewaytest.DefaultProjectID,
+		APIURL: apiURL, AccessKey: testenv.AccessKey, SecretKey: testenv.SecretKey, ProjectID: emulator.DefaultProjectID,
 		PrivateNetworkID: pnID, Prefix: ccmPrefix,
 	})
 	if err != nil {

@@ -24,10 +24,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // guidePage is the page whose marked blocks TestGuide runs as written.
@@ -114,7 +114,7 @@ func TestGuide(t *testing.T) {
 		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(dir, ".bin")+":"+os.Getenv("PATH"), "KUBECONFIG="+cluster.kubeconfig,
-			"HOME="+dir, "PROJECT_ID="+scalewaytest.DefaultProjectID)
+			"HOME="+dir, "PROJECT_ID="+emulator.DefaultProjectID)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -180,7 +180,7 @@ func userDir(t *testing.T, fill map[string]string, apiURL, registryAddr string) 
 			t.Fatal(err)
 		}
 	}
-	key, _ := json.Marshal(map[string]string{"access_key": testenv.AccessKey, "secret_key": testenv.SecretKey, "default_project_id": scalewaytest.DefaultProjectID})
+	key, _ := json.Marshal(map[string]string{"access_key": testenv.AccessKey, "secret_key": testenv.SecretKey, "default_project_id": emulator.DefaultProjectID})
 	if err := os.WriteFile(filepath.Join(dir, "key.json"), key, 0o600); err != nil {
 		t.Fatal(err)
 	}

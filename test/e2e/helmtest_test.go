@@ -9,7 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
 // TestHelmTest runs helm test on the real kubelet: the chart's preflight
@@ -44,7 +44,7 @@ func TestHelmTest(t *testing.T) {
 	if strings.Contains(out, "FAIL") {
 		t.Errorf("helm test's output has a failed check:\n%s", out)
 	}
-	if book, rel := in.emu.Count(scalewaytest.OpBookIP), in.emu.Count(scalewaytest.OpReleaseIP); book != 1 || rel != 1 {
+	if book, rel := in.emu.Count(emulator.OpBookIP), in.emu.Count(emulator.OpReleaseIP); book != 1 || rel != 1 {
 		t.Errorf("helm test booked %d and released %d addresses; want the one canary, booked and released (the dry run books nothing)", book, rel)
 	}
 

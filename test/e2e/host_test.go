@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // The environment the host side hands the node side (the same test binary,

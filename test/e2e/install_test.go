@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -89,7 +89,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := got.Annotations[ccm.AnnotationPrivateIPIDs]
-	var lb scalewaytest.LB
+	var lb emulator.LB
 	eventually(t, time.Minute, "the CCM to make public-par2's Load Balancer in fr-par-2 and attach "+pid, func() bool {
 		for _, l := range in.emu.LBs() {
 			if l.Name == ccmPrefix+string(got.UID) {

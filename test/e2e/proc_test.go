@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // proc is one of the node's processes, its output in logs/NAME.log.

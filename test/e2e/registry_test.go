@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/ociimage"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 // published is where .github/workflows/release.yml publishes: the image

@@ -18,12 +18,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/localrun"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // The release, as docs/install.md installs it.
@@ -40,8 +40,8 @@ const (
 // installation is a release of the chart on the node, with the emulator
 // it talks to.
 type installation struct {
-	emu         *scalewaytest.Server
-	pns         map[string]scalewaytest.PrivateNetwork
+	emu         *emulator.Server
+	pns         map[string]emulator.PrivateNetwork
 	values      string
 	uninstalled bool
 }
@@ -93,7 +93,7 @@ scaleway:
   secretKey: %s
   projectID: %s
   apiURL: %s
-`, digest, in.pns["nodes"].ID, strings.NewReplacer("{{dc}}", in.pns["dc"].ID, "{{dc2}}", in.pns["dc2"].ID).Replace(strings.TrimRight(pools, "\n")), testenv.AccessKey, testenv.SecretKey, scalewaytest.DefaultProjectID, url), 0o600); err != nil {
+`, digest, in.pns["nodes"].ID, strings.NewReplacer("{{dc}}", in.pns["dc"].ID, "{{dc2}}", in.pns["dc2"].ID).Replace(strings.TrimRight(pools, "\n")), testenv.AccessKey, testenv.SecretKey, emulator.DefaultProjectID, url), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"install", release, chart, "--namespace", namespace, "--create-namespace",
@@ -113,9 +113,9 @@ scaleway:
 // newEmulator is Scaleway as the suite's node meets it: at Scaleway's own
 // pace, a Load Balancer ready 3 s after its creation and each change to it
 // settling in 2 s (the other suites keep 0, faster than the real API).
-func newEmulator() *scalewaytest.Server {
-	return scalewaytest.New(scalewaytest.Options{SecretKey: testenv.SecretKey,
-		LBCreateDelay: scalewaytest.ScalewayLBCreateDelay, LBSettleDelay: scalewaytest.ScalewayLBSettleDelay})
+func newEmulator() *emulator.Server {
+	return emulator.New(emulator.Options{SecretKey: testenv.SecretKey,
+		LBCreateDelay: emulator.ScalewayLBCreateDelay, LBSettleDelay: emulator.ScalewayLBSettleDelay})
 }
 
 // chartDir is the chart the suite installs: the repository's, or

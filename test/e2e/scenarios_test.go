@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 const metricsPort = "8443"
@@ -295,7 +295,7 @@ func TestUninstall(t *testing.T) {
 			slices.Contains(got.Finalizers, ccm.FinalizerLoadBalancerCleanup)
 	})
 	settled(t, optedIn)
-	in.emu.FailNext(scalewaytest.OpDeleteLB, 1_000_000, scalewaytest.Fault{Status: http.StatusServiceUnavailable})
+	in.emu.FailNext(emulator.OpDeleteLB, 1_000_000, emulator.Fault{Status: http.StatusServiceUnavailable})
 	if err := cluster.kube.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestUninstall(t *testing.T) {
 	}
 	// Scaleway answers again; a change of the Service has the CCM retry at
 	// once rather than after its backoff.
-	in.emu.FailNext(scalewaytest.OpDeleteLB, 0, scalewaytest.Fault{})
+	in.emu.FailNext(emulator.OpDeleteLB, 0, emulator.Fault{})
 	held.Labels = map[string]string{"retry": "now"}
 	if err := cluster.kube.Update(ctx, held); err != nil {
 		t.Fatalf("updating the held Service after the uninstall: %v", err)

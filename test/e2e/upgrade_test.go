@@ -15,8 +15,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -176,7 +176,7 @@ func deleteService(t *testing.T, name string) {
 
 // orphanedSince waits for the sweeper to retain IP id after after, and
 // returns its orphaned-since.
-func orphanedSince(t *testing.T, emu *scalewaytest.Server, id string, after time.Time) time.Time {
+func orphanedSince(t *testing.T, emu *emulator.Server, id string, after time.Time) time.Time {
 	t.Helper()
 	var since time.Time
 	eventually(t, time.Minute, id+" retained", func() bool {
@@ -195,7 +195,7 @@ func orphanedSince(t *testing.T, emu *scalewaytest.Server, id string, after time
 // holds on every reservation of the cluster (the namespace tag) and on the
 // retained one (release-at and release-for, for the orphaned-since since),
 // and returns its release-at.
-func backFilled(t *testing.T, emu *scalewaytest.Server, id string, since time.Time) time.Time {
+func backFilled(t *testing.T, emu *emulator.Server, id string, since time.Time) time.Time {
 	t.Helper()
 	var at time.Time
 	eventually(t, time.Minute, "this version's tags on every reservation", func() bool {
@@ -222,7 +222,7 @@ func backFilled(t *testing.T, emu *scalewaytest.Server, id string, since time.Ti
 // checkKept fails the test when a Service changed what it holds or an IP
 // it holds changed address, or when anything it holds, or the retained
 // reservation, was released (the emulator's audit).
-func checkKept(t *testing.T, step string, emu *scalewaytest.Server, kept map[string]held, retained string) {
+func checkKept(t *testing.T, step string, emu *emulator.Server, kept map[string]held, retained string) {
 	t.Helper()
 	ids := map[string]bool{retained: true}
 	for name, want := range kept {
@@ -243,7 +243,7 @@ func checkKept(t *testing.T, step string, emu *scalewaytest.Server, kept map[str
 	}
 	released := map[string]int{}
 	for _, ev := range emu.Audit() {
-		if ev.Kind == scalewaytest.AuditRelease {
+		if ev.Kind == emulator.AuditRelease {
 			released[ev.IPID]++
 		}
 	}
@@ -255,7 +255,7 @@ func checkKept(t *testing.T, step string, emu *scalewaytest.Server, kept map[str
 }
 
 // uidBackFilled waits for the sweeper to write Service name's uid on IP id.
-func uidBackFilled(t *testing.T, emu *scalewaytest.Server, id, name string) {
+func uidBackFilled(t *testing.T, emu *emulator.Server, id, name string) {
 	t.Helper()
 	svc := &corev1.Service{}
 	if err := cluster.kube.Get(context.Background(), client.ObjectKey{Namespace: optedIn, Name: name}, svc); err != nil {

@@ -1,7 +1,7 @@
 // Package gateway runs Envoy Gateway's real controller (bin/envoy-gateway,
 // built from the module proxy by make tools) out of cluster against a real
 // kube-apiserver and etcd with the webhook replicas, the Scaleway CCM and
-// the Scaleway emulator of internal/testenv, and checks that a Gateway
+// the Scaleway emulator of test/testenv, and checks that a Gateway
 // asking for a pool in spec.infrastructure.annotations gets its address:
 // in both deploy modes (the Service in the controller's namespace, judged
 // by the Gateway's namespace through the pool file's gatewayControllers;
@@ -17,6 +17,6 @@
 // from the test's temporary directory, so nothing is written on the host.
 // Needs root (unshare, mount, chroot).
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package gateway

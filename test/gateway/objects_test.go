@@ -18,8 +18,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -216,7 +216,7 @@ func (w *world) kept(t *testing.T, step string, st *state) {
 // Balancer lb since its request from.
 func (w *world) madeFrontend(lb string, from int) bool {
 	for _, r := range w.Emu.Requests()[from:] {
-		if r.Op == scalewaytest.OpCreateFrontend && r.Status == http.StatusOK && strings.Contains(r.Path, "/lbs/"+lb+"/") {
+		if r.Op == emulator.OpCreateFrontend && r.Status == http.StatusOK && strings.Contains(r.Path, "/lbs/"+lb+"/") {
 			return true
 		}
 	}
@@ -254,7 +254,7 @@ func (w *world) networkOf(ip ipamapi.IP) string {
 		return ""
 	}
 	for _, pn := range w.PNs {
-		if slices.ContainsFunc(pn.Subnets, func(sn scalewaytest.Subnet) bool { return sn.ID == *ip.Source.SubnetID }) {
+		if slices.ContainsFunc(pn.Subnets, func(sn emulator.Subnet) bool { return sn.ID == *ip.Source.SubnetID }) {
 			return pn.ID
 		}
 	}

@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 func TestPoolAnnotationReservesAnIP(t *testing.T) {
@@ -126,7 +126,7 @@ func TestServerSideDryRunBooksNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range s.Emu.Audit()[audit:] {
-			if e.Kind == scalewaytest.AuditBook {
+			if e.Kind == emulator.AuditBook {
 				t.Fatalf("dry run booked %s (%s)", e.IPID, e.Address)
 			}
 		}
@@ -344,7 +344,7 @@ func TestNamespaceLabelledAfterTheLoadBalancer(t *testing.T) {
 		// meanwhile: a write for this one books or names it.
 		tag := ipam.ServiceTag(types.NamespacedName{Namespace: "late", Name: "legacy"})
 		for _, e := range s.Emu.Audit()[audit:] {
-			if e.LBID == "" && (e.Kind == scalewaytest.AuditBook || slices.Contains(e.Tags, tag)) {
+			if e.LBID == "" && (e.Kind == emulator.AuditBook || slices.Contains(e.Tags, tag)) {
 				t.Fatalf("IPAM write %s of %s %s for a Service that keeps its DHCP address", e.Kind, e.IPID, e.Address)
 			}
 		}

@@ -15,13 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // convergenceGrace is the webhook's --convergence-grace in the suite: a
@@ -150,7 +150,7 @@ func poolService(t, keep *testing.T, name string) (*corev1.Service, string) {
 // likely cause, from the listing each cycle already makes. Each case is a
 // Service of its own, kept to the end: a converged one; an IP released out
 // of band; a previous Load Balancer that never finishes deleting; a CCM
-// older than v0.36.0 (internal/oldccm, a fake of v0.35 ignoring private-ip-ids). With all four
+// older than v0.36.0 (test/oldccm, a fake of v0.35 ignoring private-ip-ids). With all four
 // in place the cycle still makes only its listing and the ledger's writes;
 // the old CCM's Service converges once the CCM is upgraded.
 func TestConvergenceMonitor(t *testing.T) {
@@ -384,15 +384,15 @@ func cycleCalls(t *testing.T) {
 			}
 		}
 		pages := (n + scaleway.DefaultPageSize - 1) / scaleway.DefaultPageSize
-		listings, writes, index := 0, map[scalewaytest.Op]int{}, 0
+		listings, writes, index := 0, map[emulator.Op]int{}, 0
 		for _, req := range reqs {
 			query, _ := url.QueryUnescape(req.Path)
 			switch {
-			case req.Op == scalewaytest.OpListIPs && strings.Contains(query, "tags="+clusterTag) && !strings.Contains(query, "private_network_id="):
+			case req.Op == emulator.OpListIPs && strings.Contains(query, "tags="+clusterTag) && !strings.Contains(query, "private_network_id="):
 				listings++
-			case req.Op == scalewaytest.OpListIPs && strings.Contains(query, "private_network_id=") && !strings.Contains(query, "tags="):
+			case req.Op == emulator.OpListIPs && strings.Contains(query, "private_network_id=") && !strings.Contains(query, "tags="):
 				index++
-			case req.Op == scalewaytest.OpUpdateIP || req.Op == scalewaytest.OpReleaseIP:
+			case req.Op == emulator.OpUpdateIP || req.Op == emulator.OpReleaseIP:
 				writes[req.Op]++
 			default:
 				t.Fatalf("a cycle made %s %s, which is neither its listing nor a ledger write", req.Method, query)

@@ -3,6 +3,6 @@
 // through the same wiring as the binary, the apiserver calls the webhook over
 // TLS, and Scaleway is the project's emulator behind the real SDK.
 //
-// A suite: only its tests import, and only internal/testenv and the layers
+// A suite: only its tests import, and only test/testenv and the layers
 // below.
 package integration

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // Retention and grace are seconds here so the sweeper's work fits a test:
@@ -70,7 +70,7 @@ pools:
 }
 
 // record keeps one scenario's line for the summary printed at the end.
-func (s *suite) record(t *testing.T, calls map[scalewaytest.Op]int) {
+func (s *suite) record(t *testing.T, calls map[emulator.Op]int) {
 	ops := make([]string, 0, len(calls))
 	total := 0
 	for op, n := range calls {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -123,7 +123,7 @@ func TestRetentionKeepsThenReleases(t *testing.T) {
 			return !ok
 		})
 		// Judged on the clocks that decide: the tag's and the release's.
-		i := slices.IndexFunc(s.Emu.Audit(), func(ev scalewaytest.AuditEvent) bool { return ev.Kind == scalewaytest.AuditRelease && ev.IPID == id })
+		i := slices.IndexFunc(s.Emu.Audit(), func(ev emulator.AuditEvent) bool { return ev.Kind == emulator.AuditRelease && ev.IPID == id })
 		if i < 0 {
 			t.Fatalf("no release of %s in the audit log", id)
 		}

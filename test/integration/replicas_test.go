@@ -14,15 +14,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/internal/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway/scalewaytest"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
 // TestBringYourOwnAcrossReplicas: two allocators that share
@@ -92,11 +92,11 @@ func replica(t *testing.T, withClaims bool) *allocator.Allocator {
 	if !toolscache.WaitForCacheSync(ctx.Done(), services.HasSynced) {
 		t.Fatal("cache not synced")
 	}
-	o := allocator.Options{Cloud: cloud, Config: cfg, References: services.Records()}
+	o := allocator.Options{Cloud: cloud, Config: cfg, References: services.Records(), Claims: allocator.NoClaims{}}
 	if withClaims {
 		o.Claims = &claims.Leases{Client: c, Reader: c, Namespace: "default", Fresh: 2 * webhookTimeout, Clock: clock.RealClock{}}
 	}
-	return allocator.New(o)
+	return fixtures.Must(allocator.New(o))
 }
 
 // race validates each ID for Service web/a-<i> on one replica and web/b-<i>
@@ -211,7 +211,7 @@ func TestRecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 			}
 			// The sweeper (every second, on either replica) lists and reads
 			// too: only "no booking, a re-read" is the admission's own.
-			if calls[scalewaytest.OpBookIP] != 0 || calls[scalewaytest.OpGetIP] == 0 {
+			if calls[emulator.OpBookIP] != 0 || calls[emulator.OpGetIP] == 0 {
 				t.Fatalf("the re-create's calls: %v, want a re-read and no booking", calls)
 			}
 			return

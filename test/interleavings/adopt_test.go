@@ -49,8 +49,8 @@ func (w *world) adopter(cloud scaleway.Cloud, g ...green) *allocator.Allocator {
 	}
 	cfg := w.Config(w.T, fixtures.GreenPoolFile(w.Cfg.ClusterName, inst.retention))
 	// Green's Services: none yet.
-	return allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.Clock,
-		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}})
+	return fixtures.Must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, Clock: w.Clock,
+		Retention: ipam.Retention{PendingGrace: inst.grace, Margin: inst.margin}, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 }
 
 // TestAdoptionAndTheOtherClustersReleaseEveryInterleaving drives cluster

@@ -53,9 +53,9 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 				w.Clock.Step(time.Hour)
 				p, _ := w.Cfg.Pool("tiny")
 				alloc := func(s *schedule, party string) *allocator.Allocator {
-					return allocator.New(allocator.Options{Cloud: bookingCloud{gatedCloud{Cloud: w.Cloud, party: party, s: s}}, Config: w.Cfg,
+					return fixtures.Must(allocator.New(allocator.Options{Cloud: bookingCloud{gatedCloud{Cloud: w.Cloud, party: party, s: s}}, Config: w.Cfg,
 						References: fixtures.Records(w.Kube), Clock: w.Clock,
-						Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
+						Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}, Claims: allocator.NoClaims{}}))
 				}
 
 				s1 := newSchedule(o1)

@@ -45,8 +45,8 @@ func TestRewriteAndTakeBackEveryInterleaving(t *testing.T) {
 				o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s}
 				o.Margin = margin
 			})
-			alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
-				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
+			alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+				References: fixtures.Records(w.Kube), Clock: w.Clock, Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}, Claims: allocator.NoClaims{}}))
 			rep, res, serr, aerr := race(s, sw, alloc, ipam.Request{Pool: p, Service: api})
 			if serr != nil || aerr != nil {
 				t.Fatalf("sweep: %v, admission: %v", serr, aerr)
@@ -123,9 +123,9 @@ func releaseProtocol(t *testing.T, read string) {
 
 				s := newSchedule(order)
 				sw := w.sweeper(func(o *sweeper.Options) { o.Cloud = gatedCloud{Cloud: w.Cloud, party: "sweeper", s: s} })
-				alloc := allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
+				alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: gatedCloud{Cloud: w.Cloud, party: "admission", s: s}, Config: w.Cfg,
 					References: fixtures.Records(w.Kube), Clock: w.Clock,
-					Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}})
+					Retention: ipam.Retention{PendingGrace: sweeper.DefaultPendingGrace, Margin: margin}, Claims: allocator.NoClaims{}}))
 				if read == "GetIP" {
 					// The index lists the pools (not a scheduled step) and
 					// holds the retained IP.
@@ -186,7 +186,7 @@ func TestReleaseSkippedWhenTagsChanged(t *testing.T) {
 	w.sweep(w.sweeper())
 	skewed := clocktesting.NewFakeClock(w.Clock.Now())
 	w.Clock.Step(2 * time.Hour)
-	alloc := allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: skewed})
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: skewed, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	s := w.sweeper(func(o *sweeper.Options) {
 		o.Cloud = racingCloud{Cloud: w.Cloud, before: func(string) {
 			p, _ := w.Cfg.Pool("general")

@@ -37,7 +37,7 @@ func (w *world) sweeper(mod ...func(*sweeper.Options)) *sweeper.Sweeper {
 // book reserves an IP as an admission would, ungated.
 func (w *world) book(pool, ns, name string) *ipam.Reservation {
 	w.T.Helper()
-	return w.Book(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock}), pool, ns, name)
+	return w.Book(fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})), pool, ns, name)
 }
 
 // sweep runs one cycle and checks invariant 2: every IP a live Service
