@@ -263,7 +263,7 @@ func truncate(s string) string {
 	return s
 }
 
-// InScope: a LoadBalancer Service the CCM serves. One with
+// InScope reports whether svc is a LoadBalancer Service the CCM serves. One with
 // spec.loadBalancerClass belongs to another load-balancer controller
 // (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
 func InScope(svc *corev1.Service) bool {

@@ -13,7 +13,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
-// InventoryOptions configures NewInventory.
+// Options configures New.
 type Options struct {
 	Cloud  scaleway.Cloud
 	Config *ipam.Config // validated and resolved

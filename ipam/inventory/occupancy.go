@@ -196,7 +196,7 @@ func (sub *Subnets) existing(p *ipam.Pool) *occupancy {
 	return sub.occ[p.SubnetID()]
 }
 
-// record notes a booking or take-back of ours in the subnet's view and
+// Record notes a booking or take-back of ours in the subnet's view and
 // index, if there is one.
 func (sub *Subnets) Record(p *ipam.Pool, ip *scaleway.IP) {
 	o := sub.existing(p)
@@ -264,7 +264,7 @@ func (sub *Subnets) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr 
 	}, nil
 }
 
-// candidates are the IDs to re-read for req, in order of preference: the
+// Candidates are the IDs to re-read for req, in order of preference: the
 // index's reservations of the Service in the pool, then the IDs the
 // Service references (an UPDATE), then IDs the Service cache showed on a
 // Service of that name that no listing has seen yet. known are all the

@@ -80,14 +80,14 @@ func (v *Inventory) Hinted(svc types.NamespacedName) []string {
 	return slices.Sorted(maps.Keys(v.hints[svc]))
 }
 
-// shownOn returns when the Service cache last showed each ID on svc.
+// ShownOn returns when the Service cache last showed each ID on svc.
 func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
 	v.subnets.mu.Lock()
 	defer v.subnets.mu.Unlock()
 	return maps.Clone(v.shown[svc])
 }
 
-// learn records what a re-read sent at readAt showed: the index entry of
+// Learn records what a re-read sent at readAt showed: the index entry of
 // one of this cluster's reservations, and the hint answered. It is dated
 // from the read, not its answer: a listing that started in between saw
 // newer tags.
@@ -108,7 +108,7 @@ func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 	}
 }
 
-// forget drops an IP that is gone (released here or found missing) from
+// Forget drops an IP that is gone (released here or found missing) from
 // every view, index and hint.
 func (v *Inventory) Forget(id string, addr netip.Addr) {
 	v.subnets.mu.Lock()

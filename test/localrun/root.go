@@ -5,9 +5,9 @@ import (
 	"os"
 )
 
-// RequireRootEnv, set to 1, makes a missing root an error instead of a
-// skip: CI sets it, where root is at hand and a skipped suite would be a
-// check that silently did not run.
+// RequireRootEnv names the variable that, set to 1, makes a missing root
+// an error instead of a skip: CI sets it, where root is at hand and a
+// skipped suite would be a check that silently did not run.
 const RequireRootEnv = "SCW_LB_IPAM_REQUIRE_ROOT"
 
 // Root reports whether a suite that needs root may run. Without root it
