@@ -6,6 +6,13 @@
 // reserved IPs (converge.go), and reports those that stay unapplied past a
 // grace.
 //
+// Sweep (sweep.go) reads the live Services and pages through the listing;
+// the cycle (cycle.go) carries out, for each listed IP, what the rules
+// decide of it (ipam.Retention.Judge for one no live Service references),
+// then releases what is due. The leader's loop is sweeper.go, its election
+// leader.go; the convergence monitor converge.go and its Events note.go;
+// the back-fill of a new Service's ledger backfill.go.
+//
 // It owns the release half of the ledger and its own leader election (a
 // lost lease costs some cycles, never the webhook), and is set up in a
 // manager by SetupWithManager. It reads what a Service asks for from
