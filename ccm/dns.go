@@ -2,7 +2,6 @@ package ccm
 
 import (
 	"slices"
-	"strings"
 )
 
 // PublishesReserved reports whether a Service with annotations ann has
@@ -35,15 +34,10 @@ var ExternalDNSPrefixes = []string{ExternalDNSPrefix, ExternalDNSPrefixLegacy}
 // when it names the addresses it recorded.
 func SameAddresses(a, b string) bool { return slices.Equal(addressSet(a), addressSet(b)) }
 
-// addressSet is a comma-separated list of addresses, trimmed and sorted;
-// nil when it names none.
+// addressSet is a comma-separated list of addresses, sorted; nil when it
+// names none.
 func addressSet(v string) []string {
-	var out []string
-	for _, a := range strings.Split(v, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
+	out := Items(v)
 	slices.Sort(out)
 	return out
 }

@@ -71,10 +71,9 @@ type Record struct {
 }
 
 const (
-	flagLoadBalancer uint8 = 1 << iota // spec.type LoadBalancer
-	flagClass                          // spec.loadBalancerClass set: another controller's
-	flagDeleting                       // deletionTimestamp set
-	flagDNSReserved                    // external-dns publishes the reserved addresses (PublishesReserved)
+	flagServed      uint8 = 1 << iota // the CCM serves it (Served)
+	flagDeleting                      // deletionTimestamp set
+	flagDNSReserved                   // external-dns publishes the reserved addresses (PublishesReserved)
 )
 
 // RecordService is the Service informer's transform (a client-go
@@ -96,11 +95,8 @@ func NewRecord(svc *corev1.Service) *Record {
 	if c := svc.CreationTimestamp.Unix(); c > 0 {
 		r.Created = uint32(c)
 	}
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		r.flags |= flagLoadBalancer
-	}
-	if svc.Spec.LoadBalancerClass != nil {
-		r.flags |= flagClass
+	if Served(svc) {
+		r.flags |= flagServed
 	}
 	if svc.DeletionTimestamp != nil {
 		r.flags |= flagDeleting
@@ -227,11 +223,8 @@ func (r *Record) Key() types.NamespacedName {
 	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 }
 
-// Served reports whether the CCM serves the Service: a LoadBalancer without
-// spec.loadBalancerClass (another controller's, which the CCM ignores).
-func (r *Record) Served() bool {
-	return r.flags&flagLoadBalancer != 0 && r.flags&flagClass == 0
-}
+// Served is ccm.Served of the Service.
+func (r *Record) Served() bool { return r.flags&flagServed != 0 }
 
 // DNSReserved reports whether external-dns publishes the Service's name at
 // its reserved addresses (PublishesReserved).
@@ -247,7 +240,7 @@ func (r *Record) Live() bool { return r.Served() && !r.Deleting() }
 func (r *Record) CreatedAt() time.Time { return time.Unix(int64(r.Created), 0) }
 
 // ReferencedIDs is ccm.ReferencedIDs of the Service.
-func (r *Record) ReferencedIDs() []string { return splitIDs(r.Annotation(AnnotationPrivateIPIDs)) }
+func (r *Record) ReferencedIDs() []string { return Items(r.Annotation(AnnotationPrivateIPIDs)) }
 
 // LiveIDs are the IDs of a live Service, none otherwise: what the index by
 // referenced IDs holds.

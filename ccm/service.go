@@ -8,27 +8,32 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
-// Live reports whether a Service holds its IPs: a LoadBalancer the CCM
-// serves (no spec.loadBalancerClass: another controller's, which the CCM
-// ignores) and not being deleted.
-func Live(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && svc.DeletionTimestamp == nil
+// Served reports whether the CCM serves the Service: a LoadBalancer without
+// spec.loadBalancerClass (another load-balancer controller's, such as
+// MetalLB, Cilium or kube-vip, which the CCM ignores, and so does a
+// reservation). The webhook, the sweeper and the Record all ask it here.
+func Served(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }
+
+// Live reports whether a Service holds its IPs: served by the CCM and not
+// being deleted.
+func Live(svc *corev1.Service) bool { return Served(svc) && svc.DeletionTimestamp == nil }
 
 // ReferencedIDs are the IPAM IDs a Service hands to the CCM.
 func ReferencedIDs(svc *corev1.Service) []string {
-	return splitIDs(svc.Annotations[AnnotationPrivateIPIDs])
+	return Items(svc.Annotations[AnnotationPrivateIPIDs])
 }
 
-// splitIDs are the IDs of a private-ip-ids value.
-func splitIDs(v string) []string {
-	if v == "" {
-		return nil
-	}
+// Items are the items of a comma list an admission or the CCM wrote on a
+// Service: each trimmed, empty ones dropped; nil when it has none. It is
+// the one reading of such lists. What a user writes is checked stricter,
+// by package request: the CCM splits its own lists on commas only.
+func Items(v string) []string {
 	var out []string
-	for _, id := range strings.Split(v, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			out = append(out, id)
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -73,43 +74,11 @@ func (r Ask) Empty() bool {
 // addresses an earlier admission wrote). The written annotations do not
 // count.
 func (r Ask) Same(o Ask, current []netip.Addr) bool {
-	if !SameSet(r.Pools, o.Pools) || !SameSet(r.IDs, o.IDs) {
+	if !sets.New(r.Pools...).Equal(sets.New(o.Pools...)) || !sets.New(r.IDs...).Equal(sets.New(o.IDs...)) {
 		return false
 	}
-	for _, a := range symmetricDifference(r.Addresses, o.Addresses) {
-		if !slices.Contains(current, a) {
-			return false
-		}
-	}
-	return true
-}
-
-// SameSet compares two lists that list parsing keeps free of duplicates.
-func SameSet[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
-}
-
-func symmetricDifference[T comparable](a, b []T) []T {
-	var out []T
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	for _, x := range b {
-		if !slices.Contains(a, x) {
-			out = append(out, x)
-		}
-	}
-	return out
+	changed := sets.New(r.Addresses...).SymmetricDifference(sets.New(o.Addresses...))
+	return sets.New(current...).IsSuperset(changed)
 }
 
 // canonicalUUID reports the form the CCM and the Scaleway API take as it
@@ -158,8 +127,8 @@ func Parse(ann map[string]string) (Ask, error) {
 	var err error
 	// First: an UPDATE compares with these even when the old object's
 	// other annotations no longer parse.
-	for _, s := range strings.Split(ann[AnnotationAddresses], ",") {
-		if a, perr := netip.ParseAddr(strings.TrimSpace(s)); perr == nil {
+	for _, s := range ccm.Items(ann[AnnotationAddresses]) {
+		if a, perr := netip.ParseAddr(s); perr == nil {
 			r.Recorded = append(r.Recorded, a)
 		}
 	}
@@ -261,13 +230,6 @@ func truncate(s string) string {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-// InScope reports whether svc is a LoadBalancer Service the CCM serves. One with
-// spec.loadBalancerClass belongs to another load-balancer controller
-// (MetalLB, Cilium, kube-vip): the CCM ignores it, so would a reservation.
-func InScope(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
 }
 
 // OptedIn reads a namespace's opt-in label (LabelEnabled) through r; a nil

@@ -123,7 +123,7 @@ func CheckReserved(cfg *ipam.Config, ask Ask, p *Plan, rs []*ipam.Reservation) e
 			return fmt.Errorf("IPAM IDs %s and %s are both on Private Network %s, and a Load Balancer takes one IP per Private Network; keep one", rs[i].ID, rs[j].ID, pns[j])
 		}
 	}
-	return CheckNetworkLimit(PNList(ask.PNIDs, cfg.ClusterPrivateNetworkID, pns), PNOrigin(ask.PNIDs)+", then those of the reserved IPs")
+	return CheckNetworkLimit(PNList(ask.PNIDs, []string{cfg.ClusterPrivateNetworkID}, pns), PNOrigin(ask.PNIDs)+", then those of the reserved IPs")
 }
 
 // CheckNetworkLimit refuses a pn-ids of more networks than a Load Balancer
@@ -146,19 +146,21 @@ func PNOrigin(user []string) string {
 	return "the nodes' network"
 }
 
-// UnionPNs is the pn-ids annotation: what the user set, or the cluster's
-// Private Network, then every reservation's network, without duplicates.
-// The CCM detaches the LB from networks it is not told about.
+// UnionPNs is the pn-ids annotation a CREATE writes: what the user set, or
+// the cluster's Private Network, then every reservation's network, without
+// duplicates. The CCM detaches the LB from networks it is not told about.
 func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
-	return strings.Join(PNList(user, clusterPN, ReservationPNs(rs)), ",")
+	return strings.Join(PNList(user, []string{clusterPN}, ReservationPNs(rs)), ",")
 }
 
-// PNList is UnionPNs over network IDs: user's items (or clusterPN), then
-// each of added that no item names yet.
-func PNList(user []string, clusterPN string, added []string) []string {
+// PNList is pn-ids, for a CREATE and an UPDATE alike: user's items, or
+// fallback where the user set none (a CREATE's is the nodes' network, an
+// UPDATE's what an earlier admission wrote), then each of added that no
+// item names yet.
+func PNList(user, fallback, added []string) []string {
 	out := slices.Clone(user)
 	if len(out) == 0 {
-		out = []string{clusterPN}
+		out = slices.Clone(fallback)
 	}
 	for _, id := range added {
 		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
@@ -246,8 +248,8 @@ func (w *Writes) apply(t TargetEdit) {
 // and which address is the reserved one; written are the annotations the
 // admission writes.
 func DHCPNote(clusterPN string, written map[string]string) string {
-	pns := strings.Split(written[ccm.AnnotationPNIDs], ",")
-	ids := strings.Split(written[ccm.AnnotationPrivateIPIDs], ",")
+	pns := ccm.Items(written[ccm.AnnotationPNIDs])
+	ids := ccm.Items(written[ccm.AnnotationPrivateIPIDs])
 	if !slices.ContainsFunc(pns, func(id string) bool { return PrivateNetworkID(id) == clusterPN }) || len(pns) <= len(ids) {
 		return ""
 	}
@@ -284,8 +286,8 @@ func ProxyProtocolGap(svc *corev1.Service) (annotation, value string, missing []
 			continue
 		}
 		covered := map[int32]bool{}
-		for _, p := range strings.Split(v, ",") {
-			if n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err == nil {
+		for _, p := range ccm.Items(v) {
+			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
 				covered[int32(n)] = true
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Requests in other implementations' words (ccm.OtherRequestAnnotations
@@ -202,7 +203,7 @@ func (f *foreign) add(key, v string) error {
 	if pools {
 		have, from = &f.pools, &f.poolFrom
 	}
-	if *from != "" && !SameSet(*have, items) {
+	if *from != "" && !sets.New(*have...).Equal(sets.New(items...)) {
 		return &AnnotationError{key, v, fmt.Sprintf("asks for %s, but %s asks for %s; they disagree, keep one", strings.Join(items, ","), *from, strings.Join(*have, ",")), nil}
 	}
 	if *from == "" {

@@ -218,7 +218,7 @@ func (p *Plan) CheckNetworks(cfg *ipam.Config, r Ask) error {
 	if len(p.Reserve) > 0 {
 		from += ", then those of pools " + PoolList(p.Reserve)
 	}
-	return CheckNetworkLimit(PNList(r.PNIDs, cfg.ClusterPrivateNetworkID, p.PoolPNs()), from)
+	return CheckNetworkLimit(PNList(r.PNIDs, []string{cfg.ClusterPrivateNetworkID}, p.PoolPNs()), from)
 }
 
 // check holds the CCM's contract on the pools of a plan: one IP per Private

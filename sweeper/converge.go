@@ -3,7 +3,6 @@ package sweeper
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -268,7 +267,7 @@ func (s *Sweeper) restore(ctx context.Context) {
 			continue
 		}
 		st := &notConverged{since: map[string]time.Time{}, reads: map[string]goneRead{}, reported: cause}
-		for _, k := range strings.Split(cause, ",") {
+		for _, k := range ccm.Items(cause) {
 			st.since[k] = since
 		}
 		s.notConverged[uid] = st

@@ -68,16 +68,8 @@ type Target struct {
 // TargetOf reads a Service's Target from its Record.
 func TargetOf(svc *ccm.Record) Target {
 	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: ccm.StatusListsPrivateIPs(svc.Annotation), DNS: svc.DNSReserved()}
-	if v := svc.Annotation(request.AnnotationAddresses); v != "" {
-		for _, a := range strings.Split(v, ",") {
-			t.Addresses = append(t.Addresses, strings.TrimSpace(a))
-		}
-	}
-	for _, id := range strings.Split(svc.Annotation(request.AnnotationIPAMIDs), ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			t.BringYourOwn = append(t.BringYourOwn, id)
-		}
-	}
+	t.Addresses = ccm.Items(svc.Annotation(request.AnnotationAddresses))
+	t.BringYourOwn = ccm.Items(svc.Annotation(request.AnnotationIPAMIDs))
 	if t.StatusListsPrivateIPs {
 		for _, in := range svc.Ingress {
 			if a, err := netip.ParseAddr(in); err == nil {

@@ -191,7 +191,7 @@ func (m *ServiceMutator) filter(ctx context.Context, req admission.Request) (svc
 		}
 		return nil, nil, errored(fmt.Errorf("decoding the Service: %w", err)), false
 	}
-	if !request.InScope(svc) || slices.Contains(m.Excluded, req.Namespace) {
+	if !ccm.Served(svc) || slices.Contains(m.Excluded, req.Namespace) {
 		return svc, nil, decision{result: resultSkipped}, false
 	}
 	if req.Operation == admissionv1.Update {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -83,7 +84,7 @@ func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ru
 		}
 		return allocate(verdictKeepDHCP, ask)
 	}
-	sameIDs := !hasIDs || request.SameSet(ask.RawIDs, prev.RawIDs)
+	sameIDs := !hasIDs || sets.New(ask.RawIDs...).Equal(sets.New(prev.RawIDs...))
 	if ask.Same(prev, prev.Recorded) && sameIDs {
 		if oldIDs == "" {
 			// Nothing was reserved before (say the pool file had no default
@@ -100,7 +101,7 @@ func updateRules(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask) ru
 		}
 		kept, dropped := keptAnnotations(cfg, old, svc, ask, prev.Recorded)
 		if v, ok := kept[ccm.AnnotationPNIDs]; ok {
-			if err := request.CheckNetworkLimit(splitList(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
+			if err := request.CheckNetworkLimit(ccm.Items(v), request.PNOrigin(ask.PNIDs)+", then those of the reserved IPs"); err != nil {
 				return ruling{verdict: verdictDeny, err: err}
 			}
 		}
@@ -141,11 +142,11 @@ func userPNs(cfg *ipam.Config, old *corev1.Service, pnIDs []string) []string {
 
 func describeChange(prev, ask request.Ask, oldIDs, newIDs string) string {
 	switch {
-	case !request.SameSet(prev.Pools, ask.Pools):
+	case !sets.New(prev.Pools...).Equal(sets.New(ask.Pools...)):
 		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationPool, strings.Join(prev.Pools, ","), strings.Join(ask.Pools, ","))
-	case !request.SameSet(prev.Addresses, ask.Addresses):
+	case !sets.New(prev.Addresses...).Equal(sets.New(ask.Addresses...)):
 		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationAddress, request.JoinAddrs(prev.Addresses), request.JoinAddrs(ask.Addresses))
-	case !request.SameSet(prev.IDs, ask.IDs):
+	case !sets.New(prev.IDs...).Equal(sets.New(ask.IDs...)):
 		return fmt.Sprintf("changing annotation %s from %q to %q", request.AnnotationIPAMIDs, strings.Join(prev.IDs, ","), strings.Join(ask.IDs, ","))
 	}
 	return fmt.Sprintf("changing annotation %s from %q to %q", ccm.AnnotationPrivateIPIDs, oldIDs, newIDs)
@@ -166,15 +167,7 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask
 			kept[k] = v
 		}
 	}
-	pns := ask.PNIDs
-	if len(pns) == 0 {
-		pns = splitList(old.Annotations[ccm.AnnotationPNIDs])
-	}
-	for _, pn := range reservedPNs(cfg, old, recorded) {
-		if !slices.Contains(pns, pn) {
-			pns = append(pns, pn)
-		}
-	}
+	pns := request.PNList(ask.PNIDs, ccm.Items(old.Annotations[ccm.AnnotationPNIDs]), reservedPNs(cfg, old, recorded))
 	if v := strings.Join(pns, ","); v != "" && svc.Annotations[ccm.AnnotationPNIDs] != v {
 		kept[ccm.AnnotationPNIDs] = v
 	}
@@ -200,7 +193,7 @@ func keptAnnotations(cfg *ipam.Config, old, svc *corev1.Service, ask request.Ask
 // of old's pn-ids is kept: dropping the wrong one would detach a reserved
 // IP.
 func reservedPNs(cfg *ipam.Config, old *corev1.Service, recorded []netip.Addr) []string {
-	items := splitList(old.Annotations[ccm.AnnotationPNIDs])
+	items := ccm.Items(old.Annotations[ccm.AnnotationPNIDs])
 	var out []string
 	for _, a := range recorded {
 		var candidates []string
@@ -217,17 +210,6 @@ func reservedPNs(cfg *ipam.Config, old *corev1.Service, recorded []netip.Addr) [
 		}
 		if !slices.Contains(out, candidates[0]) {
 			out = append(out, candidates[0])
-		}
-	}
-	return out
-}
-
-// splitList splits a comma list written by an earlier admission.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
 		}
 	}
 	return out
