@@ -84,11 +84,11 @@ func withoutCCMFields(s *corev1.Service) *corev1.Service {
 // getLoadBalancerID also reads "<region>/<id>"); a bare ID is read as is.
 // Empty while the CCM has not made the Load Balancer.
 func LoadBalancerID(svc *corev1.Service) string {
-	return loadBalancerID(svc.Annotations[AnnotationLoadBalancerID])
+	return ParseLoadBalancerID(svc.Annotations[AnnotationLoadBalancerID])
 }
 
-// loadBalancerID is the ID in a value of AnnotationLoadBalancerID.
-func loadBalancerID(v string) string {
+// ParseLoadBalancerID is the ID in a value of AnnotationLoadBalancerID.
+func ParseLoadBalancerID(v string) string {
 	v = strings.TrimSpace(v)
 	if i := strings.LastIndexByte(v, '/'); i >= 0 {
 		v = v[i+1:]

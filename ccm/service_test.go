@@ -7,12 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 )
 
-// References is what the allocator asks; the assertion lives in the test so
-// that the contract itself imports nothing of the project.
-var _ allocator.References = Records{}
 
 func lb(ann map[string]string) *corev1.Service {
 	return &corev1.Service{
@@ -26,15 +22,12 @@ func TestReferencedIDsOfLiveServices(t *testing.T) {
 	if got := ReferencedIDs(svc); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("ReferencedIDs = %q, want [a b]", got)
 	}
-	if got := NewRecord(svc).LiveIDs(); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("LiveIDs = %q", got)
-	}
 	deleting := svc.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{}
 	cluster := svc.DeepCopy()
 	cluster.Spec.Type = corev1.ServiceTypeClusterIP
 	for name, s := range map[string]*corev1.Service{"terminating": deleting, "ClusterIP": cluster} {
-		if Live(s) || NewRecord(s).LiveIDs() != nil {
+		if Live(s) {
 			t.Errorf("%s Service counted as live", name)
 		}
 	}

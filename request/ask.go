@@ -15,6 +15,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // The label and annotations of scw-lb-ipam on Services and namespaces: this
@@ -272,7 +273,7 @@ func GatewayOptedIn(ctx context.Context, ns string, readers ...client.Reader) (b
 // request for the report. The rules are the webhook's own: a Service it
 // would have reserved for is one the sweeper reports. svc is the Service's
 // Record, as the sweeper's cycle reads it.
-func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *ccm.Record) (bool, string, error) {
+func Unreserved(ctx context.Context, cfg *ipam.Config, namespaces client.Reader, excluded []string, svc *servicecache.Record) (bool, string, error) {
 	if !svc.Served() || slices.Contains(excluded, svc.Namespace) {
 		return false, "", nil
 	}

@@ -3,6 +3,7 @@ package request
 import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 // external-dns publishes every address of status.loadBalancer.ingress,
@@ -36,15 +37,15 @@ type TargetEdit struct {
 // and after a move it would keep naming an address given up, which another
 // Service may get.
 func DNSTarget(cfg *ipam.Config, ann map[string]string, recorded, addresses string) (TargetEdit, bool) {
-	for _, p := range ccm.ExternalDNSPrefixes {
+	for _, p := range neighbours.ExternalDNSPrefixes {
 		if _, asks := ann[p+"hostname"]; !asks {
 			continue
 		}
 		key := p + "target"
 		current, set := ann[key]
-		ours := set && recorded != "" && ccm.SameAddresses(current, recorded)
+		ours := set && recorded != "" && neighbours.SameAddresses(current, recorded)
 		listed := ccm.StatusListsPrivateIPs(ccm.Of(ann))
-		moved := !ccm.SameAddresses(recorded, addresses)
+		moved := !neighbours.SameAddresses(recorded, addresses)
 		switch {
 		case set && !ours:
 			return TargetEdit{}, false

@@ -10,16 +10,17 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-// Requests in other implementations' words (ccm.OtherRequestAnnotations
+// Requests in other implementations' words (neighbours.OtherRequestAnnotations
 // and spec.loadBalancerIP), read as this project's own: users moving to
 // Scaleway, and Gateway controllers that turn a Gateway's addresses into
 // spec.loadBalancerIP, ask that way.
 
 // poolWords are the annotations that name pools; the others list addresses.
-var poolWords = []string{ccm.AnnotationMetalLBPool, ccm.AnnotationMetalLBPoolLegacy, ccm.AnnotationCalicoPools}
+var poolWords = []string{neighbours.AnnotationMetalLBPool, neighbours.AnnotationMetalLBPoolLegacy, neighbours.AnnotationCalicoPools}
 
 // fieldLoadBalancerIP names spec.loadBalancerIP in warnings and denials.
 const fieldLoadBalancerIP = "spec.loadBalancerIP"
@@ -62,7 +63,7 @@ type foreign struct {
 func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP string) (Translation, error) {
 	t := Translation{Annotations: ann}
 	other := lbIP != ""
-	for _, key := range ccm.OtherRequestAnnotations {
+	for _, key := range neighbours.OtherRequestAnnotations {
 		if _, ok := ann[key]; ok {
 			other = true
 			break
@@ -78,7 +79,7 @@ func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP s
 		return ignored(cfg, ann, lbIP, own), nil
 	}
 	var f foreign
-	for _, key := range ccm.OtherRequestAnnotations {
+	for _, key := range neighbours.OtherRequestAnnotations {
 		if v, ok := ann[key]; ok {
 			if err := f.add(key, v); err != nil {
 				return t, err
@@ -115,7 +116,7 @@ func Translate(cfg *ipam.Config, namespace string, ann map[string]string, lbIP s
 func ignored(cfg *ipam.Config, ann map[string]string, lbIP, own string) Translation {
 	t := Translation{Annotations: ann}
 	var keys []string
-	for _, key := range ccm.OtherRequestAnnotations {
+	for _, key := range neighbours.OtherRequestAnnotations {
 		if _, ok := ann[key]; ok {
 			keys = append(keys, key)
 		}

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 // TestForeignPoolAfterRename: a Service admitted with MetalLB's pool word
@@ -18,7 +18,7 @@ func TestForeignPoolAfterRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ann := map[string]string{ccm.AnnotationMetalLBPool: "dc-renamed"}
+	ann := map[string]string{neighbours.AnnotationMetalLBPool: "dc-renamed"}
 	before, _, err := Read(cfg, "payments", ann, "")
 	if err != nil {
 		t.Fatalf("Read = %v, want the word read without looking the pool up", err)

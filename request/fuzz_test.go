@@ -6,6 +6,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 // FuzzParseRequest: any annotation values parse or are refused with the
@@ -64,7 +65,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add("", `["dc-link","pay"]`, "", "10.20.0.5", "")
 	f.Fuzz(func(t *testing.T, ips, pools, calico, lbIP, private string) {
 		ann := map[string]string{}
-		for k, v := range map[string]string{ccm.AnnotationMetalLBIPs: ips, ccm.AnnotationCalicoPools: pools, ccm.AnnotationCalicoIPs: calico, ccm.AnnotationPrivate: private} {
+		for k, v := range map[string]string{neighbours.AnnotationMetalLBIPs: ips, neighbours.AnnotationCalicoPools: pools, neighbours.AnnotationCalicoIPs: calico, ccm.AnnotationPrivate: private} {
 			if v != "" {
 				ann[k] = v
 			}

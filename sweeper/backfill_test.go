@@ -13,9 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 )
 
@@ -35,7 +35,7 @@ func (w *world) retained(n int) {
 
 // created hands svc to the sweeper as the informer does for a new Service.
 func created(s *Sweeper, svc *corev1.Service) {
-	s.Handler().OnAdd(ccm.NewRecord(svc), false)
+	s.Handler().OnAdd(servicecache.NewRecord(svc), false)
 }
 
 func (w *world) backfill(s *Sweeper) Report {
@@ -297,7 +297,7 @@ func TestStartBackfillsOnTheLeaderOnly(t *testing.T) {
 	lateSvc := w.Live("payments", "late", late.ID)
 	w.Srv.ResetCounts()
 	// The informer's first listing replays existing Services: not queued.
-	s.Handler().OnAdd(ccm.NewRecord(lateSvc), true)
+	s.Handler().OnAdd(servicecache.NewRecord(lateSvc), true)
 	if n := s.backfills.queued(); n != 0 {
 		t.Fatalf("the initial listing queued %d Services", n)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -49,7 +50,7 @@ func (e *refEvents) Eventf(regarding, _ runtime.Object, eventtype, reason, _, no
 }
 
 // servedLB is a live LoadBalancer Service as the apiserver serves it once its
-// Load Balancer exists: what a ccm.Record drops is all there.
+// Load Balancer exists: what a servicecache.Record drops is all there.
 func servedLB(name string, ann map[string]string) corev1.Service {
 	a := map[string]string{
 		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Service"}`,
@@ -70,12 +71,12 @@ func servedLB(name string, ann map[string]string) corev1.Service {
 }
 
 // recordStore is the Service informer's store holding svcs, as its
-// transform (ccm.RecordService) made them.
+// transform (servicecache.RecordService) made them.
 func recordStore(t *testing.T, svcs ...corev1.Service) toolscache.Store {
 	t.Helper()
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for i := range svcs {
-		rec, err := ccm.RecordService(svcs[i].DeepCopy())
+		rec, err := servicecache.RecordService(svcs[i].DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func recordStore(t *testing.T, svcs ...corev1.Service) toolscache.Store {
 
 // TestCycleOnRecords runs the same cycle twice over the same reservations,
 // once reading the Services as served and once as the Service informer
-// holds them (ccm.RecordService): the reports, the Events and the ledger
+// holds them (servicecache.RecordService): the reports, the Events and the ledger
 // must be the same.
 func TestCycleOnRecords(t *testing.T) {
 	id := func(s string) string { return "5eeb0000-0000-4000-8000-0000000000" + s }
@@ -200,7 +201,7 @@ func TestTriggerOnRecords(t *testing.T) {
 	}
 	for name, next := range changes {
 		s := New(Options{})
-		s.Handler().OnUpdate(ccm.NewRecord(&base), ccm.NewRecord(&next.svc))
+		s.Handler().OnUpdate(servicecache.NewRecord(&base), servicecache.NewRecord(&next.svc))
 		if got := len(s.trigger) > 0; got != next.want {
 			t.Errorf("%s: triggered %v, want %v", name, got, next.want)
 		}
@@ -210,7 +211,7 @@ func TestTriggerOnRecords(t *testing.T) {
 	queued := func(svc *corev1.Service) bool {
 		s := New(Options{})
 		s.backfills.lead(true)
-		s.Handler().OnAdd(ccm.NewRecord(svc), false)
+		s.Handler().OnAdd(servicecache.NewRecord(svc), false)
 		return s.backfills.queued() > 0 && len(s.trigger) == 0
 	}
 	for name, want := range map[string]bool{"with IDs": true, "without": false} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // DefaultConvergenceGrace is how long a Service may take to show its
@@ -47,7 +48,7 @@ func (f finding) key() string {
 // watched is a live Service that references IDs: the cache's object, read
 // in place (see services), and the IDs it references.
 type watched struct {
-	svc *ccm.Record
+	svc *servicecache.Record
 	ids []string
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -488,7 +489,7 @@ func TestClassify(t *testing.T) {
 		{"use-hostname", svc(hostname), on(scaleway.ResourceLoadBalancer, lb), false, ConvergenceApplied},
 		{"IPv6: the CCM lists IPv4 only", svc(private), &scaleway.IP{ID: "ip", Address: netip.MustParseAddr("fd00::5"), Resource: &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb}}, false, ConvergenceApplied},
 	} {
-		if got := Classify(TargetOf(ccm.NewRecord(tc.svc)), tc.ip, tc.byo); got != tc.want {
+		if got := Classify(TargetOf(servicecache.NewRecord(tc.svc)), tc.ip, tc.byo); got != tc.want {
 			t.Errorf("%s: Classify = %q, want %q", tc.name, got, tc.want)
 		}
 	}

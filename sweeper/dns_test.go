@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 )
 
 // A Service whose name external-dns publishes at its reserved address (the
@@ -24,20 +23,20 @@ func TestEventSaysDNSPointsAtTheUnattachedAddress(t *testing.T) {
 		wantDNS bool
 	}{
 		{"TargetWrittenLegacyPrefix", func(addr string) map[string]string {
-			return map[string]string{ccm.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", ccm.ExternalDNSPrefixLegacy + "target": addr}
+			return map[string]string{neighbours.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", neighbours.ExternalDNSPrefixLegacy + "target": addr}
 		}, false, true},
 		{"TargetWrittenNewPrefix", func(addr string) map[string]string {
-			return map[string]string{ccm.ExternalDNSPrefix + "hostname": "api.dc.example.", ccm.ExternalDNSPrefix + "target": addr}
+			return map[string]string{neighbours.ExternalDNSPrefix + "hostname": "api.dc.example.", neighbours.ExternalDNSPrefix + "target": addr}
 		}, false, true},
 		{"NoName", func(string) map[string]string { return nil }, false, false},
 		{"UsersTarget", func(string) map[string]string {
-			return map[string]string{ccm.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", ccm.ExternalDNSPrefixLegacy + "target": "192.0.2.10"}
+			return map[string]string{neighbours.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", neighbours.ExternalDNSPrefixLegacy + "target": "192.0.2.10"}
 		}, false, false},
 		{"TargetUnderAnotherPrefix", func(addr string) map[string]string {
-			return map[string]string{ccm.ExternalDNSPrefix + "hostname": "api.dc.example.", ccm.ExternalDNSPrefixLegacy + "target": addr}
+			return map[string]string{neighbours.ExternalDNSPrefix + "hostname": "api.dc.example.", neighbours.ExternalDNSPrefixLegacy + "target": addr}
 		}, false, false},
 		{"AttachedNotInStatus", func(addr string) map[string]string {
-			return map[string]string{ccm.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", ccm.ExternalDNSPrefixLegacy + "target": addr}
+			return map[string]string{neighbours.ExternalDNSPrefixLegacy + "hostname": "api.dc.example.", neighbours.ExternalDNSPrefixLegacy + "target": addr}
 		}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

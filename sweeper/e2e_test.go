@@ -19,6 +19,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -143,7 +144,7 @@ func TestStartRunsPeriodicallyAndOnTrigger(t *testing.T) {
 	waitFor(t, func() bool { return w.Entry(r.ID).UID != "" }, "the first cycle at start")
 
 	w.Remove(svc)
-	s.Handler().OnDelete(ccm.NewRecord(svc))
+	s.Handler().OnDelete(servicecache.NewRecord(svc))
 	// The trigger waits out the debounce on the fake clock, far short of
 	// the hourly tick.
 	waitFor(t, func() bool {

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 )
 
 // SetupWithManager runs a Sweeper in mgr: it reads Services from services
@@ -16,7 +15,7 @@ import (
 // the Service informer, and runs on the replica that holds the Lease when e
 // is enabled. The ServiceStore, Namespaces, Synced, Events and Recorder of
 // o are filled in from services and mgr when unset.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, services *ccm.ServiceInformer, o Options, e Election) (*Sweeper, error) {
+func SetupWithManager(ctx context.Context, mgr manager.Manager, services *servicecache.Informer, o Options, e Election) (*Sweeper, error) {
 	if o.ServiceStore == nil && o.Services == nil {
 		o.ServiceStore = services.Store()
 	}

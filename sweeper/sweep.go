@@ -17,6 +17,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // Report is what one cycle saw and did.
@@ -78,12 +79,12 @@ type liveRef struct {
 	judged string
 }
 
-func refOf(svc *ccm.Record) liveRef {
+func refOf(svc *servicecache.Record) liveRef {
 	return liveRef{key: svc.Key(), uid: svc.UID, resourceVersion: svc.ResourceVersion}
 }
 
 // judgedRef is refOf with the namespace svc is judged by under cfg.
-func judgedRef(cfg *ipam.Config, svc *ccm.Record) liveRef {
+func judgedRef(cfg *ipam.Config, svc *servicecache.Record) liveRef {
 	r := refOf(svc)
 	r.judged = request.JudgedNamespace(cfg, svc.Namespace, svc.Label)
 	return r
@@ -248,12 +249,12 @@ func (s *Sweeper) liveReferences(ctx context.Context, rep *Report) (view *liveVi
 // Events only read). The informer replaces a changed Service's Record
 // rather than writing to it, so the cycle's view stays the one it took.
 // Without the store, Services are listed and made Records.
-func (s *Sweeper) services(ctx context.Context) ([]*ccm.Record, error) {
+func (s *Sweeper) services(ctx context.Context) ([]*servicecache.Record, error) {
 	if s.o.ServiceStore != nil {
 		objs := s.o.ServiceStore.List()
-		out := make([]*ccm.Record, 0, len(objs))
+		out := make([]*servicecache.Record, 0, len(objs))
 		for _, obj := range objs {
-			if svc, ok := obj.(*ccm.Record); ok {
+			if svc, ok := obj.(*servicecache.Record); ok {
 				out = append(out, svc)
 			}
 		}
@@ -263,19 +264,19 @@ func (s *Sweeper) services(ctx context.Context) ([]*ccm.Record, error) {
 	if err := s.o.Services.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Services: %w", err)
 	}
-	out := make([]*ccm.Record, len(list.Items))
+	out := make([]*servicecache.Record, len(list.Items))
 	for i := range list.Items {
-		out[i] = ccm.NewRecord(&list.Items[i])
+		out[i] = servicecache.NewRecord(&list.Items[i])
 	}
 	return out, nil
 }
 
 // record reads the Record of one Service, as services does; ok is false
 // when the Service does not exist.
-func (s *Sweeper) record(ctx context.Context, key types.NamespacedName) (rec *ccm.Record, ok bool, err error) {
+func (s *Sweeper) record(ctx context.Context, key types.NamespacedName) (rec *servicecache.Record, ok bool, err error) {
 	if s.o.ServiceStore != nil {
 		obj, ok, err := s.o.ServiceStore.GetByKey(key.String())
-		rec, isRecord := obj.(*ccm.Record)
+		rec, isRecord := obj.(*servicecache.Record)
 		return rec, ok && isRecord, err
 	}
 	var svc corev1.Service
@@ -285,12 +286,12 @@ func (s *Sweeper) record(ctx context.Context, key types.NamespacedName) (rec *cc
 		}
 		return nil, false, err
 	}
-	return ccm.NewRecord(&svc), true, nil
+	return servicecache.NewRecord(&svc), true, nil
 }
 
 // reportUnreserved counts a live Service that should hold a reservation and
 // does not, with one Event per Service.
-func (s *Sweeper) reportUnreserved(ctx context.Context, svc *ccm.Record, seen map[types.UID]bool, rep *Report) {
+func (s *Sweeper) reportUnreserved(ctx context.Context, svc *servicecache.Record, seen map[types.UID]bool, rep *Report) {
 	want, what, err := request.Unreserved(ctx, s.o.Config(), s.o.Namespaces, s.o.Excluded, svc)
 	if err != nil {
 		s.o.Log.V(1).Info("cannot tell whether a Service should hold a reservation", "service", svc.Key(), "error", err.Error())

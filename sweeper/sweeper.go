@@ -17,6 +17,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // Defaults of the sweeper's knobs.
@@ -52,7 +53,7 @@ type Options struct {
 	// Config returns the pool file in use (it may be reloaded).
 	Config func() *ipam.Config
 	// ServiceStore is the Service informer's store of Records
-	// (ccm.ServiceInformer), read in place by each cycle and by the uid
+	// (servicecache.Informer), read in place by each cycle and by the uid
 	// back-fill (the Records are the informer's: nothing writes to them).
 	ServiceStore toolscache.Store
 	// Services, when ServiceStore is nil, reads Services instead, each made
@@ -239,20 +240,20 @@ func dueAt(clk clock.Clock, interval time.Duration, at time.Time) <-chan time.Ti
 // deletions, and updates that change the type or the referenced IDs. A
 // creation only queues the Service's uid back-fill (see Backfill), which
 // reads its own IDs rather than every reservation of the cluster. Register
-// it on the Service informer: it reads *ccm.Record.
+// it on the Service informer: it reads *servicecache.Record.
 func (s *Sweeper) Handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			// The informer's first listing replays every Service: the
 			// leader's first cycle covers those in one listing, where a
 			// GetIP per ID of each would cost more.
-			if svc, ok := obj.(*ccm.Record); ok && !isInInitialList && len(svc.LiveIDs()) > 0 {
+			if svc, ok := obj.(*servicecache.Record); ok && !isInInitialList && len(svc.LiveIDs()) > 0 {
 				s.backfills.add(svc.Key())
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*ccm.Record)
-			n, ok2 := newObj.(*ccm.Record)
+			o, ok1 := oldObj.(*servicecache.Record)
+			n, ok2 := newObj.(*servicecache.Record)
 			if ok1 && ok2 && (o.Live() != n.Live() || o.Annotation(ccm.AnnotationPrivateIPIDs) != n.Annotation(ccm.AnnotationPrivateIPIDs)) {
 				s.Trigger()
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -323,7 +324,7 @@ func TestCycleReadsTheServiceStore(t *testing.T) {
 	kept, gone := w.book("general", "payments", "api"), w.book("general", "payments", "old")
 	svc := w.Live("payments", "api", kept.ID)
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
-	if err := store.Add(ccm.NewRecord(svc)); err != nil {
+	if err := store.Add(servicecache.NewRecord(svc)); err != nil {
 		t.Fatal(err)
 	}
 	rep := w.sweep(w.sweeper(func(o *Options) { o.Services, o.ServiceStore = noList{w.Kube}, store }))

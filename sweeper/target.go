@@ -8,6 +8,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // Why a reserved IP is not applied: the reason label of
@@ -66,7 +67,7 @@ type Target struct {
 }
 
 // TargetOf reads a Service's Target from its Record.
-func TargetOf(svc *ccm.Record) Target {
+func TargetOf(svc *servicecache.Record) Target {
 	t := Target{LoadBalancerID: svc.LoadBalancerID(), StatusListsPrivateIPs: ccm.StatusListsPrivateIPs(svc.Annotation), DNS: svc.DNSReserved()}
 	t.Addresses = ccm.Items(svc.Annotation(request.AnnotationAddresses))
 	t.BringYourOwn = ccm.Items(svc.Annotation(request.AnnotationIPAMIDs))

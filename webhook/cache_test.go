@@ -12,7 +12,7 @@ import (
 )
 
 // TestUnreservedOnRecords: the sweeper asks Unreserved about the Records
-// of the Service informer (ccm.RecordService); its answer must be the one
+// of the Service informer (servicecache.RecordService); its answer must be the one
 // the webhook's rules give on the Service as served, for every request the
 // annotations make.
 func TestUnreservedOnRecords(t *testing.T) {

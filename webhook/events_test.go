@@ -11,6 +11,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
@@ -33,11 +34,11 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 
 	older := stored.DeepCopy()
 	older.UID, older.CreationTimestamp = "uid-older", metav1.NewTime(admittedAt.Add(-time.Hour))
-	h.mutator.seen(ccm.NewRecord(older))
+	h.mutator.seen(servicecache.NewRecord(older))
 	terminating := stored.DeepCopy()
 	terminating.UID, terminating.CreationTimestamp = "uid-terminating", metav1.NewTime(admittedAt)
 	terminating.DeletionTimestamp = &metav1.Time{Time: admittedAt}
-	h.mutator.seen(ccm.NewRecord(terminating))
+	h.mutator.seen(servicecache.NewRecord(terminating))
 	if ev := h.events.take(); len(ev) != 0 {
 		t.Fatalf("Events recorded on an older incarnation: %v", ev)
 	}
@@ -46,14 +47,14 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 	h.events.mu.Lock()
 	h.events.uids = nil
 	h.events.mu.Unlock()
-	h.mutator.seen(ccm.NewRecord(stored))
+	h.mutator.seen(servicecache.NewRecord(stored))
 	h.events.mu.Lock()
 	uids := slices.Clone(h.events.uids)
 	h.events.mu.Unlock()
 	if ev := h.events.take(); !slices.Equal(ev, []string{"Normal IPReserved payments/api"}) || !slices.Equal(uids, []types.UID{"uid-api"}) {
 		t.Fatalf("Events %v on %v, want one IPReserved on uid-api", ev, uids)
 	}
-	h.mutator.seen(ccm.NewRecord(stored))
+	h.mutator.seen(servicecache.NewRecord(stored))
 	if ev := h.events.take(); len(ev) != 0 {
 		t.Fatalf("Events recorded twice: %v", ev)
 	}
@@ -64,10 +65,10 @@ func TestCreateEventsWaitForTheService(t *testing.T) {
 func TestHeldEventsAreAboutTheService(t *testing.T) {
 	t0 := time.Now()
 	key := types.NamespacedName{Namespace: "payments", Name: "api"}
-	svc := func(created time.Time, ids string) *ccm.Record {
+	svc := func(created time.Time, ids string) *servicecache.Record {
 		s := fixtures.PrivateService("payments", "api", map[string]string{ccm.AnnotationPrivateIPIDs: ids})
 		s.UID, s.CreationTimestamp = "uid-api", metav1.NewTime(created)
-		return ccm.NewRecord(s)
+		return servicecache.NewRecord(s)
 	}
 	reserved := func(id string) []heldEvent { return []heldEvent{{id: id, reason: EventIPReserved}} }
 	reasons := func(es []heldEvent) []string {

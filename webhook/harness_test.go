@@ -23,10 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -145,7 +145,7 @@ func (h *harness) persisted(body []byte, r *admissionv1.AdmissionResponse) {
 	}
 	out := fixtures.Patched(h.T, &svc, r.Patch)
 	out.UID, out.CreationTimestamp = types.UID("uid-"+out.Name), metav1.Now()
-	h.mutator.seen(ccm.NewRecord(out))
+	h.mutator.seen(servicecache.NewRecord(out))
 }
 
 // sendRaw is send for any body: the response is nil when the answer is not
@@ -250,5 +250,5 @@ func (r *recordedEvents) take() []string {
 // unreserved asks the sweeper's question about svc (request.Unreserved)
 // with the mutator's namespaces, exclusions and pool file.
 func (h *harness) unreserved(svc *corev1.Service) (bool, string, error) {
-	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, ccm.NewRecord(svc))
+	return request.Unreserved(context.Background(), h.mutator.Allocator.Config(), h.mutator.Namespaces, h.mutator.Excluded, servicecache.NewRecord(svc))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // decision is what one admission decided, for respond to render; create
@@ -342,7 +343,7 @@ func (h *heldEvents) expire(now time.Time) {
 // is not being deleted, was created around or after the admission (not an
 // older incarnation of the name), and references the Event's IPAM ID (not
 // a namesake that another admission, or none, gave other IPs).
-func (h *heldEvents) take(svc *ccm.Record, now time.Time) []heldEvent {
+func (h *heldEvents) take(svc *servicecache.Record, now time.Time) []heldEvent {
 	key := svc.Key()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -364,7 +365,7 @@ func (h *heldEvents) take(svc *ccm.Record, now time.Time) []heldEvent {
 
 // seen records the Events held for svc, now that it exists (the Service
 // informer's handler calls it).
-func (m *ServiceMutator) seen(svc *ccm.Record) {
+func (m *ServiceMutator) seen(svc *servicecache.Record) {
 	for _, e := range m.held.take(svc, time.Now()) {
 		m.event(svc.Regarding(), e.eventtype, e.reason, e.action, "%s", e.note)
 	}

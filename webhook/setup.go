@@ -9,12 +9,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 )
 
 // Options configures SetupWithManager.
@@ -37,7 +36,7 @@ type Options struct {
 // informer, and makes the pod ready only once the webhook server serves and
 // both have synced: the Service endpoint then routes the apiserver's calls
 // to this pod, and no admission is decided on an empty cache.
-func SetupWithManager(ctx context.Context, mgr manager.Manager, services *ccm.ServiceInformer, o Options) (*ServiceMutator, error) {
+func SetupWithManager(ctx context.Context, mgr manager.Manager, services *servicecache.Informer, o Options) (*ServiceMutator, error) {
 	mutator := &ServiceMutator{
 		Allocator:      o.Allocator,
 		Namespaces:     mgr.GetCache(),
@@ -87,7 +86,7 @@ func Register(mgr manager.Manager, o Options, h admission.Handler, draining func
 // replica admitted, once it exists (heldEvents).
 func watchServices(m *ServiceMutator) toolscache.ResourceEventHandler {
 	seen := func(obj any) {
-		if rec, ok := obj.(*ccm.Record); ok {
+		if rec, ok := obj.(*servicecache.Record); ok {
 			m.Allocator.Remember(rec.Key(), rec.ReferencedIDs())
 			m.seen(rec)
 		}

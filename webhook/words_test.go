@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -54,39 +55,39 @@ func TestCreateInOtherWords(t *testing.T) {
 		noTranslt bool
 		want      expect
 	}{
-		{"MetalLB addresses", svc(ccm.AnnotationMetalLBIPs, "172.16.35.201"), false, addr(ccm.AnnotationMetalLBIPs, "172.16.35.201", "172.16.35.201")},
-		{"MetalLB addresses, legacy prefix", svc(ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201"), false, addr(ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201", "172.16.35.201")},
-		{"MetalLB pool", svc(ccm.AnnotationMetalLBPool, "dc-link"), false, pool(ccm.AnnotationMetalLBPool)},
-		{"MetalLB pool, legacy prefix", svc(ccm.AnnotationMetalLBPoolLegacy, "dc-link"), false, pool(ccm.AnnotationMetalLBPoolLegacy)},
-		{"Cilium LB IPAM addresses", svc(ccm.AnnotationCiliumIPs, "172.16.35.202"), false, addr(ccm.AnnotationCiliumIPs, "172.16.35.202", "172.16.35.202")},
-		{"Calico addresses, a JSON list", svc(ccm.AnnotationCalicoIPs, `["172.16.35.201"]`), false, addr(ccm.AnnotationCalicoIPs, "", "172.16.35.201")},
-		{"Calico pools, a JSON list", svc(ccm.AnnotationCalicoPools, `["dc-link"]`), false, pool(ccm.AnnotationCalicoPools)},
-		{"kube-vip addresses", svc(ccm.AnnotationKubeVIPIPs, "172.16.35.203"), false, addr(ccm.AnnotationKubeVIPIPs, "172.16.35.203", "172.16.35.203")},
-		{"EKS private addresses", svc(ccm.AnnotationAWSPrivateIPv4, "172.16.35.201"), false, addr(ccm.AnnotationAWSPrivateIPv4, "", "172.16.35.201")},
-		{"AKS address", svc(ccm.AnnotationAzureLoadBalancer4, "172.16.35.201"), false, addr(ccm.AnnotationAzureLoadBalancer4, "", "172.16.35.201")},
+		{"MetalLB addresses", svc(neighbours.AnnotationMetalLBIPs, "172.16.35.201"), false, addr(neighbours.AnnotationMetalLBIPs, "172.16.35.201", "172.16.35.201")},
+		{"MetalLB addresses, legacy prefix", svc(neighbours.AnnotationMetalLBIPsLegacy, "172.16.35.201"), false, addr(neighbours.AnnotationMetalLBIPsLegacy, "172.16.35.201", "172.16.35.201")},
+		{"MetalLB pool", svc(neighbours.AnnotationMetalLBPool, "dc-link"), false, pool(neighbours.AnnotationMetalLBPool)},
+		{"MetalLB pool, legacy prefix", svc(neighbours.AnnotationMetalLBPoolLegacy, "dc-link"), false, pool(neighbours.AnnotationMetalLBPoolLegacy)},
+		{"Cilium LB IPAM addresses", svc(neighbours.AnnotationCiliumIPs, "172.16.35.202"), false, addr(neighbours.AnnotationCiliumIPs, "172.16.35.202", "172.16.35.202")},
+		{"Calico addresses, a JSON list", svc(neighbours.AnnotationCalicoIPs, `["172.16.35.201"]`), false, addr(neighbours.AnnotationCalicoIPs, "", "172.16.35.201")},
+		{"Calico pools, a JSON list", svc(neighbours.AnnotationCalicoPools, `["dc-link"]`), false, pool(neighbours.AnnotationCalicoPools)},
+		{"kube-vip addresses", svc(neighbours.AnnotationKubeVIPIPs, "172.16.35.203"), false, addr(neighbours.AnnotationKubeVIPIPs, "172.16.35.203", "172.16.35.203")},
+		{"EKS private addresses", svc(neighbours.AnnotationAWSPrivateIPv4, "172.16.35.201"), false, addr(neighbours.AnnotationAWSPrivateIPv4, "", "172.16.35.201")},
+		{"AKS address", svc(neighbours.AnnotationAzureLoadBalancer4, "172.16.35.201"), false, addr(neighbours.AnnotationAzureLoadBalancer4, "", "172.16.35.201")},
 		{"spec.loadBalancerIP, read and cleared", withLBIP(svc(), "172.16.35.201"), false,
 			translatedTo(reserved("dc-link", "172.16.35.201", "nodes", "dc"), []jsonpatch.Operation{clearedLBIP},
 				readAs("spec.loadBalancerIP", request.AnnotationAddress, "172.16.35.201"), lbIPCleared)},
-		{"a pool and an address in MetalLB's words", fixtures.PrivateService("web", "lab", ann(ccm.AnnotationMetalLBPool, "manual", ccm.AnnotationMetalLBIPs, "10.30.0.50")), false,
+		{"a pool and an address in MetalLB's words", fixtures.PrivateService("web", "lab", ann(neighbours.AnnotationMetalLBPool, "manual", neighbours.AnnotationMetalLBIPs, "10.30.0.50")), false,
 			translatedTo(reserved("manual", "10.30.0.50", "nodes", "lab"), nil,
-				readAs(ccm.AnnotationMetalLBIPs, request.AnnotationAddress, "10.30.0.50"), readAs(ccm.AnnotationMetalLBPool, request.AnnotationPool, "manual"))},
-		{"this project's own annotation wins over another word", svc(request.AnnotationPool, "dc-link", ccm.AnnotationMetalLBIPs, "10.30.0.50"), false,
+				readAs(neighbours.AnnotationMetalLBIPs, request.AnnotationAddress, "10.30.0.50"), readAs(neighbours.AnnotationMetalLBPool, request.AnnotationPool, "manual"))},
+		{"this project's own annotation wins over another word", svc(request.AnnotationPool, "dc-link", neighbours.AnnotationMetalLBIPs, "10.30.0.50"), false,
 			translatedTo(reserved("dc-link", "172.16.35.200", "nodes", "dc"), nil,
-				"scw-lb-ipam: "+ccm.AnnotationMetalLBIPs+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
-		{"two words that disagree", svc(ccm.AnnotationMetalLBIPs, "172.16.35.201", ccm.AnnotationCiliumIPs, "172.16.35.202"), false,
+				"scw-lb-ipam: "+neighbours.AnnotationMetalLBIPs+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
+		{"two words that disagree", svc(neighbours.AnnotationMetalLBIPs, "172.16.35.201", neighbours.AnnotationCiliumIPs, "172.16.35.202"), false,
 			denied(`annotation lbipam.cilium.io/ips: value "172.16.35.202": asks for 172.16.35.202, but metallb.io/loadBalancerIPs asks for 172.16.35.201; they disagree, keep one`)},
-		{"a pool name the pool file does not have", svc(ccm.AnnotationMetalLBPool, "production"), false, func() expect {
+		{"a pool name the pool file does not have", svc(neighbours.AnnotationMetalLBPool, "production"), false, func() expect {
 			// The plan refuses it, as scw-lb-ipam.io/pool's, naming the word.
 			e := denied(`annotation metallb.io/address-pool: value "production": read as scw-lb-ipam.io/pool, but scw-lb-ipam has no pool "production"; pools namespace payments may use: dc-link, general, manual, drained, v6, dc-other`)
 			e.warnings = func(*harness) []string {
-				return []string{readAs(ccm.AnnotationMetalLBPool, request.AnnotationPool, "production")}
+				return []string{readAs(neighbours.AnnotationMetalLBPool, request.AnnotationPool, "production")}
 			}
 			return e
 		}()},
-		{"this project's own annotation and a leftover word naming no pool: ignored, not refused", svc(request.AnnotationPool, "dc-link", ccm.AnnotationMetalLBPool, "production"), false,
+		{"this project's own annotation and a leftover word naming no pool: ignored, not refused", svc(request.AnnotationPool, "dc-link", neighbours.AnnotationMetalLBPool, "production"), false,
 			translatedTo(reserved("dc-link", "172.16.35.200", "nodes", "dc"), nil,
-				"scw-lb-ipam: "+ccm.AnnotationMetalLBPool+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
-		{"an address that does not parse", svc(ccm.AnnotationKubeVIPIPs, "172.16.35.x"), false,
+				"scw-lb-ipam: "+neighbours.AnnotationMetalLBPool+" is ignored: annotation "+request.AnnotationPool+" is set, and this project's own request wins")},
+		{"an address that does not parse", svc(neighbours.AnnotationKubeVIPIPs, "172.16.35.x"), false,
 			denied(`annotation kube-vip.io/loadbalancerIPs: value "172.16.35.x": read as scw-lb-ipam.io/address, but "172.16.35.x" is not an IP address`)},
 		{"a public spec.loadBalancerIP is the CCM's", withLBIP(fixtures.Service("web", "api", ann("team", "web")), "51.15.1.1"), false, func() expect {
 			e := reserved("general", "10.10.0.2", "nodes", "edge")
@@ -101,7 +102,7 @@ func TestCreateInOtherWords(t *testing.T) {
 			}
 			return e
 		}()},
-		{"translation off: the default pool, the words unread", svc(ccm.AnnotationMetalLBIPs, "172.16.35.201"), true, reserved("general", "10.10.0.2", "nodes", "edge")},
+		{"translation off: the default pool, the words unread", svc(neighbours.AnnotationMetalLBIPs, "172.16.35.201"), true, reserved("general", "10.10.0.2", "nodes", "edge")},
 		{"translation off: spec.loadBalancerIP refused as before", withLBIP(svc(), "172.16.35.201"), true,
 			denied("spec.loadBalancerIP 172.16.35.201: the CCM refuses spec.loadBalancerIP on a private Load Balancer")},
 	}
@@ -132,10 +133,10 @@ func TestUpdateInOtherWords(t *testing.T) {
 		want   expect
 	}{
 		{"a re-apply of the same words keeps the reservation",
-			fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBIPs, "172.16.35.201")),
+			fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBIPs, "172.16.35.201")),
 			func(live *corev1.Service) *corev1.Service { return live.DeepCopy() },
 			expect{allowed: true, warnings: func(*harness) []string {
-				return []string{readAs(ccm.AnnotationMetalLBIPs, request.AnnotationAddress, "172.16.35.201")}
+				return []string{readAs(neighbours.AnnotationMetalLBIPs, request.AnnotationAddress, "172.16.35.201")}
 			}}},
 		{"a client-side re-apply sets spec.loadBalancerIP again: cleared, nothing booked",
 			withLBIP(fixtures.PrivateService("payments", "api", ann("team", "pay")), "172.16.35.201"),
@@ -146,26 +147,26 @@ func TestUpdateInOtherWords(t *testing.T) {
 						"scw-lb-ipam: spec.loadBalancerIP 172.16.35.201 is cleared: the Scaleway CCM refuses it on a private Load Balancer (it only handles static public IPs); the reserved address is written in " + request.AnnotationAddresses}
 				}}},
 		{"moving from MetalLB's words to this project's is no change",
-			fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBPool, "dc-link")),
+			fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBPool, "dc-link")),
 			func(live *corev1.Service) *corev1.Service {
 				next := live.DeepCopy()
-				delete(next.Annotations, ccm.AnnotationMetalLBPool)
+				delete(next.Annotations, neighbours.AnnotationMetalLBPool)
 				next.Annotations[request.AnnotationPool] = "dc-link"
 				return next
 			},
 			expect{allowed: true}},
 		{"another address in the same words moves the Service: denied without allow-ip-change",
-			fixtures.PrivateService("payments", "api", ann(ccm.AnnotationCiliumIPs, "172.16.35.201")),
+			fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationCiliumIPs, "172.16.35.201")),
 			func(live *corev1.Service) *corev1.Service {
 				next := live.DeepCopy()
-				next.Annotations[ccm.AnnotationCiliumIPs] = "172.16.35.202"
+				next.Annotations[neighbours.AnnotationCiliumIPs] = "172.16.35.202"
 				return next
 			},
 			func() expect {
 				e := denied(`changing annotation scw-lb-ipam.io/address from "172.16.35.201" to "172.16.35.202" would move the Service to another IP`)
 				// A denial still names the words it read.
 				e.warnings = func(*harness) []string {
-					return []string{readAs(ccm.AnnotationCiliumIPs, request.AnnotationAddress, "172.16.35.202")}
+					return []string{readAs(neighbours.AnnotationCiliumIPs, request.AnnotationAddress, "172.16.35.202")}
 				}
 				return e
 			}()},
@@ -193,9 +194,9 @@ func TestUnreservedInOtherWords(t *testing.T) {
 		want bool
 		what string
 	}{
-		"a MetalLB pool":             {fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBPool, "dc-link", "team", "pay")), true, "pool dc-link"},
+		"a MetalLB pool":             {fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBPool, "dc-link", "team", "pay")), true, "pool dc-link"},
 		"spec.loadBalancerIP":        {withLBIP(fixtures.PrivateService("payments", "api", ann("team", "pay")), "172.16.35.201"), true, "pool dc-link"},
-		"a pool the namespace lacks": {fixtures.PrivateService("web", "api", ann(ccm.AnnotationMetalLBPool, "dc-link")), false, ""},
+		"a pool the namespace lacks": {fixtures.PrivateService("web", "api", ann(neighbours.AnnotationMetalLBPool, "dc-link")), false, ""},
 	} {
 		got, what, err := h.unreserved(tt.svc)
 		if err != nil || got != tt.want || what != tt.what {
@@ -213,25 +214,25 @@ func TestDenialsInTheUsersWords(t *testing.T) {
 		name, word, value string
 		svc               func(h *harness) *corev1.Service
 	}{
-		{"an address in no pool", ccm.AnnotationMetalLBIPs, "192.168.99.9", func(*harness) *corev1.Service {
-			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBIPs, "192.168.99.9"))
+		{"an address in no pool", neighbours.AnnotationMetalLBIPs, "192.168.99.9", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBIPs, "192.168.99.9"))
 		}},
-		{"a taken address", ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201", func(h *harness) *corev1.Service {
+		{"a taken address", neighbours.AnnotationMetalLBIPsLegacy, "172.16.35.201", func(h *harness) *corev1.Service {
 			h.created(fixtures.PrivateService("payments", "first", ann(request.AnnotationAddress, "172.16.35.201")))
-			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBIPsLegacy, "172.16.35.201"))
+			return fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBIPsLegacy, "172.16.35.201"))
 		}},
 		{"a taken address in spec.loadBalancerIP", "spec.loadBalancerIP", "172.16.35.201", func(h *harness) *corev1.Service {
 			h.created(fixtures.PrivateService("payments", "first", ann(request.AnnotationAddress, "172.16.35.201")))
 			return withLBIP(fixtures.PrivateService("payments", "api", nil), "172.16.35.201")
 		}},
-		{"a pool word that does not parse", ccm.AnnotationMetalLBPool, "Bad_Pool", func(*harness) *corev1.Service {
-			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationMetalLBPool, "Bad_Pool"))
+		{"a pool word that does not parse", neighbours.AnnotationMetalLBPool, "Bad_Pool", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationMetalLBPool, "Bad_Pool"))
 		}},
-		{"a disabled pool", ccm.AnnotationCalicoPools, `["drained"]`, func(*harness) *corev1.Service {
-			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationCalicoPools, `["drained"]`))
+		{"a disabled pool", neighbours.AnnotationCalicoPools, `["drained"]`, func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(neighbours.AnnotationCalicoPools, `["drained"]`))
 		}},
-		{"an externally managed Service with a leftover word", ccm.AnnotationMetalLBIPs, "172.16.35.202", func(*harness) *corev1.Service {
-			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationExternallyManaged, "true", ccm.AnnotationMetalLBIPs, "172.16.35.202"))
+		{"an externally managed Service with a leftover word", neighbours.AnnotationMetalLBIPs, "172.16.35.202", func(*harness) *corev1.Service {
+			return fixtures.PrivateService("payments", "api", ann(ccm.AnnotationExternallyManaged, "true", neighbours.AnnotationMetalLBIPs, "172.16.35.202"))
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,6 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/certs"
 	"github.com/scw-lb-ipam/scw-lb-ipam/internal/version"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -34,6 +33,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/claims"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
@@ -117,7 +117,7 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 	}
 	// One watch of Services for the process: the webhook, the allocator's
 	// References and the sweeper all read its Records.
-	services, err := ccm.NewServiceInformer(mgr.GetConfig())
+	services, err := servicecache.NewInformer(mgr.GetConfig())
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (o Options) newManager() (manager.Manager, error) {
 }
 
 // cacheOptions: only Namespaces are read from the manager's cache.
-// Services are held by the process's ccm.ServiceInformer, as Records: a
+// Services are held by the process's servicecache.Informer, as Records: a
 // cache of corev1.Service would hold every Service of the cluster three
 // times as large.
 func cacheOptions() cache.Options {

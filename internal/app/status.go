@@ -16,10 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 )
 
@@ -132,14 +132,14 @@ func resolvedCloud(ctx context.Context, cfg *ipam.Config, opts []scw.ClientOptio
 
 // liveUsers maps each IPAM ID live LoadBalancer Services reference to the
 // Service.
-func liveUsers(ctx context.Context, services client.Reader) (map[string]*ccm.Record, error) {
+func liveUsers(ctx context.Context, services client.Reader) (map[string]*servicecache.Record, error) {
 	var list corev1.ServiceList
 	if err := services.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	users := map[string]*ccm.Record{}
+	users := map[string]*servicecache.Record{}
 	for i := range list.Items {
-		rec := ccm.NewRecord(&list.Items[i])
+		rec := servicecache.NewRecord(&list.Items[i])
 		for _, id := range rec.LiveIDs() {
 			users[id] = rec
 		}
@@ -149,7 +149,7 @@ func liveUsers(ctx context.Context, services client.Reader) (map[string]*ccm.Rec
 
 // nameBringYourOwn names the live Service using each IP that is not one of
 // this cluster's reservations: IPAM tags do not say who uses such an IP.
-func nameBringYourOwn(users map[string]*ccm.Record, report []inventory.PoolReport) {
+func nameBringYourOwn(users map[string]*servicecache.Record, report []inventory.PoolReport) {
 	for i := range report {
 		for j := range report[i].Addresses {
 			a := &report[i].Addresses[j]
@@ -181,7 +181,7 @@ type unlistedID struct {
 // IPAM's not-found says it is gone. One that cannot be read (say another
 // team's bring-your-own ID these credentials may not see) shows why, and
 // the others are still judged.
-func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*ccm.Record, report []inventory.PoolReport) []unlistedID {
+func judgeConvergence(ctx context.Context, cloud scaleway.Cloud, users map[string]*servicecache.Record, report []inventory.PoolReport) []unlistedID {
 	listed := map[string]bool{}
 	for i := range report {
 		for j := range report[i].Addresses {

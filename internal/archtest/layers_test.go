@@ -34,6 +34,8 @@ var layers = []layer{
 	{"allocator", []string{"ipam/allocator"}},
 	{"inventory", []string{"ipam/inventory"}},
 	{"requests, claims", []string{"request", "ipam/claims"}},
+	{"Service cache", []string{"servicecache"}},
+	{"neighbours' words", []string{"neighbours"}},
 	{"CCM contract, rules", []string{"ccm", "ipam"}},
 	{"Scaleway, addresses", []string{"ipam/scaleway", "ipam/addrspace"}},
 	{"beside", []string{"test/emulator", "test/oldccm", "internal/version", "internal/ociimage"}},

@@ -74,7 +74,7 @@ func New(o Options) (*Allocator, error) {
 	// "referenced by another Service" and "one Service per brought ID"
 	// checks: the caller names the no-op ones when it means them.
 	if o.References == nil {
-		return nil, errors.New("allocator: Options.References is nil: pass the Service cache (ccm.Records), or NoReferences{} where no Service can reference an IPAM ID")
+		return nil, errors.New("allocator: Options.References is nil: pass the Service cache (servicecache.Records), or NoReferences{} where no Service can reference an IPAM ID")
 	}
 	if o.Claims == nil {
 		return nil, errors.New("allocator: Options.Claims is nil: pass the claim store (claims.Leases), or NoClaims{} for a single process that trusts its cache alone")

@@ -246,7 +246,7 @@ func (r *report) sweeper() {
 		}
 	}
 	r.printf("  The child holds what the leader would: the Cloud client, the pool file, and the live Services as the Service informer\n")
-	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, made a ccm.Record by ccm.RecordService, the\n")
+	r.printf("  holds them (a served LoadBalancer Service as the apiserver returns it, made a servicecache.Record by servicecache.RecordService, the\n")
 	r.printf("  informer's transform), built before the cycle, which lowers the GC percent as production's does:\n")
 	r.printf("  \"before\" is them and the runtime. Peak RSS is the kernel's VmHWM over the cycle alone, growth its excess over\n")
 	r.printf("  \"before\". emu CPU is this process's CPU while the child ran: the emulator answering.\n\n")

@@ -31,6 +31,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
@@ -106,7 +107,7 @@ func sweepAddr(i int) netip.Addr {
 // sweepService is the live Service referencing the i-th reservation, as the
 // apiserver returns it for a LoadBalancer Service the CCM has served
 // (cluster IP, one port, selector, an ingress), less managedFields; the
-// Service informer holds its ccm.Record.
+// Service informer holds its servicecache.Record.
 func sweepService(i int) corev1.Service {
 	name := sweepName(i)
 	v := uint32(10)<<24 | 96<<16 + uint32(i)
@@ -214,13 +215,13 @@ func sweepChild() error {
 		return err
 	}
 	// The Service informer's content: every live Service, one per
-	// referenced reservation, as its transform (ccm.RecordService) makes
+	// referenced reservation, as its transform (servicecache.RecordService) makes
 	// it; the leader's cycle reads the Records there in place
 	// (sweeper.SetupWithManager).
 	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 	for i := p.Orphans; i < p.N; i++ {
 		svc := sweepService(i)
-		rec, err := ccm.RecordService(&svc)
+		rec, err := servicecache.RecordService(&svc)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
@@ -165,8 +166,8 @@ func (cp *controlPlane) sameReservation(t *testing.T, step string, st *lbState, 
 
 // The external-dns annotations of the kubectl scenarios' manifest.
 const (
-	dnsHostname = ccm.ExternalDNSPrefixLegacy + "hostname"
-	dnsTarget   = ccm.ExternalDNSPrefixLegacy + "target"
+	dnsHostname = neighbours.ExternalDNSPrefixLegacy + "hostname"
+	dnsTarget   = neighbours.ExternalDNSPrefixLegacy + "target"
 )
 
 // dnsTargeted fails t unless the first admission gave the Service the

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
@@ -30,8 +30,8 @@ func (a asked) host() string { return a.Name + "." + zone }
 // The Services the scenarios publish: api under the prefix most manifests
 // use, web under external-dns v0.22's.
 var (
-	api = asked{client.ObjectKey{Namespace: namespace, Name: "api"}, ccm.ExternalDNSPrefixLegacy}
-	web = asked{client.ObjectKey{Namespace: namespace, Name: "web"}, ccm.ExternalDNSPrefix}
+	api = asked{client.ObjectKey{Namespace: namespace, Name: "api"}, neighbours.ExternalDNSPrefixLegacy}
+	web = asked{client.ObjectKey{Namespace: namespace, Name: "web"}, neighbours.ExternalDNSPrefix}
 )
 
 const (
@@ -90,7 +90,7 @@ func TestDNSTarget(t *testing.T) {
 // that public IP: the webhook writes no target that would move the name to
 // the private address.
 func (w *world) publicName(t *testing.T) {
-	pub := asked{client.ObjectKey{Namespace: namespace, Name: "public"}, ccm.ExternalDNSPrefixLegacy}
+	pub := asked{client.ObjectKey{Namespace: namespace, Name: "public"}, neighbours.ExternalDNSPrefixLegacy}
 	svc := fixtures.Service(pub.Namespace, pub.Name, map[string]string{
 		request.AnnotationPool:  "dc-link",
 		pub.prefix + "hostname": pub.host(),

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
@@ -37,7 +37,7 @@ func (w *world) externalDNSArgs(kubeconfig string, metricsPort int, prefix, owne
 		fmt.Sprintf("--metrics-address=127.0.0.1:%d", metricsPort),
 		"--log-level=debug",
 	}
-	if prefix != ccm.ExternalDNSPrefix {
+	if prefix != neighbours.ExternalDNSPrefix {
 		args = append(args, "--annotation-prefix="+prefix)
 	}
 	return args

@@ -20,6 +20,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
@@ -84,7 +85,7 @@ func replica(t *testing.T, withClaims bool) *allocator.Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	services, err := ccm.NewServiceInformer(s.Config)
+	services, err := servicecache.NewInformer(s.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

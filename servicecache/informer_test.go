@@ -1,4 +1,4 @@
-package ccm
+package servicecache
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -21,12 +22,12 @@ func TestServiceInformerHoldsRecords(t *testing.T) {
 	defer cancel()
 	a, b := servedService(), servedService()
 	b.Name, b.UID = "web", "u-web"
-	b.Annotations = map[string]string{AnnotationPrivateIPIDs: "id-b1, id-b2"}
+	b.Annotations = map[string]string{ccm.AnnotationPrivateIPIDs: "id-b1, id-b2"}
 	now := metav1.Now()
 	c := servedService()
 	c.Name, c.DeletionTimestamp = "gone", &now
 	cs := fake.NewClientset(a, b, c)
-	inf, err := newServiceInformer(cs.CoreV1(), cs)
+	inf, err := newInformer(cs.CoreV1(), cs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestServiceInformerHoldsRecords(t *testing.T) {
 	}
 	// The Terminating Service holds the same IDs as the served one: only
 	// the live one references them, yet both exist.
-	if got, _ := records.ReferencedBy(ctx, c.Annotations[AnnotationPrivateIPIDs]); !slices.Equal(got, []types.NamespacedName{{Namespace: "payments", Name: "api"}}) {
+	if got, _ := records.ReferencedBy(ctx, c.Annotations[ccm.AnnotationPrivateIPIDs]); !slices.Equal(got, []types.NamespacedName{{Namespace: "payments", Name: "api"}}) {
 		t.Fatalf("the live one only: %v", got)
 	}
 	for _, name := range []string{"api", "web", "gone"} {
@@ -64,14 +65,14 @@ func TestServiceInformerHoldsRecords(t *testing.T) {
 	}
 	b2 := b.DeepCopy()
 	b2.ResourceVersion = "2"
-	b2.Annotations[AnnotationPrivateIPIDs] = "id-b3"
+	b2.Annotations[ccm.AnnotationPrivateIPIDs] = "id-b3"
 	if _, err := cs.CoreV1().Services("payments").Update(ctx, b2, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case u := <-updates:
 		o, n := u[0].(*Record), u[1].(*Record)
-		if o.Annotation(AnnotationPrivateIPIDs) != "id-b1, id-b2" || n.Annotation(AnnotationPrivateIPIDs) != "id-b3" {
+		if o.Annotation(ccm.AnnotationPrivateIPIDs) != "id-b1, id-b2" || n.Annotation(ccm.AnnotationPrivateIPIDs) != "id-b3" {
 			t.Fatalf("update %+v -> %+v", o, n)
 		}
 	case <-ctx.Done():

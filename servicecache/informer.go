@@ -1,4 +1,4 @@
-package ccm
+package servicecache
 
 import (
 	"context"
@@ -19,31 +19,31 @@ import (
 // reference (Record.LiveIDs).
 const IndexPrivateIPIDs = "scw-lb-ipam.io/private-ip-ids"
 
-// ServiceInformer is the process's one watch of Services: a client-go
+// Informer is the process's one watch of Services: a client-go
 // informer that holds every Service of the cluster as a Record (its
 // transform is RecordService), indexed by IndexPrivateIPIDs. The webhook
 // and the sweeper read it and register their handlers on it; add it to the
 // manager as a Runnable. Not a controller-runtime cache: its reader copies
 // what it holds into a *corev1.Service, which a Record is not.
-type ServiceInformer struct {
+type Informer struct {
 	informer toolscache.SharedIndexInformer
 }
 
-// NewServiceInformer watches the Services of the cluster cfg points at. It
+// NewInformer watches the Services of the cluster cfg points at. It
 // builds the core/v1 client alone: client-go's whole clientset would add
 // 9 MB to the binary, and its code pages to every replica's RSS.
-func NewServiceInformer(cfg *rest.Config) (*ServiceInformer, error) {
+func NewInformer(cfg *rest.Config) (*Informer, error) {
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("a client for the Service informer: %w", err)
 	}
-	return newServiceInformer(core, core)
+	return newInformer(core, core)
 }
 
-// newServiceInformer lists and watches through core; client is what
+// newInformer lists and watches through core; client is what
 // client-go asks whether it can stream the first listing (a fake clientset
 // cannot).
-func newServiceInformer(core corev1client.ServicesGetter, client any) (*ServiceInformer, error) {
+func newInformer(core corev1client.ServicesGetter, client any) (*Informer, error) {
 	services := core.Services(metav1.NamespaceAll)
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -60,7 +60,7 @@ func newServiceInformer(core corev1client.ServicesGetter, client any) (*ServiceI
 	if err := inf.SetTransform(RecordService); err != nil {
 		return nil, err
 	}
-	return &ServiceInformer{informer: inf}, nil
+	return &Informer{informer: inf}, nil
 }
 
 func indexLiveIDs(obj any) ([]string, error) {
@@ -71,31 +71,31 @@ func indexLiveIDs(obj any) ([]string, error) {
 }
 
 // Start runs the informer until ctx ends.
-func (s *ServiceInformer) Start(ctx context.Context) error {
+func (s *Informer) Start(ctx context.Context) error {
 	s.informer.RunWithContext(ctx)
 	return nil
 }
 
 // NeedLeaderElection is false: every replica admits, so every replica
 // watches.
-func (s *ServiceInformer) NeedLeaderElection() bool { return false }
+func (s *Informer) NeedLeaderElection() bool { return false }
 
 // HasSynced reports whether the informer holds the first listing: before
 // it, every Service would look absent.
-func (s *ServiceInformer) HasSynced() bool { return s.informer.HasSynced() }
+func (s *Informer) HasSynced() bool { return s.informer.HasSynced() }
 
 // AddEventHandler registers h; the objects it is handed are *Record.
-func (s *ServiceInformer) AddEventHandler(h toolscache.ResourceEventHandler) error {
+func (s *Informer) AddEventHandler(h toolscache.ResourceEventHandler) error {
 	_, err := s.informer.AddEventHandler(h)
 	return err
 }
 
 // Store holds the Records, read in place: the informer replaces a changed
 // Service's Record rather than writing to it.
-func (s *ServiceInformer) Store() toolscache.Store { return s.informer.GetIndexer() }
+func (s *Informer) Store() toolscache.Store { return s.informer.GetIndexer() }
 
 // Records reads the informer's Records.
-func (s *ServiceInformer) Records() Records {
+func (s *Informer) Records() Records {
 	return Records{Indexer: s.informer.GetIndexer(), Synced: s.HasSynced}
 }
 

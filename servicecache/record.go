@@ -1,4 +1,4 @@
-package ccm
+package servicecache
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"time"
 	"unique"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,7 +24,7 @@ const (
 type Annotation struct{ Key, Value string }
 
 // Record is what this process reads of a Service held by the Service
-// informer (NewServiceInformer), without the corev1.Service around it. The
+// informer (NewInformer), without the corev1.Service around it. The
 // informer holds every Service of the cluster for the life of the process:
 // a trimmed corev1.Service costs 1,100 B (its struct alone is 640 B, its
 // annotations a map), a Record under 400 B.
@@ -45,7 +47,7 @@ type Annotation struct{ Key, Value string }
 //
 // A new reader that needs more must add it here, and to the test that
 // compares every reader's answers on a Service and on its Record.
-// HasLoadBalancer, OnlyCCMChanges and request.ProxyProtocolGap read more,
+// HasLoadBalancer, ccm.OnlyCCMChanges and request.ProxyProtocolGap read more,
 // but only on the Services of an admission request, never on Records.
 type Record struct {
 	Namespace       string // interned
@@ -54,7 +56,7 @@ type Record struct {
 	ResourceVersion string
 	// Annotations are the annotations of scw-lb-ipam and of the CCM (by
 	// prefix, so that one read later needs no change here) and the requests
-	// in other implementations' words (OtherRequestAnnotations), sorted by
+	// in other implementations' words (neighbours.OtherRequestAnnotations), sorted by
 	// key.
 	Annotations []Annotation
 	// Ingress are the IPs of status.loadBalancer.ingress.
@@ -71,9 +73,9 @@ type Record struct {
 }
 
 const (
-	flagServed      uint8 = 1 << iota // the CCM serves it (Served)
+	flagServed      uint8 = 1 << iota // the CCM serves it (ccm.Served)
 	flagDeleting                      // deletionTimestamp set
-	flagDNSReserved                   // external-dns publishes the reserved addresses (PublishesReserved)
+	flagDNSReserved                   // external-dns publishes the reserved addresses (neighbours.PublishesReserved)
 )
 
 // RecordService is the Service informer's transform (a client-go
@@ -95,17 +97,17 @@ func NewRecord(svc *corev1.Service) *Record {
 	if c := svc.CreationTimestamp.Unix(); c > 0 {
 		r.Created = uint32(c)
 	}
-	if Served(svc) {
+	if ccm.Served(svc) {
 		r.flags |= flagServed
 	}
 	if svc.DeletionTimestamp != nil {
 		r.flags |= flagDeleting
 	}
-	if PublishesReserved(svc.Annotations) {
+	if neighbours.PublishesReserved(svc.Annotations) {
 		r.flags |= flagDNSReserved
 	}
 	r.Annotations = recordAnnotations(svc.Annotations, kept)
-	if labels := recordAnnotations(svc.Labels, keptLabel); labels != nil || svc.Spec.LoadBalancerIP != "" {
+	if labels := recordAnnotations(svc.Labels, neighbours.GatewayLabel); labels != nil || svc.Spec.LoadBalancerIP != "" {
 		r.rare = &rareFields{labels: labels, loadBalancerIP: svc.Spec.LoadBalancerIP}
 	}
 	for _, in := range svc.Status.LoadBalancer.Ingress {
@@ -144,14 +146,14 @@ func recordAnnotations(ann map[string]string, kept func(string) bool) []Annotati
 // kept: the annotations of scw-lb-ipam and of the CCM, and the requests
 // in other implementations' words and external-dns's (keptOther).
 func kept(key string) bool {
-	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix) || keptOther(key)
+	return strings.HasPrefix(key, annotationPrefix) || strings.HasPrefix(key, ccmAnnotationPrefix) || neighbours.RequestAnnotation(key)
 }
 
 // repeats: the annotations whose values many Services share (pool names,
 // flags, networks) are interned; IDs and addresses are each one Service's.
 func repeats(key string) bool {
 	switch key {
-	case AnnotationPrivateIPIDs, AnnotationLoadBalancerID, annotationPrefix + "ipam-ids", annotationPrefix + "addresses", annotationPrefix + "address":
+	case ccm.AnnotationPrivateIPIDs, ccm.AnnotationLoadBalancerID, annotationPrefix + "ipam-ids", annotationPrefix + "addresses", annotationPrefix + "address":
 		return false
 	}
 	return true
@@ -227,7 +229,7 @@ func (r *Record) Key() types.NamespacedName {
 func (r *Record) Served() bool { return r.flags&flagServed != 0 }
 
 // DNSReserved reports whether external-dns publishes the Service's name at
-// its reserved addresses (PublishesReserved).
+// its reserved addresses (neighbours.PublishesReserved).
 func (r *Record) DNSReserved() bool { return r.flags&flagDNSReserved != 0 }
 
 // Deleting reports whether the Service is Terminating.
@@ -240,7 +242,7 @@ func (r *Record) Live() bool { return r.Served() && !r.Deleting() }
 func (r *Record) CreatedAt() time.Time { return time.Unix(int64(r.Created), 0) }
 
 // ReferencedIDs is ccm.ReferencedIDs of the Service.
-func (r *Record) ReferencedIDs() []string { return Items(r.Annotation(AnnotationPrivateIPIDs)) }
+func (r *Record) ReferencedIDs() []string { return ccm.Items(r.Annotation(ccm.AnnotationPrivateIPIDs)) }
 
 // LiveIDs are the IDs of a live Service, none otherwise: what the index by
 // referenced IDs holds.
@@ -253,7 +255,7 @@ func (r *Record) LiveIDs() []string {
 
 // LoadBalancerID is ccm.LoadBalancerID of the Service.
 func (r *Record) LoadBalancerID() string {
-	return loadBalancerID(r.Annotation(AnnotationLoadBalancerID))
+	return ccm.ParseLoadBalancerID(r.Annotation(ccm.AnnotationLoadBalancerID))
 }
 
 // Regarding is the Service as an Event recorded on it names it (the kind

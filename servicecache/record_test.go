@@ -1,4 +1,4 @@
-package ccm
+package servicecache
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -36,19 +38,19 @@ func servedService() *corev1.Service {
 			CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)), // the apiserver keeps seconds
 			Labels:            map[string]string{"app.kubernetes.io/name": "api", "app.kubernetes.io/managed-by": "Helm"},
 			Annotations: map[string]string{
-				"scw-lb-ipam.io/pool":      "dc-link",
-				"scw-lb-ipam.io/addresses": "172.16.35.200",
-				AnnotationPrivateIPIDs:     "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
-				AnnotationPNIDs:            "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
-				AnnotationPrivate:          "true",
-				AnnotationLoadBalancerID:   "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
+				"scw-lb-ipam.io/pool":        "dc-link",
+				"scw-lb-ipam.io/addresses":   "172.16.35.200",
+				ccm.AnnotationPrivateIPIDs:   "bd66e0e0-2e8b-4c59-817f-afb5abb547f6",
+				ccm.AnnotationPNIDs:          "5b2a2e1c-0d3f-4c59-9a6e-3f0c1a2b4c5d,7e3c9a41-2b6d-4f08-8c15-6a9d0e2f1b3c",
+				ccm.AnnotationPrivate:        "true",
+				ccm.AnnotationLoadBalancerID: "fr-par-1/0b4b3e2c-4c47-4d1b-9f5e-1f3ad2a1e0aa",
 				"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2": "443",
 				"kubectl.kubernetes.io/last-applied-configuration":              strings.Repeat(`{"apiVersion":"v1","kind":"Service"}`, 40),
 				"meta.helm.sh/release-name":                                     "api",
 				"meta.helm.sh/release-namespace":                                "payments",
 				"service.beta.kubernetes.io/aws-load-balancer-type":             "nlb",
 			},
-			Finalizers:      []string{FinalizerLoadBalancerCleanup},
+			Finalizers:      []string{ccm.FinalizerLoadBalancerCleanup},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "api", UID: "u"}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
 				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{}}}`)}},
@@ -82,24 +84,24 @@ func cachedServices() map[string]*corev1.Service {
 		"NodePort":            edit(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }),
 		"no annotations":      edit(func(s *corev1.Service) { s.Annotations = nil }),
 		"foreign annotations": edit(func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/x": "y"} }),
-		"IDs with blanks":     edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = " a, ,b " }),
-		"no IDs, a pool":      edit(func(s *corev1.Service) { delete(s.Annotations, AnnotationPrivateIPIDs) }),
-		"empty IDs":           edit(func(s *corev1.Service) { s.Annotations[AnnotationPrivateIPIDs] = "" }),
+		"IDs with blanks":     edit(func(s *corev1.Service) { s.Annotations[ccm.AnnotationPrivateIPIDs] = " a, ,b " }),
+		"no IDs, a pool":      edit(func(s *corev1.Service) { delete(s.Annotations, ccm.AnnotationPrivateIPIDs) }),
+		"empty IDs":           edit(func(s *corev1.Service) { s.Annotations[ccm.AnnotationPrivateIPIDs] = "" }),
 		"an address":          edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/address"] = "172.16.35.210" }),
 		"IPAM IDs": edit(func(s *corev1.Service) {
 			s.Annotations["scw-lb-ipam.io/ipam-ids"] = "8a7ff36c-7e00-441f-bfda-b6bdcb8ecc5f"
 		}),
 		"allow-ip-change":       edit(func(s *corev1.Service) { s.Annotations["scw-lb-ipam.io/allow-ip-change"] = "true" }),
-		"externally managed":    edit(func(s *corev1.Service) { s.Annotations[AnnotationExternallyManaged] = "true" }),
+		"externally managed":    edit(func(s *corev1.Service) { s.Annotations[ccm.AnnotationExternallyManaged] = "true" }),
 		"an unknown annotation": edit(func(s *corev1.Service) { s.Annotations[annotationPrefix+"later"] = "x" }),
 		"no status, no marks": edit(func(s *corev1.Service) {
 			s.Status, s.Finalizers = corev1.ServiceStatus{}, nil
-			delete(s.Annotations, AnnotationLoadBalancerID)
+			delete(s.Annotations, ccm.AnnotationLoadBalancerID)
 		}),
 		"another namespace": edit(func(s *corev1.Service) { s.Namespace = "web" }),
 		"other implementations' words": edit(func(s *corev1.Service) {
-			s.Annotations[AnnotationMetalLBIPs] = "172.16.35.201"
-			s.Annotations[AnnotationCalicoPools] = `["dc-link"]`
+			s.Annotations[neighbours.AnnotationMetalLBIPs] = "172.16.35.201"
+			s.Annotations[neighbours.AnnotationCalicoPools] = `["dc-link"]`
 			s.Spec.LoadBalancerIP = "172.16.35.202"
 		}),
 		"a Gateway's Service": edit(func(s *corev1.Service) {
@@ -125,18 +127,18 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := out.(*Record)
-			if a, b := Live(full), rec.Live(); a != b {
-				t.Errorf("Live: %v, record %v", a, b)
+			if a, b := ccm.Live(full), rec.Live(); a != b {
+				t.Errorf("ccm.Live: %v, record %v", a, b)
 			}
 			if a, b := full.Spec.Type == corev1.ServiceTypeLoadBalancer && full.Spec.LoadBalancerClass == nil, rec.Served(); a != b {
 				t.Errorf("served: %v, record %v", a, b)
 			}
-			if a, b := ReferencedIDs(full), rec.ReferencedIDs(); !slices.Equal(a, b) {
-				t.Errorf("ReferencedIDs: %q, record %q", a, b)
+			if a, b := ccm.ReferencedIDs(full), rec.ReferencedIDs(); !slices.Equal(a, b) {
+				t.Errorf("ccm.ReferencedIDs: %q, record %q", a, b)
 			}
 			var live []string
-			if Live(full) {
-				live = ReferencedIDs(full)
+			if ccm.Live(full) {
+				live = ccm.ReferencedIDs(full)
 			}
 			if b := rec.LiveIDs(); !slices.Equal(live, b) {
 				t.Errorf("LiveIDs: %q, record %q", live, b)
@@ -151,8 +153,8 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 			if !full.CreationTimestamp.Time.Equal(rec.CreatedAt()) || (full.DeletionTimestamp != nil) != rec.Deleting() {
 				t.Errorf("timestamps: %v %v, record %v %v", full.CreationTimestamp, full.DeletionTimestamp, rec.CreatedAt(), rec.Deleting())
 			}
-			if a, b := LoadBalancerID(full), rec.LoadBalancerID(); a != b {
-				t.Errorf("LoadBalancerID: %q, record %q", a, b)
+			if a, b := ccm.LoadBalancerID(full), rec.LoadBalancerID(); a != b {
+				t.Errorf("ccm.LoadBalancerID: %q, record %q", a, b)
 			}
 			var ingress []string
 			for _, in := range full.Status.LoadBalancer.Ingress {
@@ -174,7 +176,7 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 			ours := func(ann map[string]string) map[string]string {
 				return maps.Collect(func(yield func(string, string) bool) {
 					for k, v := range ann {
-						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") || slices.Contains(OtherRequestAnnotations, k) {
+						if strings.HasPrefix(k, "scw-lb-ipam.io/") || strings.HasPrefix(k, "service.beta.kubernetes.io/scw-loadbalancer-") || slices.Contains(neighbours.OtherRequestAnnotations, k) {
 							if !yield(k, v) {
 								return
 							}
@@ -186,14 +188,14 @@ func TestRecordKeepsWhatReadersRead(t *testing.T) {
 				t.Errorf("annotations: %v, record %v", a, b)
 			}
 			for _, key := range []string{"scw-lb-ipam.io/pool", "scw-lb-ipam.io/address", "scw-lb-ipam.io/ipam-ids", "scw-lb-ipam.io/allow-ip-change", "scw-lb-ipam.io/addresses",
-				AnnotationPrivateIPIDs, AnnotationPNIDs, AnnotationPrivate, AnnotationExternallyManaged, AnnotationLoadBalancerID} {
+				ccm.AnnotationPrivateIPIDs, ccm.AnnotationPNIDs, ccm.AnnotationPrivate, ccm.AnnotationExternallyManaged, ccm.AnnotationLoadBalancerID} {
 				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
 					t.Errorf("annotation %s: %q, record %q", key, a, b)
 				}
 			}
 			// The words of other implementations and the Gateway's
 			// namespace, as request.Read and request.JudgedNamespace read them.
-			for _, key := range OtherRequestAnnotations {
+			for _, key := range neighbours.OtherRequestAnnotations {
 				if a, b := full.Annotations[key], rec.Annotation(key); a != b {
 					t.Errorf("annotation %s: %q, record %q", key, a, b)
 				}
@@ -252,7 +254,7 @@ func BenchmarkRecordRetained(b *testing.B) {
 	for i := range served {
 		s := servedService()
 		s.Name, s.UID = fmt.Sprint("api-", i), types.UID(fmt.Sprintf("7d1c1f0e-46c2-4f55-9a41-%012x", i))
-		s.Annotations[AnnotationPrivateIPIDs] = fmt.Sprintf("bd66e0e0-2e8b-4c59-817f-%012x", i)
+		s.Annotations[ccm.AnnotationPrivateIPIDs] = fmt.Sprintf("bd66e0e0-2e8b-4c59-817f-%012x", i)
 		served[i] = s
 	}
 	kept := make([]any, n)

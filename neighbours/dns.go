@@ -1,8 +1,14 @@
-package ccm
+package neighbours
 
 import (
 	"slices"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 )
+
+// addressesAnnotation is request.AnnotationAddresses, the addresses an
+// admission reserved, which this package sits below.
+const addressesAnnotation = "scw-lb-ipam.io/addresses"
 
 // PublishesReserved reports whether a Service with annotations ann has
 // external-dns publish its name at its reserved addresses: it asks for a
@@ -12,7 +18,7 @@ import (
 // in its Event that DNS points at an address the CCM has not attached;
 // the hostnames themselves are not kept.
 func PublishesReserved(ann map[string]string) bool {
-	addrs := ann[annotationPrefix+"addresses"]
+	addrs := ann[addressesAnnotation]
 	if addressSet(addrs) == nil {
 		return false
 	}
@@ -37,7 +43,7 @@ func SameAddresses(a, b string) bool { return slices.Equal(addressSet(a), addres
 // addressSet is a comma-separated list of addresses, sorted; nil when it
 // names none.
 func addressSet(v string) []string {
-	out := Items(v)
+	out := ccm.Items(v)
 	slices.Sort(out)
 	return out
 }

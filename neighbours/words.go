@@ -1,4 +1,4 @@
-package ccm
+package neighbours
 
 import (
 	"slices"
@@ -42,6 +42,6 @@ const (
 // namespace (a Gateway controller's, such as Envoy Gateway's
 // gateway.envoyproxy.io/owning-gateway-namespace): the pool file's
 // gatewayNamespaceLabel must contain "gateway" for the sweeper to see it.
-func keptLabel(key string) bool { return strings.Contains(key, "gateway") }
+func GatewayLabel(key string) bool { return strings.Contains(key, "gateway") }
 
-func keptOther(key string) bool { return slices.Contains(OtherRequestAnnotations, key) }
+func RequestAnnotation(key string) bool { return slices.Contains(OtherRequestAnnotations, key) }
