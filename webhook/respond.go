@@ -40,7 +40,8 @@ type decision struct {
 	// its Load Balancer (also its IPNotReserved Event).
 	keptDHCP string
 	// set are the annotations an UPDATE puts back as an earlier admission
-	// wrote them (restored), and unset those it wrote that no longer hold.
+	// or the CCM wrote them (restored, or with a patch or a kept DHCP
+	// address), and unset those an admission wrote that no longer hold.
 	set   map[string]string
 	unset []string
 	// reserved is what the admission reserved (patched), or would (dry
@@ -57,6 +58,24 @@ func errored(err error) decision { return decision{result: resultErrored, err: e
 
 func refusal(err error) decision { return decision{result: resultDenied, err: err} }
 
+// restoring is d that also puts annotation key back at v, as it was before
+// the UPDATE. A refusal or an error writes nothing, so it stays as it is.
+func (d decision) restoring(key, v string) decision {
+	switch d.result {
+	case resultAllowed:
+		d.result = resultRestored
+	case resultRestored, resultPatched, resultKept:
+	default:
+		return d
+	}
+	d.set = maps.Clone(d.set)
+	if d.set == nil {
+		d.set = map[string]string{}
+	}
+	d.set[key] = v
+	return d
+}
+
 // respond renders a decision: the patch and its pn-ids union, the warnings,
 // the Events, the log line and the metric.
 func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d decision, start time.Time) admission.Response {
@@ -72,6 +91,9 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 	case resultKept:
 		if !d.dryRun {
 			m.event(svc, corev1.EventTypeWarning, EventIPNotReserved, "Reserve", "%s", strings.TrimPrefix(d.keptDHCP, "scw-lb-ipam: "))
+		}
+		if len(d.set) > 0 {
+			resp = patchAnnotations(svc, req.Object.Raw, d.set, nil)
 		}
 		resp = resp.WithWarnings(d.keptDHCP)
 	case resultDryRun:
@@ -92,6 +114,7 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 func (m *ServiceMutator) patched(req admission.Request, svc *corev1.Service, d decision) admission.Response {
 	w := request.Written(d.cfg, svc, d.ask, d.reserved)
 	written, dhcp, told := w.Set, w.DHCPNote, w.Warnings
+	maps.Copy(written, d.set)
 	resp := patchAnnotations(svc, req.Object.Raw, written, w.Remove)
 	warnings := make([]string, 0, len(d.reserved)+len(told))
 	var held []heldEvent

@@ -18,7 +18,17 @@ import (
 
 // update judges an UPDATE of a Service that already was a LoadBalancer,
 // by updateRules; one the rules let allocate is reserved for like a CREATE.
+// Whatever it decides, the CCM's Load Balancer ID a replace dropped is put
+// back (see droppedLoadBalancerID).
 func (m *ServiceMutator) update(ctx context.Context, req admission.Request, cfg *ipam.Config, old, svc *corev1.Service, ns string, ask request.Ask) decision {
+	d := m.judgeUpdate(ctx, req, cfg, old, svc, ns, ask)
+	if id, dropped := droppedLoadBalancerID(old, svc); dropped {
+		d = d.restoring(ccm.AnnotationLoadBalancerID, id)
+	}
+	return d
+}
+
+func (m *ServiceMutator) judgeUpdate(ctx context.Context, req admission.Request, cfg *ipam.Config, old, svc *corev1.Service, ns string, ask request.Ask) decision {
 	r := updateRules(cfg, old, svc, ask)
 	switch r.verdict {
 	case verdictDeny:
@@ -30,6 +40,29 @@ func (m *ServiceMutator) update(ctx context.Context, req admission.Request, cfg 
 		return decision{result: resultRestored, set: r.kept, unset: r.dropped}
 	}
 	return m.allocate(ctx, req, cfg, svc, ns, r.ask, ccm.ReferencedIDs(old), r.verdict == verdictKeepDHCP)
+}
+
+// droppedLoadBalancerID is the CCM's Load Balancer ID an UPDATE drops that
+// the CCM did not: kubectl replace, or Argo CD's Replace=true, sets the
+// annotations to the manifest's. The CCM then finds its Load Balancer by
+// name (its prefix and the Service's UID), and patches the ID back by the
+// Service's name alone; a copy of the Service it read before a delete and
+// re-create of that name (a CCM leader that just started, its node
+// worker's pass late) writes the previous Load Balancer's ID onto the new
+// Service, which then never reaches its own Load Balancer and, deleted,
+// leaves it behind ("was renamed, not removing") with its reserved IP. With
+// the ID kept the CCM reads the Load Balancer by ID and writes nothing.
+// The CCM's own removal (a Service being deleted, or no longer its) never
+// reaches here; an externally managed Load Balancer's ID is the user's.
+func droppedLoadBalancerID(old, svc *corev1.Service) (string, bool) {
+	id := old.Annotations[ccm.AnnotationLoadBalancerID]
+	if _, kept := svc.Annotations[ccm.AnnotationLoadBalancerID]; kept || id == "" || svc.DeletionTimestamp != nil {
+		return "", false
+	}
+	if ccm.ExternallyManaged(ccm.Of(old.Annotations)) || ccm.ExternallyManaged(ccm.Of(svc.Annotations)) {
+		return "", false
+	}
+	return id, true
 }
 
 // verdict is what the UPDATE rules say of a change.

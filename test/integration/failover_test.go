@@ -22,7 +22,8 @@ import (
 // down (its leader killed), moved to general with allow-ip-change,
 // replaced with its manifest (kubectl replace: the CCM's
 // scw-loadbalancer-id goes with the other annotations), moved back and
-// deleted. Once a CCM runs again, the Service must go with its Load
+// deleted. The replace keeps the CCM's Load Balancer ID (the webhook puts
+// it back). Once a CCM runs again, the Service must go with its Load
 // Balancer, and the reserved IP be attached to nothing. Its Load Balancer
 // is public, as the chaos run's are.
 func TestLifeWhileTheCCMIsDown(t *testing.T) {
@@ -56,6 +57,11 @@ func TestLifeWhileTheCCMIsDown(t *testing.T) {
 			svc.Annotations = maps.Clone(moved)
 		}); err != nil {
 			t.Fatalf("replace: %v", err)
+		}
+		// The webhook puts back the CCM's ID the replace dropped: the CCM
+		// finds its Load Balancer by ID, never patches one by name.
+		if got := get(t, ns, name).Annotations[ccm.AnnotationLoadBalancerID]; !strings.HasSuffix(got, "/"+lb) {
+			t.Fatalf("after the replace, scw-loadbalancer-id is %q, want the Load Balancer %s", got, lb)
 		}
 		move("dc-link")
 		if err := s.Kube.Delete(ctx, get(t, ns, name)); err != nil {
