@@ -53,11 +53,11 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 		if h.Cluster != cluster || h.IPID == "" {
 			continue
 		}
-		e := h.Entry()
+		e := h.Entry
 		switch {
 		case referenced[h.IPID]:
 			hs.Live = append(hs.Live, h)
-		case h.RetainedSince.IsZero():
+		case h.OrphanedSince.IsZero():
 			hs.Settling = append(hs.Settling, h)
 		case r.Releasing(pool, e, now):
 			hs.Releasing = append(hs.Releasing, h)
@@ -68,7 +68,7 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 		}
 	}
 	slices.SortFunc(hs.Yieldable, func(x, y Held) int {
-		return cmp.Or(x.RetainedSince.Compare(y.RetainedSince), x.Addr.Compare(y.Addr))
+		return cmp.Or(x.OrphanedSince.Compare(y.OrphanedSince), x.Addr.Compare(y.Addr))
 	})
 	return hs
 }
@@ -81,14 +81,14 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 // subnet holds (DESIGN.md). The one due first is chosen, then the lowest
 // address, so that replicas choose alike; ok is false when there is none.
 func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) (h Held, ok bool) {
-	due := func(x Held) bool { return !x.RetainedSince.IsZero() && r.Expired(pool, x.Entry(), now) }
+	due := func(x Held) bool { return !x.OrphanedSince.IsZero() && r.Expired(pool, x.Entry, now) }
 	for _, x := range all {
 		// An attached one makes no room whatever its ledger says: its
 		// re-read would be spent for nothing (a stranded one for ever).
 		if x.Cluster != cluster || x.IPID == "" || x.Resource != nil {
 			continue
 		}
-		if !due(x) && !(x.RetainedSince.IsZero() && !referenced[x.IPID]) {
+		if !due(x) && !(x.OrphanedSince.IsZero() && !referenced[x.IPID]) {
 			continue
 		}
 		if !ok || firstUnsure(x, h, due) {

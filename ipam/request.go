@@ -3,7 +3,6 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -55,31 +54,14 @@ type Reservation struct {
 	BringYourOwn bool
 }
 
-// Holder describes who holds an address, for denials and the status command.
+// Holder describes who holds an address: the IP's ID, what it is attached
+// to, and its ledger as read, whole (zero for an IP that has none: another
+// project's, a VM's). Denials, full pools, status and the inventory read it;
+// the release protocol decides from its Entry.
 type Holder struct {
 	IPID     string
-	Cluster  string
-	Service  types.NamespacedName
 	Resource *scaleway.Resource
-	// RetainedSince is when the sweeper found the reservation unreferenced;
-	// zero while a Service uses it.
-	RetainedSince time.Time
-	// ReleaseAt is the ledger's release time (see Entry.ReleaseAt).
-	ReleaseAt time.Time
-	// UID is the back-filled uid of the Service, empty while pending.
-	UID string
-	// Namespace is the namespace whose share the reservation counts in
-	// (Entry.ShareNamespace): status and handover count and filter by it.
-	Namespace string
-}
-
-// ShareNamespace is the namespace whose share the reservation counts in:
-// the ledger's namespace tag, the Service's namespace where it was not read.
-func (h Holder) ShareNamespace() string {
-	if h.Namespace != "" {
-		return h.Namespace
-	}
-	return h.Service.Namespace
+	Entry
 }
 
 func (h Holder) String() string {
@@ -94,12 +76,6 @@ func (h Holder) String() string {
 	return "another reservation"
 }
 
-// Entry is the part of the ledger the holder keeps: what the release
-// protocol (Retention) decides from.
-func (h Holder) Entry() Entry {
-	return Entry{OrphanedSince: h.RetainedSince, ReleaseAt: h.ReleaseAt, UID: h.UID}
-}
-
 // HolderOf describes who holds ip, from its ledger entry.
 func HolderOf(ip *scaleway.IP) Holder {
 	e, ok := ParseEntry(ip.Tags)
@@ -110,7 +86,7 @@ func HolderOf(ip *scaleway.IP) Holder {
 func HolderFrom(ip *scaleway.IP, e Entry, ok bool) Holder {
 	h := Holder{IPID: ip.ID, Resource: ip.Resource}
 	if ok {
-		h.Cluster, h.Service, h.RetainedSince, h.ReleaseAt, h.UID, h.Namespace = e.Cluster, e.Service, e.OrphanedSince, e.ReleaseAt, e.UID, e.ShareNamespace()
+		h.Entry = e
 	}
 	return h
 }

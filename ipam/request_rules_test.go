@@ -21,15 +21,15 @@ func TestHolderOf(t *testing.T) {
 		want   Holder
 		string string
 	}{
-		{"ours, retained", ours, Holder{IPID: "ip-1", Cluster: "prod", Service: svcAPI, UID: "u1", RetainedSince: e.OrphanedSince, ReleaseAt: e.ReleaseAt}, "Service payments/api (cluster prod)"},
-		{"ours, attached: named by its resource", attached, Holder{IPID: "ip-2", Cluster: "prod", Service: svcAPI, Resource: lb}, lb.String()},
+		{"ours, retained", ours, Holder{IPID: "ip-1", Entry: Entry{Cluster: "prod", Service: svcAPI, UID: "u1", OrphanedSince: e.OrphanedSince, ReleaseAt: e.ReleaseAt}}, "Service payments/api (cluster prod)"},
+		{"ours, attached: named by its resource", attached, Holder{IPID: "ip-2", Resource: lb, Entry: Entry{Cluster: "prod", Service: svcAPI}}, lb.String()},
 		{"someone else's: its ID alone", foreign, Holder{IPID: "ip-3"}, "IPAM IP ip-3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, ok := ParseEntry(tc.ip.Tags)
 			for via, h := range map[string]Holder{"HolderOf": HolderOf(tc.ip), "HolderFrom": HolderFrom(tc.ip, e, ok)} {
 				if h.IPID != tc.want.IPID || h.Cluster != tc.want.Cluster || h.Service != tc.want.Service || h.Resource != tc.want.Resource || h.UID != tc.want.UID ||
-					!h.RetainedSince.Equal(tc.want.RetainedSince) || !h.ReleaseAt.Equal(tc.want.ReleaseAt) {
+					!h.OrphanedSince.Equal(tc.want.OrphanedSince) || !h.ReleaseAt.Equal(tc.want.ReleaseAt) {
 					t.Errorf("%s = %+v, want %+v", via, h, tc.want)
 				}
 				if h.String() != tc.string {
@@ -48,7 +48,7 @@ func TestHolderOf(t *testing.T) {
 func TestHolderEntry(t *testing.T) {
 	dc := rulesPool(t, rulesConfig(t), "dc")
 	e := retained(Entry{Cluster: "prod", Pool: "dc", Service: svcAPI, UID: "u1"}, time.Hour, 10*time.Second)
-	h := HolderOf(ledgerIP("ip-1", subA, "172.16.4.11", e)).Entry()
+	h := HolderOf(ledgerIP("ip-1", subA, "172.16.4.11", e)).Entry
 	if !h.OrphanedSince.Equal(e.OrphanedSince) || !h.ReleaseAt.Equal(e.ReleaseAt) || h.UID != "u1" {
 		t.Fatalf("Entry = %+v", h)
 	}

@@ -49,7 +49,7 @@ func StatsOf(p *Pool, cluster string, holders map[netip.Addr]Holder) PoolStats {
 	for _, h := range holders {
 		if h.Cluster == cluster {
 			st.UsedByCluster++
-			if !h.RetainedSince.IsZero() {
+			if !h.OrphanedSince.IsZero() {
 				st.Retained++
 			}
 		} else {

@@ -125,7 +125,7 @@ func (y *room) classify(ctx context.Context, pool *ipam.Pool, all []ipam.Held) (
 func (y *room) liveOrUnknown(ctx context.Context, all []ipam.Held) map[string]bool {
 	referenced := map[string]bool{}
 	for _, h := range all {
-		if h.IPID != "" && h.RetainedSince.IsZero() {
+		if h.IPID != "" && h.OrphanedSince.IsZero() {
 			refs, err := y.refs.ReferencedBy(ctx, h.IPID)
 			referenced[h.IPID] = err != nil || len(refs) > 0
 		}

@@ -10,41 +10,28 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // indexed is what a replica knows of one of this cluster's reservations
-// without asking Scaleway. It is enough to choose which IP to re-read for a
-// Service, never enough to hand one out: another replica or the sweeper may
-// have changed it since.
+// without asking Scaleway: its address and its holder as last read, ledger
+// whole. It is enough to choose which IP to re-read for a Service, never
+// enough to hand one out: another replica or the sweeper may have changed
+// it since.
 type indexed struct {
-	id       string
-	address  netip.Addr
-	pool     string
-	service  types.NamespacedName
-	used     bool // uid back-filled: a live Service had it
-	orphaned time.Time
-	// releaseAt is the ledger's release-at (see Entry.ReleaseAt).
-	releaseAt time.Time
+	addr netip.Addr
+	ipam.Holder
 	// learned is when this replica learned it: the start of the listing
 	// that showed it, or its own write.
 	learned time.Time
 }
 
-// indexEntry reads ip's ledger tags; false for IPs of other clusters,
-// resources or people.
-func indexEntry(ip *scaleway.IP, cluster string, learned time.Time) (*indexed, bool) {
-	e, ok := ipam.ParseEntry(ip.Tags)
-	return entryOf(ip, e, ok, cluster, learned)
-}
-
-// entryOf is indexEntry over an entry already parsed (ok: ip has one).
-func entryOf(ip *scaleway.IP, e ipam.Entry, ok bool, cluster string, learned time.Time) (*indexed, bool) {
-	if !ok || !e.Owns(cluster) {
+// indexOf is the index's entry for h at addr, learned then; false for IPs
+// of other clusters, resources or people.
+func indexOf(addr netip.Addr, h ipam.Holder, cluster string, learned time.Time) (*indexed, bool) {
+	if !h.Owns(cluster) {
 		return nil, false
 	}
-	return &indexed{id: ip.ID, address: ip.Address, pool: e.Pool, service: e.Service, used: e.UID != "",
-		orphaned: e.OrphanedSince, releaseAt: e.ReleaseAt, learned: learned}, true
+	return &indexed{addr: addr, Holder: h, learned: learned}, true
 }
 
 // index is the reservation index of one subnet: this cluster's
@@ -61,20 +48,20 @@ func newIndex() index {
 }
 
 func (x index) put(r *indexed) {
-	x.drop(r.id)
-	x.byID[r.id] = r
-	m := x.byService[r.service]
+	x.drop(r.IPID)
+	x.byID[r.IPID] = r
+	m := x.byService[r.Service]
 	if m == nil {
 		m = map[string]*indexed{}
-		x.byService[r.service] = m
+		x.byService[r.Service] = m
 	}
-	m[r.id] = r
+	m[r.IPID] = r
 }
 
-// record indexes ip, one of this cluster's reservations, or drops it when
-// its entry (e, parsed; ok: it has one) is no longer this cluster's.
-func (x index) record(ip *scaleway.IP, e ipam.Entry, ok bool, cluster string, learned time.Time) {
-	if r, mine := entryOf(ip, e, ok, cluster, learned); mine {
+// record indexes h at addr, one of this cluster's reservations; one that is
+// no longer this cluster's is left as it is.
+func (x index) record(addr netip.Addr, h ipam.Holder, cluster string, learned time.Time) {
+	if r, mine := indexOf(addr, h, cluster, learned); mine {
 		x.put(r)
 	}
 }
@@ -85,10 +72,10 @@ func (x index) drop(id string) {
 		return
 	}
 	delete(x.byID, id)
-	if m := x.byService[r.service]; m != nil {
+	if m := x.byService[r.Service]; m != nil {
 		delete(m, id)
 		if len(m) == 0 {
-			delete(x.byService, r.service)
+			delete(x.byService, r.Service)
 		}
 	}
 }
@@ -97,7 +84,7 @@ func (x index) drop(id string) {
 // and chooses among what it reads.
 func (x index) of(svc types.NamespacedName) []*indexed {
 	out := slices.Collect(maps.Values(x.byService[svc]))
-	slices.SortFunc(out, func(a, b *indexed) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *indexed) int { return strings.Compare(a.IPID, b.IPID) })
 	return out
 }
 
@@ -125,11 +112,7 @@ func (x index) rebuilt(listed []*indexed, since time.Time) index {
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
 func mayBeReusable(policy ipam.Retention, cfg *ipam.Config, subnetID string, r *indexed, now time.Time) bool {
-	e := ipam.Entry{Pool: r.pool, OrphanedSince: r.orphaned, ReleaseAt: r.releaseAt}
-	if r.used {
-		e.UID = "used"
-	}
-	return policy.ReusableIn(cfg, e, subnetID, r.address, now)
+	return policy.ReusableIn(cfg, r.Entry, subnetID, r.addr, now)
 }
 
 // indexedElsewhere reports whether one of the views' indexes knows id as a
@@ -140,7 +123,7 @@ func indexedElsewhere(views map[string]*occupancy, id string, p *ipam.Pool) bool
 		o.mu.Lock()
 		r, ok := o.mine.byID[id]
 		o.mu.Unlock()
-		if ok && !p.Holds(subnet, r.address) {
+		if ok && !p.Holds(subnet, r.addr) {
 			return true
 		}
 	}

@@ -167,8 +167,9 @@ func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
 	var mine []*indexed
 	for _, ip := range ips {
 		if ip.SubnetID == o.subnet {
-			o.holders[ip.Address] = ipam.HolderOf(ip)
-			if r, ok := indexEntry(ip, cluster, since); ok {
+			h := ipam.HolderOf(ip)
+			o.holders[ip.Address] = h
+			if r, ok := indexOf(ip.Address, h, cluster, since); ok {
 				mine = append(mine, r)
 			}
 		}
@@ -177,8 +178,8 @@ func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
 	o.since = since
 	// And this replica's bookings that answered while the listing ran.
 	for _, r := range o.mine.byID {
-		if _, ok := o.holders[r.address]; !ok && !r.learned.Before(since) {
-			o.holders[r.address] = ipam.Holder{IPID: r.id, Cluster: cluster, Service: r.service}
+		if _, ok := o.holders[r.addr]; !ok && !r.learned.Before(since) {
+			o.holders[r.addr] = r.Holder
 		}
 	}
 	for _, s := range o.spaces {
@@ -203,10 +204,10 @@ func (sub *Subnets) Record(p *ipam.Pool, ip *scaleway.IP) {
 	if o == nil {
 		return
 	}
-	e, ok := ipam.ParseEntry(ip.Tags)
+	h := ipam.HolderOf(ip)
 	o.mu.Lock()
-	o.take(ip.Address, ipam.HolderFrom(ip, e, ok))
-	o.mine.record(ip, e, ok, sub.cfg.Load().ClusterName, sub.clock.Now())
+	o.take(ip.Address, h)
+	o.mine.record(ip.Address, h, sub.cfg.Load().ClusterName, sub.clock.Now())
 	o.mu.Unlock()
 }
 
@@ -292,11 +293,11 @@ func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string
 	for _, r := range o.mine.of(req.Service) {
 		// A Service that showed the ID after the index learned its tags
 		// may have taken it back since: its orphaned-since is stale.
-		hintedLater := hints[r.id].After(r.learned)
-		if req.Pool.Covers(r.address) && (!req.Address.IsValid() || r.address == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
-			add(r.id)
+		hintedLater := hints[r.IPID].After(r.learned)
+		if req.Pool.Covers(r.addr) && (!req.Address.IsValid() || r.addr == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
+			add(r.IPID)
 		} else {
-			known[r.id] = true
+			known[r.IPID] = true
 		}
 	}
 	o.mu.Unlock()

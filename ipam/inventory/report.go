@@ -80,10 +80,10 @@ func (v *Inventory) Report() []PoolReport {
 				if h.Resource != nil {
 					ar.Holder += ", attached to " + h.Resource.String()
 				}
-				if at, ok := v.policy.When(p, h.Entry()); ok {
+				if at, ok := v.policy.When(p, h.Entry); ok {
 					ar.RetainedUntil = at
 				}
-				ar.RetainedSince = h.RetainedSince
+				ar.RetainedSince = h.OrphanedSince
 				// By the ledger's namespace tag, as the share counts.
 				ns := h.ShareNamespace()
 				use := uses[ns]
@@ -92,7 +92,7 @@ func (v *Inventory) Report() []PoolReport {
 					uses[ns] = use
 				}
 				use.Held++
-				if !h.RetainedSince.IsZero() {
+				if !h.OrphanedSince.IsZero() {
 					use.Retained++
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
@@ -101,7 +102,7 @@ func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 	}
 	view.mu.Lock()
 	defer view.mu.Unlock()
-	if r, ok := indexEntry(ip, v.Config().ClusterName, readAt); ok {
+	if r, ok := indexOf(ip.Address, ipam.HolderOf(ip), v.Config().ClusterName, readAt); ok {
 		view.mine.put(r)
 	} else {
 		view.mine.drop(ip.ID)
@@ -118,7 +119,7 @@ func (v *Inventory) Forget(id string, addr netip.Addr) {
 	for _, o := range v.subnets.occ {
 		o.mu.Lock()
 		if r, ok := o.mine.byID[id]; ok {
-			addr = r.address
+			addr = r.addr
 			o.mine.drop(id)
 		}
 		// Only if it still marks this IP: the address may be another
@@ -143,7 +144,7 @@ func (v *Inventory) dropHints(since time.Time) {
 		for _, o := range v.subnets.occ {
 			o.mu.Lock()
 			if r, ok := o.mine.byID[id]; ok {
-				indexed, used = true, r.used
+				indexed, used = true, r.UID != ""
 			}
 			o.mu.Unlock()
 		}
@@ -161,7 +162,7 @@ func (v *Inventory) Knows(id string) (svc types.NamespacedName, pool string, ok 
 		r, found := o.mine.byID[id]
 		o.mu.Unlock()
 		if found {
-			return r.service, r.pool, true
+			return r.Service, r.Pool, true
 		}
 	}
 	return types.NamespacedName{}, "", false
