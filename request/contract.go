@@ -163,7 +163,7 @@ func PNList(user, fallback, added []string) []string {
 		out = slices.Clone(fallback)
 	}
 	for _, id := range added {
-		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == id }) {
+		if !slices.ContainsFunc(out, func(s string) bool { return PrivateNetworkID(s) == PrivateNetworkID(id) }) {
 			out = append(out, id)
 		}
 	}

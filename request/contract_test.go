@@ -180,3 +180,26 @@ func TestProxyProtocolGap(t *testing.T) {
 		}
 	}
 }
+
+// PNList is pn-ids for a CREATE and an UPDATE alike: the user's items, or
+// the fallback, then each added network no item names yet, a zone in front
+// of either side or not.
+func TestPNList(t *testing.T) {
+	const nodes, dc = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+	for _, tc := range []struct {
+		name                  string
+		user, fallback, added []string
+		want                  []string
+	}{
+		{"a CREATE: the nodes' network, then the pool's", nil, []string{nodes}, []string{dc}, []string{nodes, dc}},
+		{"the user's networks replace the fallback", []string{dc}, []string{nodes}, []string{dc}, []string{dc}},
+		{"an UPDATE: what was written, the pool's not twice", nil, []string{nodes, dc}, []string{dc}, []string{nodes, dc}},
+		{"a zonal item written before: not added again, plain or zonal", nil, []string{"fr-par-1/" + dc}, []string{"fr-par-1/" + dc, dc}, []string{"fr-par-1/" + dc}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PNList(tc.user, tc.fallback, tc.added); !slices.Equal(got, tc.want) {
+				t.Fatalf("PNList = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

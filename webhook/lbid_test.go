@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +51,17 @@ func TestReplaceKeepsTheCCMsLoadBalancerID(t *testing.T) {
 			return replaced(live, ann(request.AnnotationPool, "general", ccm.AnnotationPrivate, "true", request.AnnotationAllowIPChange, "true"))
 		}, lbID},
 		{"re-applied: the ID stays, nothing to put back", func(live *corev1.Service) *corev1.Service { return reapplied(live, manifest) }, lbID},
+		{"the CCM's own removal, the Service live (it re-creates its Load Balancer)", func(live *corev1.Service) *corev1.Service {
+			next := live.DeepCopy()
+			delete(next.Annotations, ccm.AnnotationLoadBalancerID)
+			return next
+		}, ""},
+		{"the CCM's own removal, another webhook stamping a label on the way", func(live *corev1.Service) *corev1.Service {
+			next := live.DeepCopy()
+			delete(next.Annotations, ccm.AnnotationLoadBalancerID)
+			next.Labels = map[string]string{"stamped-by": "another-webhook"}
+			return next
+		}, ""},
 		{"Terminating: the CCM removes it on its way out", func(live *corev1.Service) *corev1.Service {
 			next := replaced(live, manifest)
 			next.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -62,16 +75,22 @@ func TestReplaceKeepsTheCCMsLoadBalancerID(t *testing.T) {
 			h := newHarness(t)
 			live := attached(h, manifest)
 			next := tc.edit(live)
-			r, _ := h.send(review(admissionv1.Update, next, live, false))
-			if !r.Allowed {
-				t.Fatalf("denied: %s", r.Result.Message)
-			}
-			got := fixtures.Patched(t, next, r.Patch)
-			if id := got.Annotations[ccm.AnnotationLoadBalancerID]; id != tc.want {
-				t.Fatalf("scw-loadbalancer-id after the UPDATE: %q, want %q", id, tc.want)
-			}
-			if tc.want != "" && got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
-				t.Fatalf("the reservation's IDs are not on the Service: %v", got.Annotations)
+			for _, dryRun := range []bool{false, true} {
+				r, _ := h.send(review(admissionv1.Update, next, live, dryRun))
+				if !r.Allowed {
+					t.Fatalf("dry run %v: denied: %s", dryRun, r.Result.Message)
+				}
+				got := fixtures.Patched(t, next, r.Patch)
+				if id := got.Annotations[ccm.AnnotationLoadBalancerID]; id != tc.want {
+					t.Fatalf("dry run %v: scw-loadbalancer-id after the UPDATE: %q, want %q", dryRun, id, tc.want)
+				}
+				told := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, ccm.AnnotationLoadBalancerID+" (the CCM's") })
+				if put := tc.want != "" && next.Annotations[ccm.AnnotationLoadBalancerID] == ""; told != put {
+					t.Fatalf("dry run %v: warned of the ID put back: %v, want %v (%q)", dryRun, told, put, r.Warnings)
+				}
+				if tc.want != "" && !dryRun && got.Annotations[ccm.AnnotationPrivateIPIDs] == "" {
+					t.Fatalf("the reservation's IDs are not on the Service: %v", got.Annotations)
+				}
 			}
 		})
 	}

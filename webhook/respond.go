@@ -44,6 +44,8 @@ type decision struct {
 	// address), and unset those an admission wrote that no longer hold.
 	set   map[string]string
 	unset []string
+	// notes are warnings of what the answer puts back, whatever its result.
+	notes []string
 	// reserved is what the admission reserved (patched), or would (dry
 	// run), for key under cfg; ask is the request it reserved for (its
 	// pn-ids, its warnings).
@@ -59,12 +61,13 @@ func errored(err error) decision { return decision{result: resultErrored, err: e
 func refusal(err error) decision { return decision{result: resultDenied, err: err} }
 
 // restoring is d that also puts annotation key back at v, as it was before
-// the UPDATE. A refusal or an error writes nothing, so it stays as it is.
-func (d decision) restoring(key, v string) decision {
+// the UPDATE, and says so in a warning. A refusal or an error writes
+// nothing, so it stays as it is.
+func (d decision) restoring(key, v, why string) decision {
 	switch d.result {
-	case resultAllowed:
+	case resultAllowed, resultSkipped:
 		d.result = resultRestored
-	case resultRestored, resultPatched, resultKept:
+	case resultRestored, resultPatched, resultKept, resultDryRun:
 	default:
 		return d
 	}
@@ -73,6 +76,7 @@ func (d decision) restoring(key, v string) decision {
 		d.set = map[string]string{}
 	}
 	d.set[key] = v
+	d.notes = append(slices.Clone(d.notes), why)
 	return d
 }
 
@@ -97,11 +101,17 @@ func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d d
 		}
 		resp = resp.WithWarnings(d.keptDHCP)
 	case resultDryRun:
+		if len(d.set) > 0 {
+			resp = patchAnnotations(svc, req.Object.Raw, d.set, nil)
+		}
 		resp = resp.WithWarnings(dryRunWarnings(d.reserved)...)
 	case resultPatched:
 		resp = m.patched(req, svc, d)
 	case resultRestored:
 		resp = patchAnnotations(svc, req.Object.Raw, d.set, d.unset)
+	}
+	if len(d.notes) > 0 {
+		resp = resp.WithWarnings(append(resp.Warnings, d.notes...)...)
 	}
 	if m.Metrics != nil {
 		m.Metrics.observeAdmission(string(req.Operation), d.result, time.Since(start))

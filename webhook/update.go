@@ -23,7 +23,7 @@ import (
 func (m *ServiceMutator) update(ctx context.Context, req admission.Request, cfg *ipam.Config, old, svc *corev1.Service, ns string, ask request.Ask) decision {
 	d := m.judgeUpdate(ctx, req, cfg, old, svc, ns, ask)
 	if id, dropped := droppedLoadBalancerID(old, svc); dropped {
-		d = d.restoring(ccm.AnnotationLoadBalancerID, id)
+		d = d.restoring(ccm.AnnotationLoadBalancerID, id, fmt.Sprintf("scw-lb-ipam: annotation %s (the CCM's, naming its Load Balancer %s) is put back: this update replaced the annotations and dropped it; without it the CCM looks its Load Balancer up by name", ccm.AnnotationLoadBalancerID, id))
 	}
 	return d
 }
@@ -52,17 +52,33 @@ func (m *ServiceMutator) judgeUpdate(ctx context.Context, req admission.Request,
 // Service, which then never reaches its own Load Balancer and, deleted,
 // leaves it behind ("was renamed, not removing") with its reserved IP. With
 // the ID kept the CCM reads the Load Balancer by ID and writes nothing.
-// The CCM's own removal (a Service being deleted, or no longer its) never
-// reaches here; an externally managed Load Balancer's ID is the user's.
+//
+// A replace is told from the CCM's own removal (a Service being deleted,
+// one it no longer serves, or one whose Load Balancer it re-creates) by
+// what else went: a replace drops what the admission wrote with it (the
+// IDs, the addresses); the CCM's patch removes its ID alone, also when
+// another webhook edits the object on the way. A replace of a manifest
+// that carries the admission's annotations but not the CCM's is left as it
+// is. An externally managed Load Balancer's ID is the user's.
 func droppedLoadBalancerID(old, svc *corev1.Service) (string, bool) {
 	id := old.Annotations[ccm.AnnotationLoadBalancerID]
 	if _, kept := svc.Annotations[ccm.AnnotationLoadBalancerID]; kept || id == "" || svc.DeletionTimestamp != nil {
+		return "", false
+	}
+	if !dropped(old, svc, request.AnnotationAddresses) && !dropped(old, svc, ccm.AnnotationPrivateIPIDs) {
 		return "", false
 	}
 	if ccm.ExternallyManaged(ccm.Of(old.Annotations)) || ccm.ExternallyManaged(ccm.Of(svc.Annotations)) {
 		return "", false
 	}
 	return id, true
+}
+
+// dropped reports whether an UPDATE from old to svc removed annotation key.
+func dropped(old, svc *corev1.Service, key string) bool {
+	_, had := old.Annotations[key]
+	_, has := svc.Annotations[key]
+	return had && !has
 }
 
 // verdict is what the UPDATE rules say of a change.
