@@ -6,9 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 )
-
 
 func lb(ann map[string]string) *corev1.Service {
 	return &corev1.Service{

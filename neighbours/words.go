@@ -38,10 +38,13 @@ const (
 	ExternalDNSPrefixLegacy = "external-dns.alpha.kubernetes.io/"
 )
 
-// keptLabel: the labels a Record keeps are those that may carry a Gateway's
-// namespace (a Gateway controller's, such as Envoy Gateway's
-// gateway.envoyproxy.io/owning-gateway-namespace): the pool file's
-// gatewayNamespaceLabel must contain "gateway" for the sweeper to see it.
+// GatewayLabel reports whether label key may carry a Gateway's namespace (a
+// Gateway controller's, such as Envoy Gateway's
+// gateway.envoyproxy.io/owning-gateway-namespace): the labels a Record
+// keeps. The pool file's gatewayNamespaceLabel must contain "gateway" for
+// the sweeper to see it.
 func GatewayLabel(key string) bool { return strings.Contains(key, "gateway") }
 
+// RequestAnnotation reports whether annotation key is one of the other
+// implementations' requests (OtherRequestAnnotations): a Record keeps them.
 func RequestAnnotation(key string) bool { return slices.Contains(OtherRequestAnnotations, key) }

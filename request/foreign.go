@@ -8,10 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
-	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Requests in other implementations' words (neighbours.OtherRequestAnnotations

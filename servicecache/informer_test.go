@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 )
 
 // TestServiceInformerHoldsRecords: client-go's informer stores what its

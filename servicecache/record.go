@@ -6,11 +6,12 @@ import (
 	"time"
 	"unique"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 // The annotation prefixes of scw-lb-ipam and of the Scaleway CCM: every

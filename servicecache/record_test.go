@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
-	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +19,9 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 var _ toolscache.TransformFunc = RecordService

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/neighbours"
 )
 
 // A Service whose name external-dns publishes at its reserved address (the

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // SetupWithManager runs a Sweeper in mgr: it reads Services from services

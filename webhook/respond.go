@@ -60,26 +60,6 @@ func errored(err error) decision { return decision{result: resultErrored, err: e
 
 func refusal(err error) decision { return decision{result: resultDenied, err: err} }
 
-// restoring is d that also puts annotation key back at v, as it was before
-// the UPDATE, and says so in a warning. A refusal or an error writes
-// nothing, so it stays as it is.
-func (d decision) restoring(key, v, why string) decision {
-	switch d.result {
-	case resultAllowed, resultSkipped:
-		d.result = resultRestored
-	case resultRestored, resultPatched, resultKept, resultDryRun:
-	default:
-		return d
-	}
-	d.set = maps.Clone(d.set)
-	if d.set == nil {
-		d.set = map[string]string{}
-	}
-	d.set[key] = v
-	d.notes = append(slices.Clone(d.notes), why)
-	return d
-}
-
 // respond renders a decision: the patch and its pn-ids union, the warnings,
 // the Events, the log line and the metric.
 func (m *ServiceMutator) respond(req admission.Request, svc *corev1.Service, d decision, start time.Time) admission.Response {

@@ -9,11 +9,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // Options configures SetupWithManager.

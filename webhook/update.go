@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -72,6 +73,26 @@ func droppedLoadBalancerID(old, svc *corev1.Service) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// restoring is d that also puts annotation key back at v, as it was before
+// the UPDATE, and says so in a warning. A refusal or an error writes
+// nothing, so it stays as it is.
+func (d decision) restoring(key, v, why string) decision {
+	switch d.result {
+	case resultAllowed, resultSkipped:
+		d.result = resultRestored
+	case resultRestored, resultPatched, resultKept, resultDryRun:
+	default:
+		return d
+	}
+	d.set = maps.Clone(d.set)
+	if d.set == nil {
+		d.set = map[string]string{}
+	}
+	d.set[key] = v
+	d.notes = append(slices.Clone(d.notes), why)
+	return d
 }
 
 // dropped reports whether an UPDATE from old to svc removed annotation key.

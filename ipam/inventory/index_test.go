@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/addrspace"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // A listing that started before this replica's own write does not drop it;
