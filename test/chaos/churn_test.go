@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
@@ -87,10 +89,11 @@ func newChurn(r *run) *churn {
 	return &churn{r: r, denied: map[string]int{}, most: map[string]int{}, booked: map[string]int{}, over: map[string]string{}}
 }
 
-// run creates Services under new names until stop is closed and it has
-// gone two past its share, so that the shares' early releases are
-// exercised whatever the run's length: after stop, it keeps going for
-// churnDrive at most. Create, then delete the one before, so one or two
+// run creates Services under new names until stop is closed, it has gone
+// two past its share and one of its reservations was released early, so
+// that the shares' early releases are exercised whatever the run's length
+// (in a slow run the first retentions may run out first and make room by
+// themselves): after stop, it keeps going for churnDrive at most. Create, then delete the one before, so one or two
 // are live at a time and every deleted one's reservations are retained.
 func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 	var prev string
@@ -104,6 +107,7 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 			c.mu.Lock()
 			enough := c.created >= churnShare+2
 			c.mu.Unlock()
+			enough = enough && c.releasedEarly() > 0
 			if enough || time.Now().After(deadline) {
 				return
 			}
@@ -140,6 +144,19 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 		}
 		prev = name
 	}
+}
+
+// releasedEarly counts the churn's reservations the emulator released with
+// their release brought forward, as its audit shows them.
+func (c *churn) releasedEarly() int {
+	n := 0
+	for _, ev := range c.r.env.Emu.Audit() {
+		if ev.Kind == emulator.AuditRelease && slices.Contains(ev.Tags, ipam.TagEarlyRelease) &&
+			slices.ContainsFunc(ev.Tags, func(tag string) bool { return strings.HasPrefix(tag, ipam.TagService+churnNS+"/") }) {
+			n++
+		}
+	}
+	return n
 }
 
 // backfilled waits, 15 s at most, for the uid tag of svc's reservations.
