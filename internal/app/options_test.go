@@ -12,6 +12,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/allocator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 )
 
 // --convergence-grace reaches the sweeper, defaults to the sweeper's
@@ -26,7 +27,7 @@ func TestConvergenceGraceFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc := must(allocator.New(allocator.Options{Config: &ipam.Config{}, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
+	alloc := fixtures.Must(allocator.New(allocator.Options{Config: &ipam.Config{}, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	if got := o.sweeperOptions(nil, alloc, nil, prometheus.NewRegistry(), logr.Discard()).ConvergenceGrace; got != 90*time.Second {
 		t.Fatalf("the sweeper got a grace of %s, want 90s", got)
 	}
@@ -51,12 +52,4 @@ func TestKubeSystemAlwaysExcluded(t *testing.T) {
 			t.Errorf("--excluded-namespaces=%q: %v, want %v", flag, got, want)
 		}
 	}
-}
-
-// must returns the Allocator a test built from options it wrote itself.
-func must(a *allocator.Allocator, err error) *allocator.Allocator {
-	if err != nil {
-		panic(err)
-	}
-	return a
 }

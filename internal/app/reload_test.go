@@ -22,6 +22,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/inventory"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
@@ -50,7 +51,7 @@ func TestConfigReload(t *testing.T) {
 	}
 	write(file("  - {name: a, privateNetworkID: " + dc.ID + "}\n"))
 	cfg, _ := resolvedConfig(t, path, cloud)
-	alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	var logged []string
 	r := &configReloader{path: path, cloud: cloud, alloc: alloc, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
 	r.last, _ = os.ReadFile(path)
@@ -108,7 +109,7 @@ func TestConfigReloadRetriesTransientErrors(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	clk := clocktesting.NewFakeClock(time.Now())
-	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})),
+	r := &configReloader{path: path, every: 10 * time.Second, cloud: cloud, alloc: fixtures.Must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})),
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, gauge: newConfigGauge(reg), clock: clk, log: logr.Discard(), last: first}
 	r.gauge.loaded(first)
 
@@ -216,7 +217,7 @@ func TestConfigReloadStartsFromWhatServeLoaded(t *testing.T) {
 	}
 
 	clk := clocktesting.NewFakeClock(time.Now())
-	alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
+	alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 	r := newConfigReloader(reloadOptions{path: path, every: 10 * time.Second, loaded: loaded, cloud: cloud, alloc: alloc,
 		policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second}, log: logr.Discard()}, newConfigGauge(prometheus.NewRegistry()), clk)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -276,7 +277,7 @@ func TestPoolInAnotherProjectRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg, loaded := resolvedConfig(t, path, cloud)
-		alloc := must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
+		alloc := fixtures.Must(allocator.New(allocator.Options{Cloud: cloud, Config: cfg, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}}))
 		var logged []string
 		r := &configReloader{path: path, cloud: cloud, alloc: alloc, last: loaded, policy: ipam.Retention{PendingGrace: time.Minute, Margin: 20 * time.Second},
 			clock: clock.RealClock{}, log: funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})}
