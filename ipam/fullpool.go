@@ -3,59 +3,41 @@ package ipam
 import (
 	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
-
-// Held is one booked address of a pool, as the ledger describes it.
-type Held struct {
-	Addr netip.Addr
-	Holder
-}
-
-// HeldOf describes listed IPs.
-func HeldOf(ips []*scaleway.IP) []Held {
-	out := make([]Held, len(ips))
-	for i, ip := range ips {
-		out[i] = Held{Addr: ip.Address, Holder: HolderOf(ip)}
-	}
-	return out
-}
 
 // Holders is what holds a full pool (or a namespace's share of it), by what
 // this cluster's reservations among them may do; the rest (another
 // cluster's, someone else's) are never touched.
 type Holders struct {
-	Live []Held
+	Live []*Reservation
 	// Yieldable may have their release brought forward, oldest first.
-	Yieldable []Held
+	Yieldable []*Reservation
 	// Releasing are inside their dead zone already.
-	Releasing []Held
+	Releasing []*Reservation
 	// NotYet are retained but may not yield yet: attached to a Load
 	// Balancer being deleted, orphaned within the margin, or with a stale
 	// release time the sweeper is to rewrite.
-	NotYet []Held
+	NotYet []*Reservation
 	// Settling belong to no live Service and are not retained yet: a
 	// Service just deleted, or one being created.
-	Settling []Held
+	Settling []*Reservation
 }
 
 // Classify sorts what holds pool from a listing alone, so that a pool full
 // of attached or just-deleted reservations costs no call per reservation.
 // referenced holds the IDs a live Service references.
-func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) Holders {
+func (r Retention) Classify(cluster string, pool *Pool, all []*Reservation, referenced map[string]bool, now time.Time) Holders {
 	var hs Holders
 	for _, h := range all {
-		if h.Cluster != cluster || h.IPID == "" {
+		if h.Cluster != cluster || h.ID == "" {
 			continue
 		}
 		e := h.Entry
 		switch {
-		case referenced[h.IPID]:
+		case referenced[h.ID]:
 			hs.Live = append(hs.Live, h)
 		case h.OrphanedSince.IsZero():
 			hs.Settling = append(hs.Settling, h)
@@ -67,8 +49,8 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 			hs.Yieldable = append(hs.Yieldable, h)
 		}
 	}
-	slices.SortFunc(hs.Yieldable, func(x, y Held) int {
-		return cmp.Or(x.OrphanedSince.Compare(y.OrphanedSince), x.Addr.Compare(y.Addr))
+	slices.SortFunc(hs.Yieldable, func(x, y *Reservation) int {
+		return cmp.Or(x.OrphanedSince.Compare(y.OrphanedSince), x.Address.Compare(y.Address))
 	})
 	return hs
 }
@@ -80,15 +62,15 @@ func (r Retention) Classify(cluster string, pool *Pool, all []Held, referenced m
 // a CREATE in a full pool makes a constant number of calls whatever the
 // subnet holds (DESIGN.md). The one due first is chosen, then the lowest
 // address, so that replicas choose alike; ok is false when there is none.
-func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map[string]bool, now time.Time) (h Held, ok bool) {
-	due := func(x Held) bool { return !x.OrphanedSince.IsZero() && r.Expired(pool, x.Entry, now) }
+func (r Retention) Unsure(cluster string, pool *Pool, all []*Reservation, referenced map[string]bool, now time.Time) (h *Reservation, ok bool) {
+	due := func(x *Reservation) bool { return !x.OrphanedSince.IsZero() && r.Expired(pool, x.Entry, now) }
 	for _, x := range all {
 		// An attached one makes no room whatever its ledger says: its
 		// re-read would be spent for nothing (a stranded one for ever).
-		if x.Cluster != cluster || x.IPID == "" || x.Resource != nil {
+		if x.Cluster != cluster || x.ID == "" || x.Resource != nil {
 			continue
 		}
-		if !due(x) && !(x.OrphanedSince.IsZero() && !referenced[x.IPID]) {
+		if !due(x) && !(x.OrphanedSince.IsZero() && !referenced[x.ID]) {
 			continue
 		}
 		if !ok || firstUnsure(x, h, due) {
@@ -100,14 +82,38 @@ func (r Retention) Unsure(cluster string, pool *Pool, all []Held, referenced map
 
 // firstUnsure orders Unsure's candidates: due ones first, the earliest
 // release first, then by address.
-func firstUnsure(x, y Held, due func(Held) bool) bool {
+func firstUnsure(x, y *Reservation, due func(*Reservation) bool) bool {
 	if dx, dy := due(x), due(y); dx != dy {
 		return dx
 	}
 	if c := x.ReleaseAt.Compare(y.ReleaseAt); c != 0 {
 		return c < 0
 	}
-	return x.Addr.Less(y.Addr)
+	return x.Address.Less(y.Address)
+}
+
+// Yieldable reports whether a full pool may bring the release of a
+// retained reservation forward at now: it is not already inside its
+// dead zone (then it is being released anyway), and it was not orphaned
+// within the last Margin, when the likeliest client is a re-create of
+// the Service that just went away (a Helm upgrade, a replace) taking it
+// back at this very moment. A pending booking (no Service ever showed
+// it: no uid) does not yield for twice RetryAfter either: it is likely
+// kept for a Service whose admission asked two full pools and is being
+// retried, to take it back (see the webhook's reserve).
+func (r Retention) Yieldable(p *Pool, e Entry, now time.Time) bool {
+	quiet := r.Margin
+	if e.UID == "" {
+		quiet = max(quiet, 2*r.RetryAfter())
+	}
+	return !e.OrphanedSince.IsZero() && !now.Before(e.OrphanedSince.Add(quiet)) && r.Reusable(p, e, now)
+}
+
+// Yield is e with its release brought forward to Margin after now: every
+// admission that reads it from now on finds it inside its dead zone.
+func (r Retention) Yield(e Entry, now time.Time) Entry {
+	e.ReleaseAt, e.Early = now.Add(r.Margin), true
+	return e
 }
 
 // Full is a full pool, or a namespace's full share of one, and what holds
@@ -143,7 +149,7 @@ func (r Retention) ShareFull(ns string, held, n int, p *Pool, hs Holders) Full {
 // when a release brought forward for this request is awaited, zero for
 // none. A dry run brings nothing forward, and is not retryable: a client
 // retrying a 429 would wait for a release that never comes.
-func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield *Held) {
+func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield *Reservation) {
 	n := len(f.Yieldable) + len(f.Releasing) + len(f.NotYet)
 	if n+len(f.Settling) == 0 {
 		return nil, nil
@@ -158,7 +164,7 @@ func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield
 		return yielding(f.RetryAfter, "%s; nothing was reserved, retry in ~%s", settling, wait), nil
 	case dryRun && len(f.Yieldable) > 0:
 		h := f.Yieldable[0]
-		return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, h.Addr, h.Service, wait), nil
+		return refuse(ReasonWouldYield, "%s; a CREATE would release the oldest (%s, of the deleted %s) early and ask to be retried in ~%s; nothing was changed (dry run)", head, h.Address, h.Service, wait), nil
 	case dryRun && len(f.Releasing) == 0:
 		return refuse(ReasonWouldYield, "%s, none of which may be released yet; a CREATE would be asked to retry in ~%s; nothing was changed (dry run)", head, wait), nil
 	case dryRun:
@@ -168,7 +174,7 @@ func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield
 		after := max(waiting.Sub(now), time.Second)
 		return yielding(after, "%s; the oldest is being released for this Service; nothing was reserved, retry in ~%s", head, seconds(after)), nil
 	case len(f.Yieldable) > 0:
-		return nil, &f.Yieldable[0]
+		return nil, f.Yieldable[0]
 	case len(f.Releasing) == 0:
 		return yielding(f.RetryAfter, "%s, none of which may be released yet (deleted within the last %s, when a re-create may still take them back, or still attached to a Load Balancer being deleted); nothing was reserved, retry in ~%s", head, seconds(f.Margin), wait), nil
 	}
@@ -176,14 +182,14 @@ func (f Full) Decide(dryRun bool, waiting, now time.Time) (refusal *Error, yield
 }
 
 // Yielded answers once h's release was brought forward.
-func (f Full) Yielded(h Held) *Error {
-	return yielding(f.RetryAfter, "%s; the oldest (%s, of the deleted %s) is being released; nothing was reserved, retry in ~%s", f.head(), h.Addr, h.Service, seconds(f.RetryAfter))
+func (f Full) Yielded(h *Reservation) *Error {
+	return yielding(f.RetryAfter, "%s; the oldest (%s, of the deleted %s) is being released; nothing was reserved, retry in ~%s", f.head(), h.Address, h.Service, seconds(f.RetryAfter))
 }
 
 // Changed answers when h changed since the listing (taken back, attached):
 // the retry chooses again.
-func (f Full) Changed(h Held) *Error {
-	return yielding(time.Second, "%s; the oldest (%s) changed since the pool was listed; nothing was reserved, retry in a moment", f.head(), h.Addr)
+func (f Full) Changed(h *Reservation) *Error {
+	return yielding(time.Second, "%s; the oldest (%s) changed since the pool was listed; nothing was reserved, retry in a moment", f.head(), h.Address)
 }
 
 func (f Full) head() string {
@@ -207,18 +213,17 @@ func ShareRace(ns string, n int, p *Pool) *Error {
 	return yielding(time.Second, "namespace %s reached its %d addresses of pool %q while this admission booked (another one booked at the same moment); nothing was reserved, retry", ns, n, p.Name)
 }
 
-// Within reports whether id is among the n oldest of ips: a reservation a
+// Within reports whether id is among the n oldest of rs: a reservation a
 // namespace's share has room for, in every order of bookings.
-func Within(ips []*scaleway.IP, id string, n int) bool {
-	i := slices.IndexFunc(ips, func(ip *scaleway.IP) bool { return ip.ID == id })
+func Within(rs []*Reservation, id string, n int) bool {
+	i := slices.IndexFunc(rs, func(r *Reservation) bool { return r.ID == id })
 	return i >= 0 && i < n
 }
 
-// InShare reports whether a listed ip counts against namespace ns's share
+// InShare reports whether a listed reservation r counts against namespace ns's share
 // of pool: cluster's, of that namespace, in the pool's address space.
-func InShare(cluster, ns string, pool *Pool, ip *scaleway.IP) bool {
-	e, ok := ParseEntry(ip.Tags)
-	return ok && e.Owns(cluster) && e.ShareNamespace() == ns && pool.Holds(ip.SubnetID, ip.Address)
+func InShare(cluster, ns string, pool *Pool, r *Reservation) bool {
+	return r.Ours && r.Owns(cluster) && r.ShareNamespace() == ns && pool.Holds(r.SubnetID, r.Address)
 }
 
 func yielding(after time.Duration, format string, args ...any) *Error {
@@ -230,7 +235,7 @@ func seconds(d time.Duration) string {
 }
 
 // services names the Services holding addresses, sorted, at most ten.
-func services(hs []Held) string {
+func services(hs []*Reservation) string {
 	names := make([]string, 0, len(hs))
 	for _, h := range hs {
 		names = append(names, h.Service.Name)

@@ -16,39 +16,19 @@ import (
 
 // held is a reservation of cluster prod at 172.16.4.<host>, as a listing
 // describes it.
-func held(id string, host int, svc string, since, release time.Time) Held {
-	return Held{Addr: netip.AddrFrom4([4]byte{172, 16, 4, byte(host)}), Holder: Holder{IPID: id, Entry: Entry{Cluster: "prod", Service: types.NamespacedName{Namespace: "payments", Name: svc}, UID: "u-" + svc, OrphanedSince: since, ReleaseAt: release}}}
+func held(id string, host int, svc string, since, release time.Time) *Reservation {
+	return &Reservation{IP: scaleway.IP{ID: id, Address: netip.AddrFrom4([4]byte{172, 16, 4, byte(host)})}, Ours: true,
+		Entry: Entry{Cluster: "prod", Service: types.NamespacedName{Namespace: "payments", Name: svc}, UID: "u-" + svc, OrphanedSince: since, ReleaseAt: release}}
 }
 
 // bucket names the part of hs holding id, "" for none.
 func bucket(hs Holders, id string) string {
-	for name, part := range map[string][]Held{"live": hs.Live, "yieldable": hs.Yieldable, "releasing": hs.Releasing, "notYet": hs.NotYet, "settling": hs.Settling} {
-		if slices.ContainsFunc(part, func(h Held) bool { return h.IPID == id }) {
+	for name, part := range map[string][]*Reservation{"live": hs.Live, "yieldable": hs.Yieldable, "releasing": hs.Releasing, "notYet": hs.NotYet, "settling": hs.Settling} {
+		if slices.ContainsFunc(part, func(h *Reservation) bool { return h.ID == id }) {
 			return name
 		}
 	}
 	return ""
-}
-
-func TestHeldOf(t *testing.T) {
-	lb := &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-1"}
-	ours := ledgerIP("ip-1", subA, "172.16.4.11", retained(Entry{Cluster: "prod", Pool: "dc", Service: svcAPI, UID: "u1"}, time.Minute, time.Hour))
-	ours.Resource = lb
-	foreign := &scaleway.IP{ID: "ip-2", SubnetID: subA, Address: netip.MustParseAddr("172.16.4.12"), Tags: []string{"terraform"}}
-	hs := HeldOf([]*scaleway.IP{ours, foreign})
-	want := []Held{
-		{Addr: ours.Address, Holder: Holder{IPID: "ip-1", Resource: lb, Entry: Entry{Cluster: "prod", Service: svcAPI, UID: "u1", OrphanedSince: rulesNow.Add(-time.Minute), ReleaseAt: rulesNow.Add(time.Hour)}}},
-		{Addr: foreign.Address, Holder: Holder{IPID: "ip-2"}},
-	}
-	for i, tc := range []string{"ours, from its ledger", "someone else's: its ID alone"} {
-		t.Run(tc, func(t *testing.T) {
-			got, w := hs[i], want[i]
-			if got.Addr != w.Addr || got.IPID != w.IPID || got.Cluster != w.Cluster || got.Service != w.Service || got.Resource != w.Resource ||
-				got.UID != w.UID || !got.OrphanedSince.Equal(w.OrphanedSince) || !got.ReleaseAt.Equal(w.ReleaseAt) {
-				t.Errorf("HeldOf = %+v, want %+v", got, w)
-			}
-		})
-	}
 }
 
 func TestClassify(t *testing.T) {
@@ -62,7 +42,7 @@ func TestClassify(t *testing.T) {
 	other.Cluster = "old"
 	for _, tc := range []struct {
 		name       string
-		h          Held
+		h          *Reservation
 		referenced bool
 		want       string
 	}{
@@ -79,8 +59,8 @@ func TestClassify(t *testing.T) {
 		{"no IPAM ID", held("", 11, "a", long, rulesNow.Add(time.Hour)), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hs := rulesPolicy.Classify("prod", dc, []Held{tc.h}, map[string]bool{tc.h.IPID: tc.referenced}, rulesNow)
-			if got := bucket(hs, tc.h.IPID); got != tc.want {
+			hs := rulesPolicy.Classify("prod", dc, []*Reservation{tc.h}, map[string]bool{tc.h.ID: tc.referenced}, rulesNow)
+			if got := bucket(hs, tc.h.ID); got != tc.want {
 				t.Errorf("classified %q, want %q: %+v", got, tc.want, hs)
 			}
 		})
@@ -92,7 +72,7 @@ func TestClassify(t *testing.T) {
 func TestClassifyOrdersYieldable(t *testing.T) {
 	dc := rulesPool(t, rulesConfig(t), "dc")
 	release := rulesNow.Add(time.Hour)
-	all := []Held{
+	all := []*Reservation{
 		held("new", 11, "a", rulesNow.Add(-time.Minute), release),
 		held("tie-high", 14, "b", rulesNow.Add(-time.Hour), release),
 		held("tie-low", 12, "c", rulesNow.Add(-time.Hour), release),
@@ -100,7 +80,7 @@ func TestClassifyOrdersYieldable(t *testing.T) {
 	}
 	var got []string
 	for _, h := range rulesPolicy.Classify("prod", dc, all, nil, rulesNow).Yieldable {
-		got = append(got, h.IPID)
+		got = append(got, h.ID)
 	}
 	if want := "oldest,tie-low,tie-high,new"; strings.Join(got, ",") != want {
 		t.Errorf("Yieldable = %v, want %s", got, want)
@@ -114,7 +94,7 @@ func TestUnsure(t *testing.T) {
 	other.Cluster = "old"
 	for _, tc := range []struct {
 		name       string
-		h          Held
+		h          *Reservation
 		referenced bool
 		want       bool
 	}{
@@ -126,7 +106,7 @@ func TestUnsure(t *testing.T) {
 		{"no IPAM ID", held("", 11, "a", never, never), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, ok := rulesPolicy.Unsure("prod", dc, []Held{tc.h}, map[string]bool{tc.h.IPID: tc.referenced}, rulesNow); ok != tc.want || (ok && !reflect.DeepEqual(got, tc.h)) {
+			if got, ok := rulesPolicy.Unsure("prod", dc, []*Reservation{tc.h}, map[string]bool{tc.h.ID: tc.referenced}, rulesNow); ok != tc.want || (ok && !reflect.DeepEqual(got, tc.h)) {
 				t.Errorf("Unsure = %v (%v), want %v", got, ok, tc.want)
 			}
 		})
@@ -141,19 +121,19 @@ func TestUnsureChoosesOne(t *testing.T) {
 	unmarked := held("ip-a", 11, "a", never, never)
 	dueLater := held("ip-b", 12, "b", rulesNow.Add(-time.Hour), rulesNow.Add(-time.Minute))
 	dueFirst := held("ip-c", 13, "c", rulesNow.Add(-time.Hour), rulesNow.Add(-2*time.Minute))
-	got, ok := rulesPolicy.Unsure("prod", dc, []Held{unmarked, dueLater, dueFirst}, map[string]bool{}, rulesNow)
-	if !ok || got.IPID != "ip-c" {
+	got, ok := rulesPolicy.Unsure("prod", dc, []*Reservation{unmarked, dueLater, dueFirst}, map[string]bool{}, rulesNow)
+	if !ok || got.ID != "ip-c" {
 		t.Errorf("Unsure = %v (%v), want ip-c, due first", got, ok)
 	}
-	got, ok = rulesPolicy.Unsure("prod", dc, []Held{held("ip-d", 14, "d", never, never), unmarked}, map[string]bool{}, rulesNow)
-	if !ok || got.IPID != "ip-a" {
+	got, ok = rulesPolicy.Unsure("prod", dc, []*Reservation{held("ip-d", 14, "d", never, never), unmarked}, map[string]bool{}, rulesNow)
+	if !ok || got.ID != "ip-a" {
 		t.Errorf("Unsure = %v (%v), want ip-a, the lowest address", got, ok)
 	}
 }
 
 func TestPoolFullAndShareFull(t *testing.T) {
 	dc := rulesPool(t, rulesConfig(t), "dc")
-	hs := Holders{Live: []Held{held("ip", 11, "a", time.Time{}, time.Time{})}}
+	hs := Holders{Live: []*Reservation{held("ip", 11, "a", time.Time{}, time.Time{})}}
 	for _, tc := range []struct {
 		name        string
 		f           Full
@@ -209,27 +189,27 @@ func TestFullDecide(t *testing.T) {
 		yield     string // the yielded IPID, "" for none
 		fragments []string
 	}{
-		{name: "every address in use", hs: Holders{Live: []Held{live}}},
-		{"settling only, dry run", Holders{Settling: []Held{settling}, Live: []Held{live}}, true, none, ReasonWouldYield, 0, "",
+		{name: "every address in use", hs: Holders{Live: []*Reservation{live}}},
+		{"settling only, dry run", Holders{Settling: []*Reservation{settling}, Live: []*Reservation{live}}, true, none, ReasonWouldYield, 0, "",
 			[]string{`pool "dc" is full; 1 of its 11 addresses belong to no live Service and are not retained yet`, "a CREATE would be asked to retry in ~50 s", "nothing was changed (dry run)"}},
-		{"settling only", Holders{Settling: []Held{settling}}, false, none, ReasonYielding, 50 * time.Second, "",
+		{"settling only", Holders{Settling: []*Reservation{settling}}, false, none, ReasonYielding, 50 * time.Second, "",
 			[]string{"1 of its 11 addresses belong to no live Service", "nothing was reserved, retry in ~50 s"}},
-		{"yieldable, dry run", Holders{Yieldable: []Held{oldest, younger}, Releasing: []Held{rel}}, true, none, ReasonWouldYield, 0, "",
+		{"yieldable, dry run", Holders{Yieldable: []*Reservation{oldest, younger}, Releasing: []*Reservation{rel}}, true, none, ReasonWouldYield, 0, "",
 			[]string{"3 of its 11 addresses are retained for deleted Services", "release the oldest (172.16.4.11, of the deleted payments/a) early", "retried in ~50 s", "(dry run)"}},
-		{"releasing, dry run", Holders{Releasing: []Held{rel}}, true, none, ReasonWouldYield, 0, "",
+		{"releasing, dry run", Holders{Releasing: []*Reservation{rel}}, true, none, ReasonWouldYield, 0, "",
 			[]string{"1 of its 11 addresses are retained for deleted Services and being released", "retry in ~50 s", "(dry run)"}},
-		{"waiting for a release brought forward", Holders{Yieldable: []Held{oldest}}, false, rulesNow.Add(30 * time.Second), ReasonYielding, 30 * time.Second, "",
+		{"waiting for a release brought forward", Holders{Yieldable: []*Reservation{oldest}}, false, rulesNow.Add(30 * time.Second), ReasonYielding, 30 * time.Second, "",
 			[]string{"the oldest is being released for this Service", "retry in ~30 s"}},
-		{"waiting for a release due already: a second", Holders{Yieldable: []Held{oldest}}, false, rulesNow.Add(-5 * time.Second), ReasonYielding, time.Second, "",
+		{"waiting for a release due already: a second", Holders{Yieldable: []*Reservation{oldest}}, false, rulesNow.Add(-5 * time.Second), ReasonYielding, time.Second, "",
 			[]string{"the oldest is being released for this Service", "retry in ~1 s"}},
-		{"none may yield yet, dry run", Holders{NotYet: []Held{notYet}}, true, none, ReasonWouldYield, 0, "",
+		{"none may yield yet, dry run", Holders{NotYet: []*Reservation{notYet}}, true, none, ReasonWouldYield, 0, "",
 			[]string{"1 of its 11 addresses are retained for deleted Services, none of which may be released yet", "a CREATE would be asked to retry in ~50 s", "(dry run)"}},
-		{"waiting, part of a second rounds up", Holders{NotYet: []Held{notYet}}, false, rulesNow.Add(1500 * time.Millisecond), ReasonYielding, 1500 * time.Millisecond, "",
+		{"waiting, part of a second rounds up", Holders{NotYet: []*Reservation{notYet}}, false, rulesNow.Add(1500 * time.Millisecond), ReasonYielding, 1500 * time.Millisecond, "",
 			[]string{"retry in ~2 s"}},
-		{"yieldable: the oldest", Holders{Yieldable: []Held{oldest, younger}, Settling: []Held{settling}}, false, none, "", 0, "y1", nil},
-		{"none may yield yet", Holders{NotYet: []Held{notYet}, Settling: []Held{settling}}, false, none, ReasonYielding, 50 * time.Second, "",
+		{"yieldable: the oldest", Holders{Yieldable: []*Reservation{oldest, younger}, Settling: []*Reservation{settling}}, false, none, "", 0, "y1", nil},
+		{"none may yield yet", Holders{NotYet: []*Reservation{notYet}, Settling: []*Reservation{settling}}, false, none, ReasonYielding, 50 * time.Second, "",
 			[]string{"1 of its 11 addresses are retained", "none of which may be released yet (deleted within the last 20 s", "retry in ~50 s"}},
-		{"already releasing", Holders{Releasing: []Held{rel}, NotYet: []Held{notYet}}, false, none, ReasonYielding, 50 * time.Second, "",
+		{"already releasing", Holders{Releasing: []*Reservation{rel}, NotYet: []*Reservation{notYet}}, false, none, ReasonYielding, 50 * time.Second, "",
 			[]string{"2 of its 11 addresses are retained for deleted Services and already being released", "retry in ~50 s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,7 +221,7 @@ func TestFullDecide(t *testing.T) {
 				t.Fatalf("refused: %s", refusal.Message)
 			}
 			if got := ""; yield != nil {
-				got = yield.IPID
+				got = yield.ID
 				if got != tc.yield {
 					t.Errorf("yields %q, want %q", got, tc.yield)
 				}
@@ -255,8 +235,8 @@ func TestFullDecide(t *testing.T) {
 func TestFullAnswers(t *testing.T) {
 	dc := rulesPool(t, rulesConfig(t), "dc")
 	h := held("y1", 11, "a", rulesNow.Add(-time.Hour), rulesNow.Add(time.Hour))
-	f := rulesPolicy.PoolFull(dc, Holders{Yieldable: []Held{h}, NotYet: []Held{h}})
-	var live []Held
+	f := rulesPolicy.PoolFull(dc, Holders{Yieldable: []*Reservation{h}, NotYet: []*Reservation{h}})
+	var live []*Reservation
 	for i := range 12 {
 		live = append(live, held(fmt.Sprint(i), 11+i, fmt.Sprintf("svc-%02d", 11-i), time.Time{}, time.Time{}))
 	}
@@ -284,7 +264,7 @@ func TestFullAnswers(t *testing.T) {
 }
 
 func TestWithin(t *testing.T) {
-	ips := []*scaleway.IP{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	ips := ReadAll([]*scaleway.IP{{ID: "a"}, {ID: "b"}, {ID: "c"}}, rulesNow)
 	for _, tc := range []struct {
 		name string
 		id   string
@@ -322,7 +302,7 @@ func TestInShare(t *testing.T) {
 		{"not in the ledger", &scaleway.IP{ID: "ip", SubnetID: subA, Address: netip.MustParseAddr("172.16.4.11")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := InShare("prod", "payments", dc, tc.ip); got != tc.want {
+			if got := InShare("prod", "payments", dc, Read(tc.ip, rulesNow)); got != tc.want {
 				t.Errorf("InShare = %v, want %v", got, tc.want)
 			}
 		})

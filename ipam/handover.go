@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // HandoverRequest moves another cluster's retained reservations to the
@@ -39,10 +37,10 @@ type Handed struct {
 // HandoverCandidate reports whether ip is one of From's retained
 // reservations in a pool, and in which; one whose release is too close to
 // move, or unknown, is reported skipped.
-func HandoverCandidate(cfg *Config, policy Retention, req HandoverRequest, ip *scaleway.IP) (Handed, *Pool, bool) {
-	e, ok := ParseEntry(ip.Tags)
+func HandoverCandidate(cfg *Config, policy Retention, req HandoverRequest, ip *Reservation) (Handed, *Pool, bool) {
+	e := ip.Entry
 	// The tag filter is a hint: the ledger decides.
-	if !ok || !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.ShareNamespace() != req.Namespace) {
+	if !ip.Ours || !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.ShareNamespace() != req.Namespace) {
 		return Handed{}, nil, false
 	}
 	i := slices.IndexFunc(cfg.Pools, func(p *Pool) bool { return p.Holds(ip.SubnetID, ip.Address) })

@@ -65,7 +65,7 @@ func TestHandoverCandidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := HandoverRequest{From: "old", Namespace: tc.namespace, Now: func() time.Time { return rulesNow }}
-			h, p, ok := HandoverCandidate(cfg, rulesPolicy, req, tc.ip)
+			h, p, ok := HandoverCandidate(cfg, rulesPolicy, req, Read(tc.ip, rulesNow))
 			if ok != (tc.pool != "") {
 				t.Fatalf("candidate %v, want %v", ok, tc.pool != "")
 			}
@@ -88,7 +88,7 @@ func TestHandoverCandidateWithoutAClock(t *testing.T) {
 	old := Entry{Cluster: "old", Pool: "dc", Service: svcAPI, UID: "u0"}
 	ip := ledgerIP("ip-1", subA, "172.16.4.15", retained(old, time.Hour, time.Hour))
 	// Judged by the real clock, that reservation's release is long past.
-	h, _, ok := HandoverCandidate(cfg, rulesPolicy, HandoverRequest{From: "old"}, ip)
+	h, _, ok := HandoverCandidate(cfg, rulesPolicy, HandoverRequest{From: "old"}, Read(ip, rulesNow))
 	if !ok || h.Skipped == "" {
 		t.Fatalf("candidate %v, skipped %q: want one skipped by the real clock", ok, h.Skipped)
 	}

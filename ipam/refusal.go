@@ -178,7 +178,7 @@ func Contended(p *Pool, attempts int) *Error {
 }
 
 // Taken refuses an address someone else holds.
-func Taken(addr netip.Addr, p *Pool, h Holder) *Error {
+func Taken(addr netip.Addr, p *Pool, h *Reservation) *Error {
 	return refuse(ReasonAddressTaken, "address %s of pool %q is held by %s; ask for another address, or omit scw-lb-ipam.io/address to get a free one", addr, p.Name, h)
 }
 
@@ -189,13 +189,13 @@ func Exhausted(p *Pool, used, total uint64) *Error {
 
 // ServiceExists refuses a CREATE whose live namesake holds the reservation:
 // the apiserver would refuse it too, so say that instead of "retry".
-func ServiceExists(svc types.NamespacedName, ip *scaleway.IP) *Error {
+func ServiceExists(svc types.NamespacedName, ip *Reservation) *Error {
 	return refuse(ReasonServiceExists, "Service %s already exists and holds address %s (IPAM ID %s) through its Load Balancer; delete it first, or update it instead of creating it", svc, ip.Address, ip.ID)
 }
 
 // StillHeld refuses, retryably, a re-create while the previous Service's
 // Load Balancer is being deleted.
-func StillHeld(svc types.NamespacedName, ip *scaleway.IP) *Error {
+func StillHeld(svc types.NamespacedName, ip *Reservation) *Error {
 	return refuse(ReasonStillHeld, "address %s (IPAM ID %s) is still held by the Load Balancer of the previous %s, which is being deleted; it is kept for this Service: retry in a moment", ip.Address, ip.ID, svc)
 }
 
@@ -211,30 +211,30 @@ func IDInOtherRegion(id, region, want string) *Error {
 
 // IDOffPools refuses an IPAM ID outside the Private Networks of the pools
 // the namespace may use.
-func IDOffPools(ip *scaleway.IP, namespace string, allowed []string) *Error {
+func IDOffPools(ip *Reservation, namespace string, allowed []string) *Error {
 	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is not on the Private Network of a pool namespace %s may use (%s); reserve it on one of those Private Networks", ip.ID, ip.Address, namespace, listOrNone(allowed))
 }
 
 // UsedBy refuses an IPAM ID another live Service references.
-func UsedBy(ip *scaleway.IP, other types.NamespacedName) *Error {
+func UsedBy(ip *Reservation, other types.NamespacedName) *Error {
 	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is already used by Service %s; an IP serves one Service", ip.ID, ip.Address, other)
 }
 
 // Attached refuses an IPAM ID attached to a resource.
-func Attached(ip *scaleway.IP) *Error {
+func Attached(ip *Reservation) *Error {
 	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is attached to %s; use an unattached IP", ip.ID, ip.Address, ip.Resource)
 }
 
 // ReservedForOther refuses one of the ledger's reservations of another
 // Service or cluster.
-func ReservedForOther(ip *scaleway.IP, e Entry) *Error {
-	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", ip.ID, ip.Address, e.Service, e.Cluster)
+func ReservedForOther(ip *Reservation) *Error {
+	return refuse(ReasonIDNotUsable, "IPAM IP %s (%s) is reserved for Service %s of cluster %s; use an IP reserved for this Service", ip.ID, ip.Address, ip.Service, ip.Cluster)
 }
 
 // Releasing answers a restored manifest's reservation that may no longer
 // be taken back; gone is the error when it was released as it was taken.
 // The webhook books a fresh one in pool instead.
-func Releasing(ip *scaleway.IP, svc types.NamespacedName, pool *Pool, gone error) *Error {
+func Releasing(ip *Reservation, svc types.NamespacedName, pool *Pool, gone error) *Error {
 	what := "is being released after its retention"
 	if gone != nil {
 		what = "was released as it was taken back"

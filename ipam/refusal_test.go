@@ -18,7 +18,7 @@ import (
 func TestRefusals(t *testing.T) {
 	dc := rulesPool(t, rulesConfig(t), "dc")
 	general := rulesPool(t, rulesConfig(t), "general")
-	ip := &scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("172.16.4.15"), Resource: &scaleway.Resource{Type: "instance_server", ID: "vm-1", Name: "vm"}}
+	ip := &Reservation{IP: scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("172.16.4.15"), Resource: &scaleway.Resource{Type: "instance_server", ID: "vm-1", Name: "vm"}}}
 	other := types.NamespacedName{Namespace: "payments", Name: "web"}
 	cause := errors.New("informer not synced")
 	for _, tc := range []struct {
@@ -34,7 +34,7 @@ func TestRefusals(t *testing.T) {
 		{"pool disabled", PoolDisabled(dc), ReasonPoolDisabled, false, `pool "dc" is disabled (draining)`},
 		{"address required", AddressRequired(dc), ReasonAddressRequired, false, "set scw-lb-ipam.io/address to an address in 172.16.4.10-172.16.4.20"},
 		{"contended", Contended(dc, 5), ReasonUnavailable, true, `pool "dc": 5 picked addresses were taken by others in a row`},
-		{"taken", Taken(ip.Address, dc, Holder{IPID: "ip-9", Entry: Entry{Cluster: "old", Service: other}}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
+		{"taken", Taken(ip.Address, dc, &Reservation{IP: scaleway.IP{ID: "ip-9"}, Ours: true, Entry: Entry{Cluster: "old", Service: other}}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
 		{"exhausted", Exhausted(dc, 11, 11), ReasonPoolExhausted, false, `pool "dc" is exhausted (11/11 used)`},
 		{"service exists", ServiceExists(svcAPI, ip), ReasonServiceExists, false, "Service payments/api already exists and holds address 172.16.4.15 (IPAM ID ip-1)"},
 		{"still held", StillHeld(svcAPI, ip), ReasonStillHeld, true, "still held by the Load Balancer of the previous payments/api"},
@@ -44,7 +44,7 @@ func TestRefusals(t *testing.T) {
 		{"ID off the pools, none allowed", IDOffPools(ip, "web", nil), ReasonIDNotUsable, false, "a pool namespace web may use (none)"},
 		{"used by another Service", UsedBy(ip, other), ReasonIDNotUsable, false, "already used by Service payments/web"},
 		{"attached", Attached(ip), ReasonIDNotUsable, false, "is attached to " + ip.Resource.String()},
-		{"reserved for another", ReservedForOther(ip, Entry{Cluster: "old", Service: other}), ReasonIDNotUsable, false, "reserved for Service payments/web of cluster old"},
+		{"reserved for another", ReservedForOther(&Reservation{IP: ip.IP, Ours: true, Entry: Entry{Cluster: "old", Service: other}}), ReasonIDNotUsable, false, "reserved for Service payments/web of cluster old"},
 		{"releasing", Releasing(ip, svcAPI, general, nil), ReasonReleasing, false, "of Service payments/api is being released after its retention; a fresh address from pool general"},
 		{"released as taken", Releasing(ip, svcAPI, general, cause), ReasonReleasing, false, "was released as it was taken back"},
 	} {
@@ -65,7 +65,7 @@ func TestRefusals(t *testing.T) {
 // TestRefusalCarries: what a refusal keeps beside its words.
 func TestRefusalCarries(t *testing.T) {
 	general := rulesPool(t, rulesConfig(t), "general")
-	ip := &scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("172.16.4.15")}
+	ip := &Reservation{IP: scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("172.16.4.15")}}
 	cause := errors.New("gone")
 	for _, tc := range []struct {
 		name string

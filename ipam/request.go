@@ -1,12 +1,9 @@
 package ipam
 
 import (
-	"fmt"
 	"net/netip"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // Request is one reservation to make: an address from one pool for one
@@ -35,8 +32,9 @@ func (r Request) ShareNamespace() string {
 	return r.Service.Namespace
 }
 
-// Reservation is an IP reserved (or validated) for a Service.
-type Reservation struct {
+// Grant is what a request was given: an IP reserved (or validated) for a
+// Service.
+type Grant struct {
 	ID               string
 	Address          netip.Addr // zero in a dry run where IPAM would choose
 	Pool             string
@@ -52,43 +50,6 @@ type Reservation struct {
 	Booked bool
 	// BringYourOwn: the ID was reserved outside this project; never released.
 	BringYourOwn bool
-}
-
-// Holder describes who holds an address: the IP's ID, what it is attached
-// to, and its ledger as read, whole (zero for an IP that has none: another
-// project's, a VM's). Denials, full pools, status and the inventory read it;
-// the release protocol decides from its Entry.
-type Holder struct {
-	IPID     string
-	Resource *scaleway.Resource
-	Entry
-}
-
-func (h Holder) String() string {
-	switch {
-	case h.Resource != nil:
-		return h.Resource.String()
-	case h.Service.Name != "" && h.Cluster != "":
-		return fmt.Sprintf("Service %s (cluster %s)", h.Service, h.Cluster)
-	case h.IPID != "":
-		return "IPAM IP " + h.IPID
-	}
-	return "another reservation"
-}
-
-// HolderOf describes who holds ip, from its ledger entry.
-func HolderOf(ip *scaleway.IP) Holder {
-	e, ok := ParseEntry(ip.Tags)
-	return HolderFrom(ip, e, ok)
-}
-
-// HolderFrom is HolderOf over an entry already parsed (ok: ip has one).
-func HolderFrom(ip *scaleway.IP, e Entry, ok bool) Holder {
-	h := Holder{IPID: ip.ID, Resource: ip.Resource}
-	if ok {
-		h.Entry = e
-	}
-	return h
 }
 
 // IDRequest is an IPAM ID a Service brings: scw-lb-ipam.io/ipam-ids, or a

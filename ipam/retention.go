@@ -141,55 +141,6 @@ func (r Retention) Settle(p *Pool, e Entry, now time.Time) (settled Entry, chang
 	return e, true
 }
 
-// Reusable reports whether an admission at now may take this cluster's
-// reservation of pool p back: it is not orphaned, or its release is more
-// than Margin away. A pool with retention 0 is not sticky, and a removed
-// pool's reservations are never handed out again.
-func (r Retention) Reusable(p *Pool, e Entry, now time.Time) bool {
-	if e.OrphanedSince.IsZero() {
-		return true
-	}
-	at, ok := r.When(p, e)
-	return ok && p != nil && r.Of(p, e) > 0 && now.Add(r.Margin).Before(at)
-}
-
-// Adoptable reports whether pool p may take over another cluster's
-// reservation at now (adoptFrom, handover): live there, or retained with a
-// release-at more than Margin away. Only the tag tells another cluster's
-// release: one without it (an older version's) is never adopted while
-// retained, as this cluster's pool file says nothing of when the other
-// releases it.
-func (r Retention) Adoptable(p *Pool, e Entry, now time.Time) bool {
-	if e.OrphanedSince.IsZero() {
-		return true
-	}
-	return p != nil && e.scheduled() && !e.untied && now.Add(r.Margin).Before(e.ReleaseAt)
-}
-
-// Yieldable reports whether a full pool may bring the release of a
-// retained reservation forward at now: it is not already inside its
-// dead zone (then it is being released anyway), and it was not orphaned
-// within the last Margin, when the likeliest client is a re-create of
-// the Service that just went away (a Helm upgrade, a replace) taking it
-// back at this very moment. A pending booking (no Service ever showed
-// it: no uid) does not yield for twice RetryAfter either: it is likely
-// kept for a Service whose admission asked two full pools and is being
-// retried, to take it back (see the webhook's reserve).
-func (r Retention) Yieldable(p *Pool, e Entry, now time.Time) bool {
-	quiet := r.Margin
-	if e.UID == "" {
-		quiet = max(quiet, 2*r.RetryAfter())
-	}
-	return !e.OrphanedSince.IsZero() && !now.Before(e.OrphanedSince.Add(quiet)) && r.Reusable(p, e, now)
-}
-
-// Yield is e with its release brought forward to Margin after now: every
-// admission that reads it from now on finds it inside its dead zone.
-func (r Retention) Yield(e Entry, now time.Time) Entry {
-	e.ReleaseAt, e.Early = now.Add(r.Margin), true
-	return e
-}
-
 // Releasing reports whether the reservation's release is due within
 // Margin of now: nobody takes it back any more, and the sweeper releases
 // it once due.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -76,7 +77,7 @@ func TestGatewayShareTag(t *testing.T) {
 	if !ok || got.Namespace != "payments" || got.ShareNamespace() != "payments" || !got.Complete() {
 		t.Fatalf("read back %+v (complete %v)", got, got.Complete())
 	}
-	ip := &scaleway.IP{Tags: got.Tags(), Address: netip.MustParseAddr("172.16.4.210")}
+	ip := Read(&scaleway.IP{Tags: got.Tags(), Address: netip.MustParseAddr("172.16.4.210")}, time.Now())
 	if !InShare("prod-par", "payments", pool, ip) || InShare("prod-par", "envoy-gateway-system", pool, ip) {
 		t.Fatalf("counted in payments' share %v, in the controller's %v; want payments' only",
 			InShare("prod-par", "payments", pool, ip), InShare("prod-par", "envoy-gateway-system", pool, ip))

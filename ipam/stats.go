@@ -3,8 +3,6 @@ package ipam
 import (
 	"net/netip"
 	"time"
-
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // PoolStats is the occupancy of one pool, from the last listing of its
@@ -29,13 +27,13 @@ type PoolStats struct {
 	Listed time.Time `json:"-"`
 }
 
-// PoolStatsOf is the occupancy of pool p in ips, a listing of its Private
+// PoolStatsOf is the occupancy of pool p in listed, a listing of its Private
 // Network, as cluster sees it: for a command that has no Inventory.
-func PoolStatsOf(p *Pool, cluster string, ips []*scaleway.IP) PoolStats {
-	holders := map[netip.Addr]Holder{}
-	for _, ip := range ips {
-		if p.Contains(ip.Address) {
-			holders[ip.Address] = HolderOf(ip)
+func PoolStatsOf(p *Pool, cluster string, listed []*Reservation) PoolStats {
+	holders := map[netip.Addr]*Reservation{}
+	for _, r := range listed {
+		if p.Contains(r.Address) {
+			holders[r.Address] = r
 		}
 	}
 	st := StatsOf(p, cluster, holders)
@@ -44,7 +42,7 @@ func PoolStatsOf(p *Pool, cluster string, ips []*scaleway.IP) PoolStats {
 }
 
 // StatsOf is the occupancy of pool p from who holds its addresses.
-func StatsOf(p *Pool, cluster string, holders map[netip.Addr]Holder) PoolStats {
+func StatsOf(p *Pool, cluster string, holders map[netip.Addr]*Reservation) PoolStats {
 	st := PoolStats{Pool: p.Name, Total: p.Total()}
 	for _, h := range holders {
 		if h.Cluster == cluster {

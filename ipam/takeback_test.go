@@ -58,7 +58,7 @@ func TestTakesBack(t *testing.T) {
 			if tc.pool != "" {
 				pool = tc.pool
 			}
-			got := rulesPolicy.TakesBack(cfg, rulesPool(t, cfg, pool), svcAPI, tc.own, tc.ip, tc.refs, rulesNow)
+			got := rulesPolicy.TakesBack(cfg, rulesPool(t, cfg, pool), svcAPI, tc.own, Read(tc.ip, rulesNow), tc.refs, rulesNow)
 			if got != tc.want {
 				t.Errorf("TakesBack = %v, want %v", got, tc.want)
 			}
@@ -97,10 +97,11 @@ func TestPreference(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			better := Preference("prod", shown)
-			if !better(tc.ip, tc.than) {
+			ip, than := Read(tc.ip, rulesNow), Read(tc.than, rulesNow)
+			if !better(ip, than) {
 				t.Errorf("%s is not preferred to %s", tc.ip.ID, tc.than.ID)
 			}
-			if better(tc.than, tc.ip) {
+			if better(than, ip) {
 				t.Errorf("%s is also preferred to %s", tc.than.ID, tc.ip.ID)
 			}
 		})

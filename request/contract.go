@@ -116,7 +116,7 @@ func CheckLoadBalancerIP(svc *corev1.Service) error {
 // CheckReserved holds the contract on what was reserved for p: the
 // validated IDs one per Private Network, and a pn-ids the Load Balancer can
 // attach once brought-your-own IDs name their networks.
-func CheckReserved(cfg *ipam.Config, ask Ask, p *Plan, rs []*ipam.Reservation) error {
+func CheckReserved(cfg *ipam.Config, ask Ask, p *Plan, rs []*ipam.Grant) error {
 	pns := ReservationPNs(rs)
 	if len(p.IDs) > 0 {
 		if i, j, shared := sharedNetwork(pns); shared {
@@ -149,7 +149,7 @@ func PNOrigin(user []string) string {
 // UnionPNs is the pn-ids annotation a CREATE writes: what the user set, or
 // the cluster's Private Network, then every reservation's network, without
 // duplicates. The CCM detaches the LB from networks it is not told about.
-func UnionPNs(user []string, clusterPN string, rs []*ipam.Reservation) string {
+func UnionPNs(user []string, clusterPN string, rs []*ipam.Grant) string {
 	return strings.Join(PNList(user, []string{clusterPN}, ReservationPNs(rs)), ",")
 }
 
@@ -171,7 +171,7 @@ func PNList(user, fallback, added []string) []string {
 }
 
 // ReservationPNs are the Private Networks of the reservations, in order.
-func ReservationPNs(rs []*ipam.Reservation) []string {
+func ReservationPNs(rs []*ipam.Grant) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.PrivateNetworkID
@@ -216,7 +216,7 @@ type Writes struct {
 }
 
 // Written is what an admission that reserved rs for svc writes and tells.
-func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Reservation) Writes {
+func Written(cfg *ipam.Config, svc *corev1.Service, ask Ask, rs []*ipam.Grant) Writes {
 	ids := make([]string, len(rs))
 	addrs := make([]string, len(rs))
 	for i, r := range rs {

@@ -18,17 +18,17 @@ import (
 // booking).
 func TestOneIPPerNetwork(t *testing.T) {
 	cfg := &ipam.Config{ClusterPrivateNetworkID: "nodes"}
-	a := &ipam.Reservation{ID: "id-a", PrivateNetworkID: "dc"}
-	b := &ipam.Reservation{ID: "id-b", PrivateNetworkID: "edge"}
-	c := &ipam.Reservation{ID: "id-c", PrivateNetworkID: "dc"}
+	a := &ipam.Grant{ID: "id-a", PrivateNetworkID: "dc"}
+	b := &ipam.Grant{ID: "id-b", PrivateNetworkID: "edge"}
+	c := &ipam.Grant{ID: "id-c", PrivateNetworkID: "dc"}
 	for name, tt := range map[string]struct {
 		plan *Plan
-		rs   []*ipam.Reservation
+		rs   []*ipam.Grant
 		want string
 	}{
-		"IDs on distinct networks":   {&Plan{IDs: []string{"id-a", "id-b"}}, []*ipam.Reservation{a, b}, ""},
-		"IDs sharing a network":      {&Plan{IDs: []string{"id-a", "id-b", "id-c"}}, []*ipam.Reservation{a, b, c}, "IPAM IDs id-a and id-c are both on Private Network dc, and a Load Balancer takes one IP per Private Network; keep one"},
-		"pools: checked by the plan": {&Plan{Reserve: []ipam.Request{{}, {}}}, []*ipam.Reservation{a, c}, ""},
+		"IDs on distinct networks":   {&Plan{IDs: []string{"id-a", "id-b"}}, []*ipam.Grant{a, b}, ""},
+		"IDs sharing a network":      {&Plan{IDs: []string{"id-a", "id-b", "id-c"}}, []*ipam.Grant{a, b, c}, "IPAM IDs id-a and id-c are both on Private Network dc, and a Load Balancer takes one IP per Private Network; keep one"},
+		"pools: checked by the plan": {&Plan{Reserve: []ipam.Request{{}, {}}}, []*ipam.Grant{a, c}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := CheckReserved(cfg, Ask{}, tt.plan, tt.rs)
@@ -117,7 +117,7 @@ func TestCheckReserved(t *testing.T) {
 // reserved is a request and what was reserved for it.
 type reserved struct {
 	ask Ask
-	rs  []*ipam.Reservation
+	rs  []*ipam.Grant
 }
 
 // byo asks for brought-your-own IDs id-1, id-2... one on each of pns, with
@@ -135,7 +135,7 @@ func restoredIDs(pns ...string) reserved {
 	for i, pn := range pns {
 		id := fmt.Sprintf("id-%d", i+1)
 		r.ask.RawIDs = append(r.ask.RawIDs, id)
-		r.rs = append(r.rs, &ipam.Reservation{ID: id, PrivateNetworkID: pn})
+		r.rs = append(r.rs, &ipam.Grant{ID: id, PrivateNetworkID: pn})
 	}
 	return r
 }
@@ -147,7 +147,7 @@ func inPools(pnIDs []string, poolThenPN ...string) reserved {
 	for i := 0; i < len(poolThenPN); i += 2 {
 		name, pn := poolThenPN[i], poolThenPN[i+1]
 		r.ask.Pools = append(r.ask.Pools, name)
-		r.rs = append(r.rs, &ipam.Reservation{ID: "id-" + name, Pool: name, PrivateNetworkID: pn, Booked: true})
+		r.rs = append(r.rs, &ipam.Grant{ID: "id-" + name, Pool: name, PrivateNetworkID: pn, Booked: true})
 	}
 	return r
 }

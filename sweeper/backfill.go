@@ -152,7 +152,8 @@ func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[stri
 	ids := svc.LiveIDs()
 	ref := []liveRef{judgedRef(cfg, svc)}
 	for _, id := range ids {
-		ip, err := s.o.Cloud.GetIP(ctx, id)
+		at := s.o.Clock.Now()
+		got, err := s.o.Cloud.GetIP(ctx, id)
 		if err != nil {
 			if scaleway.Classify(err) != scaleway.KindNotFound {
 				rep.Errors++
@@ -160,13 +161,13 @@ func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[stri
 			}
 			continue
 		}
-		e, ok := ipam.ParseEntry(ip.Tags)
-		if !ok || !e.Owns(cfg.ClusterName) || e.Service != key || !s.inScope(scope, ip) {
+		ip := ipam.Read(got, at)
+		if !ip.Ours || !ip.Owns(cfg.ClusterName) || ip.Service != key || !s.inScope(scope, ip) {
 			continue
 		}
 		rep.Scanned++
 		rep.Referenced++
-		s.referenced(ctx, ip, e, ref, rep, nil)
+		s.referenced(ctx, ip, ref, rep, nil)
 	}
 }
 
@@ -182,6 +183,6 @@ func poolSubnets(cfg *ipam.Config) map[string]bool {
 // inScope reports whether an IP of this cluster's ledger is the sweeper's
 // to tag and release: in a pool's subnet, or in a removed pool's when the
 // operator allows releasing those.
-func (s *Sweeper) inScope(scope map[string]bool, ip *scaleway.IP) bool {
+func (s *Sweeper) inScope(scope map[string]bool, ip *ipam.Reservation) bool {
 	return scope[ip.SubnetID] || s.o.ReleaseRemovedPools
 }

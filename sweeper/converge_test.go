@@ -42,7 +42,7 @@ func (w *world) monitored(mod ...func(*Options)) (*Sweeper, *events) {
 
 // admitted creates a private LoadBalancer Service holding rs as the webhook
 // writes it: the IDs and the addresses.
-func (w *world) admitted(name string, rs ...*ipam.Reservation) *corev1.Service {
+func (w *world) admitted(name string, rs ...*ipam.Grant) *corev1.Service {
 	w.T.Helper()
 	var ids, addrs []string
 	for _, r := range rs {
@@ -164,24 +164,24 @@ func TestConvergedServiceIsNotReported(t *testing.T) {
 func TestEachCauseReportedOnceAfterTheGrace(t *testing.T) {
 	for _, tc := range []struct {
 		reason string
-		break_ func(w *world, svc *corev1.Service, r *ipam.Reservation)
+		break_ func(w *world, svc *corev1.Service, r *ipam.Grant)
 		want   []string
 	}{
-		{ReasonNotAttached, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
+		{ReasonNotAttached, func(w *world, svc *corev1.Service, _ *ipam.Grant) {
 			w.serve(svc, "lb-1", false) // an old CCM: a Load Balancer, a DHCP address
 		}, []string{"attached to nothing", "likely the CCM ignored", "older than v0.36.0", ccm.AnnotationPrivateIPIDs, "SyncLoadBalancerFailed", "kubectl describe service"}},
-		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Reservation) {
+		{ReasonAttachedElsewhere, func(w *world, svc *corev1.Service, r *ipam.Grant) {
 			w.serve(svc, "lb-new", false)
 			if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-old", Name: "k8s-api-previous"}); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"attached to lb_server/lb-old (k8s-api-previous)", "not on this Service's Load Balancer lb-new", "still being deleted", "to_delete over ~1h", "support ticket", request.AnnotationAllowIPChange}},
-		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Reservation) {
+		{ReasonGone, func(w *world, _ *corev1.Service, r *ipam.Grant) {
 			if err := w.Cloud.ReleaseIP(context.Background(), r.ID); err != nil { // out of band
 				t.Fatal(err)
 			}
 		}, []string{"gone from IPAM", "Re-create the Service with " + request.AnnotationAddress, request.AnnotationAllowIPChange, "does not help"}},
-		{ReasonNotInStatus, func(w *world, svc *corev1.Service, _ *ipam.Reservation) {
+		{ReasonNotInStatus, func(w *world, svc *corev1.Service, _ *ipam.Grant) {
 			w.serve(svc, "lb-1", true)
 			w.edit(svc, func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = nil })
 		}, []string{"not yet in status.loadBalancer.ingress", "kubectl describe service"}},
@@ -417,7 +417,7 @@ func TestMonitorAddsNoScalewayCall(t *testing.T) {
 		}
 	})
 	with, rep := steady(func(w *world) {
-		var rs []*ipam.Reservation
+		var rs []*ipam.Grant
 		for _, name := range []string{"converged", "old-ccm", "stuck", "released"} {
 			rs = append(rs, w.book("dc-link", "payments", name))
 			svc := w.admitted(name, rs[len(rs)-1])
@@ -569,7 +569,7 @@ func TestNoteFitsTheEventsAPI(t *testing.T) {
 	// Through the monitor: eight IPs of one Service, one Event that fits.
 	w := newWorld(t)
 	s, ev := w.monitored()
-	var rs []*ipam.Reservation
+	var rs []*ipam.Grant
 	for i := range 8 {
 		rs = append(rs, w.book("dc-link", "payments", fmt.Sprintf("api-%d", i)))
 	}

@@ -2,7 +2,6 @@ package sweeper
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -23,11 +22,11 @@ type cycle struct {
 	view          *liveView
 	scope         map[string]bool
 	orphansByPool map[string]int
-	// listed holds, of every listed ID a live Service references, what the
-	// monitor reads: it judges nothing else.
-	listed map[string]listedIP
+	// listed holds every listed reservation a live Service references:
+	// the monitor judges nothing else.
+	listed map[string]*ipam.Reservation
 	// releases are due once the listing has ended.
-	releases []pendingRelease
+	releases []*ipam.Reservation
 	// ledgerWrites counts the writes that only complete the ledger (see
 	// budget).
 	ledgerWrites int
@@ -35,30 +34,17 @@ type cycle struct {
 	strandedIDs map[string]bool
 }
 
-// listedIP is what the monitor reads of a listed IP.
-type listedIP struct {
-	address  netip.Addr
-	resource *scaleway.Resource
-}
-
-// pendingRelease is an IP whose retention is over, to re-read and release.
-type pendingRelease struct {
-	ip        *scaleway.IP
-	entry     ipam.Entry
-	retention time.Duration
-}
-
 // judge keeps the ledger of one listed IP current, and notes what the
 // monitor and the releases need of it.
-func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
+func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	s, rep := c.s, c.rep
 	id, referenced := c.view.key(ip.ID)
 	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[id] = listedIP{address: ip.Address, resource: ip.Resource}
+		c.listed[id] = ip
 	}
-	entry, ok := ipam.ParseEntry(ip.Tags)
-	if !ok || !entry.Owns(c.cfg.ClusterName) {
+	entry := ip.Entry
+	if !ip.Ours || !entry.Owns(c.cfg.ClusterName) {
 		return // the tag filter is OR: foreign IPs may come back too
 	}
 	if !s.inScope(c.scope, ip) {
@@ -71,13 +57,13 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, entry, c.view.refs(c.cfg, ip.ID), rep, c)
+		s.referenced(ctx, ip, c.view.refs(c.cfg, ip.ID), rep, c)
 		return
 	}
 	rep.Orphaned++
 	c.orphansByPool[entry.Pool]++
-	if due, retention := c.unreferenced(ctx, ip, entry); due {
-		c.releases = append(c.releases, pendingRelease{ip: ip, entry: entry, retention: retention})
+	if c.unreferenced(ctx, ip) {
+		c.releases = append(c.releases, ip)
 	}
 }
 
@@ -87,7 +73,8 @@ func (c *cycle) judge(ctx context.Context, ip *scaleway.IP) {
 // listing showed ip: re-read before writing (see unchanged), and a write
 // of the namespace tag alone within its budget; nil for the back-fill of a
 // new Service, which read ip itself.
-func (s *Sweeper) referenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry, refs []liveRef, rep *Report, c *cycle) {
+func (s *Sweeper) referenced(ctx context.Context, ip *ipam.Reservation, refs []liveRef, rep *Report, c *cycle) {
+	e := ip.Entry
 	if len(refs) > 1 {
 		rep.Shared++
 		for _, r := range refs {
@@ -145,7 +132,7 @@ func liveEntry(e ipam.Entry, refs []liveRef) ipam.Entry {
 // cluster's tags written back would make it this cluster's again, to
 // release once retained here; an admission's take-back cleared
 // orphaned-since. Either way the next cycle judges the IP from its tags.
-func unchanged(ctx context.Context, o *Options, ip *scaleway.IP, rep *Report) bool {
+func unchanged(ctx context.Context, o *Options, ip *ipam.Reservation, rep *Report) bool {
 	fresh, err := o.Cloud.GetIP(ctx, ip.ID)
 	switch {
 	case scaleway.Classify(err) == scaleway.KindNotFound:
@@ -155,7 +142,7 @@ func unchanged(ctx context.Context, o *Options, ip *scaleway.IP, rep *Report) bo
 		o.Log.Error(err, "re-reading an IP before updating its ledger", "ipamID", ip.ID)
 		return false
 	}
-	if !ipam.SameTags(fresh.Tags, ip.Tags) {
+	if !ipam.SameTags(fresh.Tags, ip.IP.Tags) {
 		o.Log.V(1).Info("its tags changed since the listing; left to the next cycle", "ipamID", ip.ID)
 		return false
 	}
@@ -163,10 +150,10 @@ func unchanged(ctx context.Context, o *Options, ip *scaleway.IP, rep *Report) bo
 }
 
 // unreferenced carries out the rules' verdict on an IP no live Service
-// references (ipam.Retention.Judge), and reports whether it is to be
-// released (see release).
-func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry) (due bool, retention time.Duration) {
-	s, rep := c.s, c.rep
+// references (ipam.Retention.Judge), and reports whether it is due for
+// release (see release).
+func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due bool) {
+	s, rep, e := c.s, c.rep, ip.Entry
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if !e.OrphanedSince.IsZero() {
 		c.stranded(ip, e, log)
@@ -182,13 +169,13 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		// release is due (retention > margin ≥ twice the admission
 		// deadline; the tag rounds this up, never down).
 		if !unchanged(ctx, &s.o, ip, rep) {
-			return false, 0
+			return false
 		}
 		e = s.policy.Start(pool, e, s.o.Clock.Now())
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
-			return false, 0
+			return false
 		}
 		rep.Tagged++
 		c.wake(e.ReleaseAt)
@@ -203,19 +190,19 @@ func (c *cycle) unreferenced(ctx context.Context, ip *scaleway.IP, e ipam.Entry)
 		log.V(1).Info("kept: its pool is no longer in the pool file (allow with --release-removed-pools)")
 	case ipam.VerdictRelease:
 		if s.o.ReportOnly {
-			c.wouldRelease(ip, e)
-			return false, 0
+			c.wouldRelease(ip)
+			return false
 		}
-		return true, s.policy.Of(pool, e)
+		return true
 	}
-	return false, 0
+	return false
 }
 
 // stranded reports a retained IP still attached to a Load Balancer past
 // the convergence grace (see Report.Stranded). The CCM detaches an IP
 // when it deletes the Load Balancer or moves the Service to another one,
 // within seconds; one attached long after is one it lost.
-func (c *cycle) stranded(ip *scaleway.IP, e ipam.Entry, log logr.Logger) {
+func (c *cycle) stranded(ip *ipam.Reservation, e ipam.Entry, log logr.Logger) {
 	if !Stranded(ip.Resource, e.OrphanedSince, c.s.o.Clock.Now(), c.s.o.ConvergenceGrace) {
 		return
 	}
@@ -240,7 +227,7 @@ func Stranded(resource *scaleway.Resource, orphanedSince, now time.Time, grace t
 // change (see ipam.Retention.Settle and Follow), with the namespace tag,
 // within the cycle's budget of such writes. Re-read first, as every
 // rewrite of the cycle.
-func (c *cycle) rewrite(ctx context.Context, ip *scaleway.IP, e ipam.Entry, log logr.Logger) {
+func (c *cycle) rewrite(ctx context.Context, ip *ipam.Reservation, e ipam.Entry, log logr.Logger) {
 	s, rep := c.s, c.rep
 	if !c.budget() || !unchanged(ctx, &s.o, ip, rep) {
 		return
@@ -281,18 +268,18 @@ func (c *cycle) wake(at time.Time) {
 
 // wouldRelease reports an IP due for release that is kept: report-only, or
 // over the cap.
-func (c *cycle) wouldRelease(ip *scaleway.IP, e ipam.Entry) {
+func (c *cycle) wouldRelease(ip *ipam.Reservation) {
 	c.rep.WouldRelease = append(c.rep.WouldRelease, ip.ID)
-	c.s.o.Log.Info("would release", "ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String(), "reportOnly", c.s.o.ReportOnly, "capReached", !c.s.o.ReportOnly)
+	c.s.o.Log.Info("would release", "ipamID", ip.ID, "address", ip.Address.String(), "pool", ip.Pool, "service", ip.Service.String(), "reportOnly", c.s.o.ReportOnly, "capReached", !c.s.o.ReportOnly)
 }
 
 // release re-reads an IP whose retention is over right before releasing
 // it: an admission that took the IP back has cleared orphaned-since, and
 // the CCM may have attached it.
-func (c *cycle) release(ctx context.Context, r pendingRelease) {
-	s, rep, ip, e := c.s, c.rep, r.ip, r.entry
+func (c *cycle) release(ctx context.Context, ip *ipam.Reservation) {
+	s, rep, e := c.s, c.rep, ip.Entry
 	if len(rep.Released) >= s.o.MaxReleasesPerCycle {
-		c.wouldRelease(ip, e)
+		c.wouldRelease(ip)
 		return
 	}
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
@@ -304,7 +291,7 @@ func (c *cycle) release(ctx context.Context, r pendingRelease) {
 		}
 		return
 	}
-	if !ipam.SameTags(fresh.Tags, ip.Tags) || fresh.Resource != nil {
+	if !ipam.SameTags(fresh.Tags, ip.IP.Tags) || fresh.Resource != nil {
 		log.Info("changed since the cycle began; not released")
 		return
 	}
@@ -316,15 +303,17 @@ func (c *cycle) release(ctx context.Context, r pendingRelease) {
 		return
 	}
 	rep.Released = append(rep.Released, ip.ID)
+	pool, _ := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
+	retention := s.policy.Of(pool, e)
 	if e.Early {
 		if rep.EarlyReleased == nil {
 			rep.EarlyReleased = map[string]int{}
 		}
 		rep.EarlyReleased[e.Pool]++
-		log.Info("released early: its pool, or its namespace's share, was full", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String(), "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+		log.Info("released early: its pool, or its namespace's share, was full", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String(), "releaseAt", e.ReleaseAt.Format(time.RFC3339))
 		return
 	}
-	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", r.retention.String())
+	log.Info("released", "orphanedSince", e.OrphanedSince.Format(time.RFC3339), "retention", retention.String())
 }
 
 // keys names the Services sorted: the message must not depend on the

@@ -173,12 +173,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
 	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: view, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
-		listed: make(map[string]listedIP, len(view.byID)), strandedIDs: map[string]bool{}}
+		listed: make(map[string]*ipam.Reservation, len(view.byID)), strandedIDs: map[string]bool{}}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
+	listedAt := s.o.Clock.Now()
 	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
 		for _, ip := range page {
-			c.judge(ctx, ip)
+			c.judge(ctx, ipam.Read(ip, listedAt))
 		}
 		return nil
 	})
@@ -186,8 +187,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		rep.Errors++
 		return rep, fmt.Errorf("listing this cluster's reservations: %w", err)
 	}
-	for _, r := range c.releases {
-		c.release(ctx, r)
+	for _, ip := range c.releases {
+		c.release(ctx, ip)
 	}
 	s.stranded = c.strandedIDs
 	if rep.OutOfScope > 0 {

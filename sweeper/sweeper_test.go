@@ -46,7 +46,7 @@ func (w *world) sweeper(mod ...func(*Options)) *Sweeper {
 }
 
 // book reserves an IP as an admission would.
-func (w *world) book(pool, ns, name string) *ipam.Reservation {
+func (w *world) book(pool, ns, name string) *ipam.Grant {
 	w.T.Helper()
 	return w.Book(fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})), pool, ns, name)
 }

@@ -82,9 +82,9 @@ func (m *ServiceMutator) allocate(ctx context.Context, req admission.Request, cf
 // and the pending grace reclaims it if the client gives up. own are the
 // IDs the Service references now (an UPDATE); ns is the namespace whose
 // share they count in.
-func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, ns string, p *request.Plan, own []string, dryRun bool) ([]*ipam.Reservation, error) {
-	var out []*ipam.Reservation
-	fail := func(err error) ([]*ipam.Reservation, error) {
+func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, ns string, p *request.Plan, own []string, dryRun bool) ([]*ipam.Grant, error) {
+	var out []*ipam.Grant
+	fail := func(err error) ([]*ipam.Grant, error) {
 		if !ipam.Retryable(err) || dryRun {
 			m.releaseBooked(ctx, key, out)
 		}
@@ -118,7 +118,7 @@ func (m *ServiceMutator) reserve(ctx context.Context, key types.NamespacedName, 
 
 // releaseBooked releases, best effort, what a refused admission booked (the
 // allocator leaves validated IDs alone): the sweeper reclaims the rest.
-func (m *ServiceMutator) releaseBooked(ctx context.Context, key types.NamespacedName, rs []*ipam.Reservation) {
+func (m *ServiceMutator) releaseBooked(ctx context.Context, key types.NamespacedName, rs []*ipam.Grant) {
 	for _, r := range rs {
 		if rerr := m.Allocator.Release(context.WithoutCancel(ctx), r); rerr != nil {
 			m.Log.Error(rerr, "releasing a reservation of a failed admission; the sweeper will reclaim it", "service", key, "ipamID", r.ID)

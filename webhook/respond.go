@@ -49,7 +49,7 @@ type decision struct {
 	// reserved is what the admission reserved (patched), or would (dry
 	// run), for key under cfg; ask is the request it reserved for (its
 	// pn-ids, its warnings).
-	reserved []*ipam.Reservation
+	reserved []*ipam.Grant
 	key      types.NamespacedName
 	ask      request.Ask
 	cfg      *ipam.Config
@@ -222,7 +222,7 @@ func patchAnnotations(svc *corev1.Service, raw []byte, set map[string]string, re
 // pointerEscape escapes a key for a JSON Pointer (RFC 6901).
 var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
-func reservedWarning(r *ipam.Reservation) string {
+func reservedWarning(r *ipam.Grant) string {
 	switch {
 	case r.BringYourOwn:
 		return fmt.Sprintf("scw-lb-ipam: using %s (IPAM ID %s, pool %s), validated; it was reserved outside scw-lb-ipam and will never be released by it", r.Address, r.ID, r.Pool)
@@ -234,7 +234,7 @@ func reservedWarning(r *ipam.Reservation) string {
 	return fmt.Sprintf("scw-lb-ipam: reserved %s (IPAM ID %s) from pool %s", r.Address, r.ID, r.Pool)
 }
 
-func logVerb(rs []*ipam.Reservation) string {
+func logVerb(rs []*ipam.Grant) string {
 	for _, r := range rs {
 		if !r.Reused {
 			return "reserved"
@@ -243,7 +243,7 @@ func logVerb(rs []*ipam.Reservation) string {
 	return "reused"
 }
 
-func dryRunWarnings(rs []*ipam.Reservation) []string {
+func dryRunWarnings(rs []*ipam.Grant) []string {
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {
 		addr := "an address IPAM chooses"

@@ -11,10 +11,10 @@ import (
 // TestAdoptedReservationIsWorded: a reservation taken over from another
 // cluster (adoptFrom) says so, and from which.
 func TestAdoptedReservationIsWorded(t *testing.T) {
-	r := &ipam.Reservation{ID: "ip-1", Address: netip.MustParseAddr("172.16.35.200"), Pool: "dc-link", Reused: true, AdoptedFrom: "blue"}
+	r := &ipam.Grant{ID: "ip-1", Address: netip.MustParseAddr("172.16.35.200"), Pool: "dc-link", Reused: true, AdoptedFrom: "blue"}
 	for what, got := range map[string]string{
 		"warning": reservedWarning(r),
-		"dry run": dryRunWarnings([]*ipam.Reservation{r})[0],
+		"dry run": dryRunWarnings([]*ipam.Grant{r})[0],
 	} {
 		for _, want := range []string{"adopt", "172.16.35.200", "ip-1", "dc-link", "from cluster blue"} {
 			if !strings.Contains(got, want) {

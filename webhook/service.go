@@ -42,9 +42,9 @@ type EventRecorder interface {
 // Allocator is what the webhook needs of allocator.Allocator.
 type Allocator interface {
 	Config() *ipam.Config
-	Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error)
-	ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Reservation, error)
-	Release(ctx context.Context, r *ipam.Reservation) error
+	Reserve(ctx context.Context, req ipam.Request) (*ipam.Grant, error)
+	ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Grant, error)
+	Release(ctx context.Context, r *ipam.Grant) error
 	PrivateNetworkExists(ctx context.Context, id string) (bool, error)
 	// Remember records the IDs the Service cache shows on a Service, so
 	// that a re-create finds reservations this replica has not listed yet.

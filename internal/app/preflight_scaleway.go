@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/scaleway/scaleway-sdk-go/scw"
 	"k8s.io/apimachinery/pkg/types"
@@ -247,6 +248,7 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 	if !p.needs(check, poolNetworkCheck(pool.Name)) {
 		return
 	}
+	at := time.Now()
 	ips, err := p.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: pool.PrivateNetworkID})
 	if err != nil {
 		fix := "check the network path to the Scaleway API and status.scaleway.com, then run again"
@@ -263,7 +265,7 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 		}
 	}
 	p.ok(check, fmt.Sprintf("%d addresses booked in %s", len(used), pool.Prefix()))
-	if st := ipam.PoolStatsOf(pool, p.cfg.ClusterName, ips); st.Total > 0 && st.Free == 0 && st.Retained > 0 {
+	if st := ipam.PoolStatsOf(pool, p.cfg.ClusterName, ipam.ReadAll(ips, at)); st.Total > 0 && st.Free == 0 && st.Retained > 0 {
 		p.yielding[pool.Name] = st
 		p.info(poolFullCheck(pool.Name), fmt.Sprintf("all %d addresses are booked, %d of them this cluster's reservations retained for deleted Services: "+
 			"a new Service's CREATE has the oldest released early and books on its retry, so the pool is full but not exhausted (scw-lb-ipam status lists them)", st.Total, st.Retained))

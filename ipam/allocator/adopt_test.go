@@ -254,7 +254,7 @@ func TestReserveAdoptionDryRunWritesNothing(t *testing.T) {
 }
 
 // reserve books svc's address in pool of a.
-func reserve(t *testing.T, a *Allocator, pool string, svc types.NamespacedName) *ipam.Reservation {
+func reserve(t *testing.T, a *Allocator, pool string, svc types.NamespacedName) *ipam.Grant {
 	t.Helper()
 	p, ok := a.Config().Pool(pool)
 	if !ok {

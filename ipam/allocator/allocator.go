@@ -108,7 +108,7 @@ func (a *Allocator) Remember(svc types.NamespacedName, ids []string) { a.inv.Rem
 // Release gives back an IP this call booked, when the admission that wanted
 // it failed further on. Errors are returned for logging: the sweeper
 // reclaims whatever is left after its grace period.
-func (a *Allocator) Release(ctx context.Context, r *ipam.Reservation) error { return a.release(ctx, r) }
+func (a *Allocator) Release(ctx context.Context, r *ipam.Grant) error { return a.release(ctx, r) }
 
 // Reserve returns an IP for req: the Service's retained IP when there is one
 // (sticky), else a fresh booking of the requested address, of an address
@@ -121,7 +121,7 @@ func (a *Allocator) Release(ctx context.Context, r *ipam.Reservation) error { re
 // OccupancyTTL. While the Service's reservation is still attached to its
 // previous Load Balancer, nothing is booked and the answer is a retryable
 // refusal.
-func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Reservation, error) {
+func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Grant, error) {
 	p := req.Pool
 	if req.Address.IsValid() && !p.Contains(req.Address) {
 		// Asked for by name: an address the operator has since excluded is

@@ -74,7 +74,7 @@ func TestReleaseBooked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Release(ctx, &ipam.Reservation{ID: "byo", BringYourOwn: true}); err != nil {
+	if err := a.Release(ctx, &ipam.Grant{ID: "byo", BringYourOwn: true}); err != nil {
 		t.Fatal(err) // not ours to release: a no-op
 	}
 	if err := a.Release(ctx, r); err != nil {

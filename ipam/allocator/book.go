@@ -14,7 +14,7 @@ import (
 
 // bookNew books a fresh reservation for req (or predicts one, in a dry
 // run).
-func (b *booker) bookNew(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
+func (b *booker) bookNew(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Grant, error) {
 	switch {
 	case req.DryRun:
 		return b.predict(ctx, req)
@@ -28,8 +28,8 @@ func (b *booker) bookNew(ctx context.Context, req ipam.Request, known map[string
 
 // predict answers a dry run: what would be booked, from what is known,
 // without writing anything.
-func (b *booker) predict(ctx context.Context, req ipam.Request) (*ipam.Reservation, error) {
-	res := &ipam.Reservation{Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID, Address: req.Address}
+func (b *booker) predict(ctx context.Context, req ipam.Request) (*ipam.Grant, error) {
+	res := &ipam.Grant{Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID, Address: req.Address}
 	if req.Address.IsValid() || !req.Pool.PicksAddresses() {
 		if h, ok := b.inv.Subnets().WhoHolds(ctx, req.Pool, req.Address, false); ok {
 			return nil, ipam.Taken(req.Address, req.Pool, h)
@@ -45,7 +45,7 @@ func (b *booker) predict(ctx context.Context, req ipam.Request) (*ipam.Reservati
 }
 
 // bookAddress books the one address asked for.
-func (b *booker) bookAddress(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
+func (b *booker) bookAddress(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Grant, error) {
 	ip, adopted, err := b.book(ctx, req, req.Address, known)
 	if err == nil {
 		b.inv.Subnets().Record(req.Pool, ip)
@@ -62,7 +62,7 @@ func (b *booker) bookAddress(ctx context.Context, req ipam.Request, known map[st
 // succeeds. A conflict means the inventory's view was stale: picking goes
 // on elsewhere in the pool, and every few conflicts the subnet is listed
 // again.
-func (b *booker) bookPicked(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
+func (b *booker) bookPicked(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Grant, error) {
 	for attempt := 1; attempt <= MaxPickAttempts; attempt++ {
 		addr, settle, err := b.pick(ctx, req.Pool, false)
 		if err != nil {
@@ -85,7 +85,7 @@ func (b *booker) bookPicked(ctx context.Context, req ipam.Request, known map[str
 }
 
 // bookAny lets IPAM choose in the pool's subnet.
-func (b *booker) bookAny(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Reservation, error) {
+func (b *booker) bookAny(ctx context.Context, req ipam.Request, known map[string]bool) (*ipam.Grant, error) {
 	ip, adopted, err := b.book(ctx, req, netip.Addr{}, known)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindExhausted {
@@ -107,25 +107,25 @@ func (b *booker) bookAny(ctx context.Context, req ipam.Request, known map[string
 // on the other replica, which the index had not seen), so it is never
 // released by this admission; the sweeper reclaims it if no Service takes
 // it.
-func (b *booker) book(ctx context.Context, req ipam.Request, addr netip.Addr, known map[string]bool) (ip *scaleway.IP, adopted bool, err error) {
+func (b *booker) book(ctx context.Context, req ipam.Request, addr netip.Addr, known map[string]bool) (ip *ipam.Reservation, adopted bool, err error) {
 	cfg := b.inv.Config()
 	tags := ipam.Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service, Namespace: req.ShareNamespace()}.Tags()
 	bookReq := scaleway.BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == ipam.IPv6, Address: addr, Tags: tags}
-	ip, err = b.cloud.BookIP(ctx, bookReq)
+	ip, err = b.bookIP(ctx, bookReq)
 	if err == nil || scaleway.Classify(err) != scaleway.KindUnavailable || ctx.Err() != nil {
 		return ip, false, err
 	}
-	ips, lerr := serviceIPs(ctx, b.cloud, req)
+	ips, lerr := b.serviceIPs(ctx, req)
 	if lerr != nil {
 		return nil, false, err
 	}
 	for _, got := range slices.Backward(ips) { // oldest first: the newest is last
-		if !known[got.ID] && ipam.SameTags(got.Tags, tags) && (!addr.IsValid() || got.Address == addr) {
+		if !known[got.ID] && ipam.SameTags(got.IP.Tags, tags) && (!addr.IsValid() || got.Address == addr) {
 			return got, true, nil
 		}
 	}
 	// Not booked: one more try.
-	ip, err = b.cloud.BookIP(ctx, bookReq)
+	ip, err = b.bookIP(ctx, bookReq)
 	return ip, false, err
 }
 
@@ -137,13 +137,13 @@ func bookError(req ipam.Request, err error) error {
 	return ipam.APIError(fmt.Sprintf("booking an address in pool %q for Service %s", req.Pool.Name, req.Service), err)
 }
 
-func reservation(req ipam.Request, ip *scaleway.IP) *ipam.Reservation {
-	return &ipam.Reservation{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
+func reservation(req ipam.Request, ip *ipam.Reservation) *ipam.Grant {
+	return &ipam.Grant{ID: ip.ID, Address: ip.Address, Pool: req.Pool.Name, PrivateNetworkID: req.Pool.PrivateNetworkID}
 }
 
 // booked is the reservation of a booking of this admission; an adopted one
 // (see book) is not Booked: the admission does not release it on failure.
-func booked(req ipam.Request, ip *scaleway.IP, adopted bool) *ipam.Reservation {
+func booked(req ipam.Request, ip *ipam.Reservation, adopted bool) *ipam.Grant {
 	r := reservation(req, ip)
 	r.Booked = !adopted
 	return r

@@ -3,8 +3,8 @@
 // and writes.
 //
 // Reserve reads top-down (allocator.go): the request's address against its
-// pool, the Service's own reservation (sticky.go, taken back in
-// takeback.go), the pool's policy, the namespace's share (share.go), the
+// pool, the Service's own reservation found and taken back (sticky.go,
+// under the rules of ipam's takeback.go), the pool's policy, the namespace's share (share.go), the
 // booking (book.go), a full pool making room (yield.go), and the share
 // confirmed. ValidateID checks a brought IPAM ID (validate.go); Handover
 // moves another cluster's retained reservations (handover.go). The parts

@@ -41,7 +41,9 @@ func Handover(ctx context.Context, cloud scaleway.Cloud, cfg *ipam.Config, polic
 		if err != nil {
 			return out, fmt.Errorf("listing the reservations of cluster %s on Private Network %s: %w", req.From, p.PrivateNetworkID, err)
 		}
-		for _, ip := range ips {
+		// Undated: the run judges with the clock read right before each
+		// write, never from when it read.
+		for _, ip := range ipam.ReadAll(ips, time.Time{}) {
 			h, pool, ok := ipam.HandoverCandidate(cfg, policy, req, ip)
 			if !ok {
 				continue
@@ -59,19 +61,19 @@ func Handover(ctx context.Context, cloud scaleway.Cloud, cfg *ipam.Config, polic
 
 // handOver re-reads ip and re-tags it to cluster, unless its tags changed
 // since the listing or its release came within the margin meanwhile.
-func handOver(ctx context.Context, cloud scaleway.Cloud, cluster string, policy ipam.Retention, pool *ipam.Pool, ip *scaleway.IP, h *ipam.Handed, clock func() time.Time) error {
-	fresh, err := cloud.GetIP(ctx, ip.ID)
+func handOver(ctx context.Context, cloud scaleway.Cloud, cluster string, policy ipam.Retention, pool *ipam.Pool, ip *ipam.Reservation, h *ipam.Handed, clock func() time.Time) error {
+	got, err := cloud.GetIP(ctx, ip.ID)
 	switch {
 	case scaleway.Classify(err) == scaleway.KindNotFound:
 		h.Skipped = "released since the listing"
 		return nil
 	case err != nil:
 		return fmt.Errorf("re-reading IPAM IP %s (%s) before handing it over: %w", ip.ID, ip.Address, err)
-	case !ipam.SameTags(fresh.Tags, ip.Tags):
+	case !ipam.SameTags(got.Tags, ip.IP.Tags):
 		h.Skipped = "its tags changed since the listing (taken back or being released)"
 		return nil
 	}
-	e, _ := ipam.ParseEntry(fresh.Tags)
+	e := ipam.Read(got, time.Time{}).Entry
 	// Judged again with the clock read after the re-read: the listing may
 	// be minutes old.
 	now := clock()

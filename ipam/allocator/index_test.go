@@ -29,7 +29,7 @@ func indexedAlloc(t *testing.T, r References) (*env, *Allocator, *clocktesting.F
 // otherReplicaBooks books web/api in p through a second allocator on the
 // same emulator and pool file, as another webhook replica would, after
 // mine's last listing.
-func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *ipam.Pool) (*Allocator, *ipam.Reservation) {
+func otherReplicaBooks(t *testing.T, e *env, mine *Allocator, p *ipam.Pool) (*Allocator, *ipam.Grant) {
 	t.Helper()
 	other := newAllocator(Options{Cloud: e.Cloud, Config: mine.Config()})
 	theirs, err := other.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})

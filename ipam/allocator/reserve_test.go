@@ -140,7 +140,7 @@ func TestReserveSticky(t *testing.T) {
 
 // stickyRetryWritesNothing: a client retry of the same CREATE gets the same
 // IP, nothing written; the index knows it, the re-read decides.
-func stickyRetryWritesNothing(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+func stickyRetryWritesNothing(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Grant) {
 	t.Helper()
 	e.Srv.ResetCounts()
 	again, err := a.Reserve(context.Background(), ipam.Request{Pool: p, Service: svc("web", "api")})
@@ -155,7 +155,7 @@ func stickyRetryWritesNothing(t *testing.T, e *env, a *Allocator, p *ipam.Pool, 
 // stickyComebackClearsOrphanedSince: used by a live Service (uid
 // back-filled), orphaned by the sweeper an hour ago, then the Service comes
 // back: the tag goes.
-func stickyComebackClearsOrphanedSince(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+func stickyComebackClearsOrphanedSince(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Grant) {
 	t.Helper()
 	ctx := context.Background()
 	entry, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags)
@@ -180,7 +180,7 @@ func stickyComebackClearsOrphanedSince(t *testing.T, e *env, a *Allocator, p *ip
 // nor while another Service references it; it returns the reservation
 // web/api got instead of the referenced one, which is then attached to a
 // Load Balancer as first is to the previous one.
-func stickyNotReused(t *testing.T, r refs, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) *ipam.Reservation {
+func stickyNotReused(t *testing.T, r refs, e *env, a *Allocator, p *ipam.Pool, first *ipam.Grant) *ipam.Grant {
 	t.Helper()
 	ctx := context.Background()
 	other, err := a.Reserve(ctx, ipam.Request{Pool: p, Service: svc("web", "other")})
@@ -211,7 +211,7 @@ func stickyNotReused(t *testing.T, r refs, e *env, a *Allocator, p *ipam.Pool, f
 // Service gets it back once detached instead of a new address. While the
 // previous Service object exists (Terminating behind the CCM's finalizer)
 // the CREATE cannot succeed: retry.
-func stickyWaitsForThePreviousLB(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Reservation) {
+func stickyWaitsForThePreviousLB(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first *ipam.Grant) {
 	t.Helper()
 	ctx := context.Background()
 	withoutTerminating := a.refs
@@ -234,7 +234,7 @@ func stickyWaitsForThePreviousLB(t *testing.T, e *env, a *Allocator, p *ipam.Poo
 
 // stickySkipsOtherAttachments: attached to something else than a Load
 // Balancer, a reservation is not ours to wait for: a fresh one is booked.
-func stickySkipsOtherAttachments(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first, notRef *ipam.Reservation) {
+func stickySkipsOtherAttachments(t *testing.T, e *env, a *Allocator, p *ipam.Pool, first, notRef *ipam.Grant) {
 	t.Helper()
 	if err := e.Srv.Detach(first.ID); err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestReserveConcurrentPicksAreDistinct(t *testing.T) {
 	a := newAllocator(Options{Cloud: e.Cloud, Config: cfg})
 	const n = 40
 	var wg sync.WaitGroup
-	got := make([]*ipam.Reservation, n)
+	got := make([]*ipam.Grant, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {

@@ -15,17 +15,16 @@ import (
 // share keeps a namespace to n addresses of the request's pool, its live
 // and retained reservations counted, from ips: one fresh listing of the
 // namespace's (see holdings), where another replica's bookings count too.
-func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*scaleway.IP) error {
+func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*ipam.Reservation) error {
 	if len(ips) < n {
 		return nil
 	}
-	all := ipam.HeldOf(ips)
-	hs, err := y.classify(ctx, req.Pool, all)
+	hs, err := y.classify(ctx, req.Pool, ips)
 	if err != nil {
 		return err
 	}
 	f := y.policy.ShareFull(req.ShareNamespace(), len(ips), n, req.Pool, hs)
-	if err := y.makeRoom(ctx, req, f, all); err != nil {
+	if err := y.makeRoom(ctx, req, f, ips); err != nil {
 		return err
 	}
 	return f.AllInUse()
@@ -41,7 +40,7 @@ func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*scalew
 // (see Allocator.book); the sweeper reclaims it if no Service takes it.
 // When the count cannot be listed, the booking is given back: a share is
 // kept closed, as a cache that cannot answer is.
-func (y *room) confirm(ctx context.Context, req ipam.Request, n int, res *ipam.Reservation) error {
+func (y *room) confirm(ctx context.Context, req ipam.Request, n int, res *ipam.Grant) error {
 	ips, err := y.holdings(ctx, req)
 	if err == nil && ipam.Within(ips, res.ID, n) {
 		return nil
@@ -67,16 +66,16 @@ const giveBackTimeout = 5 * time.Second
 // the pool's network, whatever the other namespaces hold there. A
 // reservation booked before the tag existed is counted once the sweeper
 // has back-filled it.
-func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*scaleway.IP, error) {
+func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*ipam.Reservation, error) {
 	cluster, ns := y.inv.Config().ClusterName, req.ShareNamespace()
 	v6 := req.Pool.IPFamily == ipam.IPv6
-	ips, err := y.cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.NamespaceTag(ns)}, IPv6: &v6, OldestFirst: true})
+	ips, err := y.listIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.NamespaceTag(ns)}, IPv6: &v6, OldestFirst: true})
 	if err != nil {
 		return nil, ipam.APIError(fmt.Sprintf("counting the addresses namespace %s holds in pool %q", ns, req.Pool.Name), err)
 	}
 	// The tag filter matches any tag: the whole ledger is checked here.
-	ips = slices.DeleteFunc(ips, func(ip *scaleway.IP) bool { return !ipam.InShare(cluster, ns, req.Pool, ip) })
-	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int {
+	ips = slices.DeleteFunc(ips, func(ip *ipam.Reservation) bool { return !ipam.InShare(cluster, ns, req.Pool, ip) })
+	slices.SortStableFunc(ips, func(x, y *ipam.Reservation) int {
 		return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), strings.Compare(x.ID, y.ID))
 	})
 	return ips, nil
@@ -88,13 +87,13 @@ func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*scaleway.IP, 
 // the share the namespace would end over it. Such a one is dropped
 // (nil), left to the sweeper's pending grace. held is the namespace's
 // listing when one was made, for the share's count.
-func (y *room) lostBooking(ctx context.Context, req ipam.Request, n int, sticky *scaleway.IP) (_ *scaleway.IP, held []*scaleway.IP, err error) {
+func (y *room) lostBooking(ctx context.Context, req ipam.Request, n int, sticky *ipam.Reservation) (_ *ipam.Reservation, held []*ipam.Reservation, err error) {
 	if sticky == nil || n == 0 || req.DryRun {
 		return sticky, nil, nil
 	}
 	// Another cluster's (adoptFrom) is not counted when taken; one a
 	// Service used (uid back-filled) is that Service's.
-	if e, _ := ipam.ParseEntry(sticky.Tags); e.UID != "" || !e.Owns(y.inv.Config().ClusterName) {
+	if sticky.UID != "" || !sticky.Owns(y.inv.Config().ClusterName) {
 		return sticky, nil, nil
 	}
 	if held, err = y.holdings(ctx, req); err != nil {

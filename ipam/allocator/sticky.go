@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -32,15 +33,15 @@ import (
 //
 // It also returns the IDs of every reservation of the Service it knows of,
 // so that a booking whose answer was lost can be told apart from them.
-func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *scaleway.IP, err error) {
+func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]bool, found *ipam.Reservation, err error) {
 	ids, known, fresh := t.inv.Candidates(req)
-	var ips []*scaleway.IP
+	var ips []*ipam.Reservation
 	// The index holds this cluster's reservations only: a pool that adopts
 	// other clusters' lists the Service's, whichever cluster tagged them.
 	if fresh && len(req.Pool.AdoptFrom) == 0 {
 		ips, err = t.reread(ctx, req.Service, ids)
 	} else {
-		ips, known, err = listService(ctx, t.cloud, req)
+		ips, known, err = t.listService(ctx, req)
 	}
 	if err != nil || len(ips) == 0 {
 		return known, nil, err
@@ -51,11 +52,10 @@ func (t *taker) sticky(ctx context.Context, req ipam.Request) (known map[string]
 
 // reread reads the index's candidates again (usually one): those gone are
 // forgotten, the others update the index.
-func (t *taker) reread(ctx context.Context, svc types.NamespacedName, ids []string) ([]*scaleway.IP, error) {
-	var ips []*scaleway.IP
+func (t *taker) reread(ctx context.Context, svc types.NamespacedName, ids []string) ([]*ipam.Reservation, error) {
+	var ips []*ipam.Reservation
 	for _, id := range ids {
-		readAt := t.clock.Now()
-		ip, err := t.cloud.GetIP(ctx, id)
+		ip, err := t.getIP(ctx, id)
 		if scaleway.Classify(err) == scaleway.KindNotFound {
 			t.inv.Forget(id, netip.Addr{})
 			continue
@@ -63,7 +63,7 @@ func (t *taker) reread(ctx context.Context, svc types.NamespacedName, ids []stri
 		if err != nil {
 			return nil, ipam.APIError(fmt.Sprintf("reading the earlier reservation %s of Service %s", id, svc), err)
 		}
-		t.inv.Learn(svc, ip, readAt)
+		t.inv.Learn(svc, ip)
 		ips = append(ips, ip)
 	}
 	return ips, nil
@@ -71,8 +71,8 @@ func (t *taker) reread(ctx context.Context, svc types.NamespacedName, ids []stri
 
 // listService is the lookup without an index: one listing of the Service's
 // reservations, all of them known.
-func listService(ctx context.Context, cloud scaleway.Cloud, req ipam.Request) ([]*scaleway.IP, map[string]bool, error) {
-	ips, err := serviceIPs(ctx, cloud, req)
+func (d *deps) listService(ctx context.Context, req ipam.Request) ([]*ipam.Reservation, map[string]bool, error) {
+	ips, err := d.serviceIPs(ctx, req)
 	if err != nil {
 		return nil, nil, ipam.APIError(fmt.Sprintf("looking up earlier reservations of Service %s", req.Service), err)
 	}
@@ -87,13 +87,13 @@ func listService(ctx context.Context, cloud scaleway.Cloud, req ipam.Request) ([
 // the request may have, the one a live Service used first, then the oldest
 // booking; nil when none. It refuses (retryably) while the chosen one is
 // still attached to the previous Load Balancer.
-func (t *taker) choose(ctx context.Context, req ipam.Request, ips []*scaleway.IP) (*scaleway.IP, error) {
+func (t *taker) choose(ctx context.Context, req ipam.Request, ips []*ipam.Reservation) (*ipam.Reservation, error) {
 	cfg := t.inv.Config()
 	shown := t.inv.ShownOn(req.Service)
 	better := ipam.Preference(cfg.ClusterName, shown)
 	// Decide with the clock read after the reads: the later, the safer.
 	now := t.clock.Now()
-	var found *scaleway.IP
+	var found *ipam.Reservation
 	for _, ip := range ips {
 		ok, err := t.candidate(ctx, cfg, req.Pool, req.Service, req.Own, ip, now)
 		if err != nil {
@@ -117,22 +117,87 @@ func (t *taker) choose(ctx context.Context, req ipam.Request, ips []*scaleway.IP
 // serviceIPs lists the IPs tagged for the request's Service on the pool's
 // network and family (any cluster, any pool: the caller filters), oldest
 // booking first.
-func serviceIPs(ctx context.Context, cloud scaleway.Cloud, req ipam.Request) ([]*scaleway.IP, error) {
+func (d *deps) serviceIPs(ctx context.Context, req ipam.Request) ([]*ipam.Reservation, error) {
 	v6 := req.Pool.IPFamily == ipam.IPv6
-	ips, err := cloud.ListIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
+	ips, err := d.listIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.ServiceTag(req.Service)}, IPv6: &v6, OldestFirst: true})
 	// The order is asked for, and kept here too: stickiness must not depend
 	// on an API default.
-	slices.SortStableFunc(ips, func(x, y *scaleway.IP) int { return x.CreatedAt.Compare(y.CreatedAt) })
+	slices.SortStableFunc(ips, func(x, y *ipam.Reservation) int { return x.CreatedAt.Compare(y.CreatedAt) })
 	return ips, err
 }
 
 // candidate reports whether ip is a reservation of svc in pool that may
 // be taken back at now (Retention.TakesBack), from the live Services the
 // cache shows referencing it.
-func (t *taker) candidate(ctx context.Context, cfg *ipam.Config, pool *ipam.Pool, svc types.NamespacedName, own []string, ip *scaleway.IP, now time.Time) (bool, error) {
+func (t *taker) candidate(ctx context.Context, cfg *ipam.Config, pool *ipam.Pool, svc types.NamespacedName, own []string, ip *ipam.Reservation, now time.Time) (bool, error) {
 	refs, err := t.refs.ReferencedBy(ctx, ip.ID)
 	if err != nil {
 		return false, ipam.CacheUnavailable(err)
 	}
 	return t.policy.TakesBack(cfg, pool, svc, own, ip, refs, now), nil
 }
+
+// stillHeld asks the Service cache what ipam.HeldByPrevious decides from:
+// the live Services referencing ip, and whether one of svc's name exists.
+func (t *taker) stillHeld(ctx context.Context, svc types.NamespacedName, ip *ipam.Reservation) error {
+	refs, err := t.refs.ReferencedBy(ctx, ip.ID)
+	if err != nil {
+		return ipam.CacheUnavailable(err)
+	}
+	exists := false
+	if !slices.Contains(refs, svc) {
+		if exists, err = t.refs.Exists(ctx, svc); err != nil {
+			return ipam.CacheUnavailable(err)
+		}
+	}
+	return asError(ipam.HeldByPrevious(svc, ip, refs, exists))
+}
+
+// takeBack hands a retained IP to its Service again. Clearing
+// orphaned-since in the same admission is what keeps the sweeper from
+// releasing it afterwards (its re-read sees the tags changed). One of
+// another cluster's (adoptFrom) is re-tagged to this cluster in the same
+// write, which its sweeper's re-read sees too: it never releases it. ns is
+// the namespace the Service is judged by: a namespace tag that names
+// another (a Gateway's reservation booked before gatewayControllers named
+// its controller, or back-filled from the Service tag) is corrected in the
+// same write, so that the reservation counts in the right share.
+func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.NamespacedName, ns string, ip *ipam.Reservation, dryRun bool) (*ipam.Grant, error) {
+	res := &ipam.Grant{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, Reused: true}
+	e := ip.Entry
+	cluster := t.inv.Config().ClusterName
+	if !e.Owns(cluster) {
+		res.AdoptedFrom = e.Cluster
+	}
+	if dryRun {
+		return res, nil
+	}
+	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) || e.ShareNamespace() != ns {
+		// The pool's current name too, in the same write: a renamed pool's
+		// reservation is the new pool's from now on.
+		e.OrphanedSince, e.ReleaseAt, e.Pool, e.Namespace = time.Time{}, time.Time{}, pool.Name, ns
+		if !e.Owns(cluster) {
+			// The uid is the other cluster's Service's: this cluster's
+			// sweeper back-fills its own.
+			e.Cluster, e.UID = cluster, ""
+		}
+		updated, err := t.setLedger(ctx, ip.ID, e)
+		if scaleway.Classify(err) == scaleway.KindNotFound {
+			t.inv.Forget(ip.ID, ip.Address)
+			return nil, errGone
+		}
+		if err != nil {
+			return nil, ipam.APIError(fmt.Sprintf("taking back address %s retained for Service %s", ip.Address, svc), err)
+		}
+		if updated != nil {
+			ip = updated
+		}
+	}
+	t.inv.Subnets().Record(pool, ip)
+	return res, nil
+}
+
+// errGone: the reservation to take back was released after it was read
+// (another cluster's sweeper, whose release the ledger misstated); the
+// request books a fresh one instead of failing on the API's "not found".
+var errGone = errors.New("the reservation was released since it was read")

@@ -19,11 +19,10 @@ import (
 // safe, else refused with ReasonReleasing and the pool to book anew in.
 // A bring-your-own ID is claimed, so that two replicas admitting two
 // Services with the same ID at once cannot both win.
-func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Reservation, error) {
+func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.Grant, error) {
 	cfg := a.Config()
 	id, svc := req.ID, req.Service
-	readAt := a.clock.Now()
-	ip, err := a.cloud.GetIP(ctx, id)
+	ip, err := a.getIP(ctx, id)
 	if err != nil {
 		if scaleway.Classify(err) == scaleway.KindNotFound {
 			a.inv.Forget(id, netip.Addr{})
@@ -47,9 +46,9 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.R
 			return nil, ipam.UsedBy(ip, other)
 		}
 	}
-	a.inv.Learn(svc, ip, readAt)
-	if e, ours := ipam.ParseEntry(ip.Tags); ours {
-		return a.validateOurs(ctx, cfg, req, ip, e, pool)
+	a.inv.Learn(svc, ip)
+	if ip.Ours {
+		return a.validateOurs(ctx, cfg, req, ip, pool)
 	}
 	if ip.Resource != nil && !slices.Contains(req.Own, id) {
 		// This Service's claim and a Load Balancer: its previous
@@ -71,7 +70,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.R
 			return nil, err
 		}
 	}
-	return &ipam.Reservation{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}, nil
+	return &ipam.Grant{ID: ip.ID, Address: ip.Address, Pool: pool.Name, PrivateNetworkID: pool.PrivateNetworkID, BringYourOwn: true}, nil
 }
 
 // validateOurs takes one of this Service's own reservations back, under the
@@ -79,9 +78,10 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.R
 // adopts from (a manifest restored into the new cluster), as a CREATE that
 // names the pool adopts it. Another Service's, or another cluster's, is
 // refused.
-func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam.IDRequest, ip *scaleway.IP, e ipam.Entry, subnetPool *ipam.Pool) (*ipam.Reservation, error) {
+func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam.IDRequest, ip *ipam.Reservation, subnetPool *ipam.Pool) (*ipam.Grant, error) {
+	e := ip.Entry
 	if e.Service != req.Service || !e.Owns(cfg.ClusterName) && !slices.Contains(subnetPool.AdoptFrom, e.Cluster) {
-		return nil, ipam.ReservedForOther(ip, e)
+		return nil, ipam.ReservedForOther(ip)
 	}
 	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	if !known || !pool.Allows(req.PoolNamespace()) || !e.Owns(cfg.ClusterName) {

@@ -56,7 +56,7 @@ func (y *room) full(ctx context.Context, req ipam.Request, exhaustedErr error, r
 // when every address is in use by a live Service (the caller words that).
 // Its Scaleway calls are one re-read and one write: the candidates were
 // chosen from what the listing showed (Retention.Classify).
-func (y *room) makeRoom(ctx context.Context, req ipam.Request, f ipam.Full, all []ipam.Held) error {
+func (y *room) makeRoom(ctx context.Context, req ipam.Request, f ipam.Full, all []*ipam.Reservation) error {
 	now := y.clock.Now()
 	key := inventory.AskKey{Service: req.Service, Pool: req.Pool.Name, Of: f.Among}
 	var waiting time.Time
@@ -67,26 +67,26 @@ func (y *room) makeRoom(ctx context.Context, req ipam.Request, f ipam.Full, all 
 	if refusal != nil || h == nil {
 		return asError(refusal)
 	}
-	ok, err := y.bringForward(ctx, req.Pool, *h, now)
+	ok, err := y.bringForward(ctx, req.Pool, h, now)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
 		// Changed since the listing: the view knows now.
-		return f.Changed(*h)
+		return f.Changed(h)
 	}
-	y.inv.Asks().Ask(key, h.IPID, now.Add(f.RetryAfter))
-	return f.Yielded(*h)
+	y.inv.Asks().Ask(key, h.ID, now.Add(f.RetryAfter))
+	return f.Yielded(h)
 }
 
 // refresh re-reads one reservation of pool into the view; room is true
 // when it is gone (the sweeper released it): the pool has room. An error
 // leaves the view as it was: the decision is made on it.
-func (y *room) refresh(ctx context.Context, pool *ipam.Pool, h ipam.Held) (room bool) {
-	ip, err := y.cloud.GetIP(ctx, h.IPID)
+func (y *room) refresh(ctx context.Context, pool *ipam.Pool, h *ipam.Reservation) (room bool) {
+	ip, err := y.getIP(ctx, h.ID)
 	switch {
 	case scaleway.Classify(err) == scaleway.KindNotFound:
-		y.inv.Forget(h.IPID, h.Addr)
+		y.inv.Forget(h.ID, h.Address)
 		return true
 	case err == nil:
 		y.inv.Subnets().Record(pool, ip)
@@ -104,30 +104,30 @@ func asError(e *ipam.Error) error {
 
 // classify sorts what holds a pool, asking the Service cache which of this
 // cluster's reservations a live Service references.
-func (y *room) classify(ctx context.Context, pool *ipam.Pool, all []ipam.Held) (ipam.Holders, error) {
+func (y *room) classify(ctx context.Context, pool *ipam.Pool, all []*ipam.Reservation) (ipam.Holders, error) {
 	cluster := y.inv.Config().ClusterName
 	referenced := map[string]bool{}
 	for _, h := range all {
-		if h.Cluster != cluster || h.IPID == "" {
+		if h.Cluster != cluster || h.ID == "" {
 			continue
 		}
-		refs, err := y.refs.ReferencedBy(ctx, h.IPID)
+		refs, err := y.refs.ReferencedBy(ctx, h.ID)
 		if err != nil {
 			return ipam.Holders{}, ipam.CacheUnavailable(err)
 		}
-		referenced[h.IPID] = len(refs) > 0
+		referenced[h.ID] = len(refs) > 0
 	}
 	return y.policy.Classify(cluster, pool, all, referenced, y.clock.Now()), nil
 }
 
 // liveOrUnknown is the referenced set of Retention.Unsure: an ID the cache
 // cannot answer for counts as referenced, as it makes no listing worth it.
-func (y *room) liveOrUnknown(ctx context.Context, all []ipam.Held) map[string]bool {
+func (y *room) liveOrUnknown(ctx context.Context, all []*ipam.Reservation) map[string]bool {
 	referenced := map[string]bool{}
 	for _, h := range all {
-		if h.IPID != "" && h.OrphanedSince.IsZero() {
-			refs, err := y.refs.ReferencedBy(ctx, h.IPID)
-			referenced[h.IPID] = err != nil || len(refs) > 0
+		if h.ID != "" && h.OrphanedSince.IsZero() {
+			refs, err := y.refs.ReferencedBy(ctx, h.ID)
+			referenced[h.ID] = err != nil || len(refs) > 0
 		}
 	}
 	return referenced
@@ -140,20 +140,20 @@ func (y *room) liveOrUnknown(ctx context.Context, all []ipam.Held) map[string]bo
 // margin covers one taking it back between the re-read and the write
 // (see Retention). What the re-read shows goes into the view, so that a
 // retry does not choose from the same stale listing again.
-func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, now time.Time) (bool, error) {
+func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h *ipam.Reservation, now time.Time) (bool, error) {
 	cfg := y.inv.Config()
-	ip, err := y.cloud.GetIP(ctx, h.IPID)
+	ip, err := y.getIP(ctx, h.ID)
 	switch {
 	case scaleway.Classify(err) == scaleway.KindNotFound:
-		y.inv.Forget(h.IPID, h.Addr)
+		y.inv.Forget(h.ID, h.Address)
 		return false, nil
 	case err != nil && ctx.Err() != nil:
 		return false, ipam.OutOfTime(pool)
 	case err != nil:
-		return false, ipam.APIError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.Addr, pool.Name), err)
+		return false, ipam.APIError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.Address, pool.Name), err)
 	}
-	e, ok := ipam.ParseEntry(ip.Tags)
-	if !ok || !e.Owns(cfg.ClusterName) {
+	e := ip.Entry
+	if !ip.Ours || !e.Owns(cfg.ClusterName) {
 		y.inv.Subnets().Record(pool, ip)
 		return false, nil
 	}
@@ -166,9 +166,9 @@ func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h ipam.Held, n
 		y.inv.Subnets().Record(pool, ip)
 		return false, nil
 	}
-	updated, err := y.cloud.SetTags(ctx, ip.ID, y.policy.Yield(e, now).Tags())
+	updated, err := y.setLedger(ctx, ip.ID, y.policy.Yield(e, now))
 	if err != nil {
-		return false, ipam.APIError(fmt.Sprintf("releasing the retained reservation %s of pool %q early", h.Addr, pool.Name), err)
+		return false, ipam.APIError(fmt.Sprintf("releasing the retained reservation %s of pool %q early", h.Address, pool.Name), err)
 	}
 	if updated != nil {
 		y.inv.Subnets().Record(pool, updated)

@@ -40,7 +40,7 @@ type askedRelease struct {
 // zero for none; it forgets those long past. Once the pool's holders all
 // no longer include that reservation it was released: the request books,
 // or, the pool full again, brings another forward.
-func (v *Asks) Waiting(key AskKey, all []ipam.Held, now time.Time) time.Time {
+func (v *Asks) Waiting(key AskKey, all []*ipam.Reservation, now time.Time) time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	// Kept a while past the expected release: a slow cycle (or one at its
@@ -54,7 +54,7 @@ func (v *Asks) Waiting(key AskKey, all []ipam.Held, now time.Time) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	if !slices.ContainsFunc(all, func(h ipam.Held) bool { return h.IPID == a.id }) {
+	if !slices.ContainsFunc(all, func(h *ipam.Reservation) bool { return h.ID == a.id }) {
 		delete(v.m, key)
 		return time.Time{}
 	}

@@ -3,7 +3,9 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -11,16 +13,16 @@ import (
 
 // WhoHolds looks up who holds addr in the subnet's view; with look, after a
 // conflict, it lists the subnet when the view does not know.
-func (sub *Subnets) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, look bool) (ipam.Holder, bool) {
-	known := func() (ipam.Holder, bool) {
+func (sub *Subnets) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr, look bool) (*ipam.Reservation, bool) {
+	known := func() (*ipam.Reservation, bool) {
 		o := sub.existing(p)
 		if o == nil || !addr.IsValid() {
-			return ipam.Holder{}, false
+			return nil, false
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		h, ok := o.holders[addr]
-		return h, ok && h.IPID != ""
+		return h, ok && h.ID != ""
 	}
 	if h, ok := known(); ok || !look {
 		return h, ok
@@ -29,7 +31,7 @@ func (sub *Subnets) WhoHolds(ctx context.Context, p *ipam.Pool, addr netip.Addr,
 	if _, err := sub.view(ctx, p, true); err == nil {
 		return known()
 	}
-	return ipam.Holder{}, false
+	return nil, false
 }
 
 // Marked reports whether addr is marked used in p's subnet view: booked, or
@@ -51,29 +53,25 @@ type NoRoom struct{ Used, Size uint64 }
 func (e *NoRoom) Error() string { return fmt.Sprintf("no free address (%d/%d used)", e.Used, e.Size) }
 
 // HeldIn is what holds pool p in its subnet's view (nil: none known).
-func (sub *Subnets) HeldIn(p *ipam.Pool) []ipam.Held { return heldIn(sub.existing(p), p) }
+func (sub *Subnets) HeldIn(p *ipam.Pool) []*ipam.Reservation { return heldIn(sub.existing(p), p) }
 
-func heldIn(o *occupancy, p *ipam.Pool) []ipam.Held {
+func heldIn(o *occupancy, p *ipam.Pool) []*ipam.Reservation {
 	holders, _ := o.holdersIn(p)
-	all := make([]ipam.Held, 0, len(holders))
-	for addr, h := range holders {
-		all = append(all, ipam.Held{Addr: addr, Holder: h})
-	}
-	return all
+	return slices.Collect(maps.Values(holders))
 }
 
 // holdersIn copies the booked addresses of pool p from its subnet's view;
 // bookings still in flight are left out until they answer. listed is when
 // the subnet was last listed, zero before its first listing (a nil view).
-func (o *occupancy) holdersIn(p *ipam.Pool) (holders map[netip.Addr]ipam.Holder, listed time.Time) {
-	holders = map[netip.Addr]ipam.Holder{}
+func (o *occupancy) holdersIn(p *ipam.Pool) (holders map[netip.Addr]*ipam.Reservation, listed time.Time) {
+	holders = map[netip.Addr]*ipam.Reservation{}
 	if o == nil {
 		return holders, time.Time{}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for addr, h := range o.holders {
-		if h.IPID != "" && p.Contains(addr) {
+		if h.ID != "" && p.Contains(addr) {
 			holders[addr] = h
 		}
 	}

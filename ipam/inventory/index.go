@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -12,56 +11,42 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 )
 
-// indexed is what a replica knows of one of this cluster's reservations
-// without asking Scaleway: its address and its holder as last read, ledger
-// whole. It is enough to choose which IP to re-read for a Service, never
-// enough to hand one out: another replica or the sweeper may have changed
-// it since.
-type indexed struct {
-	addr netip.Addr
-	ipam.Holder
-	// learned is when this replica learned it: the start of the listing
-	// that showed it, or its own write.
-	learned time.Time
-}
-
-// indexOf is the index's entry for h at addr, learned then; false for IPs
-// of other clusters, resources or people.
-func indexOf(addr netip.Addr, h ipam.Holder, cluster string, learned time.Time) (*indexed, bool) {
-	if !h.Owns(cluster) {
-		return nil, false
-	}
-	return &indexed{addr: addr, Holder: h, learned: learned}, true
-}
+// mine reports whether r is one of cluster's reservations, the only ones
+// the index keeps. An entry is what a replica knows of it without asking
+// Scaleway: its address and ledger as last read, and when (ReadAt: the
+// start of the listing that showed it, or this replica's own write). It
+// is enough to choose which IP to re-read for a Service, never enough to
+// hand one out: another replica or the sweeper may have changed it since.
+func mine(r *ipam.Reservation, cluster string) bool { return r.Ours && r.Owns(cluster) }
 
 // index is the reservation index of one subnet: this cluster's
 // reservations by ID and by Service. The occupancy listing rebuilds it,
 // this replica's own bookings, take-backs and releases update it, so that
 // a CREATE of a Service it holds nothing for books at once.
 type index struct {
-	byID      map[string]*indexed
-	byService map[types.NamespacedName]map[string]*indexed
+	byID      map[string]*ipam.Reservation
+	byService map[types.NamespacedName]map[string]*ipam.Reservation
 }
 
 func newIndex() index {
-	return index{byID: map[string]*indexed{}, byService: map[types.NamespacedName]map[string]*indexed{}}
+	return index{byID: map[string]*ipam.Reservation{}, byService: map[types.NamespacedName]map[string]*ipam.Reservation{}}
 }
 
-func (x index) put(r *indexed) {
-	x.drop(r.IPID)
-	x.byID[r.IPID] = r
+func (x index) put(r *ipam.Reservation) {
+	x.drop(r.ID)
+	x.byID[r.ID] = r
 	m := x.byService[r.Service]
 	if m == nil {
-		m = map[string]*indexed{}
+		m = map[string]*ipam.Reservation{}
 		x.byService[r.Service] = m
 	}
-	m[r.IPID] = r
+	m[r.ID] = r
 }
 
-// record indexes h at addr, one of this cluster's reservations; one that is
-// no longer this cluster's is left as it is.
-func (x index) record(addr netip.Addr, h ipam.Holder, cluster string, learned time.Time) {
-	if r, mine := indexOf(addr, h, cluster, learned); mine {
+// record indexes r, one of this cluster's reservations; one that is no
+// longer this cluster's is left as it is.
+func (x index) record(r *ipam.Reservation, cluster string) {
+	if mine(r, cluster) {
 		x.put(r)
 	}
 }
@@ -82,9 +67,9 @@ func (x index) drop(id string) {
 
 // of returns svc's reservations, by ID: the caller reads them all again
 // and chooses among what it reads.
-func (x index) of(svc types.NamespacedName) []*indexed {
+func (x index) of(svc types.NamespacedName) []*ipam.Reservation {
 	out := slices.Collect(maps.Values(x.byService[svc]))
-	slices.SortFunc(out, func(a, b *indexed) int { return strings.Compare(a.IPID, b.IPID) })
+	slices.SortFunc(out, func(a, b *ipam.Reservation) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -93,13 +78,13 @@ func (x index) of(svc types.NamespacedName) []*indexed {
 // started (its own bookings and take-backs may have been listed too early
 // to show). A release listed too early comes back as an entry whose re-read
 // finds nothing: it costs a call, never a wrong answer.
-func (x index) rebuilt(listed []*indexed, since time.Time) index {
+func (x index) rebuilt(listed []*ipam.Reservation, since time.Time) index {
 	y := newIndex()
 	for _, r := range listed {
 		y.put(r)
 	}
 	for _, r := range x.byID {
-		if !r.learned.Before(since) {
+		if !r.ReadAt.Before(since) {
 			y.put(r)
 		}
 	}
@@ -111,8 +96,8 @@ func (x index) rebuilt(listed []*indexed, since time.Time) index {
 // orphaned-since can only have been cleared since by a live Service, which
 // would make it referenced. A stale answer costs stickiness, never
 // correctness.
-func mayBeReusable(policy ipam.Retention, cfg *ipam.Config, subnetID string, r *indexed, now time.Time) bool {
-	return policy.ReusableIn(cfg, r.Entry, subnetID, r.addr, now)
+func mayBeReusable(policy ipam.Retention, cfg *ipam.Config, subnetID string, r *ipam.Reservation, now time.Time) bool {
+	return policy.ReusableIn(cfg, r.Entry, subnetID, r.Address, now)
 }
 
 // indexedElsewhere reports whether one of the views' indexes knows id as a
@@ -123,7 +108,7 @@ func indexedElsewhere(views map[string]*occupancy, id string, p *ipam.Pool) bool
 		o.mu.Lock()
 		r, ok := o.mine.byID[id]
 		o.mu.Unlock()
-		if ok && !p.Holds(subnet, r.addr) {
+		if ok && !p.Holds(subnet, r.Address) {
 			return true
 		}
 	}

@@ -18,7 +18,8 @@ import (
 func TestRebuiltKeepsWritesAfterTheListingStarted(t *testing.T) {
 	now := time.Now()
 	x := newIndex()
-	x.put(&indexed{addr: netip.MustParseAddr("10.0.0.1"), Holder: ipam.Holder{IPID: "ip-1", Entry: ipam.Entry{Pool: "small", Service: types.NamespacedName{Namespace: "web", Name: "api"}}}, learned: now})
+	x.put(&ipam.Reservation{IP: scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("10.0.0.1")}, Ours: true,
+		Entry: ipam.Entry{Pool: "small", Service: types.NamespacedName{Namespace: "web", Name: "api"}}, ReadAt: now})
 	if y := x.rebuilt(nil, now.Add(-time.Second)); y.byID["ip-1"] == nil || len(y.of(types.NamespacedName{Namespace: "web", Name: "api"})) != 1 {
 		t.Fatal("a listing that started before the booking dropped it")
 	}
@@ -32,22 +33,23 @@ func TestRebuiltKeepsWritesAfterTheListingStarted(t *testing.T) {
 }
 
 // What the view and the index keep of one of this cluster's reservations is
-// the holder as listed, ledger whole: rebuilt from the index (a booking of
-// this replica's the listing did not show yet), it equals the listed one.
-func TestIndexKeepsTheListedHolder(t *testing.T) {
+// the reservation as listed, ledger whole: rebuilt from the index (a
+// booking of this replica's the listing did not show yet), it equals the
+// listed one.
+func TestIndexKeepsTheListedReservation(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	svc := types.NamespacedName{Namespace: "web", Name: "api"}
 	e := ipam.Entry{Cluster: "prod", Pool: "small", Service: svc, Namespace: "gateways", UID: "u1",
 		OrphanedSince: now.Add(-time.Minute), ReleaseAt: now.Add(time.Hour), Early: true}
 	ip := &scaleway.IP{ID: "ip-1", SubnetID: "sub", Address: netip.MustParseAddr("10.0.0.1"), Tags: append(e.Tags(), "team=web"),
 		Resource: &scaleway.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-1"}}
-	listed := ipam.HolderOf(ip)
+	listed := ipam.Read(ip, now)
 	if listed.Other == nil {
 		t.Fatal("the ledger read lost a tag it does not know")
 	}
-	o := &occupancy{subnet: "sub", holders: map[netip.Addr]ipam.Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
-	o.load([]*scaleway.IP{ip}, "prod", now)
-	if got := o.mine.byID["ip-1"]; got == nil || !reflect.DeepEqual(got.Holder, listed) || got.addr != ip.Address {
+	o := &occupancy{subnet: "sub", holders: map[netip.Addr]*ipam.Reservation{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
+	o.load([]*ipam.Reservation{listed}, "prod", now)
+	if got := o.mine.byID["ip-1"]; got == nil || !reflect.DeepEqual(got, listed) || !ipam.SameTags(got.Entry.Tags(), ip.Tags) {
 		t.Fatalf("indexed %+v, listed %+v", got, listed)
 	}
 	// The next listing started before the booking answered: the view

@@ -20,7 +20,7 @@ type occupancy struct {
 	mu      sync.Mutex
 	subnet  string
 	loaded  time.Time
-	holders map[netip.Addr]ipam.Holder
+	holders map[netip.Addr]*ipam.Reservation
 	spaces  map[string]*addrspace.Space // by pool name
 	// mine indexes this cluster's reservations on the subnet, from the
 	// same listing and writes.
@@ -53,7 +53,7 @@ func (o *occupancy) space(p *ipam.Pool) (*addrspace.Space, error) {
 	return s, nil
 }
 
-func (o *occupancy) take(addr netip.Addr, h ipam.Holder) {
+func (o *occupancy) take(addr netip.Addr, h *ipam.Reservation) {
 	// Every held address is marked in every space already (space, load
 	// and free keep it so): a booking recorded after its pick marks nothing.
 	if _, held := o.holders[addr]; !held {
@@ -82,7 +82,7 @@ func (sub *Subnets) view(ctx context.Context, p *ipam.Pool, relist bool) (*occup
 	sub.mu.Lock()
 	o, ok := sub.occ[p.SubnetID()]
 	if !ok {
-		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]ipam.Holder{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
+		o = &occupancy{subnet: p.SubnetID(), holders: map[netip.Addr]*ipam.Reservation{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
 		sub.occ[p.SubnetID()] = o
 	}
 	sub.mu.Unlock()
@@ -139,7 +139,7 @@ func (o *occupancy) fill(ctx context.Context, v *Subnets, p *ipam.Pool, done cha
 	// The view's lock only once the listing has answered.
 	o.mu.Lock()
 	if err == nil {
-		o.load(ips, v.cfg.Load().ClusterName, since)
+		o.load(ipam.ReadAll(ips, since), v.cfg.Load().ClusterName, since)
 		o.loaded, o.relist = v.clock.Now(), false
 	}
 	o.listing, o.listErr = nil, err
@@ -158,28 +158,27 @@ func listSubnet(ctx context.Context, cloud scaleway.Cloud, p *ipam.Pool) ([]*sca
 
 // load swaps a listing of the subnet that started at since into the view
 // and the index.
-func (o *occupancy) load(ips []*scaleway.IP, cluster string, since time.Time) {
+func (o *occupancy) load(listed []*ipam.Reservation, cluster string, since time.Time) {
 	// Keep addresses marked by bookings in flight: they may not be listed yet.
-	o.holders = make(map[netip.Addr]ipam.Holder, len(ips)+len(o.inflight))
+	o.holders = make(map[netip.Addr]*ipam.Reservation, len(listed)+len(o.inflight))
 	for addr := range o.inflight {
-		o.holders[addr] = ipam.Holder{}
+		o.holders[addr] = inFlight
 	}
-	var mine []*indexed
-	for _, ip := range ips {
-		if ip.SubnetID == o.subnet {
-			h := ipam.HolderOf(ip)
-			o.holders[ip.Address] = h
-			if r, ok := indexOf(ip.Address, h, cluster, since); ok {
-				mine = append(mine, r)
+	var ours []*ipam.Reservation
+	for _, r := range listed {
+		if r.SubnetID == o.subnet {
+			o.holders[r.Address] = r
+			if mine(r, cluster) {
+				ours = append(ours, r)
 			}
 		}
 	}
-	o.mine = o.mine.rebuilt(mine, since)
+	o.mine = o.mine.rebuilt(ours, since)
 	o.since = since
 	// And this replica's bookings that answered while the listing ran.
 	for _, r := range o.mine.byID {
-		if _, ok := o.holders[r.addr]; !ok && !r.learned.Before(since) {
-			o.holders[r.addr] = r.Holder
+		if _, ok := o.holders[r.Address]; !ok && !r.ReadAt.Before(since) {
+			o.holders[r.Address] = r
 		}
 	}
 	for _, s := range o.spaces {
@@ -198,18 +197,23 @@ func (sub *Subnets) existing(p *ipam.Pool) *occupancy {
 }
 
 // Record notes a booking or take-back of ours in the subnet's view and
-// index, if there is one.
-func (sub *Subnets) Record(p *ipam.Pool, ip *scaleway.IP) {
+// index, if there is one, learned now.
+func (sub *Subnets) Record(p *ipam.Pool, r *ipam.Reservation) {
 	o := sub.existing(p)
 	if o == nil {
 		return
 	}
-	h := ipam.HolderOf(ip)
+	learned := *r
+	learned.ReadAt = sub.clock.Now()
 	o.mu.Lock()
-	o.take(ip.Address, h)
-	o.mine.record(ip.Address, h, sub.cfg.Load().ClusterName, sub.clock.Now())
+	o.take(r.Address, &learned)
+	o.mine.record(&learned, sub.cfg.Load().ClusterName)
 	o.mu.Unlock()
 }
+
+// inFlight holds an address picked by a booking that has not answered: a
+// Reservation with no IP yet, never changed.
+var inFlight = &ipam.Reservation{}
 
 // Outcome is how the booking of a picked address went.
 type Outcome int
@@ -247,7 +251,7 @@ func (sub *Subnets) Pick(ctx context.Context, p *ipam.Pool, predict bool) (addr 
 	if predict {
 		return addr, nil, nil
 	}
-	o.take(addr, ipam.Holder{})
+	o.take(addr, inFlight)
 	o.inflight[addr]++
 	return addr, func(how Outcome, relist bool) {
 		o.mu.Lock()
@@ -293,11 +297,11 @@ func (v *Inventory) Candidates(req ipam.Request) (ids []string, known map[string
 	for _, r := range o.mine.of(req.Service) {
 		// A Service that showed the ID after the index learned its tags
 		// may have taken it back since: its orphaned-since is stale.
-		hintedLater := hints[r.IPID].After(r.learned)
-		if req.Pool.Covers(r.addr) && (!req.Address.IsValid() || r.addr == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
-			add(r.IPID)
+		hintedLater := hints[r.ID].After(r.ReadAt)
+		if req.Pool.Covers(r.Address) && (!req.Address.IsValid() || r.Address == req.Address) && (hintedLater || mayBeReusable(v.policy, cfg, req.Pool.SubnetID(), r, now)) {
+			add(r.ID)
 		} else {
-			known[r.IPID] = true
+			known[r.ID] = true
 		}
 	}
 	o.mu.Unlock()

@@ -74,7 +74,7 @@ func (v *Inventory) Report() []PoolReport {
 		holders, _ := v.subnets.existing(p).holdersIn(p)
 		uses := map[string]*NamespaceUse{}
 		for addr, h := range holders {
-			ar := AddressReport{Address: addr, IPID: h.IPID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
+			ar := AddressReport{Address: addr, IPID: h.ID, Holder: h.String(), Mine: h.Cluster == cfg.ClusterName, Resource: h.Resource}
 			if ar.Mine {
 				ar.Holder = "Service " + h.Service.String()
 				if h.Resource != nil {

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
-	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 )
 
 // sightings are IPAM IDs seen on Services, and when last.
@@ -88,11 +87,11 @@ func (v *Inventory) ShownOn(svc types.NamespacedName) map[string]time.Time {
 	return maps.Clone(v.shown[svc])
 }
 
-// Learn records what a re-read sent at readAt showed: the index entry of
-// one of this cluster's reservations, and the hint answered. It is dated
-// from the read, not its answer: a listing that started in between saw
-// newer tags.
-func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time.Time) {
+// Learn records what a re-read showed: the index entry of one of this
+// cluster's reservations, and the hint answered. It is dated from the
+// read (ReadAt: when it was sent), not its answer: a listing that started
+// in between saw newer tags.
+func (v *Inventory) Learn(svc types.NamespacedName, ip *ipam.Reservation) {
 	v.subnets.mu.Lock()
 	v.hints.drop(&svc, ip.ID)
 	view := v.subnets.occ[ip.SubnetID]
@@ -102,8 +101,8 @@ func (v *Inventory) Learn(svc types.NamespacedName, ip *scaleway.IP, readAt time
 	}
 	view.mu.Lock()
 	defer view.mu.Unlock()
-	if r, ok := indexOf(ip.Address, ipam.HolderOf(ip), v.Config().ClusterName, readAt); ok {
-		view.mine.put(r)
+	if mine(ip, v.Config().ClusterName) {
+		view.mine.put(ip)
 	} else {
 		view.mine.drop(ip.ID)
 	}
@@ -119,12 +118,12 @@ func (v *Inventory) Forget(id string, addr netip.Addr) {
 	for _, o := range v.subnets.occ {
 		o.mu.Lock()
 		if r, ok := o.mine.byID[id]; ok {
-			addr = r.addr
+			addr = r.Address
 			o.mine.drop(id)
 		}
 		// Only if it still marks this IP: the address may be another
 		// booking's by now, or a pick in flight.
-		if h, ok := o.holders[addr]; ok && h.IPID == id {
+		if h, ok := o.holders[addr]; ok && h.ID == id {
 			o.free(addr)
 		}
 		o.mu.Unlock()

@@ -313,9 +313,13 @@ func TestUninstall(t *testing.T) {
 	// Scaleway answers again; a change of the Service has the CCM retry at
 	// once rather than after its backoff.
 	in.emu.FailNext(emulator.OpDeleteLB, 0, emulator.Fault{})
+	// A patch, as kubectl label sends: the CCM's own retries write the
+	// Service meanwhile, and an update from the copy read above would
+	// conflict with them.
+	patch := client.MergeFrom(held.DeepCopy())
 	held.Labels = map[string]string{"retry": "now"}
-	if err := cluster.kube.Update(ctx, held); err != nil {
-		t.Fatalf("updating the held Service after the uninstall: %v", err)
+	if err := cluster.kube.Patch(ctx, held, patch); err != nil {
+		t.Fatalf("labelling the held Service after the uninstall: %v", err)
 	}
 	eventually(t, time.Minute, "the CCM to let Service "+svc.Name+" go", func() bool {
 		return apierrors.IsNotFound(cluster.kube.Get(ctx, client.ObjectKeyFromObject(svc), &corev1.Service{}))

@@ -141,14 +141,14 @@ func TestCycleWritesNoTagsOfAnAdoptedIP(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		// setup leaves X as prod's cycle is to find it.
-		setup func(w *world, x *ipam.Reservation)
+		setup func(w *world, x *ipam.Grant)
 	}{
-		{"deleted in prod: the cycle tags it orphaned", func(w *world, x *ipam.Reservation) {
+		{"deleted in prod: the cycle tags it orphaned", func(w *world, x *ipam.Grant) {
 			live := w.Live("payments", "api", x.ID)
 			w.sweep(w.sweeper())
 			w.Remove(live)
 		}},
-		{"referenced in prod again: the cycle clears orphaned-since", func(w *world, x *ipam.Reservation) {
+		{"referenced in prod again: the cycle clears orphaned-since", func(w *world, x *ipam.Grant) {
 			live := w.Live("payments", "api", x.ID)
 			w.sweep(w.sweeper())
 			w.Remove(live)

@@ -60,7 +60,7 @@ func TestEarlyReleaseEveryInterleaving(t *testing.T) {
 
 				s1 := newSchedule(o1)
 				var handed []string
-				var res *ipam.Reservation
+				var res *ipam.Grant
 				var merr, aerr error
 				run(s1, map[string]func(){
 					"marker": func() {

@@ -35,7 +35,7 @@ func (w *world) sweeper(mod ...func(*sweeper.Options)) *sweeper.Sweeper {
 }
 
 // book reserves an IP as an admission would, ungated.
-func (w *world) book(pool, ns, name string) *ipam.Reservation {
+func (w *world) book(pool, ns, name string) *ipam.Grant {
 	w.T.Helper()
 	return w.Book(fixtures.Must(allocator.New(allocator.Options{Cloud: w.Cloud, Config: w.Cfg, Clock: w.Clock, References: allocator.NoReferences{}, Claims: allocator.NoClaims{}})), pool, ns, name)
 }
@@ -50,7 +50,7 @@ func (w *world) sweep(s *sweeper.Sweeper) sweeper.Report {
 // usedThenRetained books an IP in pool for svc, lets the sweeper see a
 // live Service use it (uid back-filled), deletes the Service and lets the
 // sweeper retain it (orphaned-since and release-at set).
-func (w *world) usedThenRetained(pool string, svc types.NamespacedName) *ipam.Reservation {
+func (w *world) usedThenRetained(pool string, svc types.NamespacedName) *ipam.Grant {
 	w.T.Helper()
 	x := w.book(pool, svc.Namespace, svc.Name)
 	live := w.Live(svc.Namespace, svc.Name, x.ID)
@@ -62,7 +62,7 @@ func (w *world) usedThenRetained(pool string, svc types.NamespacedName) *ipam.Re
 
 // race runs a sweep and a reservation at once, each party's calls gated by
 // s, and returns what each ended with.
-func race(s *schedule, sw *sweeper.Sweeper, alloc *allocator.Allocator, req ipam.Request) (rep sweeper.Report, res *ipam.Reservation, serr, aerr error) {
+func race(s *schedule, sw *sweeper.Sweeper, alloc *allocator.Allocator, req ipam.Request) (rep sweeper.Report, res *ipam.Grant, serr, aerr error) {
 	run(s, map[string]func(){
 		"sweeper":   func() { rep, serr = sw.Sweep(context.Background()) },
 		"admission": func() { res, aerr = alloc.Reserve(context.Background(), req) },
