@@ -57,7 +57,7 @@ type Entry struct {
 	// the reservation counts in, its Service's, or for a Gateway's Service
 	// in a controller's namespace its Gateway's (request.JudgedNamespace).
 	// Empty on a reservation booked before the tag existed: Tags writes the
-	// Service's then (ShareNamespace).
+	// Service's then (JudgedNamespace).
 	Namespace string
 	// Early: ReleaseAt was brought forward by a full pool or share; it
 	// goes with ReleaseAt.
@@ -123,7 +123,7 @@ func ParseEntry(tags []string) (e Entry, ok bool) {
 
 // Tags renders the entry, ours first in a fixed order, then the foreign tags.
 func (e Entry) Tags() []string {
-	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String(), NamespaceTag(e.ShareNamespace())}
+	tags := []string{TagMarker, TagCluster + e.Cluster, TagPool + e.Pool, TagService + e.Service.String(), NamespaceTag(e.JudgedNamespace())}
 	if e.UID != "" {
 		tags = append(tags, TagUID+e.UID)
 	}
@@ -151,9 +151,10 @@ func ceilSecond(t time.Time) time.Time {
 	return t
 }
 
-// ShareNamespace is the namespace whose share the reservation counts in:
-// the namespace tag, or the Service's where there is none yet.
-func (e Entry) ShareNamespace() string {
+// JudgedNamespace is the namespace the reservation was judged by, whose
+// share it counts in: the namespace tag, or the Service's where there is
+// none yet.
+func (e Entry) JudgedNamespace() string {
 	if e.Namespace != "" {
 		return e.Namespace
 	}
@@ -174,7 +175,7 @@ func NamespaceTag(ns string) string { return TagNamespace + ns }
 // the namespace tag, and with orphaned-since a release-at at or after it,
 // written for it. The sweeper rewrites the others (see Retention.Settle).
 func (e Entry) Complete() bool {
-	return e.Namespace == e.ShareNamespace() && (e.OrphanedSince.IsZero() || e.scheduled() && !e.untied)
+	return e.Namespace == e.JudgedNamespace() && (e.OrphanedSince.IsZero() || e.scheduled() && !e.untied)
 }
 
 // scheduled reports whether the ledger says when the retained reservation

@@ -24,8 +24,9 @@ type Request struct {
 	Own []string
 }
 
-// ShareNamespace is the namespace whose share the request counts in.
-func (r Request) ShareNamespace() string {
+// JudgedNamespace is the namespace the request is judged by: its pools
+// and the share it counts in.
+func (r Request) JudgedNamespace() string {
 	if r.Namespace != "" {
 		return r.Namespace
 	}
@@ -66,8 +67,9 @@ type IDRequest struct {
 	Own []string
 }
 
-// PoolNamespace is the namespace the ID's pool must allow.
-func (r IDRequest) PoolNamespace() string {
+// JudgedNamespace is the namespace the request is judged by: the ID's
+// pool must allow it.
+func (r IDRequest) JudgedNamespace() string {
 	if r.Namespace != "" {
 		return r.Namespace
 	}

@@ -74,7 +74,7 @@ func TestGatewayShareTag(t *testing.T) {
 	pool, _ := c.Pool("dc-link")
 	e := Entry{Cluster: "prod-par", Pool: "dc-link", Service: types.NamespacedName{Namespace: "envoy-gateway-system", Name: "envoy-payments-edge-3c1f0a2b"}, Namespace: "payments"}
 	got, ok := ParseEntry(e.Tags())
-	if !ok || got.Namespace != "payments" || got.ShareNamespace() != "payments" || !got.Complete() {
+	if !ok || got.Namespace != "payments" || got.JudgedNamespace() != "payments" || !got.Complete() {
 		t.Fatalf("read back %+v (complete %v)", got, got.Complete())
 	}
 	ip := Read(&scaleway.IP{Tags: got.Tags(), Address: netip.MustParseAddr("172.16.4.210")}, time.Now())
@@ -83,7 +83,7 @@ func TestGatewayShareTag(t *testing.T) {
 			InShare("prod-par", "payments", pool, ip), InShare("prod-par", "envoy-gateway-system", pool, ip))
 	}
 	// A reservation booked before the tag existed counts in its Service's.
-	if old := (Entry{Service: e.Service}); old.ShareNamespace() != "envoy-gateway-system" || old.Complete() {
-		t.Fatalf("untagged: share namespace %q, complete %v", old.ShareNamespace(), old.Complete())
+	if old := (Entry{Service: e.Service}); old.JudgedNamespace() != "envoy-gateway-system" || old.Complete() {
+		t.Fatalf("untagged: share namespace %q, complete %v", old.JudgedNamespace(), old.Complete())
 	}
 }

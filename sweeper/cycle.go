@@ -22,9 +22,11 @@ type cycle struct {
 	view          *liveView
 	scope         map[string]bool
 	orphansByPool map[string]int
-	// listed holds every listed reservation a live Service references:
-	// the monitor judges nothing else.
-	listed map[string]*ipam.Reservation
+	// listed holds, of every listed IP a live Service references, what the
+	// monitor judges (address and attachment): the listing itself is
+	// dropped page by page, a whole reservation per live Service would
+	// weigh on the cycle's peak.
+	listed map[string]*scaleway.IP
 	// releases are due once the listing has ended.
 	releases []*ipam.Reservation
 	// ledgerWrites counts the writes that only complete the ledger (see
@@ -41,7 +43,7 @@ func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	id, referenced := c.view.key(ip.ID)
 	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[id] = ip
+		c.listed[id] = &scaleway.IP{ID: id, Address: ip.Address, Resource: ip.Resource}
 	}
 	entry := ip.Entry
 	if !ip.Ours || !entry.Owns(c.cfg.ClusterName) {
@@ -85,7 +87,7 @@ func (s *Sweeper) referenced(ctx context.Context, ip *ipam.Reservation, refs []l
 	next := liveEntry(e, refs)
 	// The namespace tag is back-filled by any write (Tags writes it).
 	ledgerOnly := e.OrphanedSince.IsZero() && next.UID == e.UID
-	current := e.Complete() && next.ShareNamespace() == e.ShareNamespace()
+	current := e.Complete() && next.JudgedNamespace() == e.JudgedNamespace()
 	if ledgerOnly && (current || c != nil && !c.budget()) {
 		return
 	}

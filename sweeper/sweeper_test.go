@@ -481,11 +481,11 @@ func TestCycleReconcilesTheNamespaceTag(t *testing.T) {
 	if err := w.Kube.Create(context.Background(), svc); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.Entry(r.ID).ShareNamespace(); got != "envoy-gateway-system" {
+	if got := w.Entry(r.ID).JudgedNamespace(); got != "envoy-gateway-system" {
 		t.Fatalf("booked with namespace tag %q", got)
 	}
 	w.sweep(w.sweeper())
-	if got := w.Entry(r.ID).ShareNamespace(); got != "payments" {
+	if got := w.Entry(r.ID).JudgedNamespace(); got != "payments" {
 		t.Fatalf("namespace tag %q after a cycle, want payments (the Gateway's)", got)
 	}
 	w.Srv.ResetCounts()

@@ -140,7 +140,7 @@ func (a *Allocator) Reserve(ctx context.Context, req ipam.Request) (*ipam.Grant,
 		return nil, err
 	}
 	if sticky != nil {
-		res, err := a.taker.takeBack(ctx, req.Pool, req.Service, req.ShareNamespace(), sticky, req.DryRun)
+		res, err := a.taker.takeBack(ctx, req.Pool, req.Service, req.JudgedNamespace(), sticky, req.DryRun)
 		if err != errGone {
 			return res, err
 		}

@@ -109,7 +109,7 @@ func (b *booker) bookAny(ctx context.Context, req ipam.Request, known map[string
 // it.
 func (b *booker) book(ctx context.Context, req ipam.Request, addr netip.Addr, known map[string]bool) (ip *ipam.Reservation, adopted bool, err error) {
 	cfg := b.inv.Config()
-	tags := ipam.Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service, Namespace: req.ShareNamespace()}.Tags()
+	tags := ipam.Entry{Cluster: cfg.ClusterName, Pool: req.Pool.Name, Service: req.Service, Namespace: req.JudgedNamespace()}.Tags()
 	bookReq := scaleway.BookRequest{PrivateNetworkID: req.Pool.PrivateNetworkID, IPv6: req.Pool.IPFamily == ipam.IPv6, Address: addr, Tags: tags}
 	ip, err = b.bookIP(ctx, bookReq)
 	if err == nil || scaleway.Classify(err) != scaleway.KindUnavailable || ctx.Err() != nil {

@@ -23,7 +23,7 @@ func (y *room) share(ctx context.Context, req ipam.Request, n int, ips []*ipam.R
 	if err != nil {
 		return err
 	}
-	f := y.policy.ShareFull(req.ShareNamespace(), len(ips), n, req.Pool, hs)
+	f := y.policy.ShareFull(req.JudgedNamespace(), len(ips), n, req.Pool, hs)
 	if err := y.makeRoom(ctx, req, f, ips); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (y *room) confirm(ctx context.Context, req ipam.Request, n int, res *ipam.G
 	if err != nil {
 		return err
 	}
-	return ipam.ShareRace(req.ShareNamespace(), n, req.Pool)
+	return ipam.ShareRace(req.JudgedNamespace(), n, req.Pool)
 }
 
 // giveBackTimeout bounds the release of a booking over a share.
@@ -67,7 +67,7 @@ const giveBackTimeout = 5 * time.Second
 // reservation booked before the tag existed is counted once the sweeper
 // has back-filled it.
 func (y *room) holdings(ctx context.Context, req ipam.Request) ([]*ipam.Reservation, error) {
-	cluster, ns := y.inv.Config().ClusterName, req.ShareNamespace()
+	cluster, ns := y.inv.Config().ClusterName, req.JudgedNamespace()
 	v6 := req.Pool.IPFamily == ipam.IPv6
 	ips, err := y.listIPs(ctx, scaleway.ListFilter{PrivateNetworkID: req.Pool.PrivateNetworkID, Tags: []string{ipam.NamespaceTag(ns)}, IPv6: &v6, OldestFirst: true})
 	if err != nil {

@@ -172,7 +172,7 @@ func (t *taker) takeBack(ctx context.Context, pool *ipam.Pool, svc types.Namespa
 	if dryRun {
 		return res, nil
 	}
-	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) || e.ShareNamespace() != ns {
+	if !e.OrphanedSince.IsZero() || e.Pool != pool.Name || !e.Owns(cluster) || e.JudgedNamespace() != ns {
 		// The pool's current name too, in the same write: a renamed pool's
 		// reservation is the new pool's from now on.
 		e.OrphanedSince, e.ReleaseAt, e.Pool, e.Namespace = time.Time{}, time.Time{}, pool.Name, ns

@@ -33,8 +33,8 @@ func TestTakeBackReconcilesTheNamespaceTag(t *testing.T) {
 	if err != nil || again.ID != first.ID || !again.Reused {
 		t.Fatalf("re-create: %+v %v", again, err)
 	}
-	if got, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags); got.ShareNamespace() != "team-a" {
-		t.Fatalf("namespace tag %q after the take-back, want team-a", got.ShareNamespace())
+	if got, _ := ipam.ParseEntry(mustIP(t, e, first.ID).Tags); got.JudgedNamespace() != "team-a" {
+		t.Fatalf("namespace tag %q after the take-back, want team-a", got.JudgedNamespace())
 	}
 	// Live and tagged with the right namespace: a retry writes nothing.
 	e.Srv.ResetCounts()

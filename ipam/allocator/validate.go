@@ -33,9 +33,9 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.G
 	if ip.Region != "" && ip.Region != cfg.Region {
 		return nil, ipam.IDInOtherRegion(id, ip.Region, cfg.Region)
 	}
-	pool, allowed := cfg.PoolOfID(req.PoolNamespace(), ip.SubnetID, ip.Address)
+	pool, allowed := cfg.PoolOfID(req.JudgedNamespace(), ip.SubnetID, ip.Address)
 	if pool == nil {
-		return nil, ipam.IDOffPools(ip, req.PoolNamespace(), allowed)
+		return nil, ipam.IDOffPools(ip, req.JudgedNamespace(), allowed)
 	}
 	refs, err := a.refs.ReferencedBy(ctx, id)
 	if err != nil {
@@ -84,7 +84,7 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam
 		return nil, ipam.ReservedForOther(ip)
 	}
 	pool, known := cfg.PoolOf(e, ip.SubnetID, ip.Address)
-	if !known || !pool.Allows(req.PoolNamespace()) || !e.Owns(cfg.ClusterName) {
+	if !known || !pool.Allows(req.JudgedNamespace()) || !e.Owns(cfg.ClusterName) {
 		// Another cluster's pool names are its own: the address space
 		// decides (poolOfID).
 		pool = subnetPool
@@ -104,7 +104,7 @@ func (a *Allocator) validateOurs(ctx context.Context, cfg *ipam.Config, req ipam
 			return nil, err
 		}
 	}
-	res, err := a.taker.takeBack(ctx, pool, req.Service, req.PoolNamespace(), ip, req.DryRun)
+	res, err := a.taker.takeBack(ctx, pool, req.Service, req.JudgedNamespace(), ip, req.DryRun)
 	if err == errGone {
 		return nil, ipam.Releasing(ip, req.Service, pool, err)
 	}

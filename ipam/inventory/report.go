@@ -85,7 +85,7 @@ func (v *Inventory) Report() []PoolReport {
 				}
 				ar.RetainedSince = h.OrphanedSince
 				// By the ledger's namespace tag, as the share counts.
-				ns := h.ShareNamespace()
+				ns := h.JudgedNamespace()
 				use := uses[ns]
 				if use == nil {
 					use = &NamespaceUse{Namespace: ns, Share: cfg.ShareOf(p)}

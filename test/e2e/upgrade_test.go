@@ -204,7 +204,7 @@ func backFilled(t *testing.T, emu *emulator.Server, id string, since time.Time) 
 			if !ok {
 				continue
 			}
-			if !slices.Contains(ip.Tags, ipam.NamespaceTag(e.ShareNamespace())) || !e.Complete() {
+			if !slices.Contains(ip.Tags, ipam.NamespaceTag(e.JudgedNamespace())) || !e.Complete() {
 				return false
 			}
 			if ip.ID == id {
