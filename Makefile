@@ -14,7 +14,7 @@ export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 SUITES := ./test/integration ./test/clients ./test/dns ./test/gateway ./test/chart ./test/playground ./test/chaos
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|dns|gateway|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit race suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify
+.PHONY: all build test unit unit-full race suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify
 
 all: build
 
@@ -61,7 +61,7 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)' -arches '$(IMAGE_ARCHES)'
 
-test: lint verify tools crds image unit suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+test: lint verify tools crds image unit-full suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
 
 # ---- generate and verify: one source for the pool file, the metrics, the ---
 # denial reasons and the chart's values (internal/docs reads the Go types,
@@ -73,7 +73,13 @@ verify: ## Fail, naming the file and make generate, when a generated file is out
 	$(GO) run ./cmd/scw-docs -root $(CURDIR) -verify
 
 # test/bench's tests (its statistics) run here too, without its benchmarks.
-unit: ## Unit tests, the emulator's fidelity test, and benchmarks compiled.
+# make unit is the contributor's loop: -short leaves out the image built
+# twice (cmd/scw-image) and runs the emulator's 10,000-IP listing at 2,000;
+# make test runs them whole (unit-full).
+unit: ## The unit tests, the emulator's fidelity test and the benchmarks compiled, in about 35 s warm (-short).
+	$(GO) test -short -count=1 -timeout 30m $(UNIT) ./test/bench
+
+unit-full: ## The unit tests whole, as make test runs them: make unit plus the image's reproducibility build.
 	IMAGE_ARCHES='$(IMAGE_ARCHES)' $(GO) test -count=1 -timeout 30m $(UNIT) ./test/bench
 
 # The unit tests again under the race detector: cgo, and a compile of the
@@ -319,38 +325,7 @@ CCM_MODULE       := github.com/scaleway/scaleway-cloud-controller-manager
 CCM_SHARED       := $(abspath $(CURDIR)/../shared/scaleway-ccm)
 
 bin/scaleway-cloud-controller-manager: FORCE
-	@set -e; \
-	read -r commit describe < <(grep -v '^#' '$(CCM_VERSION_FILE)' | grep -v '^[[:space:]]*$$'); \
-	[[ "$$commit" =~ ^[0-9a-f]{40}$$ ]] || { echo "$(CCM_VERSION_FILE): no full commit hash" >&2; exit 1; }; \
-	if [ -d '$(CCM_SHARED)' ]; then \
-	  src='$(CCM_SHARED)'; \
-	  grep -q "$$commit" "$$src/PROVENANCE.md" || { \
-	    echo "$$src is not the pinned commit $$commit (see its PROVENANCE.md and $(CCM_VERSION_FILE))" >&2; exit 1; }; \
-	else \
-	  src='$(BIN)/.ccm-src/'"$$commit"; \
-	  if [ ! -f "$$src/go.mod" ]; then \
-	    echo "cloning $(CCM_REPO) at $$commit…"; \
-	    rm -rf "$$src.tmp" && mkdir -p "$$src.tmp" && \
-	    git -C "$$src.tmp" init -q && \
-	    git -C "$$src.tmp" fetch -q --depth 1 '$(CCM_REPO)' "$$commit" && \
-	    git -C "$$src.tmp" -c advice.detachedHead=false checkout -q FETCH_HEAD && \
-	    [ "$$(git -C "$$src.tmp" rev-parse HEAD)" = "$$commit" ] && \
-	    mv "$$src.tmp" "$$src" || { echo "cloning $(CCM_REPO) at $$commit failed" >&2; rm -rf "$$src.tmp"; exit 1; }; \
-	  fi; \
-	fi; \
-	ldflags="-s -w -X $(CCM_MODULE)/scaleway.version=$$describe -X $(CCM_MODULE)/scaleway.gitCommit=$$commit"; \
-	stamp="$(CCM_MODULE) $$commit $$( { cd "$$src" && GOWORK=off GOFLAGS=-mod=readonly $(GO) mod edit -json && echo "$$ldflags"; } | sha256sum | cut -c1-16)"; \
-	out='$(abspath $@)'; version_file='$(abspath $(@D))/.$(@F).version'; \
-	if [ -x "$$out" ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
-	  echo "$@ is up to date ($(CCM_MODULE) $$describe)"; \
-	else \
-	  echo "building $@ ($(CCM_MODULE) $$describe) from $$src…"; \
-	  mkdir -p '$(@D)' && rm -f "$$version_file" "$$out.tmp" && \
-	  cd "$$src" && \
-	  GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
-	    nice -n 10 $(GO) build -trimpath -ldflags="$$ldflags" -o "$$out.tmp" ./cmd/scaleway-cloud-controller-manager && \
-	  mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file"; \
-	fi
+	@GO='$(GO)' hack/build-ccm.sh '$(abspath $@)' '$(CCM_VERSION_FILE)' '$(CCM_REPO)' '$(CCM_MODULE)' '$(CCM_SHARED)' '$(BIN)/.ccm-src'
 
 # named (BIND 9.18), the datacenter's DNS server in test/dns: Debian's (or
 # Ubuntu's) bind9 and bind9-libs, and the libraries they depend on that are
@@ -362,32 +337,4 @@ bin/scaleway-cloud-controller-manager: FORCE
 BIND_PACKAGES := bind9 bind9-libs
 
 bin/named: FORCE
-	@set -eo pipefail; \
-	candidates() { apt-cache policy "$$@" 2>/dev/null | awk '/^[^ ]/ { p = $$1 } /Candidate:/ { print p, $$2 }' | tr '\n' ' '; }; \
-	stamp=$$(candidates $(BIND_PACKAGES)); \
-	if [[ "$$stamp" != *"bind9-libs: "* || "$$stamp" == *'(none)'* ]]; then \
-	  [ "$$(id -u)" = 0 ] || { echo "bin/named: apt knows no candidate for $(BIND_PACKAGES); run apt-get update as root" >&2; exit 1; }; \
-	  apt-get update -qq; stamp=$$(candidates $(BIND_PACKAGES)); \
-	fi; \
-	case "$$stamp" in "bind9: 1:9.18."*) ;; *) echo "bin/named: wants BIND 9.18 (Debian 12, Ubuntu 24.04), apt offers: $$stamp" >&2; exit 1;; esac; \
-	libs=$$(apt-cache depends $(BIND_PACKAGES) | awk '$$1 == "Depends:" && $$2 ~ /^lib/ { print $$2 }' | sort -u | \
-	  while read -r p; do dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || echo "$$p"; done | tr '\n' ' '); \
-	stamp=$$(candidates $(BIND_PACKAGES) $$libs); \
-	out='$(abspath $@)'; version_file='$(BIN)/.named.version'; \
-	if [ -x "$$out" ] && [ -x '$(BIN)/bind/usr/sbin/named' ] && [ "$$(cat "$$version_file" 2>/dev/null)" = "$$stamp" ]; then \
-	  echo "$@ is up to date ($${stamp%% bind9-libs*})"; exit 0; \
-	fi; \
-	echo "fetching $@ (Debian $$stamp)…"; \
-	rm -rf '$(BIN)/bind' '$(BIN)/.bind.tmp' "$$version_file" && mkdir -p '$(BIN)/.bind.tmp/debs' && \
-	(cd '$(BIN)/.bind.tmp/debs' && apt-get download -q $(BIND_PACKAGES) $$libs 2>&1 | grep -v '^W: Download is performed unsandboxed') && \
-	for d in '$(BIN)'/.bind.tmp/debs/*.deb; do dpkg -x "$$d" '$(BIN)/.bind.tmp/root'; done && \
-	libdir=$$(dirname "$$(find '$(BIN)/.bind.tmp/root' -name 'libdns-*.so' | head -1)") && \
-	missing=$$(LD_LIBRARY_PATH="$$libdir" ldd '$(BIN)/.bind.tmp/root/usr/sbin/named' | awk '/not found/ { print $$1 }' | sort -u | tr '\n' ' ') && \
-	{ [ -z "$$missing" ] || { echo "bin/named: named needs libraries that are neither installed nor fetched: $$missing(apt-get install the packages holding them)" >&2; exit 1; }; } && \
-	mv '$(BIN)/.bind.tmp/root' '$(BIN)/bind' && rm -rf '$(BIN)/.bind.tmp' && \
-	libdir="$${libdir#$(BIN)/.bind.tmp/root}" && \
-	printf '%s\n' '#!/bin/sh' '# named from Debian'"'"'s bind9, unpacked by make tools into bin/bind (see the Makefile).' \
-	  'bind=$$(dirname "$$(readlink -f "$$0")")/bind' \
-	  "LD_LIBRARY_PATH=\"\$$bind$$libdir\$${LD_LIBRARY_PATH:+:\$$LD_LIBRARY_PATH}\" exec \"\$$bind/usr/sbin/named\" \"\$$@\"" > "$$out.tmp" && \
-	chmod +x "$$out.tmp" && mv -f "$$out.tmp" "$$out" && echo "$$stamp" > "$$version_file" && \
-	"$$out" -v
+	@hack/fetch-named.sh '$(BIN)' $(BIND_PACKAGES)

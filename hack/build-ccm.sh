@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the Scaleway cloud-controller-manager at the commit pinned in
+# VERSION_FILE into OUT, from ../shared/scaleway-ccm when it is there (its
+# PROVENANCE.md must name the commit), else from a shallow clone of REPO
+# into CACHE. A stamp beside OUT (the module, the commit, and a hash of its
+# go.mod and link flags) skips the build when nothing changed.
+#
+# usage: hack/build-ccm.sh OUT VERSION_FILE REPO MODULE SHARED CACHE
+# GO names the go command (go by default).
+set -euo pipefail
+out=$1 version_file=$2 repo=$3 module=$4 shared=$5 cache=$6
+go=${GO:-go}
+
+read -r commit describe < <(grep -v '^#' "$version_file" | grep -v '^[[:space:]]*$')
+[[ "$commit" =~ ^[0-9a-f]{40}$ ]] || { echo "$version_file: no full commit hash" >&2; exit 1; }
+if [ -d "$shared" ]; then
+  src=$shared
+  grep -q "$commit" "$src/PROVENANCE.md" || {
+    echo "$src is not the pinned commit $commit (see its PROVENANCE.md and $version_file)" >&2; exit 1; }
+else
+  src=$cache/$commit
+  if [ ! -f "$src/go.mod" ]; then
+    echo "cloning $repo at $commit…"
+    rm -rf "$src.tmp" && mkdir -p "$src.tmp"
+    if ! { git -C "$src.tmp" init -q &&
+      git -C "$src.tmp" fetch -q --depth 1 "$repo" "$commit" &&
+      git -C "$src.tmp" -c advice.detachedHead=false checkout -q FETCH_HEAD &&
+      [ "$(git -C "$src.tmp" rev-parse HEAD)" = "$commit" ] &&
+      mv "$src.tmp" "$src"; }; then
+      echo "cloning $repo at $commit failed" >&2; rm -rf "$src.tmp"; exit 1
+    fi
+  fi
+fi
+ldflags="-s -w -X $module/scaleway.version=$describe -X $module/scaleway.gitCommit=$commit"
+stamp="$module $commit $( { cd "$src" && GOWORK=off GOFLAGS=-mod=readonly "$go" mod edit -json && echo "$ldflags"; } | sha256sum | cut -c1-16)"
+stamp_file=$(dirname "$out")/.$(basename "$out").version
+if [ -x "$out" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
+  echo "$out is up to date ($module $describe)"
+  exit 0
+fi
+echo "building $out ($module $describe) from $src…"
+mkdir -p "$(dirname "$out")" && rm -f "$stamp_file" "$out.tmp"
+(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
+  nice -n 10 "$go" build -trimpath -ldflags="$ldflags" -o "$out.tmp" ./cmd/scaleway-cloud-controller-manager)
+mv -f "$out.tmp" "$out" && echo "$stamp" > "$stamp_file"
