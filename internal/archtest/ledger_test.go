@@ -12,29 +12,16 @@ import (
 // but where an IP enters the process, ipam.Read: every rule judges the
 // Reservation read there, so no two readers can see one IP differently.
 func TestLedgerParsedOnce(t *testing.T) {
-	cfg := &packages.Config{Dir: moduleRoot(t), Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo}
-	pkgs, err := packages.Load(cfg, "./...")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pkgs := shipped(t, packages.NeedName|packages.NeedFiles|packages.NeedSyntax|packages.NeedTypes|packages.NeedTypesInfo)
 	var parse types.Object
-	for _, p := range pkgs {
-		if p.PkgPath == module+"/ipam" {
-			parse = p.Types.Scope().Lookup("ParseEntry")
-		}
+	if p := pkgs["ipam"]; p != nil {
+		parse = p.Types.Scope().Lookup("ParseEntry")
 	}
 	if parse == nil {
 		t.Fatal("ipam.ParseEntry not found: the check would pass on nothing")
 	}
 	callers := 0
-	for _, p := range pkgs {
-		for _, e := range p.Errors {
-			t.Fatalf("%s: %v", p.PkgPath, e)
-		}
-		name, _ := rel(p.PkgPath)
-		if !ships(name) {
-			continue
-		}
+	for name, p := range pkgs {
 		for id, obj := range p.TypesInfo.Uses {
 			if obj != parse {
 				continue

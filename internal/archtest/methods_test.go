@@ -15,21 +15,9 @@ import (
 // embedded types), holds more than maxMethods methods: a type is one
 // concern, however its methods came to it. The exported ones are listed.
 func TestMethodSets(t *testing.T) {
-	cfg := &packages.Config{Dir: moduleRoot(t), Mode: packages.NeedName | packages.NeedTypes}
-	pkgs, err := packages.Load(cfg, "./...")
-	if err != nil {
-		t.Fatal(err)
-	}
 	checked := 0
 	var over []string
-	for _, p := range pkgs {
-		for _, e := range p.Errors {
-			t.Fatalf("%s: %v", p.PkgPath, e)
-		}
-		name, _ := rel(p.PkgPath)
-		if !ships(name) {
-			continue
-		}
+	for name, p := range shipped(t, packages.NeedName|packages.NeedTypes) {
 		scope := p.Types.Scope()
 		for _, n := range scope.Names() {
 			tn, ok := scope.Lookup(n).(*types.TypeName)
@@ -49,6 +37,27 @@ func TestMethodSets(t *testing.T) {
 	for _, o := range over {
 		t.Errorf("type %s, more than %d", o, maxMethods)
 	}
+}
+
+// shipped loads the module's packages with mode and returns those that ship
+// (see ships), by their path in the module; a package that does not load
+// fails the test.
+func shipped(t *testing.T, mode packages.LoadMode) map[string]*packages.Package {
+	t.Helper()
+	pkgs, err := packages.Load(&packages.Config{Dir: moduleRoot(t), Mode: mode}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*packages.Package{}
+	for _, p := range pkgs {
+		for _, e := range p.Errors {
+			t.Fatalf("%s: %v", p.PkgPath, e)
+		}
+		if name, _ := rel(p.PkgPath); ships(name) {
+			out[name] = p
+		}
+	}
+	return out
 }
 
 // ships reports whether the package at rel is part of the product: neither

@@ -31,8 +31,8 @@ func (NoReferences) Exists(context.Context, types.NamespacedName) (bool, error) 
 // ID at the same moment. Claim succeeds for exactly one Service per ID.
 type Claims interface {
 	Claim(ctx context.Context, id string, svc types.NamespacedName) error
-	// Holder is the Service that claimed the ID, if any: read only.
-	Holder(ctx context.Context, id string) (svc types.NamespacedName, ok bool, err error)
+	// ClaimedBy is the Service that claimed the ID, if any: read only.
+	ClaimedBy(ctx context.Context, id string) (svc types.NamespacedName, ok bool, err error)
 }
 
 // NoClaims is Claims for a single process that trusts its cache alone.
@@ -40,6 +40,6 @@ type NoClaims struct{}
 
 func (NoClaims) Claim(context.Context, string, types.NamespacedName) error { return nil }
 
-func (NoClaims) Holder(context.Context, string) (types.NamespacedName, bool, error) {
+func (NoClaims) ClaimedBy(context.Context, string) (types.NamespacedName, bool, error) {
 	return types.NamespacedName{}, false, nil
 }

@@ -54,7 +54,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.G
 		// This Service's claim and a Load Balancer: its previous
 		// incarnation's, which the CCM is tearing down (a helm --force, an
 		// Argo CD replace). Retryable, as for a pool's reservation.
-		holder, ok, err := a.claims.Holder(ctx, id)
+		holder, ok, err := a.claims.ClaimedBy(ctx, id)
 		if err != nil {
 			return nil, err
 		}

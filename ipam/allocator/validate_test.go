@@ -77,7 +77,7 @@ func (h heldBy) Claim(_ context.Context, id string, s types.NamespacedName) erro
 	return nil
 }
 
-func (h heldBy) Holder(context.Context, string) (types.NamespacedName, bool, error) {
+func (h heldBy) ClaimedBy(context.Context, string) (types.NamespacedName, bool, error) {
 	return types.NamespacedName(h), true, nil
 }
 

@@ -104,8 +104,8 @@ func (c *Leases) Claim(ctx context.Context, id string, svc types.NamespacedName)
 	return nil
 }
 
-// Holder reads the claim of an IPAM ID from the apiserver.
-func (c *Leases) Holder(ctx context.Context, id string) (types.NamespacedName, bool, error) {
+// ClaimedBy reads the claim of an IPAM ID from the apiserver.
+func (c *Leases) ClaimedBy(ctx context.Context, id string) (types.NamespacedName, bool, error) {
 	lease := &coordinationv1.Lease{}
 	if err := c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: claimName(id)}, lease); err != nil {
 		if apierrors.IsNotFound(err) {
