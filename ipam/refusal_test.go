@@ -35,6 +35,7 @@ func TestRefusals(t *testing.T) {
 		{"address required", AddressRequired(dc), ReasonAddressRequired, false, "set scw-lb-ipam.io/address to an address in 172.16.4.10-172.16.4.20"},
 		{"contended", Contended(dc, 5), ReasonUnavailable, true, `pool "dc": 5 picked addresses were taken by others in a row`},
 		{"taken", Taken(ip.Address, dc, &Reservation{IP: scaleway.IP{ID: "ip-9"}, Ours: true, Entry: Entry{Cluster: "old", Service: other}}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
+		{"taken by a holder the view does not know", Taken(ip.Address, dc, nil), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by another reservation;`},
 		{"exhausted", Exhausted(dc, 11, 11), ReasonPoolExhausted, false, `pool "dc" is exhausted (11/11 used)`},
 		{"service exists", ServiceExists(svcAPI, ip), ReasonServiceExists, false, "Service payments/api already exists and holds address 172.16.4.15 (IPAM ID ip-1)"},
 		{"still held", StillHeld(svcAPI, ip), ReasonStillHeld, true, "still held by the Load Balancer of the previous payments/api"},

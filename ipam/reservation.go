@@ -9,7 +9,10 @@ import (
 
 // Reservation is one IPAM IP as read: the IP, its ledger parsed once where
 // the IP entered the process (a listing, GetIP, BookIP, SetTags), and when
-// it was read. Every rule judges it; nothing parses the tags again.
+// it was read. Every rule judges it; nothing parses the tags again. It is
+// never changed once read, as the inventory hands the same one to
+// concurrent readers: a write makes a new one (the inventory dates its own
+// writes when it records them).
 //
 // Its Entry is zero and Ours false for an IP that is no reservation of this
 // project (another project's, a VM's, a hand-made one): the IP's Resource
@@ -26,7 +29,9 @@ type Reservation struct {
 	// changed.
 	Ours bool
 	// ReadAt is when it was read: the start of the listing that showed it,
-	// or the moment the call that answered it was made.
+	// the moment the call that answered it was made, or, for a write the
+	// inventory recorded, when it recorded it. Zero where nothing is dated
+	// from it (a hand-over judges with the clock read before each write).
 	ReadAt time.Time
 }
 
@@ -49,9 +54,11 @@ func ReadAll(ips []*scaleway.IP, at time.Time) []*Reservation {
 }
 
 // String names who holds the address for users: what it is attached to,
-// else the Service of its ledger, else its ID.
+// else the Service of its ledger, else its ID; nil (a holder the view does
+// not know) is "another reservation".
 func (r *Reservation) String() string {
 	switch {
+	case r == nil:
 	case r.Resource != nil:
 		return r.Resource.String()
 	case r.Service.Name != "" && r.Cluster != "":

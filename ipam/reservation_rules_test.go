@@ -47,6 +47,10 @@ func TestRead(t *testing.T) {
 	if got := (&Reservation{}).String(); got != "another reservation" {
 		t.Errorf("a booking in flight names %q", got)
 	}
+	var unknown *Reservation
+	if got := unknown.String(); got != "another reservation" {
+		t.Errorf("a holder the view does not know names %q", got)
+	}
 }
 
 // TestReadEntryIsTheLedgers: what a listing keeps of the ledger is what the

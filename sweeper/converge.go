@@ -81,7 +81,7 @@ type goneRead struct {
 // are the IDs bring-your-own claims name, nil when they could not be read:
 // then an ID missing from the listing is not judged and a Service waiting
 // on that keeps what the monitor knew of it.
-func (s *Sweeper) monitor(ctx context.Context, ws []watched, listed map[string]*scaleway.IP, claimed map[string]bool, now time.Time, rep *Report) {
+func (s *Sweeper) monitor(ctx context.Context, ws []watched, listed map[string]attachment, claimed map[string]bool, now time.Time, rep *Report) {
 	rep.NotConverged = map[string]int{}
 	for _, r := range reasons {
 		rep.NotConverged[r] = 0
@@ -203,10 +203,13 @@ func earliest(since map[string]time.Time, fs []finding) time.Time {
 
 // judge classifies each ID a live Service references; known is false when
 // an ID could not be judged because the claims were not read.
-func judge(ids []string, t Target, listed map[string]*scaleway.IP, claimed map[string]bool) (out []finding, known bool) {
+func judge(ids []string, t Target, listed map[string]attachment, claimed map[string]bool) (out []finding, known bool) {
 	known = true
 	for i, id := range ids {
-		ip := listed[id]
+		var ip *scaleway.IP
+		if a, ok := listed[id]; ok {
+			ip = &scaleway.IP{ID: id, Address: a.address, Resource: a.resource}
+		}
 		byo := slices.Contains(t.BringYourOwn, id)
 		if ip == nil && claimed == nil && !byo {
 			known = false

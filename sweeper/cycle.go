@@ -2,6 +2,7 @@ package sweeper
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -23,10 +24,10 @@ type cycle struct {
 	scope         map[string]bool
 	orphansByPool map[string]int
 	// listed holds, of every listed IP a live Service references, what the
-	// monitor judges (address and attachment): the listing itself is
-	// dropped page by page, a whole reservation per live Service would
-	// weigh on the cycle's peak.
-	listed map[string]*scaleway.IP
+	// monitor judges: the listing itself is dropped page by page, and a
+	// whole reservation (or IP) per live Service would weigh on the cycle's
+	// peak.
+	listed map[string]attachment
 	// releases are due once the listing has ended.
 	releases []*ipam.Reservation
 	// ledgerWrites counts the writes that only complete the ledger (see
@@ -36,6 +37,13 @@ type cycle struct {
 	strandedIDs map[string]bool
 }
 
+// attachment is where a listed IP is and what holds it: all the monitor
+// reads of it, 32 bytes a live Service.
+type attachment struct {
+	address  netip.Addr
+	resource *scaleway.Resource
+}
+
 // judge keeps the ledger of one listed IP current, and notes what the
 // monitor and the releases need of it.
 func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
@@ -43,7 +51,7 @@ func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	id, referenced := c.view.key(ip.ID)
 	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[id] = &scaleway.IP{ID: id, Address: ip.Address, Resource: ip.Resource}
+		c.listed[id] = attachment{ip.Address, ip.Resource}
 	}
 	entry := ip.Entry
 	if !ip.Ours || !entry.Owns(c.cfg.ClusterName) {

@@ -173,7 +173,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
 	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: view, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
-		listed: make(map[string]*scaleway.IP, len(view.byID)), strandedIDs: map[string]bool{}}
+		listed: make(map[string]attachment, len(view.byID)), strandedIDs: map[string]bool{}}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
 	listedAt := s.o.Clock.Now()

@@ -35,9 +35,9 @@ func (d *deps) release(ctx context.Context, r *ipam.Grant) error {
 	return nil
 }
 
-// IPs enter the allocator through the four calls below: each answer is read
-// into a Reservation, its ledger parsed once, dated from when the call was
-// sent.
+// IPs enter the allocator's admissions through the four calls below: each
+// answer is read into a Reservation, its ledger parsed once, dated from when
+// the call was sent. Handover, a command's, reads its own, undated.
 
 func (d *deps) getIP(ctx context.Context, id string) (*ipam.Reservation, error) {
 	at := d.clock.Now()
