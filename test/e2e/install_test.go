@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -46,6 +49,7 @@ func TestInstall(t *testing.T) {
 	for _, p := range pods {
 		checkContainerProcess(t, p)
 	}
+	checkRestricted(t)
 
 	c, w := warningClient(t)
 	svc := lbService("api")
@@ -197,5 +201,38 @@ func checkContainerProcess(t *testing.T, p corev1.Pod) {
 	}
 	if m := mounts["/tmp/k8s-webhook-server/serving-certs"]; !strings.HasPrefix(m, "rw,") || !strings.HasSuffix(m, " tmpfs") {
 		t.Errorf("pod %s's certificate directory is mounted %q, want a writable tmpfs (the memory emptyDir)", p.Name, m)
+	}
+}
+
+// checkRestricted proves the release's namespace enforces the Pod Security
+// Standard restricted, so that the release's running pods passed it: the
+// apiserver refuses a Pod that only lacks the restricted settings, and
+// admits one made of the Deployment's own pod template (both dry runs).
+func checkRestricted(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	if err := cluster.kube.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Fatalf("namespace %s does not enforce restricted: %v", namespace, ns.Labels)
+	}
+	deploy := &appsv1.Deployment{}
+	if err := cluster.kube.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release}, deploy); err != nil {
+		t.Fatal(err)
+	}
+	ours := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "restricted-"}, Spec: *deploy.Spec.Template.Spec.DeepCopy()}
+	if err := cluster.kube.Create(ctx, ours, client.DryRunAll); err != nil {
+		t.Fatalf("the Deployment's pod template under restricted: %v", err)
+	}
+	bare := ours.DeepCopy()
+	bare.Spec.SecurityContext = nil
+	for i := range bare.Spec.Containers {
+		bare.Spec.Containers[i].SecurityContext = nil
+	}
+	err := cluster.kube.Create(ctx, bare, client.DryRunAll)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity \"restricted:latest\"") {
+		t.Fatalf("a Pod without the restricted settings in %s: %v; want it refused by PodSecurity restricted", namespace, err)
 	}
 }

@@ -75,6 +75,10 @@ func installRelease(t *testing.T, chart, digest, pools string, sets ...string) *
 	// first out): it lets the tests' Services go.
 	startCCM(t, url, in.pns["nodes"].ID)
 	ensureNamespace(t, optedIn, map[string]string{request.LabelEnabled: "true"})
+	// The release's namespace enforces the Pod Security Standard a platform
+	// team puts on an add-on's: the apiserver refuses a Pod of the chart
+	// that does not meet it, the helm test Pod's included.
+	ensureNamespace(t, namespace, restricted)
 	in.values = filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(in.values, fmt.Appendf(nil, `replicaCount: 2
 image:
@@ -283,6 +287,10 @@ func podEvents(t *testing.T, pod string) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// restricted labels a namespace to enforce the Pod Security Standard
+// restricted, at the apiserver's version.
+var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
 
 func ensureNamespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
