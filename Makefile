@@ -76,7 +76,7 @@ verify: ## Fail, naming the file and make generate, when a generated file is out
 # make unit is the contributor's loop: -short leaves out the image built
 # twice (cmd/scw-image) and runs the emulator's 10,000-IP listing at 2,000;
 # make test runs them whole (unit-full).
-unit: ## The unit tests, the emulator's fidelity test and the benchmarks compiled, in about 35 s warm (-short).
+unit: ## The unit tests, the emulator's fidelity test and the benchmarks compiled, in about 40 s warm (-short).
 	$(GO) test -short -count=1 -timeout 30m $(UNIT) ./test/bench
 
 unit-full: ## The unit tests whole, as make test runs them: make unit plus the image's reproducibility build.

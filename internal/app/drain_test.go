@@ -41,7 +41,8 @@ import (
 // it when the replica stops: its next admission dials too.
 func TestDrainClosesKeepAliveConnections(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
-		t.Run(fmt.Sprintf("enable-http2=%v", h2), func(t *testing.T) { testDrainClosesKeepAliveConnections(t, h2) })
+		// In parallel: each waits out the drain delay in real time.
+		t.Run(fmt.Sprintf("enable-http2=%v", h2), func(t *testing.T) { t.Parallel(); testDrainClosesKeepAliveConnections(t, h2) })
 	}
 }
 
