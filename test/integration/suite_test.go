@@ -15,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
@@ -62,9 +63,20 @@ func del(t *testing.T, svc *corev1.Service) {
 	if err := s.Kube.Delete(context.Background(), svc); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	fixtures.Eventually(t, 60*time.Second, poll, "Service "+svc.Namespace+"/"+svc.Name+" to be gone", func() bool {
-		return apierrors.IsNotFound(s.Kube.Get(context.Background(), client.ObjectKeyFromObject(svc), &corev1.Service{}))
-	})
+	key := client.ObjectKeyFromObject(svc)
+	if localrun.Poll(60*time.Second, poll, func() bool {
+		return apierrors.IsNotFound(s.Kube.Get(context.Background(), key, &corev1.Service{}))
+	}) {
+		return
+	}
+	// Often in a t.Cleanup, after scenario printed nothing: say what holds
+	// the Service, in the CCM's own words.
+	left := &corev1.Service{}
+	_ = s.Kube.Get(context.Background(), key, left)
+	lines := s.CCM.Lines(" " + key.String())
+	lines = lines[max(0, len(lines)-40):]
+	t.Fatalf("timed out after 1m0s waiting for Service %s to be gone: finalizers %v, Load Balancer ID %q; the CCM's last lines about it:\n%s",
+		key, left.Finalizers, left.Annotations[ccm.AnnotationLoadBalancerID], strings.Join(lines, "\n"))
 }
 
 func ptr[T any](v T) *T { return &v }
