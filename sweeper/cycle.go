@@ -166,7 +166,7 @@ func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due boo
 	s, rep, e := c.s, c.rep, ip.Entry
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if !e.OrphanedSince.IsZero() {
-		c.stranded(ip, e, log)
+		c.stranded(ip, log)
 	}
 	pool, _ := c.cfg.PoolOf(e, ip.SubnetID, ip.Address)
 	// Due or not is decided with the clock read when the cycle started
@@ -212,8 +212,8 @@ func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due boo
 // the convergence grace (see Report.Stranded). The CCM detaches an IP
 // when it deletes the Load Balancer or moves the Service to another one,
 // within seconds; one attached long after is one it lost.
-func (c *cycle) stranded(ip *ipam.Reservation, e ipam.Entry, log logr.Logger) {
-	if !Stranded(ip.Resource, e.OrphanedSince, c.s.o.Clock.Now(), c.s.o.ConvergenceGrace) {
+func (c *cycle) stranded(ip *ipam.Reservation, log logr.Logger) {
+	if !Stranded(ip.Resource, ip.OrphanedSince, c.s.o.Clock.Now(), c.s.o.ConvergenceGrace) {
 		return
 	}
 	c.rep.Stranded++
@@ -222,7 +222,7 @@ func (c *cycle) stranded(ip *ipam.Reservation, e ipam.Entry, log logr.Logger) {
 		return // logged when it became so
 	}
 	log.Info("no live Service references this reservation, yet it stays attached to a Load Balancer: the CCM did not delete that Load Balancer or detach the IP; delete the Load Balancer if no Service uses it (the sweeper then releases the IP after its retention)",
-		"loadBalancer", ip.Resource.ID, "loadBalancerName", ip.Resource.Name, "orphanedSince", e.OrphanedSince.Format(time.RFC3339))
+		"loadBalancer", ip.Resource.ID, "loadBalancerName", ip.Resource.Name, "orphanedSince", ip.OrphanedSince.Format(time.RFC3339))
 }
 
 // Stranded reports whether a reservation no live Service references since

@@ -306,7 +306,7 @@ pools:
 	results := r.invariants(ok3, logs.String(), addrs, sticky)
 	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills, sweeps)
 	fmt.Print(ccmKills.summary())
-	ch.check(t, logs.String())
+	ch.check(t)
 	sweeps.check(t)
 	for _, res := range results {
 		if !res.ok {

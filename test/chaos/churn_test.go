@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -107,7 +105,10 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 			c.mu.Lock()
 			enough := c.created >= churnShare+2
 			c.mu.Unlock()
-			enough = enough && c.releasedEarly() > 0
+			if enough {
+				churned, _ := c.earlyReleases()
+				enough = early(churned) > 0
+			}
 			if enough || time.Now().After(deadline) {
 				return
 			}
@@ -144,19 +145,6 @@ func (c *churn) run(ctx context.Context, stop <-chan struct{}) {
 		}
 		prev = name
 	}
-}
-
-// releasedEarly counts the churn's reservations the emulator released with
-// their release brought forward, as its audit shows them.
-func (c *churn) releasedEarly() int {
-	n := 0
-	for _, ev := range c.r.env.Emu.Audit() {
-		if ev.Kind == emulator.AuditRelease && slices.Contains(ev.Tags, ipam.TagEarlyRelease) &&
-			slices.ContainsFunc(ev.Tags, func(tag string) bool { return strings.HasPrefix(tag, ipam.TagService+churnNS+"/") }) {
-			n++
-		}
-	}
-	return n
 }
 
 // backfilled waits, 15 s at most, for the uid tag of svc's reservations.
@@ -214,38 +202,46 @@ func (c *churn) watch(ctx context.Context) {
 	}
 }
 
-// earlyReleases counts the sweeper's early releases in the replicas' logs,
-// by pool: those of the churn namespace's reservations, and all.
-func earlyReleases(logs string) (churned, all map[string]int) {
+// earlyReleases counts, by pool, the reservations the emulator released
+// with their release brought forward, as its audit shows them: the churn
+// namespace's, and all. The churn's loop and its check read the same count.
+func (c *churn) earlyReleases() (churned, all map[string]int) {
 	churned, all = map[string]int{}, map[string]int{}
-	for _, line := range strings.Split(logs, "\n") {
-		if !strings.Contains(line, "released early") {
+	for _, ev := range c.r.env.Emu.Audit() {
+		if ev.Kind != emulator.AuditRelease {
 			continue
 		}
-		var l struct{ Pool, Service string }
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			l.Pool = "(unparsed)"
-		}
-		all[l.Pool]++
-		if strings.HasPrefix(l.Service, churnNS+"/") {
-			churned[l.Pool]++
+		if e, ours := ipam.ParseEntry(ev.Tags); ours && e.Early {
+			all[e.Pool]++
+			if e.Service.Namespace == churnNS {
+				churned[e.Pool]++
+			}
 		}
 	}
 	return churned, all
+}
+
+// early is the churn namespace's early releases in all its pools.
+func early(churned map[string]int) int {
+	n := 0
+	for _, pool := range churnPools {
+		n += churned[pool]
+	}
+	return n
 }
 
 // check holds the churn to its shares and the others clear of its churn:
 // in each pool, the churn namespace never held more than its share; it
 // went past it (so the shares did make room) with at least one of its
 // reservations released early; nobody was denied "exhausted".
-func (c *churn) check(t *testing.T, logs string) {
+func (c *churn) check(t *testing.T) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.r.mu.Lock()
 	exhausted := c.r.denials["pool exhausted"]
 	c.r.mu.Unlock()
-	churned, all := earlyReleases(logs)
+	churned, all := c.earlyReleases()
 	fmt.Printf("  churn in %s (asks %s, share %d in each): %d Services admitted; refusals: %s\n",
 		churnNS, strings.Join(churnPools, ","), churnShare, c.created, sortedCounts(c.denied))
 	for _, pool := range churnPools {
@@ -259,12 +255,8 @@ func (c *churn) check(t *testing.T, logs string) {
 	// pool the churn asks first yields first, and by the time the second
 	// is full its oldest may have gone with its retention, which makes
 	// room as well (a long run shows it).
-	early := 0
-	for _, pool := range churnPools {
-		early += churned[pool]
-	}
-	if c.created <= churnShare || early == 0 {
-		t.Errorf("vacuous: the churn made %d Services (share %d) and %d of its reservations were released early", c.created, churnShare, early)
+	if n := early(churned); c.created <= churnShare || n == 0 {
+		t.Errorf("vacuous: the churn made %d Services (share %d) and %d of its reservations were released early", c.created, churnShare, n)
 	}
 	// The run's count has the churn's refusals too.
 	if exhausted > 0 {
