@@ -79,7 +79,7 @@ verify: ## Fail, naming the file and make generate, when a generated file is out
 unit: ## The unit tests, the emulator's fidelity test and the benchmarks compiled, in about 40 s warm (-short).
 	$(GO) test -short -count=1 -timeout 30m $(UNIT) ./test/bench
 
-unit-full: ## The unit tests whole, as make test runs them: make unit plus the image's reproducibility build.
+unit-full: ## The unit tests whole, as make test runs them: make unit plus the image's reproducibility build and the emulator's 10,000-IP listing.
 	IMAGE_ARCHES='$(IMAGE_ARCHES)' $(GO) test -count=1 -timeout 30m $(UNIT) ./test/bench
 
 # The unit tests again under the race detector: cgo, and a compile of the

@@ -223,7 +223,7 @@ func Within(rs []*Reservation, id string, n int) bool {
 // InShare reports whether a listed reservation r counts against namespace ns's share
 // of pool: cluster's, of that namespace, in the pool's address space.
 func InShare(cluster, ns string, pool *Pool, r *Reservation) bool {
-	return r.Ours && r.Owns(cluster) && r.JudgedNamespace() == ns && pool.Holds(r.SubnetID, r.Address)
+	return r.Owns(cluster) && r.JudgedNamespace() == ns && pool.Holds(r.SubnetID, r.Address)
 }
 
 func yielding(after time.Duration, format string, args ...any) *Error {

@@ -17,7 +17,7 @@ import (
 // held is a reservation of cluster prod at 172.16.4.<host>, as a listing
 // describes it.
 func held(id string, host int, svc string, since, release time.Time) *Reservation {
-	return &Reservation{IP: scaleway.IP{ID: id, Address: netip.AddrFrom4([4]byte{172, 16, 4, byte(host)})}, Ours: true,
+	return &Reservation{IP: scaleway.IP{ID: id, Address: netip.AddrFrom4([4]byte{172, 16, 4, byte(host)})},
 		Entry: Entry{Cluster: "prod", Service: types.NamespacedName{Namespace: "payments", Name: svc}, UID: "u-" + svc, OrphanedSince: since, ReleaseAt: release}}
 }
 

@@ -40,7 +40,7 @@ type Handed struct {
 func HandoverCandidate(cfg *Config, policy Retention, req HandoverRequest, ip *Reservation) (Handed, *Pool, bool) {
 	e := ip.Entry
 	// The tag filter is a hint: the ledger decides.
-	if !ip.Ours || !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.JudgedNamespace() != req.Namespace) {
+	if !e.Owns(req.From) || e.OrphanedSince.IsZero() || (req.Namespace != "" && e.JudgedNamespace() != req.Namespace) {
 		return Handed{}, nil, false
 	}
 	i := slices.IndexFunc(cfg.Pools, func(p *Pool) bool { return p.Holds(ip.SubnetID, ip.Address) })

@@ -34,7 +34,7 @@ func TestRefusals(t *testing.T) {
 		{"pool disabled", PoolDisabled(dc), ReasonPoolDisabled, false, `pool "dc" is disabled (draining)`},
 		{"address required", AddressRequired(dc), ReasonAddressRequired, false, "set scw-lb-ipam.io/address to an address in 172.16.4.10-172.16.4.20"},
 		{"contended", Contended(dc, 5), ReasonUnavailable, true, `pool "dc": 5 picked addresses were taken by others in a row`},
-		{"taken", Taken(ip.Address, dc, &Reservation{IP: scaleway.IP{ID: "ip-9"}, Ours: true, Entry: Entry{Cluster: "old", Service: other}}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
+		{"taken", Taken(ip.Address, dc, &Reservation{IP: scaleway.IP{ID: "ip-9"}, Entry: Entry{Cluster: "old", Service: other}}), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by Service payments/web (cluster old)`},
 		{"taken by a holder the view does not know", Taken(ip.Address, dc, nil), ReasonAddressTaken, false, `address 172.16.4.15 of pool "dc" is held by another reservation;`},
 		{"exhausted", Exhausted(dc, 11, 11), ReasonPoolExhausted, false, `pool "dc" is exhausted (11/11 used)`},
 		{"service exists", ServiceExists(svcAPI, ip), ReasonServiceExists, false, "Service payments/api already exists and holds address 172.16.4.15 (IPAM ID ip-1)"},
@@ -45,7 +45,7 @@ func TestRefusals(t *testing.T) {
 		{"ID off the pools, none allowed", IDOffPools(ip, "web", nil), ReasonIDNotUsable, false, "a pool namespace web may use (none)"},
 		{"used by another Service", UsedBy(ip, other), ReasonIDNotUsable, false, "already used by Service payments/web"},
 		{"attached", Attached(ip), ReasonIDNotUsable, false, "is attached to " + ip.Resource.String()},
-		{"reserved for another", ReservedForOther(&Reservation{IP: ip.IP, Ours: true, Entry: Entry{Cluster: "old", Service: other}}), ReasonIDNotUsable, false, "reserved for Service payments/web of cluster old"},
+		{"reserved for another", ReservedForOther(&Reservation{IP: ip.IP, Entry: Entry{Cluster: "old", Service: other}}), ReasonIDNotUsable, false, "reserved for Service payments/web of cluster old"},
 		{"releasing", Releasing(ip, svcAPI, general, nil), ReasonReleasing, false, "of Service payments/api is being released after its retention; a fresh address from pool general"},
 		{"released as taken", Releasing(ip, svcAPI, general, cause), ReasonReleasing, false, "was released as it was taken back"},
 	} {

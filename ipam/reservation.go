@@ -25,9 +25,6 @@ import (
 type Reservation struct {
 	scaleway.IP
 	Entry
-	// Ours: the tags hold the marker and a cluster, the only IPs ever
-	// changed.
-	Ours bool
 	// ReadAt is when it was read: the start of the listing that showed it,
 	// the moment the call that answered it was made, or, for a write the
 	// inventory recorded, when it recorded it. Zero where nothing is dated
@@ -41,8 +38,13 @@ func Read(ip *scaleway.IP, at time.Time) *Reservation {
 	if !ours {
 		e = Entry{}
 	}
-	return &Reservation{IP: *ip, Entry: e, Ours: ours, ReadAt: at}
+	return &Reservation{IP: *ip, Entry: e, ReadAt: at}
 }
+
+// Ours reports whether the tags hold the marker and a cluster: the only
+// IPs ever changed. Read keeps the ledger of those alone, so a cluster
+// in the entry says it.
+func (r *Reservation) Ours() bool { return r.Cluster != "" }
 
 // ReadAll reads every IP of a listing that started at at.
 func ReadAll(ips []*scaleway.IP, at time.Time) []*Reservation {

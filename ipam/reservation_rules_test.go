@@ -33,8 +33,8 @@ func TestRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Read(tc.ip, rulesNow)
-			if got.Ours != tc.ours || !reflect.DeepEqual(got.Entry, tc.want) || !reflect.DeepEqual(got.IP, *tc.ip) || !got.ReadAt.Equal(rulesNow) {
-				t.Errorf("Read = %+v (ours %v), want %+v (ours %v)", got.Entry, got.Ours, tc.want, tc.ours)
+			if got.Ours() != tc.ours || !reflect.DeepEqual(got.Entry, tc.want) || !reflect.DeepEqual(got.IP, *tc.ip) || !got.ReadAt.Equal(rulesNow) {
+				t.Errorf("Read = %+v (ours %v), want %+v (ours %v)", got.Entry, got.Ours(), tc.want, tc.ours)
 			}
 			if got.String() != tc.string {
 				t.Errorf("names %q, want %q", got.String(), tc.string)

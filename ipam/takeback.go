@@ -23,7 +23,7 @@ func (r Retention) TakesBack(cfg *Config, pool *Pool, svc types.NamespacedName, 
 	// The reservation's network and the pool's address space, not the
 	// pool's name: a renamed pool keeps its Services' addresses.
 	e := ip.Entry
-	if !ip.Ours || e.Service != svc || !pool.Holds(ip.SubnetID, ip.Address) {
+	if !ip.Ours() || e.Service != svc || !pool.Holds(ip.SubnetID, ip.Address) {
 		return false
 	}
 	mine := e.Owns(cfg.ClusterName)

@@ -134,3 +134,33 @@ func TestReusableIn(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldByPrevious: a re-create whose reservation a Load Balancer still
+// holds is refused as existing while its live namesake references it,
+// retryably while that namesake is Terminating, and let through once it
+// is gone.
+func TestHeldByPrevious(t *testing.T) {
+	ip := Read(ledgerIP("ip-1", subA, "172.16.4.15", Entry{Cluster: "prod", Pool: "dc", Service: svcAPI}), rulesNow)
+	other := types.NamespacedName{Namespace: "payments", Name: "web"}
+	for _, tc := range []struct {
+		name   string
+		refs   []types.NamespacedName
+		exists bool
+		want   Reason // "" for none
+	}{
+		{"the live namesake references it", []types.NamespacedName{svcAPI}, true, ReasonServiceExists},
+		{"the namesake is Terminating", nil, true, ReasonStillHeld},
+		{"another Service references it, the namesake is gone", []types.NamespacedName{other}, false, ""},
+		{"the namesake is gone", nil, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := HeldByPrevious(svcAPI, ip, tc.refs, tc.exists)
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("refused: %s", got.Message)
+			case tc.want != "" && (got == nil || got.Reason != tc.want):
+				t.Fatalf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
+}

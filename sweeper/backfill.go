@@ -162,7 +162,7 @@ func (s *Sweeper) backfill(ctx context.Context, cfg *ipam.Config, scope map[stri
 			continue
 		}
 		ip := ipam.Read(got, at)
-		if !ip.Ours || !ip.Owns(cfg.ClusterName) || ip.Service != key || !s.inScope(scope, ip) {
+		if !ip.Owns(cfg.ClusterName) || ip.Service != key || !s.inScope(scope, ip) {
 			continue
 		}
 		rep.Scanned++

@@ -54,7 +54,7 @@ func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 		c.listed[id] = attachment{ip.Address, ip.Resource}
 	}
 	entry := ip.Entry
-	if !ip.Ours || !entry.Owns(c.cfg.ClusterName) {
+	if !entry.Owns(c.cfg.ClusterName) {
 		return // the tag filter is OR: foreign IPs may come back too
 	}
 	if !s.inScope(c.scope, ip) {

@@ -176,10 +176,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		listed: make(map[string]attachment, len(view.byID)), strandedIDs: map[string]bool{}}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
-	listedAt := s.o.Clock.Now()
 	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
 		for _, ip := range page {
-			c.judge(ctx, ipam.Read(ip, listedAt))
+			c.judge(ctx, ipam.Read(ip, start))
 		}
 		return nil
 	})

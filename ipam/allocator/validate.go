@@ -47,7 +47,7 @@ func (a *Allocator) ValidateID(ctx context.Context, req ipam.IDRequest) (*ipam.G
 		}
 	}
 	a.inv.Learn(svc, ip)
-	if ip.Ours {
+	if ip.Ours() {
 		return a.validateOurs(ctx, cfg, req, ip, pool)
 	}
 	if ip.Resource != nil && !slices.Contains(req.Own, id) {

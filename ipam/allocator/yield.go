@@ -153,7 +153,7 @@ func (y *room) bringForward(ctx context.Context, pool *ipam.Pool, h *ipam.Reserv
 		return false, ipam.APIError(fmt.Sprintf("reading the retained reservation %s of pool %q", h.Address, pool.Name), err)
 	}
 	e := ip.Entry
-	if !ip.Ours || !e.Owns(cfg.ClusterName) {
+	if !e.Owns(cfg.ClusterName) {
 		y.inv.Subnets().Record(pool, ip)
 		return false, nil
 	}

@@ -17,7 +17,7 @@ import (
 // start of the listing that showed it, or this replica's own write). It
 // is enough to choose which IP to re-read for a Service, never enough to
 // hand one out: another replica or the sweeper may have changed it since.
-func mine(r *ipam.Reservation, cluster string) bool { return r.Ours && r.Owns(cluster) }
+func mine(r *ipam.Reservation, cluster string) bool { return r.Owns(cluster) }
 
 // index is the reservation index of one subnet: this cluster's
 // reservations by ID and by Service. The occupancy listing rebuilds it,

@@ -18,7 +18,7 @@ import (
 func TestRebuiltKeepsWritesAfterTheListingStarted(t *testing.T) {
 	now := time.Now()
 	x := newIndex()
-	x.put(&ipam.Reservation{IP: scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("10.0.0.1")}, Ours: true,
+	x.put(&ipam.Reservation{IP: scaleway.IP{ID: "ip-1", Address: netip.MustParseAddr("10.0.0.1")},
 		Entry: ipam.Entry{Pool: "small", Service: types.NamespacedName{Namespace: "web", Name: "api"}}, ReadAt: now})
 	if y := x.rebuilt(nil, now.Add(-time.Second)); y.byID["ip-1"] == nil || len(y.of(types.NamespacedName{Namespace: "web", Name: "api"})) != 1 {
 		t.Fatal("a listing that started before the booking dropped it")
@@ -48,7 +48,9 @@ func TestIndexKeepsTheListedReservation(t *testing.T) {
 		t.Fatal("the ledger read lost a tag it does not know")
 	}
 	o := &occupancy{subnet: "sub", holders: map[netip.Addr]*ipam.Reservation{}, spaces: map[string]*addrspace.Space{}, mine: newIndex(), inflight: map[netip.Addr]int{}}
-	o.load([]*ipam.Reservation{listed}, "prod", now)
+	// Loaded from a read of its own: the view and the index keep what a
+	// listing read, not a copy rebuilt from less.
+	o.load([]*ipam.Reservation{ipam.Read(ip, now)}, "prod", now)
 	if got := o.mine.byID["ip-1"]; got == nil || !reflect.DeepEqual(got, listed) || !ipam.SameTags(got.Entry.Tags(), ip.Tags) {
 		t.Fatalf("indexed %+v, listed %+v", got, listed)
 	}

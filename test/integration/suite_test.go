@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,19 +66,22 @@ func del(t *testing.T, svc *corev1.Service) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(svc)
-	if localrun.Poll(60*time.Second, poll, func() bool {
+	const wait = 60 * time.Second
+	if localrun.Poll(wait, poll, func() bool {
 		return apierrors.IsNotFound(s.Kube.Get(context.Background(), key, &corev1.Service{}))
 	}) {
 		return
 	}
 	// Often in a t.Cleanup, after scenario printed nothing: say what holds
-	// the Service, in the CCM's own words.
+	// the Service, in the CCM's own words (its lines naming this Service,
+	// not one whose name only begins the same).
 	left := &corev1.Service{}
 	_ = s.Kube.Get(context.Background(), key, left)
-	lines := s.CCM.Lines(" " + key.String())
+	named := regexp.MustCompile(regexp.QuoteMeta(key.String()) + `([^a-z0-9.-]|$)`)
+	lines := slices.DeleteFunc(s.CCM.Lines(key.String()), func(l string) bool { return !named.MatchString(l) })
 	lines = lines[max(0, len(lines)-40):]
-	t.Fatalf("timed out after 1m0s waiting for Service %s to be gone: finalizers %v, Load Balancer ID %q; the CCM's last lines about it:\n%s",
-		key, left.Finalizers, left.Annotations[ccm.AnnotationLoadBalancerID], strings.Join(lines, "\n"))
+	t.Fatalf("timed out after %s waiting for Service %s to be gone: finalizers %v, Load Balancer ID %q; the CCM's last lines about it:\n%s",
+		wait, key, left.Finalizers, left.Annotations[ccm.AnnotationLoadBalancerID], strings.Join(lines, "\n"))
 }
 
 func ptr[T any](v T) *T { return &v }
