@@ -197,7 +197,16 @@ func TestRecreateOnTheReplicaThatDidNotBook(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := get(t, "payments", name)
-			t.Cleanup(func() { del(t, now) })
+			t.Cleanup(func() {
+				// Deleted before the CCM attached it (X is freed once the
+				// previous Load Balancer is gone), the CCM would ask the
+				// Load Balancer's status first and retry that for ever
+				// (docs/troubleshooting.md); a user deletes it later too.
+				if got := now.Annotations[ccm.AnnotationPrivateIPIDs]; got != "" {
+					attachedTo(t, "payments", name, got)
+				}
+				del(t, now)
+			})
 			if !ok || listedSince(two, booked) {
 				t.Logf("attempt %d: replica 1 listed the pool after the booking (index age %.1fs); again", attempt, age)
 				continue
