@@ -131,7 +131,10 @@ func apiError(what string, err error) *Error {
 	switch scaleway.Classify(err) {
 	case scaleway.KindPermissionDenied:
 		return &Error{Reason: ReasonPermissionDenied, Err: err,
-			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam; the operator must give its API key IPAM rights", what)}
+			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam: its API key lacks %s; nothing was reserved, the operator must grant it (scw_lb_ipam_scaleway_key_refused names it too)", what, scaleway.IPAMFullAccess)}
+	case scaleway.KindUnauthenticated:
+		return &Error{Reason: ReasonPermissionDenied, Err: err,
+			Message: fmt.Sprintf("%s: the Scaleway API refused the credentials of scw-lb-ipam: its API key is unknown, revoked or expired; nothing was reserved, the operator must put a valid key in its Secret", what)}
 	case scaleway.KindUnavailable:
 		// Its own retries have run inside the admission: a client that
 		// retries at once would only add load to an API in trouble.

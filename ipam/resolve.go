@@ -137,7 +137,9 @@ func describe(err error, region string) string {
 	case scaleway.KindNotFound:
 		return fmt.Sprintf("not found in region %s (the pool file's region) for the API key's Project; check the ID, the pool file's region and SCW_DEFAULT_PROJECT_ID", region)
 	case scaleway.KindPermissionDenied:
-		return "permission denied; the API key needs VPC read and IPAM rights (PrivateNetworksReadOnly, IPAMFullAccess)"
+		return "permission denied: the API key's IAM application needs " + scaleway.PrivateNetworksReadOnly + " on the network's Project (docs/install.md, step 3)"
+	case scaleway.KindUnauthenticated:
+		return "the API key is refused: unknown, revoked or expired (docs/install.md, step 3)"
 	}
 	return err.Error()
 }

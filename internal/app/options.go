@@ -36,10 +36,15 @@ const WebhookPath = "/mutate-v1-service"
 // (the Scaleway client, the logger, the metrics, the excluded namespaces).
 type Options struct {
 	ConfigFile string
-	// ConfigPollEvery paces the check of the pool file for changes.
+	// ConfigPollEvery paces the check of the pool file, and of the API
+	// key in KeyDir, for changes.
 	ConfigPollEvery time.Duration
-	Kubeconfig      string
-	MetricsAddr     string
+	// KeyDir holds the API key as files (the credentials Secret mounted as
+	// a volume); a new key there is used without a restart. Empty: the
+	// SDK environment's key, for the life of the process.
+	KeyDir      string
+	Kubeconfig  string
+	MetricsAddr string
 	// MetricsSecure serves the metrics over HTTPS, to callers the apiserver
 	// authenticates (TokenReview) and authorizes (SubjectAccessReview, get
 	// on the non-resource URL /metrics); false serves plain HTTP to anyone.
@@ -126,7 +131,8 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, or $KUBECONFIG)")
 	fs.DurationVar(&o.Inventory.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses and of this cluster's reservations is trusted; past it, admissions list by themselves (an extra Scaleway call each)")
 	fs.DurationVar(&o.Inventory.RefreshInterval, "index-refresh-interval", time.Minute, "how often each replica lists the pools' subnets in the background (ceil(addresses/100) calls per subnet): the reservation index that lets a CREATE book in one call, and the pool gauges; must be shorter than --occupancy-ttl")
-	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file is checked for changes")
+	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file and the API key in --scaleway-key-dir are checked for changes")
+	fs.StringVar(&o.KeyDir, "scaleway-key-dir", "", "directory of the files SCW_ACCESS_KEY and SCW_SECRET_KEY (the credentials Secret as a volume); a new key there is used without a restart. Empty: the SDK environment's key")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the webhook keeps serving once /readyz fails, so that the apiserver stops calling this pod before it stops listening (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&o.Webhook.Timeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
 	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -76,9 +74,9 @@ func (p *preflight) credentials(ctx context.Context) {
 		who += " " + ak // the access key names the key; the secret key is never shown
 	}
 	grant := func(project string) string {
-		return "give the key's IAM application a policy on Project " + project + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly (docs/install.md, step 3)"
+		return "give the key's IAM application a policy on Project " + project + " with the permission sets " + scaleway.IPAMFullAccess + " and " + scaleway.PrivateNetworksReadOnly + " (docs/install.md, step 3)"
 	}
-	const create = "create an IAM application with the permission sets IPAMFullAccess and PrivateNetworksReadOnly on the cluster's Project, an API key for it, and the Secret the chart reads (docs/install.md, step 3)"
+	const create = "create an IAM application with the permission sets " + scaleway.IPAMFullAccess + " and " + scaleway.PrivateNetworksReadOnly + " on the cluster's Project, an API key for it, and the Secret the chart reads (docs/install.md, step 3)"
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: region, ClientOptions: p.o.ScalewayOptions})
 	if err != nil {
 		p.fail(checkCredentials, err.Error(), "set SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID: "+create)
@@ -89,16 +87,16 @@ func (p *preflight) credentials(ctx context.Context) {
 	// not just anywhere (a key of another Project's application would pass
 	// an unscoped read). The tag matches nothing, so one page answers.
 	_, err = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: project, Tags: []string{preflightProbeTag}})
-	switch rejected, denied := authFailure(err); {
+	switch kind := scaleway.Classify(err); {
 	case err == nil:
-	case rejected:
+	case kind == scaleway.KindUnauthenticated:
 		p.fail(checkCredentials, fmt.Sprintf("Scaleway rejects %s (%v): the key does not exist, is revoked or expired, or the secret key does not match it", who, err),
 			"put the access and secret key of an existing API key in the Secret (scw iam api-key get <access key> shows whether it exists and its expiry), or "+create)
 		return
-	case denied && project != "":
-		p.fail(checkCredentials, fmt.Sprintf("%s authenticates but may not list IPAM in Project %s (%v): its IAM application lacks IPAMFullAccess there", who, project, err), grant(project))
+	case kind == scaleway.KindPermissionDenied && project != "":
+		p.fail(checkCredentials, fmt.Sprintf("%s authenticates but may not list IPAM in Project %s (%v): its IAM application lacks %s there", who, project, err, scaleway.IPAMFullAccess), grant(project))
 		return
-	case denied:
+	case kind == scaleway.KindPermissionDenied:
 		p.fail(checkCredentials, fmt.Sprintf("%s authenticates but may not list IPAM (%v)", who, err), create)
 		return
 	default:
@@ -116,28 +114,6 @@ func (p *preflight) credentials(ctx context.Context) {
 // preflightProbeTag is a tag no IP carries: the credentials' list is then
 // one empty page, whatever the Project holds.
 const preflightProbeTag = "scw-lb-ipam-preflight-probe"
-
-// authFailure tells a key Scaleway does not know (401
-// denied_authentication: fix the key) from a known key without the rights
-// (403 permissions_denied or authorization_required: fix its IAM policy).
-// Classify puts both in KindPermissionDenied, as the webhook needs no more.
-func authFailure(err error) (rejected, denied bool) {
-	if err == nil {
-		return false, false
-	}
-	var unauth *scw.DeniedAuthenticationError
-	var perm *scw.PermissionsDeniedError
-	var resp *scw.ResponseError
-	switch {
-	case errors.As(err, &unauth):
-		return true, false
-	case errors.As(err, &perm):
-		return false, true
-	case errors.As(err, &resp):
-		return resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden
-	}
-	return false, false
-}
 
 // pnCache reads each Private Network once: the pool file's Resolve, the
 // cluster network's line and each pool's line all need it, and one run
@@ -228,7 +204,7 @@ func (p *preflight) poolNetworkFix(ctx context.Context, pool *ipam.Pool) string 
 	case kind == scaleway.KindNotFound:
 		return fmt.Sprintf("set the pool's privateNetworkID to a Private Network of region %s and Project %s (scw vpc private-network list project-id=%s region=%s)", p.cfg.Region, project, project, p.cfg.Region)
 	case kind == scaleway.KindPermissionDenied:
-		return "give the key's IAM application PrivateNetworksReadOnly on the network's Project (docs/install.md, step 3)"
+		return "give the key's IAM application " + scaleway.PrivateNetworksReadOnly + " on the network's Project (docs/install.md, step 3)"
 	default:
 		return "check the network path to the Scaleway API, then run again"
 	}
@@ -253,7 +229,7 @@ func (p *preflight) poolIPAM(ctx context.Context, pool *ipam.Pool) {
 	if err != nil {
 		fix := "check the network path to the Scaleway API and status.scaleway.com, then run again"
 		if scaleway.Classify(err) == scaleway.KindPermissionDenied {
-			fix = "give the key's IAM application IPAMFullAccess on Project " + p.cloud.ProjectID() + " (docs/install.md, step 3)"
+			fix = "give the key's IAM application " + scaleway.IPAMFullAccess + " on Project " + p.cloud.ProjectID() + " (docs/install.md, step 3)"
 		}
 		p.fail(check, fmt.Sprintf("listing the IPs of Private Network %s: %v", pool.PrivateNetworkID, err), fix)
 		return
@@ -334,7 +310,7 @@ func canaryFix(err error, address netip.Addr, projectID string) string {
 	case scaleway.KindExhausted:
 		return "the subnet has no free address: release addresses in it or widen the pool"
 	case scaleway.KindPermissionDenied:
-		return "give the key's IAM application IPAMFullAccess on Project " + projectID + ": it may list but not book (docs/install.md, step 3)"
+		return "give the key's IAM application " + scaleway.IPAMFullAccess + " on Project " + projectID + ": it may list but not book (docs/install.md, step 3)"
 	case scaleway.KindUnavailable:
 		return "check the network path to the Scaleway API and status.scaleway.com, then run again"
 	}

@@ -684,7 +684,7 @@ func TestPreflightCredentialsScopedToProject(t *testing.T) {
 
 // TestPreflightAuthFailure: a key Scaleway does not know (401) and a known
 // key without rights (403, in both bodies IAM answers) are told apart, from
-// the real bodies.
+// the real bodies, by Classify and by the Key the pods report.
 func TestPreflightAuthFailure(t *testing.T) {
 	emuURL, err := url.Parse(newPreflightWorld(t).srv.URL())
 	if err != nil {
@@ -712,15 +712,30 @@ func TestPreflightAuthFailure(t *testing.T) {
 			rw.WriteHeader(tt.status)
 			_, _ = rw.Write([]byte(tt.body))
 		}))
-		cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", Backoff: wait.Backoff{Steps: 1}, ClientOptions: []scw.ClientOption{
-			scw.WithAPIURL(srv.URL), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", statusSecret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}})
+		key, err := scaleway.NewKey("SCWABCDEFGHIJKLMNOPQ", statusSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cloud, err := scaleway.New(context.Background(), scaleway.Options{Region: "fr-par", Backoff: wait.Backoff{Steps: 1}, Key: key, ClientOptions: []scw.ClientOption{
+			scw.WithAPIURL(srv.URL), scw.WithDefaultProjectID(emulator.DefaultProjectID)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = cloud.ListIPs(context.Background(), scaleway.ListFilter{ProjectID: emulator.DefaultProjectID})
 		srv.Close()
-		if rejected, denied := authFailure(err); rejected != tt.rejected || denied != tt.denied {
+		kind := scaleway.Classify(err)
+		if rejected, denied := kind == scaleway.KindUnauthenticated, kind == scaleway.KindPermissionDenied; rejected != tt.rejected || denied != tt.denied {
 			t.Errorf("%d %s: rejected %v, denied %v; want %v, %v (%v)", tt.status, tt.body, rejected, denied, tt.rejected, tt.denied, err)
+		}
+		var refused scaleway.Refusal
+		got := errors.As(key.Err(), &refused)
+		switch {
+		case got != (tt.rejected || tt.denied):
+			t.Errorf("%d %s: the key reports %v", tt.status, tt.body, key.Err())
+		case tt.rejected && (refused.Status != 401 || refused.PermissionSet != ""):
+			t.Errorf("%d: the key reports %+v, want the key refused", tt.status, refused)
+		case tt.denied && refused.PermissionSet != scaleway.IPAMFullAccess:
+			t.Errorf("%d: the key reports %+v, want %s missing", tt.status, refused, scaleway.IPAMFullAccess)
 		}
 	}
 }

@@ -62,6 +62,7 @@ type Replica struct {
 
 	o    Options
 	data []byte // the pool file as loaded
+	key  *scaleway.Key
 	log  logr.Logger
 }
 
@@ -90,7 +91,10 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		return nil, fmt.Errorf("%s: %w", o.ConfigFile, err)
 	}
 	calls := newCallMetrics(reg)
-	cloud, err := scaleway.New(ctx, scaleway.Options{Region: r.Config.Region, Observe: calls.observe, ClientOptions: o.ScalewayOptions})
+	if r.key, err = newKey(o.KeyDir); err != nil {
+		return nil, err
+	}
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: r.Config.Region, Observe: calls.observe, Key: r.key, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +153,10 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: r.data,
 		cloud: cloud, alloc: r.Allocator, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
+		return err
+	}
+	if err := setupKeyWithManager(mgr, &keyReloader{dir: o.KeyDir, every: o.ConfigPollEvery, key: r.key, cloud: cloud,
+		config: r.Allocator.Config, clock: clock.RealClock{}, log: log.WithName("key")}, reg); err != nil {
 		return err
 	}
 	if err := setupMetricsWithManager(reg, r.Inventory); err != nil {

@@ -184,7 +184,7 @@ func TestStatusErrors(t *testing.T) {
 	bad := o
 	bad.ScalewayOptions = []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithAuth("SCWABCDEFGHIJKLMNOPQ", wrongSecret), scw.WithDefaultProjectID(emulator.DefaultProjectID)}
 	err := Status(context.Background(), bad, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), wrongSecret) {
+	if err == nil || !strings.Contains(err.Error(), "the API key is refused: unknown, revoked or expired") || strings.Contains(err.Error(), wrongSecret) {
 		t.Errorf("wrong credentials: %v", err)
 	}
 	missing := o

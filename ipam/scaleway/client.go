@@ -41,6 +41,9 @@ type Options struct {
 	PageSize uint32
 	// Observe, when set, sees every HTTP call.
 	Observe CallObserver
+	// Key, when set, signs every call instead of the SDK environment's
+	// secret key; Key.Set rotates it without a new Cloud.
+	Key *Key
 }
 
 // defaultBackoff is Options.Backoff's zero value.
@@ -78,6 +81,7 @@ func New(ctx context.Context, opts Options) (Cloud, error) {
 	hc := &observingClient{
 		next:    &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		observe: opts.Observe,
+		key:     opts.Key,
 	}
 	clientOpts := []scw.ClientOption{scw.WithUserAgent("scw-lb-ipam")}
 	if cfg, err := scw.LoadConfig(); err == nil {

@@ -60,7 +60,7 @@ func classifyCases(t *testing.T, e *env) []classifyCase {
 			defer e.srv.Detach(taken)
 			return e.cloud.ReleaseIP(ctx, taken)
 		}, KindInvalid},
-		{"401 denied_authentication", &emulator.Fault{Status: 401}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
+		{"401 denied_authentication", &emulator.Fault{Status: 401}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnauthenticated},
 		{"403 permissions_denied", &emulator.Fault{Status: 403}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindPermissionDenied},
 		{"429 after retries", &emulator.Fault{Status: 429}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
 		{"500 after retries", &emulator.Fault{Status: 500}, func() error { _, err := e.cloud.GetIP(ctx, taken); return err }, KindUnavailable},
@@ -98,7 +98,7 @@ func TestClassifyTypedAndStatus(t *testing.T) {
 	}{
 		{&scw.ResourceNotFoundError{Resource: "ip"}, KindNotFound},
 		{&scw.PermissionsDeniedError{}, KindPermissionDenied},
-		{&scw.DeniedAuthenticationError{}, KindPermissionDenied},
+		{&scw.DeniedAuthenticationError{}, KindUnauthenticated},
 		{&scw.OutOfStockError{}, KindExhausted},
 		{&scw.QuotasExceededError{}, KindExhausted},
 		{&scw.TransientStateError{}, KindUnavailable},

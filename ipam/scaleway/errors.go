@@ -26,8 +26,12 @@ const (
 	// KindUnavailable: rate limited, server error, connection failure or
 	// timeout; worth retrying later.
 	KindUnavailable
-	// KindPermissionDenied: the credentials are refused or lack IPAM rights.
+	// KindPermissionDenied: the key's IAM application lacks the permission
+	// set the call needs in the Project it touched (403).
 	KindPermissionDenied
+	// KindUnauthenticated: the API does not know the key: unknown,
+	// revoked or expired (401).
+	KindUnauthenticated
 	// KindInvalid: the API rejected the request's arguments.
 	KindInvalid
 )
@@ -44,6 +48,8 @@ func (k Kind) String() string {
 		return "unavailable"
 	case KindPermissionDenied:
 		return "permission denied"
+	case KindUnauthenticated:
+		return "key refused"
 	case KindInvalid:
 		return "invalid request"
 	default:
@@ -74,8 +80,10 @@ func Classify(err error) Kind {
 	switch {
 	case errors.As(err, &notFound):
 		return KindNotFound
-	case errors.As(err, &denied), errors.As(err, &unauth):
+	case errors.As(err, &denied):
 		return KindPermissionDenied
+	case errors.As(err, &unauth):
+		return KindUnauthenticated
 	case errors.As(err, &outOfStock), errors.As(err, &quota):
 		return KindExhausted
 	case errors.As(err, &transient), errors.As(err, &locked):
@@ -99,7 +107,9 @@ func classifyStatus(resp *scw.ResponseError) Kind {
 		return KindExhausted
 	case resp.StatusCode == http.StatusNotFound:
 		return KindNotFound
-	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusUnauthorized:
+		return KindUnauthenticated
+	case resp.StatusCode == http.StatusForbidden:
 		return KindPermissionDenied
 	case resp.StatusCode == http.StatusConflict:
 		// A 409 that is not already_exists is a transient state of the resource.

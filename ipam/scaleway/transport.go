@@ -33,12 +33,20 @@ func (h *retryHint) take() time.Duration {
 // that got an answer, under a label named code, while
 // scw_lb_ipam_scaleway_calls_total{operation,status} also counts the calls
 // that got none, as status 0, which is what shows an unreachable API.
+//
+// With a Key, it also signs each call with the key in use, and tells the
+// key what the API answered.
 type observingClient struct {
 	next    *http.Client
 	observe CallObserver
+	key     *Key
 }
 
 func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
+	gen := 0
+	if o.key != nil {
+		gen = o.key.sign(req)
+	}
 	start := time.Now()
 	resp, err := o.next.Do(req)
 	status := 0
@@ -52,8 +60,12 @@ func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
+	op := operation(req)
+	if o.key != nil {
+		o.key.answered(op, gen, status)
+	}
 	if o.observe != nil {
-		o.observe(operation(req), status, time.Since(start))
+		o.observe(op, status, time.Since(start))
 	}
 	return resp, err
 }

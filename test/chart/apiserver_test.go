@@ -357,13 +357,20 @@ func startBinary(t testing.TB, chartArgs []string, pools, kubeconfig, apiURL str
 	webhookPort, probePort := fixtures.Port(t), fixtures.Port(t)
 	p := &process{logs: &bytes.Buffer{}, certDir: t.TempDir(), webhookAddr: "127.0.0.1:" + strconv.Itoa(webhookPort),
 		metricsAddr: "127.0.0.1:" + strconv.Itoa(fixtures.Port(t)), readyz: fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)}
+	// The credentials Secret's volume, as the kubelet writes it.
+	keyDir := t.TempDir()
+	for name, v := range map[string]string{"SCW_ACCESS_KEY": emulator.TestAccessKey, "SCW_SECRET_KEY": emulator.TestSecretKey} {
+		if err := os.WriteFile(filepath.Join(keyDir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	args := append([]string{}, chartArgs...)
-	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig,
+	args = append(args, "--config="+pools, "--cert-dir="+p.certDir, "--kubeconfig="+kubeconfig, "--scaleway-key-dir="+keyDir,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(webhookPort),
 		"--metrics-bind-address="+p.metricsAddr, "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort))
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "POD_NAMESPACE="+namespace, "SCW_API_URL="+apiURL,
-		"SCW_ACCESS_KEY=SCWABCDEFGHIJKLMNOPQ", "SCW_SECRET_KEY=6f5d9a3c-1b2e-4c8d-9e7f-0a1b2c3d4e5f",
+		"SCW_ACCESS_KEY="+emulator.TestAccessKey, "SCW_SECRET_KEY="+emulator.TestSecretKey,
 		"SCW_DEFAULT_PROJECT_ID="+emulator.DefaultProjectID, "SCW_DEFAULT_REGION=fr-par")
 	var logs io.Writer = p.logs
 	if testenv.Verbose() {

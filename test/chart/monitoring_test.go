@@ -28,6 +28,7 @@ var wantAlerts = map[string]struct{ severity, hold string }{
 	"ScwLbIpamServicesNotConverged": {"critical", "10m"},
 	"ScwLbIpamNoSweeperLeader":      {"warning", "5m"},
 	"ScwLbIpamScalewayErrors":       {"warning", "10m"},
+	"ScwLbIpamScalewayKeyRefused":   {"critical", "2m"},
 	"ScwLbIpamPoolFileMismatch":     {"warning", "10m"},
 	"ScwLbIpamReservationsStranded": {"warning", "30m"},
 }

@@ -600,3 +600,48 @@ func TestCredentialsRequired(t *testing.T) {
 		t.Errorf("the credentials given: %v", err)
 	}
 }
+
+// TestKeyMountedForRotation: the pods read the API key from the
+// credentials Secret mounted where --scaleway-key-dir points, so that a new
+// key there is used without a restart; the pods roll only when what a
+// running pod cannot change does (the Project, the region), not the key.
+func TestKeyMountedForRotation(t *testing.T) {
+	base := []string{"ci/cert-manager-values.yaml"}
+	objs := render(t, base)
+	var dir string
+	for _, a := range containerArgs(t, objs) {
+		if v, ok := strings.CutPrefix(a, "--scaleway-key-dir="); ok {
+			dir = v
+		}
+	}
+	mounted := ""
+	for _, m := range container(t, objs)["volumeMounts"].([]any) {
+		if m := m.(map[string]any); m["mountPath"] == dir && m["readOnly"] == true {
+			mounted = m["name"].(string)
+		}
+	}
+	if dir == "" || mounted == "" {
+		t.Fatalf("--scaleway-key-dir=%q is no read-only mount: %v", dir, container(t, objs)["volumeMounts"])
+	}
+	secretName := one(t, objs, "Secret").GetName()
+	for _, v := range podSpec(t, objs)["volumes"].([]any) {
+		v := v.(map[string]any)
+		if v["name"] != mounted {
+			continue
+		}
+		sec, _ := v["secret"].(map[string]any)
+		if sec == nil || sec["secretName"] != secretName || fmt.Sprint(sec["items"]) != "[map[key:SCW_ACCESS_KEY path:SCW_ACCESS_KEY] map[key:SCW_SECRET_KEY path:SCW_SECRET_KEY]]" {
+			t.Errorf("volume %s: %v, want the keys of Secret %s as files", mounted, v, secretName)
+		}
+	}
+	checksum := func(set ...string) any {
+		return field(t, one(t, render(t, base, set...), "Deployment"), "spec", "template", "metadata", "annotations").(map[string]any)["checksum/scaleway"]
+	}
+	before := checksum()
+	if after := checksum("scaleway.secretKey=0b0b0b0b-0000-4000-8000-000000000002", "scaleway.accessKey=SCWNEWKEY00000000000"); after != before {
+		t.Errorf("a new key rolls the pods (checksum %v → %v)", before, after)
+	}
+	if after := checksum("scaleway.projectID=7c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"); after == before {
+		t.Error("a new Project does not roll the pods")
+	}
+}

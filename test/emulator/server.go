@@ -32,9 +32,12 @@ type Options struct {
 	// OrganizationID of the default project and of objects in projects the
 	// emulator does not know. Default ProjectID.
 	OrganizationID string
-	// SecretKey, when set, is the only X-Auth-Token accepted; otherwise any
-	// non-empty token is.
+	// SecretKey, when set, is a key of the organisation's owner (every
+	// permission set on every Project). With Keys, the keys Scaleway IAM
+	// knows; a call with another token is answered 401 and one its key may
+	// not make 403. With neither, any non-empty token is the owner's.
 	SecretKey string
+	Keys      []Key
 	// Clock gives every timestamp (created_at, updated_at, logs). Default
 	// the real clock. Injected delays always use real time.
 	Clock clock.PassiveClock
@@ -96,6 +99,7 @@ type Server struct {
 	// and observing never wait on the state.
 	faults
 	traffic
+	iam *keyring
 
 	// life guards the listener state.
 	life      sync.Mutex
@@ -126,6 +130,7 @@ func New(opts Options) *Server {
 		vpcAPI:  &vpcAPI{cl},
 		lbAPI:   &lbAPI{cl},
 		faults:  newFaults(),
+		iam:     newKeyring(opts),
 		traffic: traffic{counts: map[Op]int{}},
 	}
 	s.routes = buildRoutes(apis{
@@ -281,7 +286,8 @@ func (s *Server) serve(c *call, rt *route) outcome {
 
 // handle authenticates, checks the region, reads the body and runs rt.
 func (s *Server) handle(c *call, rt *route) reply {
-	if c.op != OpMetadata && !s.authorized(c.r) {
+	key, known := s.authenticate(c.r)
+	if c.op != OpMetadata && !known {
 		return errDeniedAuthentication()
 	}
 	if rt == nil {
@@ -300,15 +306,10 @@ func (s *Server) handle(c *call, rt *route) reply {
 		}
 		c.body = b
 	}
-	return rt.h(c)
-}
-
-func (s *Server) authorized(r *http.Request) bool {
-	tok := r.Header.Get("X-Auth-Token")
-	if tok == "" {
-		return false
+	if denied := s.authorize(key, c); denied != nil {
+		return *denied
 	}
-	return s.opts.SecretKey == "" || tok == s.opts.SecretKey
+	return rt.h(c)
 }
 
 // sleep waits d of real time; false when the client left or the server

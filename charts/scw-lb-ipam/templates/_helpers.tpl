@@ -54,6 +54,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-tls" (include "scw-lb-ipam.fullname" .) -}}
 {{- end -}}
 
+{{/* Where the pods mount the API key of the credentials Secret. */}}
+{{- define "scw-lb-ipam.keyDir" -}}
+/var/run/scw-lb-ipam/scaleway
+{{- end -}}
+
 {{/* Where the pods mount the pool file's ConfigMap. */}}
 {{- define "scw-lb-ipam.configDir" -}}
 /etc/scw-lb-ipam
