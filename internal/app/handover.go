@@ -18,9 +18,12 @@ import (
 // HandoverOptions are the flags of "handover".
 type HandoverOptions struct {
 	ConfigFile string
-	From, To   string
-	Namespace  string
-	DryRun     bool
+	// KeyDir is serve's --scaleway-key-dir: the key in use, which the
+	// pod's environment may no longer hold.
+	KeyDir    string
+	From, To  string
+	Namespace string
+	DryRun    bool
 	// WebhookTimeout and PendingGrace are the install's (serve's flags of
 	// the same names): the release protocol's margin is twice the timeout.
 	WebhookTimeout time.Duration
@@ -35,6 +38,7 @@ type HandoverOptions struct {
 func ParseHandoverFlags(args []string) (HandoverOptions, error) {
 	var o HandoverOptions
 	fs := flag.NewFlagSet("handover", flag.ContinueOnError)
+	fs.StringVar(&o.KeyDir, "scaleway-key-dir", DefaultKeyDir, keyDirUsage)
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file of the receiving cluster (its clusterName is --to)")
 	fs.StringVar(&o.From, "from", "", "clusterName of the cluster whose retained reservations move")
 	fs.StringVar(&o.To, "to", "", "clusterName receiving them: the pool file's")
@@ -67,7 +71,7 @@ func Handover(ctx context.Context, o HandoverOptions, out io.Writer) error {
 	if o.To != cfg.ClusterName {
 		return fmt.Errorf("--to %q is not the clusterName of %s (%q): run handover with the receiving cluster's pool file, whose pools say where the reservations go", o.To, o.ConfigFile, cfg.ClusterName)
 	}
-	cloud, err := resolvedCloud(ctx, cfg, o.ScalewayOptions)
+	cloud, err := resolvedCloud(ctx, cfg, o.KeyDir, o.ScalewayOptions)
 	if err != nil {
 		return err
 	}

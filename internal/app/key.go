@@ -45,11 +45,19 @@ func readKey(dir string) (access, secret string, err error) {
 	return access, secret, nil
 }
 
+// DefaultKeyDir is where the chart mounts the API key: every command
+// (serve, and status or handover run in its pod) reads it there first,
+// since the pod's environment keeps the key it started with.
+const DefaultKeyDir = "/var/run/scw-lb-ipam/scaleway"
+
+// keyDirUsage is the help of every command's --scaleway-key-dir.
+const keyDirUsage = "directory of the files SCW_ACCESS_KEY and SCW_SECRET_KEY (the credentials Secret as a volume), read before the SDK environment; serve uses a new key there without a restart. Empty, or the default when absent: the SDK environment's key"
+
 // newKey is the key every Scaleway call is signed with: the pair in dir,
-// or, without a dir, a key that only reports what the API says of the
-// SDK environment's.
+// or, without one (dir empty, or the default and absent), a key that only
+// reports what the API says of the SDK environment's.
 func newKey(dir string) (*scaleway.Key, error) {
-	if dir == "" {
+	if _, err := os.Stat(dir); dir == "" || (dir == DefaultKeyDir && os.IsNotExist(err)) {
 		return &scaleway.Key{}, nil
 	}
 	access, secret, err := readKey(dir)

@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
 const (
@@ -24,32 +23,11 @@ const (
 	secondAccess, secondSecret = "SCWSECONDKEY00000000", "2b2b2b2b-0000-4000-8000-000000000002"
 )
 
-// secretVolume writes the pair as the kubelet writes a Secret volume: the
-// files are links into a data directory that is swapped as a whole.
+// secretVolume writes the pair as the kubelet writes a Secret volume.
 func secretVolume(t *testing.T, dir, access, secret string) {
 	t.Helper()
-	data := filepath.Join(dir, "..data-"+time.Now().Format("150405.000000000"))
-	if err := os.Mkdir(data, 0o755); err != nil {
+	if err := localrun.WriteSecretVolume(dir, map[string]string{accessKeyFile: access + "\n", secretKeyFile: secret + "\n"}); err != nil {
 		t.Fatal(err)
-	}
-	for name, v := range map[string]string{accessKeyFile: access, secretKeyFile: secret} {
-		if err := os.WriteFile(filepath.Join(data, name), []byte(v+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(data), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{accessKeyFile, secretKeyFile} {
-		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
-			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 }
 

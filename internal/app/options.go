@@ -40,8 +40,9 @@ type Options struct {
 	// key in KeyDir, for changes.
 	ConfigPollEvery time.Duration
 	// KeyDir holds the API key as files (the credentials Secret mounted as
-	// a volume); a new key there is used without a restart. Empty: the
-	// SDK environment's key, for the life of the process.
+	// a volume); a new key there is used without a restart. Empty, or the
+	// default and absent: the SDK environment's key, for the life of the
+	// process.
 	KeyDir      string
 	Kubeconfig  string
 	MetricsAddr string
@@ -132,7 +133,7 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.DurationVar(&o.Inventory.OccupancyTTL, "occupancy-ttl", 5*time.Minute, "how long a listing of a subnet's booked addresses and of this cluster's reservations is trusted; past it, admissions list by themselves (an extra Scaleway call each)")
 	fs.DurationVar(&o.Inventory.RefreshInterval, "index-refresh-interval", time.Minute, "how often each replica lists the pools' subnets in the background (ceil(addresses/100) calls per subnet): the reservation index that lets a CREATE book in one call, and the pool gauges; must be shorter than --occupancy-ttl")
 	fs.DurationVar(&o.ConfigPollEvery, "config-poll-interval", 10*time.Second, "how often the pool file and the API key in --scaleway-key-dir are checked for changes")
-	fs.StringVar(&o.KeyDir, "scaleway-key-dir", "", "directory of the files SCW_ACCESS_KEY and SCW_SECRET_KEY (the credentials Secret as a volume); a new key there is used without a restart. Empty: the SDK environment's key")
+	fs.StringVar(&o.KeyDir, "scaleway-key-dir", DefaultKeyDir, keyDirUsage)
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long the webhook keeps serving once /readyz fails, so that the apiserver stops calling this pod before it stops listening (keep it under the pod's terminationGracePeriodSeconds)")
 	fs.DurationVar(&o.Webhook.Timeout, "webhook-timeout", webhook.DefaultAdmissionTimeout, "the webhook configuration's timeoutSeconds; admissions answer within it, and a retained IP is taken back only while its release is more than twice this away")
 	fs.DurationVar(&o.Sweep.Interval, "sweep-interval", sweeper.DefaultInterval, "time between sweeper cycles (Service deletions trigger one sooner)")

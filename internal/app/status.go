@@ -26,7 +26,10 @@ import (
 // StatusOptions are the flags of "status".
 type StatusOptions struct {
 	ConfigFile string
-	Output     string // table or json
+	// KeyDir is serve's --scaleway-key-dir: the key in use, which the
+	// pod's environment may no longer hold.
+	KeyDir string
+	Output string // table or json
 	// Kubeconfig, when set, is read to name the Services that use
 	// bring-your-own IPs (IPAM knows nothing of them).
 	Kubeconfig string
@@ -48,6 +51,7 @@ type StatusOptions struct {
 func ParseStatusFlags(args []string) (StatusOptions, error) {
 	var o StatusOptions
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.StringVar(&o.KeyDir, "scaleway-key-dir", DefaultKeyDir, keyDirUsage)
 	fs.StringVar(&o.ConfigFile, "config", "/etc/scw-lb-ipam/pools.yaml", "pool file")
 	fs.StringVar(&o.Output, "o", "table", "output: table or json")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster, to name the Services using bring-your-own IPs (read-only)")
@@ -69,7 +73,7 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cloud, err := resolvedCloud(ctx, cfg, o.ScalewayOptions)
+	cloud, err := resolvedCloud(ctx, cfg, o.KeyDir, o.ScalewayOptions)
 	if err != nil {
 		return err
 	}
@@ -119,8 +123,12 @@ func Status(ctx context.Context, o StatusOptions, out io.Writer) error {
 
 // resolvedCloud is the Scaleway client of a one-off command, with the pool
 // file's pools resolved against the live Private Networks.
-func resolvedCloud(ctx context.Context, cfg *ipam.Config, opts []scw.ClientOption) (scaleway.Cloud, error) {
-	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, ClientOptions: opts})
+func resolvedCloud(ctx context.Context, cfg *ipam.Config, keyDir string, opts []scw.ClientOption) (scaleway.Cloud, error) {
+	key, err := newKey(keyDir)
+	if err != nil {
+		return nil, err
+	}
+	cloud, err := scaleway.New(ctx, scaleway.Options{Region: cfg.Region, Key: key, ClientOptions: opts})
 	if err != nil {
 		return nil, fmt.Errorf("%w (check SCW_ACCESS_KEY, SCW_SECRET_KEY and SCW_DEFAULT_PROJECT_ID)", err)
 	}

@@ -1,6 +1,7 @@
 package scaleway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -246,8 +247,12 @@ func (c *scwCloud) listPage(ctx context.Context, f ListFilter, page int32) (*ipa
 	if f.PrivateNetworkID != "" {
 		req.PrivateNetworkID = scw.StringPtr(f.PrivateNetworkID)
 	}
-	if f.ProjectID != "" {
-		req.ProjectID = scw.StringPtr(f.ProjectID)
+	// Every list names a Project: IAM refuses a list across the
+	// organisation (403) to a key whose policy covers some Projects only,
+	// as the install guide's does (scaleway/scaleway-cli#5686). A pool's
+	// IPs are in its network's Project, which must be the key's.
+	if project := cmp.Or(f.ProjectID, c.project); project != "" {
+		req.ProjectID = scw.StringPtr(project)
 	}
 	var resp *ipamapi.ListIPsResponse
 	err := c.retry(ctx, retryable, func(ctx context.Context) (err error) {

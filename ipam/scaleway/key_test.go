@@ -51,8 +51,10 @@ func TestKeyNamesTheMissingPermissionSet(t *testing.T) {
 	if _, err := c.GetPrivateNetwork(ctx, pn); Classify(err) != KindPermissionDenied {
 		t.Fatalf("reading the network without PrivateNetworksReadOnly: %v", err)
 	}
-	if _, err := c.ListIPs(ctx, ListFilter{ProjectID: testProject}); err != nil {
-		t.Fatal(err)
+	// A pool's listing names its network only: the list names the key's
+	// Project all the same, which IAM requires of a key scoped to it.
+	if _, err := c.ListIPs(ctx, ListFilter{PrivateNetworkID: pn}); err != nil {
+		t.Fatalf("listing a network's IPs with a key scoped to its Project: %v", err)
 	}
 	var r Refusal
 	if !errors.As(key.Err(), &r) || r.PermissionSet != PrivateNetworksReadOnly || r.Status != 403 || r.Operation != "GetPrivateNetwork" {

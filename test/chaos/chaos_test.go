@@ -214,6 +214,7 @@ pools:
 		Logs:          logs,
 		CCMReplicas:   ccmReplicas,
 		LBDeleteDelay: deleteDelay,
+		RotatableKey:  true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -249,6 +250,8 @@ pools:
 	// loop, whoever it is.
 	sweeps := newCycles(env)
 	watchers.Go(func() { sweeps.run(killCtx) })
+	rotation := &keyRotation{env: env, done: &r.done, total: opsTotal}
+	watchers.Go(func() { rotation.run(killCtx) })
 
 	// One more client churns Service names in a namespace of its own,
 	// held to its share of pools shared and lab.
@@ -296,6 +299,7 @@ pools:
 
 	kills.check(t)
 	ccmKills.check(t)
+	rotation.check(t, r)
 	if path := os.Getenv("CHAOS_DEBUG"); path != "" {
 		_ = os.WriteFile(path, []byte(logs.String()), 0o600)
 		_ = os.WriteFile(path+".journal", []byte(r.journalText()), 0o600)
@@ -306,6 +310,7 @@ pools:
 	results := r.invariants(ok3, logs.String(), addrs, sticky)
 	r.summary(seed, opsTotal, clients, max(deleteDelay, 0), opsWall, settled, f, results, addrs, sticky, kills, sweeps)
 	fmt.Print(ccmKills.summary())
+	fmt.Print(rotation.summary())
 	ch.check(t)
 	sweeps.check(t)
 	for _, res := range results {
@@ -564,6 +569,7 @@ func (r *run) denied(err error) string {
 		{"does not exist in region", "IPAM ID does not exist"},
 		{"failed calling webhook", "webhook timeout or unreachable"},
 		{"unavailable after retries", "Scaleway unavailable"},
+		{"refused the credentials", keyRefusedReason},
 		{"is exhausted", "pool exhausted"},
 		{"is held by", "address held"},
 		// A re-apply of a manifest pinning an address of the pool the

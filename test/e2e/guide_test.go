@@ -30,23 +30,26 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
-// guidePage is the page whose marked blocks TestGuide runs as written.
-const guidePage = "docs/install.md"
+// The pages whose marked blocks TestGuide runs as written: the install
+// guide, and the key rotation of the security page on its install.
+const (
+	guidePage    = "docs/install.md"
+	runMarker    = "<!-- guide: run -->"
+	rotationPage = "docs/security.md"
+	rotateMarker = "<!-- guide: rotate -->"
+)
 
-// runMarker marks a block of guidePage that TestGuide runs.
-const runMarker = "<!-- guide: run -->"
-
-// guideBlocks are the shell blocks of page marked runMarker, in order,
-// their list indentation removed.
-func guideBlocks(page string) ([]string, error) {
+// guideBlocks are the shell blocks of page marked marker, in order, their
+// list indentation removed.
+func guideBlocks(page, marker string) ([]string, error) {
 	var blocks []string
 	lines := strings.Split(page, "\n")
 	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != runMarker {
+		if strings.TrimSpace(lines[i]) != marker {
 			continue
 		}
 		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "```sh" {
-			return nil, fmt.Errorf("line %d: %s is not followed by a ```sh block", i+1, runMarker)
+			return nil, fmt.Errorf("line %d: %s is not followed by a ```sh block", i+1, marker)
 		}
 		indent := lines[i+1][:len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " "))]
 		var b strings.Builder
@@ -74,22 +77,22 @@ var placeholder = regexp.MustCompile(`<[a-z][a-z-]*>`)
 // ghcr.io: helm installs the chart from it by --version, and the kubelet
 // pulls the image from it. The test stands in for the (cloud) steps only:
 // the emulator's Private Networks fill the examples' <placeholders>,
-// key.json and PROJECT_ID are what scw iam api-key create and the page's
-// line give, and helm gets the emulator's API URL. The page's blocks run
-// to its uninstall, which must leave nothing of the chart's; the page's
-// Service must have got its reserved address, and the real CCM must show
-// it in its status.
+// key.json (a key of scw-lb-ipam's own application, with the page's two
+// permission sets on the Project, apart from the CCM's) and PROJECT_ID are
+// what scw iam api-key create and the page's line give, and helm gets the
+// emulator's API URL. Before the page's uninstall, docs/security.md's key
+// rotation runs on that install (rotateKey). The page's blocks run to its
+// uninstall, which must leave nothing of the chart's; the page's Service
+// must have got its reserved address, and the real CCM must show it in its
+// status.
 func TestGuide(t *testing.T) {
-	page, err := os.ReadFile(filepath.Join(repoRoot, guidePage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := guideBlocks(string(page))
-	if err != nil {
-		t.Fatalf("%s: %v", guidePage, err)
-	}
+	blocks, rotation := pageBlocks(t, guidePage, runMarker), pageBlocks(t, rotationPage, rotateMarker)
 	if len(blocks) < 3 {
 		t.Fatalf("%s marks %d blocks to run, want the Secret, the install and the Service", guidePage, len(blocks))
+	}
+	uninstall := slices.IndexFunc(blocks, func(b string) bool { return strings.Contains(b, "helm uninstall") })
+	if uninstall < 0 {
+		t.Fatalf("%s marks no block with helm uninstall", guidePage)
 	}
 	emu := newEmulator()
 	url, err := emu.Start(nodeIP + ":0")
@@ -109,19 +112,27 @@ func TestGuide(t *testing.T) {
 		"<cluster-name>": "e2e", "<cluster-private-network-id>": pns["nodes"].ID, "<pool-private-network-id>": pns["dc"].ID,
 	}, url, reg.addr)
 	t.Cleanup(func() { removeGuide(t) })
-	for i, block := range blocks {
-		began := time.Now()
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Join(dir, ".bin")+":"+os.Getenv("PATH"), "KUBECONFIG="+cluster.kubeconfig,
-			"HOME="+dir, "PROJECT_ID="+emulator.DefaultProjectID)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s, block %d of %d failed (%v):\n%s\n--- its output:\n%s\n%s", guidePage, i+1, len(blocks), err, block, out.String(), podReport(t))
+	run := func(page string, blocks []string, first int) {
+		for i, block := range blocks {
+			began := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", block)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Join(dir, ".bin")+":"+os.Getenv("PATH"), "KUBECONFIG="+cluster.kubeconfig,
+				"HOME="+dir, "PROJECT_ID="+emulator.DefaultProjectID)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			cancel()
+			if err != nil {
+				t.Fatalf("%s, block %d failed (%v):\n%s\n--- its output:\n%s\n%s", page, first+i+1, err, block, out.String(), podReport(t))
+			}
+			t.Logf("%s, block %d: %s", page, first+i+1, time.Since(began).Round(100*time.Millisecond))
 		}
-		t.Logf("%s, block %d: %s", guidePage, i+1, time.Since(began).Round(100*time.Millisecond))
 	}
+	run(guidePage, blocks[:uninstall], 0)
+	rotateKey(t, emu, dir, func() { run(rotationPage, rotation, 0) })
+	run(guidePage, blocks[uninstall:], uninstall)
 	// The pods go once the garbage collector has deleted the ReplicaSet.
 	var left []string
 	if !localrun.Poll(time.Minute, 250*time.Millisecond, func() bool { left = chartLeftovers(t); return len(left) == 0 }) {
@@ -180,10 +191,7 @@ func userDir(t *testing.T, fill map[string]string, apiURL, registryAddr string) 
 			t.Fatal(err)
 		}
 	}
-	key, _ := json.Marshal(map[string]string{"access_key": testenv.AccessKey, "secret_key": testenv.SecretKey, "default_project_id": emulator.DefaultProjectID})
-	if err := os.WriteFile(filepath.Join(dir, "key.json"), key, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeKeyJSON(t, dir, testenv.WebhookKey(1))
 	bin := filepath.Join(dir, ".bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -210,6 +218,32 @@ exec %[2]s "$@"
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// writeKeyJSON leaves in dir what scw iam api-key create -o json writes.
+func writeKeyJSON(t *testing.T, dir string, k emulator.Key) {
+	t.Helper()
+	key, _ := json.Marshal(map[string]string{"access_key": k.AccessKey, "secret_key": k.SecretKey, "default_project_id": emulator.DefaultProjectID})
+	if err := os.WriteFile(filepath.Join(dir, "key.json"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pageBlocks reads page's blocks marked marker.
+func pageBlocks(t *testing.T, page, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := guideBlocks(string(b), marker)
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("%s marks no block %s", page, marker)
+	}
+	return blocks
 }
 
 // removeGuide uninstalls what the guide installed: the release, the

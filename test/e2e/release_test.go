@@ -117,8 +117,12 @@ scaleway:
 // newEmulator is Scaleway as the suite's node meets it: at Scaleway's own
 // pace, a Load Balancer ready 3 s after its creation and each change to it
 // settling in 2 s (the other suites keep 0, faster than the real API).
+//
+// It knows the owner's key, which the CCM and most releases use, and the
+// first key of scw-lb-ipam's own application (testenv.WebhookKey), which
+// the guide's install uses.
 func newEmulator() *emulator.Server {
-	return emulator.New(emulator.Options{SecretKey: testenv.SecretKey,
+	return emulator.New(emulator.Options{SecretKey: testenv.SecretKey, Keys: []emulator.Key{testenv.WebhookKey(1)},
 		LBCreateDelay: emulator.ScalewayLBCreateDelay, LBSettleDelay: emulator.ScalewayLBSettleDelay})
 }
 

@@ -126,7 +126,8 @@ func (s *Server) authorize(k Key, c *call) *reply {
 // inProjects reports whether the Project a call names (project_id in its
 // query or body) or touches (the IP or Private Network of its path) is one
 // of projects. A call that names none lists or creates across the
-// organisation: only a key covering every Project may make it.
+// organisation: only a key covering every Project may make it (IAM denies
+// it to the others since its policy conditions, scaleway/scaleway-cli#5686).
 func (s *Server) inProjects(c *call, projects []string) bool {
 	if p := c.query["project_id"]; len(p) == 1 {
 		return slices.Contains(projects, p[0])

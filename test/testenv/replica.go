@@ -180,6 +180,9 @@ func (r *Replica) configure(pools, apiHost string) error {
 	args := append([]string{"--config", pools, "--metrics-bind-address", "0", "--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probe),
 		"--leader-election-namespace", ReleaseNamespace, "--excluded-namespaces", "kube-system", "--shutdown-delay", "0s",
 		"--webhook-host", "127.0.0.1", "--webhook-port", "9443", "--tls-mode", "cert-manager"}, r.env.o.Args...)
+	if r.env.keyDir != "" {
+		args = append(args, "--scaleway-key-dir", r.env.keyDir)
+	}
 	if r.serve, err = app.ParseFlags(args); err != nil {
 		return err
 	}

@@ -69,6 +69,10 @@ type Options struct {
 	LBDeleteDelay time.Duration
 	// NoCCM leaves the CCM out (benchmarks of the admission path alone).
 	NoCCM bool
+	// RotatableKey gives the webhook an API key of its own (the install
+	// guide's permission sets on the default Project; the CCM keeps the
+	// owner's), read from a Secret volume: RotateKey replaces it.
+	RotatableKey bool
 	// Share runs this cluster on another Env's emulator, as two clusters
 	// share one Scaleway Project: its Private Networks (PrivateNetworks is
 	// ignored), and its owner closes it.
@@ -98,6 +102,8 @@ type Env struct {
 	o       Options
 	tmp     string
 	service string // the webhook Service's ClusterIP:443
+	keyDir  string // the webhook's Secret volume (Options.RotatableKey)
+	keys    int    // the webhook keys made so far
 }
 
 // Start brings everything up: the emulator, kube-apiserver and etcd with an
@@ -135,6 +141,11 @@ func Start(o Options) (_ *Env, err error) {
 	}
 	if err := e.installChart(context.Background()); err != nil {
 		return nil, err
+	}
+	if o.RotatableKey {
+		if err := e.setupKey(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.addReplicas(); err != nil {
 		return nil, err
