@@ -46,6 +46,8 @@ const (
 	nodeName            = "e2e-node"
 	// pauseImage is the sandbox image, built here: none can be pulled.
 	pauseImage = "localhost/scw-lb-ipam-e2e/pause:1"
+	// forgerImage runs testdata/forger, built here too.
+	forgerImage = "localhost/scw-lb-ipam-e2e/forger:1"
 	// imageRepository is the chart's image.repository, the name make image
 	// gives the layout's index.
 	imageRepository = "ghcr.io/scw-lb-ipam/scw-lb-ipam"
@@ -311,13 +313,19 @@ func (n *node) ctr(args ...string) (string, error) {
 // importImages imports the sandbox image it builds and the project's image
 // from make image's OCI layout, whose index digest the chart runs.
 func (n *node) importImages() error {
-	pauseTar, err := n.buildPauseImage()
-	if err != nil {
-		return err
+	for _, p := range []struct{ pkg, ref, user string }{
+		{"pause", pauseImage, "65535:65535"},
+		{"forger", forgerImage, "65532:65532"},
+	} {
+		file, err := n.buildProgramImage(p.pkg, p.ref, p.user)
+		if err != nil {
+			return err
+		}
+		if _, err := n.ctr("images", "import", file); err != nil {
+			return err
+		}
 	}
-	if _, err := n.ctr("images", "import", pauseTar); err != nil {
-		return err
-	}
+	var err error
 	n.digest, n.imageRef, err = n.importLayout(filepath.Join(repoRoot, "bin", "image"))
 	return err
 }
@@ -366,15 +374,15 @@ func (n *node) importLayout(dir string) (digest, ref string, err error) {
 	return digest, ref, err
 }
 
-// buildPauseImage builds testdata/pause static and writes a docker
-// tarball of the one-layer image that runs it.
-func (n *node) buildPauseImage() (string, error) {
-	bin := n.path("pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./test/e2e/testdata/pause")
+// buildProgramImage builds testdata/<pkg> static and writes a docker
+// tarball of the one-layer image ref that runs it as user.
+func (n *node) buildProgramImage(pkg, ref, user string) (string, error) {
+	bin := n.path(pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./test/e2e/testdata/"+pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the pause program: %w: %s", err, out)
+		return "", fmt.Errorf("building the %s program: %w: %s", pkg, err, out)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -382,7 +390,7 @@ func (n *node) buildPauseImage() (string, error) {
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "pause", Mode: 0o755, Size: int64(len(data))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: pkg, Mode: 0o755, Size: int64(len(data))}); err != nil {
 		return "", err
 	}
 	if _, err := tw.Write(data); err != nil {
@@ -406,16 +414,16 @@ func (n *node) buildPauseImage() (string, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", goruntime.GOARCH
-	cf.Config = v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}
+	cf.Config = v1.Config{Entrypoint: []string{"/" + pkg}, User: user}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
 	}
-	ref, err := name.NewTag(pauseImage)
+	tag, err := name.NewTag(ref)
 	if err != nil {
 		return "", err
 	}
-	out := n.path("pause.tar")
-	return out, tarball.WriteToFile(out, ref, img)
+	out := n.path(pkg + ".tar")
+	return out, tarball.WriteToFile(out, tag, img)
 }
 
 // tarDir writes dir's files into a tar archive, the form ctr imports an
