@@ -645,3 +645,33 @@ func TestKeyMountedForRotation(t *testing.T) {
 		t.Error("a new Project does not roll the pods")
 	}
 }
+
+// TestNetworkPolicy: off by default; on, it selects the Deployment's pods,
+// opens the webhook's port to every address outside the Pod network (or
+// the peers given), the metrics port to the peers given only, and lets
+// out DNS and the TCP ports of the apiserver and the Scaleway API only.
+func TestNetworkPolicy(t *testing.T) {
+	base := []string{"ci/cert-manager-values.yaml"}
+	if n := len(find(render(t, base), "NetworkPolicy")); n != 0 {
+		t.Fatalf("%d NetworkPolicies rendered by default", n)
+	}
+	objs := render(t, base, "networkPolicy.enabled=true")
+	np := one(t, objs, "NetworkPolicy")
+	selector := field(t, one(t, objs, "Deployment"), "spec", "selector", "matchLabels")
+	if got := field(t, np, "spec", "podSelector", "matchLabels"); fmt.Sprint(got) != fmt.Sprint(selector) {
+		t.Errorf("podSelector %v, the Deployment's %v", got, selector)
+	}
+	ingress := field(t, np, "spec", "ingress").([]any)
+	if len(ingress) != 1 || fmt.Sprint(ingress[0]) != "map[from:[map[ipBlock:map[cidr:0.0.0.0/0 except:[100.64.0.0/15]]]] ports:[map[port:9443 protocol:TCP]]]" {
+		t.Errorf("ingress %v: want the webhook's port from outside Kapsule's Pod network only", ingress)
+	}
+	if egress := fmt.Sprint(field(t, np, "spec", "egress")); egress != "[map[ports:[map[port:53 protocol:UDP] map[port:53 protocol:TCP]]] map[ports:[map[port:443 protocol:TCP] map[port:6443 protocol:TCP]]]]" {
+		t.Errorf("egress %s", egress)
+	}
+	own := one(t, render(t, []string{overrides.values}), "NetworkPolicy")
+	ingress = field(t, own, "spec", "ingress").([]any)
+	if len(ingress) != 2 || !strings.Contains(fmt.Sprint(ingress[0]), "10.1.0.0/16") || strings.Contains(fmt.Sprint(ingress[0]), "except") ||
+		!strings.Contains(fmt.Sprint(ingress[1]), "port:8444") || !strings.Contains(fmt.Sprint(ingress[1]), "monitoring") {
+		t.Errorf("the overrides' ingress %v: want webhookFrom on the webhook's port, metricsFrom on the metrics port", ingress)
+	}
+}

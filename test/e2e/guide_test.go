@@ -37,6 +37,7 @@ const (
 	runMarker    = "<!-- guide: run -->"
 	rotationPage = "docs/security.md"
 	rotateMarker = "<!-- guide: rotate -->"
+	fenceMarker  = "<!-- guide: fence -->"
 )
 
 // guideBlocks are the shell blocks of page marked marker, in order, their
@@ -80,13 +81,14 @@ var placeholder = regexp.MustCompile(`<[a-z][a-z-]*>`)
 // key.json (a key of scw-lb-ipam's own application, with the page's two
 // permission sets on the Project, apart from the CCM's) and PROJECT_ID are
 // what scw iam api-key create and the page's line give, and helm gets the
-// emulator's API URL. Before the page's uninstall, docs/security.md's key
-// rotation runs on that install (rotateKey). The page's blocks run to its
+// emulator's API URL. Before the page's uninstall, docs/security.md's fence
+// (the NetworkPolicy, then helm test) and key rotation (rotateKey) run on
+// that install. The page's blocks run to its
 // uninstall, which must leave nothing of the chart's; the page's Service
 // must have got its reserved address, and the real CCM must show it in its
 // status.
 func TestGuide(t *testing.T) {
-	blocks, rotation := pageBlocks(t, guidePage, runMarker), pageBlocks(t, rotationPage, rotateMarker)
+	blocks, rotation, fence := pageBlocks(t, guidePage, runMarker), pageBlocks(t, rotationPage, rotateMarker), pageBlocks(t, rotationPage, fenceMarker)
 	if len(blocks) < 3 {
 		t.Fatalf("%s marks %d blocks to run, want the Secret, the install and the Service", guidePage, len(blocks))
 	}
@@ -131,6 +133,8 @@ func TestGuide(t *testing.T) {
 		}
 	}
 	run(guidePage, blocks[:uninstall], 0)
+	run(rotationPage, fence, 0)
+	checkFence(t)
 	rotateKey(t, emu, dir, func() { run(rotationPage, rotation, 0) })
 	run(guidePage, blocks[uninstall:], uninstall)
 	// The pods go once the garbage collector has deleted the ReplicaSet.
