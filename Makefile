@@ -253,8 +253,10 @@ bin/kubectl: FORCE
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
 # bin/registry is CNCF Distribution's, which serves the chart and the image
-# over OCI as the release workflow publishes them (about 1.5 min cold).
-E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler bin/registry
+# over OCI as the release workflow publishes them (about 1.5 min cold);
+# bin/cosign is Sigstore's, which signs and verifies them there (about
+# 3.5 min cold).
+E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler bin/registry bin/cosign
 
 bin/kubelet: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubelet,$(KUBE_VERSION_LDFLAGS))
@@ -267,6 +269,9 @@ bin/kube-scheduler: FORCE
 
 bin/registry: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/registry,github.com/distribution/distribution/v3,github.com/distribution/distribution/v3/cmd/registry,-X github.com/distribution/distribution/v3/version.version=$$v)
+
+bin/cosign: FORCE
+	@$(call tool_build,$(TOOLS_DIR)/cosign,github.com/sigstore/cosign/v3,github.com/sigstore/cosign/v3/cmd/cosign,-X sigs.k8s.io/release-utils/version.gitVersion=$$v)
 
 bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)
