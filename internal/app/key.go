@@ -157,7 +157,7 @@ func (r *keyReloader) probe(ctx context.Context) {
 const keyProbeTag = "scw-lb-ipam-key-probe"
 
 // setupKeyWithManager watches dir (when set) for a new key, and reports
-// the key's refusals as a metric and a readiness check.
+// the key's refusals as a metric and readiness checks.
 func setupKeyWithManager(mgr manager.Manager, r *keyReloader, reg prometheus.Registerer) error {
 	if err := reg.Register(newKeyCollector(r.key)); err != nil {
 		return err
@@ -165,7 +165,19 @@ func setupKeyWithManager(mgr manager.Manager, r *keyReloader, reg prometheus.Reg
 	if err := mgr.Add(r); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("scaleway-key", func(*http.Request) error { return r.key.Err() })
+	// One check per refusal, since /readyz?verbose withholds the reasons
+	// and shows the names: scaleway-key-accepted (401), then
+	// scaleway-key-has-<set> for each permission set (403).
+	for _, set := range append([]string{""}, scaleway.PermissionSets...) {
+		name := "scaleway-key-accepted"
+		if set != "" {
+			name = "scaleway-key-has-" + set
+		}
+		if err := mgr.AddReadyzCheck(name, func(*http.Request) error { return r.key.Refused(set) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyCollector exports, at scrape time:

@@ -63,7 +63,7 @@ func TestKeyRotatesWithoutRestart(t *testing.T) {
 	r := &keyReloader{dir: dir, key: key, cloud: cloud, config: func() *ipam.Config { return cfg }, clock: clk,
 		log: funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})}
 	ctx := context.Background()
-	ready := func() error { return key.Err() }
+	ready := func() error { return key.Refused(scaleway.PrivateNetworksReadOnly) }
 
 	r.check(ctx)
 	if len(logged) != 0 || ready() != nil {

@@ -261,15 +261,33 @@ func TestPreflightFailures(t *testing.T) {
 		},
 		{
 			// 403 permissions_denied, as IAM answers a key whose application
-			// has no policy on the Project asked for.
-			name: "key without rights in the Project",
+			// has its policy on another Project.
+			name: "key of another Project",
 			change: func(t *testing.T, w *preflightWorld) {
-				w.srv.FailNext(emulator.OpListIPs, 1, emulator.Fault{Status: 403})
+				const secret = "5e5e5e5e-0000-4000-8000-000000000005"
+				w.srv.AddKey(emulator.Key{SecretKey: secret, ProjectIDs: []string{preflightOtherProject}, PermissionSets: scaleway.PermissionSets})
+				w.o.ScalewayOptions = w.auth(secret)
 			},
 			want: []string{
 				"FAIL credentials: the API key authenticates but may not list IPAM in Project " + emulator.DefaultProjectID + " (scaleway-sdk-go: insufficient permissions",
 				"its IAM application lacks IPAMFullAccess there. Give the key's IAM application a policy on Project " + emulator.DefaultProjectID + " with the permission sets IPAMFullAccess and PrivateNetworksReadOnly",
 				"skip pool dc-link network: skipped: credentials failed",
+			},
+		},
+		{
+			// The install guide's policy without its second set: IPAM
+			// answers, the networks are refused.
+			name: "key without PrivateNetworksReadOnly",
+			change: func(t *testing.T, w *preflightWorld) {
+				const secret = "6e6e6e6e-0000-4000-8000-000000000006"
+				w.srv.AddKey(emulator.Key{SecretKey: secret, ProjectIDs: []string{emulator.DefaultProjectID}, PermissionSets: []string{scaleway.IPAMFullAccess}})
+				w.o.ScalewayOptions = w.auth(secret)
+			},
+			want: []string{
+				"ok  credentials: the API key authenticates in region fr-par and may list IPAM in Project " + emulator.DefaultProjectID,
+				"FAIL cluster network: clusterPrivateNetworkID ", "insufficient permissions: read private_network. Check that the API key has PrivateNetworksReadOnly on the cluster's Project",
+				"FAIL pool dc-link network: ", "Give the key's IAM application PrivateNetworksReadOnly on the network's Project",
+				"skip pool dc-link IPAM: skipped: pool dc-link network failed",
 			},
 		},
 		{

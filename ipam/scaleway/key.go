@@ -148,6 +148,18 @@ func (k *Key) Refusals() []Refusal {
 	return out
 }
 
+// Refused is the refusal of set ("" for the key itself, a 401) as an
+// error, nil when the API has not refused it since the key was set or
+// since a call needing it last succeeded.
+func (k *Key) Refused(set string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.refused[set]; ok {
+		return r
+	}
+	return nil
+}
+
 // Err is the first refusal as an error, nil when the API accepted the key
 // on every call made with it since the last refusal of each kind.
 func (k *Key) Err() error {

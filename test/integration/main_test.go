@@ -52,8 +52,9 @@ pools:
   - {name: dc-link, privateNetworkID: {{dc}}, ranges: ["172.16.35.1-172.16.35.120"], retention: %s}
   - {name: general, privateNetworkID: {{edge}}, retention: %s}
 `, retention, retention),
-		Namespaces: map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
-		Args:       serveArgs,
+		Namespaces:   map[string]bool{"payments": true, "web": true, "plain": false, "scw-lb-ipam": true},
+		Args:         serveArgs,
+		RotatableKey: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)

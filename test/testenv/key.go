@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -79,6 +81,28 @@ func (e *Env) RotateKey(timeout time.Duration) (KeyRotation, error) {
 	rot.InUse = time.Since(began)
 	e.Emu.RevokeKey(old.SecretKey)
 	return rot, nil
+}
+
+// SetKey puts k in IAM and in the replicas' Secret volume, and returns at
+// once: a key the API refuses is one a test watches being reported.
+func (e *Env) SetKey(k emulator.Key) error {
+	if e.keyDir == "" {
+		return fmt.Errorf("the webhook has no key of its own: set Options.RotatableKey")
+	}
+	e.Emu.AddKey(k)
+	return writeKey(e.keyDir, k)
+}
+
+// Readyz is the replica's /readyz?verbose: its status code and body (0
+// when it does not answer).
+func (r *Replica) Readyz() (int, string) {
+	resp, err := http.Get(r.probe + "?verbose")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // KeyRefused reports whether the replica says the API refuses its key.
