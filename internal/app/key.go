@@ -95,16 +95,7 @@ func (r *keyReloader) NeedLeaderElection() bool { return false }
 
 // Start polls until ctx ends.
 func (r *keyReloader) Start(ctx context.Context) error {
-	t := r.clock.NewTicker(r.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			r.check(ctx)
-		}
-	}
+	return poll(ctx, r.clock, r.every, r.check)
 }
 
 // check puts a changed pair in use and probes it, or probes a refused key

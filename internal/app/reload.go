@@ -79,14 +79,20 @@ func (r *configReloader) NeedLeaderElection() bool { return false }
 
 // Start polls until ctx ends.
 func (r *configReloader) Start(ctx context.Context) error {
-	t := r.clock.NewTicker(r.every)
+	return poll(ctx, r.clock, r.every, r.check)
+}
+
+// poll runs check every interval until ctx ends: the pool file's and the
+// API key's reloaders.
+func poll(ctx context.Context, clk clock.WithTicker, every time.Duration, check func(context.Context)) error {
+	t := clk.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
-			r.check(ctx)
+			check(ctx)
 		}
 	}
 }
