@@ -76,18 +76,24 @@ func newKey(dir string) (*scaleway.Key, error) {
 const keyProbeEvery = time.Minute
 
 // keyReloader puts a new API key in use when the mounted Secret changes,
-// between two calls (see scaleway.Key), and probes a key the API refused
-// until it is accepted. It polls for the reason configReloader does.
+// between two calls (see scaleway.Key), once the API accepts it, and
+// probes a key the API refused until it is accepted. It polls for the
+// reason configReloader does.
 type keyReloader struct {
-	dir     string
-	every   time.Duration
-	key     *scaleway.Key
-	cloud   scaleway.Cloud
-	config  func() *ipam.Config
-	clock   clock.WithTicker
-	log     logr.Logger
-	probeAt time.Time
-	refused string // the malformed pair's error last logged, logged once
+	dir   string
+	every time.Duration
+	key   *scaleway.Key
+	cloud scaleway.Cloud
+	// candidate is a Cloud signing with k, to probe a new key before it
+	// is put in use.
+	candidate func(ctx context.Context, k *scaleway.Key) (scaleway.Cloud, error)
+	config    func() *ipam.Config
+	clock     clock.WithTicker
+	log       logr.Logger
+	probeAt   time.Time
+	// bad is the mounted pair last found malformed or refused, reported
+	// once and probed again at probeAt.
+	bad string
 }
 
 // NeedLeaderElection is false: every replica calls Scaleway.
@@ -98,51 +104,99 @@ func (r *keyReloader) Start(ctx context.Context) error {
 	return poll(ctx, r.clock, r.every, r.check)
 }
 
-// check puts a changed pair in use and probes it, or probes a refused key
-// again once keyProbeEvery passed. A malformed pair changes nothing.
+// check tries a changed pair, or probes a refused key in use once
+// keyProbeEvery passed.
 func (r *keyReloader) check(ctx context.Context) {
-	if r.dir != "" {
-		before := r.key.AccessKey()
-		access, secret, err := readKey(r.dir)
-		changed := false
-		if err == nil {
-			changed, err = r.key.Set(access, secret)
-		}
-		switch {
-		case err != nil && err.Error() != r.refused:
-			r.refused = err.Error()
-			r.log.Error(err, "the mounted API key is malformed; keeping the key in use", "dir", r.dir)
-		case changed:
-			r.refused = ""
-			r.log.Info("Scaleway API key changed: the calls from now on are signed with it", "accessKey", access, "previousAccessKey", before)
-			r.probe(ctx)
-			return
-		}
+	if r.dir != "" && r.tryMounted(ctx) {
+		return
 	}
 	if r.key.Err() != nil && !r.clock.Now().Before(r.probeAt) {
-		r.probe(ctx)
+		r.probeAt = r.clock.Now().Add(keyProbeEvery)
+		probeKey(ctx, r.cloud, r.config())
+		r.report()
 	}
 }
 
-// probe makes the calls that need each permission set, so that the key's
-// refusals (or their end) show now: a list of the Project's IPs that
-// matches none, and a read of each pool's Private Network.
-func (r *keyReloader) probe(ctx context.Context) {
-	r.probeAt = r.clock.Now().Add(keyProbeEvery)
-	_, _ = r.cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: r.cloud.ProjectID(), Tags: []string{keyProbeTag}})
-	var seen []string
-	for _, p := range r.config().Pools {
-		if !slices.Contains(seen, p.PrivateNetworkID) {
-			seen = append(seen, p.PrivateNetworkID)
-			_, _ = r.cloud.GetPrivateNetwork(ctx, p.PrivateNetworkID)
-		}
+// tryMounted puts the mounted pair in use when it differs from the key in
+// use and the API accepts it, or when the key in use is refused too (a
+// new key refused for a set is better than an old one the API no longer
+// knows). A malformed pair, or a refused one while the key in use is
+// accepted, changes nothing and is reported once. It reports whether it
+// probed.
+func (r *keyReloader) tryMounted(ctx context.Context) bool {
+	access, secret, err := readKey(r.dir)
+	pair := access + "\x00" + secret
+	var cand *scaleway.Key
+	if err == nil {
+		cand, err = scaleway.NewKey(access, secret)
 	}
+	switch {
+	case err != nil:
+		if r.bad != err.Error() {
+			r.bad = err.Error()
+			r.log.Error(err, "the mounted API key is malformed; keeping the key in use", "dir", r.dir)
+		}
+		return false
+	case access == r.key.AccessKey() && !r.key.Differs(secret):
+		r.bad = ""
+		return false
+	case pair == r.bad && r.key.Err() == nil && r.clock.Now().Before(r.probeAt):
+		return false // refused a moment ago, and the key in use serves
+	}
+	r.probeAt = r.clock.Now().Add(keyProbeEvery)
+	if c, cerr := r.candidate(ctx, cand); cerr != nil {
+		err = cerr
+	} else {
+		probeKey(ctx, c, r.config())
+		err = cand.Err()
+	}
+	if err != nil && r.key.Err() == nil {
+		if r.bad != pair {
+			r.log.Error(err, "the new API key in the Secret is refused; keeping the key in use, which the API accepts", "refusedAccessKey", access, "keyInUse", r.key.AccessKey())
+		}
+		r.bad = pair
+		return true
+	}
+	before := r.key.AccessKey()
+	if _, err := r.key.Set(access, secret); err != nil {
+		r.log.Error(err, "the mounted API key is malformed; keeping the key in use", "dir", r.dir)
+		return true
+	}
+	r.bad = ""
+	r.log.Info("Scaleway API key changed: the calls from now on are signed with it", "accessKey", access, "previousAccessKey", before)
+	probeKey(ctx, r.cloud, r.config())
+	r.report()
+	return true
+}
+
+// report logs what the API said of the key in use at the last probe.
+func (r *keyReloader) report() {
 	if err := r.key.Err(); err != nil {
-		r.log.Error(err, "the Scaleway API refuses the API key")
+		r.log.Error(err, "the Scaleway API refuses the API key", "accessKey", r.key.AccessKey())
 		return
 	}
 	r.log.Info("the Scaleway API accepts the API key", "accessKey", r.key.AccessKey())
 }
+
+// probeKey makes the reads each permission set allows, so that a key's
+// refusals (or their end) show now: a list of the Project's IPs that
+// matches none, and a read of each pool's Private Network. No write: a
+// booking's refusal shows at the next booking.
+func probeKey(ctx context.Context, cloud scaleway.Cloud, cfg *ipam.Config) {
+	ctx, cancel := context.WithTimeout(ctx, keyProbeTimeout)
+	defer cancel()
+	_, _ = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: cloud.ProjectID(), Tags: []string{keyProbeTag}})
+	var seen []string
+	for _, p := range cfg.Pools {
+		if !slices.Contains(seen, p.PrivateNetworkID) {
+			seen = append(seen, p.PrivateNetworkID)
+			_, _ = cloud.GetPrivateNetwork(ctx, p.PrivateNetworkID)
+		}
+	}
+}
+
+// keyProbeTimeout bounds a probe while the API does not answer.
+const keyProbeTimeout = 30 * time.Second
 
 // keyProbeTag is a tag no IP carries: the probe's list is one empty page.
 const keyProbeTag = "scw-lb-ipam-key-probe"
@@ -158,13 +212,14 @@ func setupKeyWithManager(mgr manager.Manager, r *keyReloader, reg prometheus.Reg
 	}
 	// One check per refusal, since /readyz?verbose withholds the reasons
 	// and shows the names: scaleway-key-accepted (401), then
-	// scaleway-key-has-<set> for each permission set (403).
+	// scaleway-key-has-<set> for each permission set (403). They fail only
+	// in a process that never saw the call accepted (Key.Unready).
 	for _, set := range append([]string{""}, scaleway.PermissionSets...) {
 		name := "scaleway-key-accepted"
 		if set != "" {
 			name = "scaleway-key-has-" + set
 		}
-		if err := mgr.AddReadyzCheck(name, func(*http.Request) error { return r.key.Refused(set) }); err != nil {
+		if err := mgr.AddReadyzCheck(name, func(*http.Request) error { return r.key.Unready(set) }); err != nil {
 			return err
 		}
 	}

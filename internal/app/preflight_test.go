@@ -716,6 +716,8 @@ func TestPreflightAuthFailure(t *testing.T) {
 		{401, `{"message":"authentication is denied","method":"api_key","reason":"not_found","type":"denied_authentication"}`, true, false},
 		{403, `{"details":[{"action":"read","resource":"ips"}],"message":"insufficient permissions","type":"permissions_denied"}`, false, true},
 		{403, `{"message":"insufficient permissions","type":"authorization_required"}`, false, true},
+		// A quota's 403 is no refusal of the key.
+		{403, `{"details":[{"current":10,"quota":10,"resource":"ips"}],"message":"quota(s) exceeded for this resource","type":"quotas_exceeded"}`, false, false},
 		{404, `{"message":"resource is not found","resource":"ip","type":"not_found"}`, false, false},
 		{500, `{"message":"Internal error","type":"server_error"}`, false, false},
 	} {

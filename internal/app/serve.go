@@ -94,6 +94,9 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	if r.key, err = newKey(o.KeyDir); err != nil {
 		return nil, err
 	}
+	if ak := r.key.AccessKey(); ak != "" {
+		r.log.Info("Scaleway API key in use", "accessKey", ak, "dir", o.KeyDir)
+	}
 	cloud, err := scaleway.New(ctx, scaleway.Options{Region: r.Config.Region, Observe: calls.observe, Key: r.key, ClientOptions: o.ScalewayOptions})
 	if err != nil {
 		return nil, err
@@ -155,7 +158,10 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		cloud: cloud, alloc: r.Allocator, policy: o.retention(), reg: reg, log: log.WithName("config")}); err != nil {
 		return err
 	}
-	if err := setupKeyWithManager(mgr, &keyReloader{dir: o.KeyDir, every: o.ConfigPollEvery, key: r.key, cloud: cloud,
+	candidate := func(ctx context.Context, k *scaleway.Key) (scaleway.Cloud, error) {
+		return scaleway.New(ctx, scaleway.Options{Region: r.Config.Region, Key: k, ClientOptions: o.ScalewayOptions})
+	}
+	if err := setupKeyWithManager(mgr, &keyReloader{dir: o.KeyDir, every: o.ConfigPollEvery, key: r.key, cloud: cloud, candidate: candidate,
 		config: r.Allocator.Config, clock: clock.RealClock{}, log: log.WithName("key")}, reg); err != nil {
 		return err
 	}

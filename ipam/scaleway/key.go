@@ -46,6 +46,9 @@ type Key struct {
 	secret     string
 	generation int
 	refused    map[string]Refusal // by permission set; "" for the key itself
+	// accepted are what some call proved since the process started, with
+	// any key: a replica that served once stays ready (Unready).
+	accepted map[string]bool
 }
 
 // NewKey checks the pair as the SDK would and returns it in use.
@@ -82,6 +85,14 @@ var (
 	ErrMalformedSecretKey = errors.New("the secret key is malformed: a Scaleway secret key is a UUID")
 )
 
+// Differs reports whether secret is not the secret key in use, without
+// handing that out.
+func (k *Key) Differs(secret string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return secret != k.secret
+}
+
 // AccessKey is the access key of the pair in use: the key's public name.
 func (k *Key) AccessKey() string {
 	k.mu.Lock()
@@ -100,27 +111,53 @@ func (k *Key) sign(req *http.Request) int {
 }
 
 // answered records what the API answered a call of op sent with the key
-// of generation gen: a 401 refuses the key, a 403 the permission set op
-// needs, and any other answer clears what that call could clear.
-func (k *Key) answered(op string, gen, status int) {
+// of generation gen, errType being the error body's type: a 401 refuses
+// the key, a 403 of IAM's (not a quota's) the permission set op needs, and
+// an answer that shows the key passed IAM clears what that call proves: an
+// authenticated key, and the set, for a call that needs no less (a read
+// does not prove IPAMFullAccess). Answers to an older key say nothing of
+// the one in use.
+func (k *Key) answered(op string, gen, status int, errType string) {
 	set := PermissionSet(op)
-	if set == "" || status == 0 {
-		return // needs no key, or no answer: nothing said of the key
+	if set == "" || status == 0 || status == http.StatusTooManyRequests || status >= 500 {
+		return // needs no key, or the API did not judge it
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if gen != k.generation {
 		return
 	}
-	switch status {
-	case http.StatusUnauthorized:
+	switch {
+	case status == http.StatusUnauthorized:
 		k.refuse("", Refusal{Status: status, Operation: op, AccessKey: k.access})
-	case http.StatusForbidden:
+		return
+	case status == http.StatusForbidden && (errType == "permissions_denied" || errType == "authorization_required"):
 		k.refuse(set, Refusal{Status: status, Operation: op, AccessKey: k.access, PermissionSet: set})
-	default:
-		delete(k.refused, "")
-		delete(k.refused, set)
+		return
 	}
+	k.accept("")
+	if proves(op) {
+		k.accept(set)
+	}
+}
+
+// proves reports whether a call of op that passes IAM shows the key holds
+// the whole set PermissionSet(op) names.
+func proves(op string) bool { return op != "ListIPs" && op != "GetIP" }
+
+func (k *Key) accept(set string) {
+	delete(k.refused, set)
+	if k.accepted == nil {
+		k.accepted = map[string]bool{}
+	}
+	k.accepted[set] = true
+}
+
+// stale reports whether gen is older than the key in use.
+func (k *Key) stale(gen int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return gen != k.generation
 }
 
 func (k *Key) refuse(set string, r Refusal) {
@@ -158,6 +195,22 @@ func (k *Key) Refused(set string) error {
 		return r
 	}
 	return nil
+}
+
+// Unready is Refused(set) for a process that never saw set accepted, with
+// any key: a new pod whose key is refused does not become ready, so that a
+// rollout stops before it replaces working pods; a pod that served keeps
+// answering (the webhook's denials say what is wrong) and reports the
+// refusal through Refused, the metric and the alert, rather than leave the
+// webhook's Service without endpoints.
+func (k *Key) Unready(set string) error {
+	k.mu.Lock()
+	accepted := k.accepted[set]
+	k.mu.Unlock()
+	if accepted {
+		return nil
+	}
+	return k.Refused(set)
 }
 
 // Err is the first refusal as an error, nil when the API accepted the key

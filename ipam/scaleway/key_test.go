@@ -74,8 +74,8 @@ func TestKeyNamesTheMissingPermissionSet(t *testing.T) {
 
 // TestKeyRotatesBetweenCalls drives the dangerous order: a call signed with
 // the old key is still on its way when the new key is set and the old one
-// revoked. Its 401 is the old key's: the new key is not reported refused,
-// and the next call, signed with the new key, succeeds.
+// revoked. Its 401 is the old key's: the call is sent again with the new
+// key and succeeds, and the new key is not reported refused.
 func TestKeyRotatesBetweenCalls(t *testing.T) {
 	srv, c, key, _ := keyEnv(t)
 	ctx := context.Background()
@@ -91,19 +91,22 @@ func TestKeyRotatesBetweenCalls(t *testing.T) {
 		t.Fatalf("Set: %v, %v", changed, err)
 	}
 	srv.RevokeKey(oldSecret)
-	if err := <-inFlight; Classify(err) != KindUnauthenticated {
-		t.Fatalf("the call signed with the revoked key: %v, want 401", err)
+	if err := <-inFlight; err != nil {
+		t.Fatalf("the call signed with the revoked key, sent again with the new one: %v", err)
+	}
+	var statuses []int
+	for _, r := range srv.Requests() {
+		if r.Op == emulator.OpListIPs {
+			statuses = append(statuses, r.Status)
+		}
+	}
+	if len(statuses) != 2 || statuses[0] != 401 || statuses[1] != 200 {
+		t.Errorf("ListIPs answered %v, want 401 to the old key then 200 to the new", statuses)
 	}
 	if err := key.Err(); err != nil {
 		t.Fatalf("the old key's 401 is held against the new key: %v", err)
 	}
 	srv.SetLatency(emulator.OpListIPs, 0)
-	if _, err := c.ListIPs(ctx, ListFilter{ProjectID: testProject}); err != nil {
-		t.Fatalf("a call after the rotation: %v", err)
-	}
-	if key.AccessKey() != newAccess {
-		t.Errorf("access key in use: %s", key.AccessKey())
-	}
 	srv.RevokeKey(newSecret)
 	if _, err := c.ListIPs(ctx, ListFilter{ProjectID: testProject}); Classify(err) != KindUnauthenticated {
 		t.Fatalf("a call with the revoked new key: %v", err)
@@ -111,6 +114,30 @@ func TestKeyRotatesBetweenCalls(t *testing.T) {
 	var r Refusal
 	if !errors.As(key.Err(), &r) || r.Status != 401 || r.Reason() != "denied_authentication" || r.AccessKey != newAccess {
 		t.Errorf("the key reports %v, want the new key refused", key.Err())
+	}
+	if key.Unready("") != nil {
+		t.Errorf("a process that was accepted before is unready: %v", key.Unready(""))
+	}
+}
+
+// TestKeyReadsDoNotProveWrites: a key that may read IPAM but not book is
+// refused IPAMFullAccess at its booking, and the reads that follow do not
+// clear it.
+func TestKeyReadsDoNotProveWrites(t *testing.T) {
+	srv, c, key, pn := keyEnv(t)
+	ctx := context.Background()
+	srv.AddKey(emulator.Key{AccessKey: oldAccess, SecretKey: oldSecret, ProjectIDs: []string{testProject}, PermissionSets: []string{"IPAMReadOnly"}})
+	if _, err := c.BookIP(ctx, BookRequest{PrivateNetworkID: pn}); Classify(err) != KindPermissionDenied {
+		t.Fatalf("booking with IPAMReadOnly: %v", err)
+	}
+	if _, err := c.ListIPs(ctx, ListFilter{PrivateNetworkID: pn}); err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Refused(IPAMFullAccess); err == nil {
+		t.Error("a read cleared the refusal of IPAMFullAccess")
+	}
+	if err := key.Unready(IPAMFullAccess); err == nil {
+		t.Error("a process that never booked is ready with a key that may not")
 	}
 }
 

@@ -1,6 +1,9 @@
 package scaleway
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -43,13 +46,32 @@ type observingClient struct {
 }
 
 func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
+	resp, gen, err := o.send(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && o.key != nil && o.key.stale(gen) && (req.Body == nil || req.GetBody != nil) {
+		// Signed with a key replaced since: sent again with the one in
+		// use, as the caller would have sent it a moment later.
+		again := req.Clone(req.Context())
+		if req.GetBody != nil {
+			if again.Body, err = req.GetBody(); err != nil {
+				return resp, nil
+			}
+		}
+		_ = resp.Body.Close()
+		resp, _, err = o.send(again)
+	}
+	return resp, err
+}
+
+// send makes one call, signed with the key in use (the generation it
+// returns), and reports it.
+func (o *observingClient) send(req *http.Request) (*http.Response, int, error) {
 	gen := 0
 	if o.key != nil {
 		gen = o.key.sign(req)
 	}
 	start := time.Now()
 	resp, err := o.next.Do(req)
-	status := 0
+	status, errType := 0, ""
 	if err == nil {
 		status = resp.StatusCode
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
@@ -59,15 +81,35 @@ func (o *observingClient) Do(req *http.Request) (*http.Response, error) {
 				}
 			}
 		}
+		if status == http.StatusUnauthorized || status == http.StatusForbidden {
+			errType = peekErrorType(resp)
+		}
 	}
 	op := operation(req)
 	if o.key != nil {
-		o.key.answered(op, gen, status)
+		o.key.answered(op, gen, status, errType)
 	}
 	if o.observe != nil {
 		o.observe(op, status, time.Since(start))
 	}
-	return resp, err
+	return resp, gen, err
+}
+
+// peekErrorType reads the type of an error body and puts the body back
+// for the SDK: a 403 is IAM's refusal (permissions_denied,
+// authorization_required) or a quota's (quotas_exceeded).
+func peekErrorType(resp *http.Response) string {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	var body struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(b, &body)
+	return body.Type
 }
 
 // operation names a Scaleway call for metrics from its method and path.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/internal/app"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -623,6 +625,11 @@ func TestKeyMountedForRotation(t *testing.T) {
 	if dir == "" || mounted == "" {
 		t.Fatalf("--scaleway-key-dir=%q is no read-only mount: %v", dir, container(t, objs)["volumeMounts"])
 	}
+	// status and handover, run in the pod with kubectl exec, look there
+	// by default.
+	if dir != app.DefaultKeyDir {
+		t.Errorf("the chart mounts the key at %s, the commands' default is %s", dir, app.DefaultKeyDir)
+	}
 	secretName := one(t, objs, "Secret").GetName()
 	for _, v := range podSpec(t, objs)["volumes"].([]any) {
 		v := v.(map[string]any)
@@ -662,16 +669,17 @@ func TestNetworkPolicy(t *testing.T) {
 		t.Errorf("podSelector %v, the Deployment's %v", got, selector)
 	}
 	ingress := field(t, np, "spec", "ingress").([]any)
-	if len(ingress) != 1 || fmt.Sprint(ingress[0]) != "map[from:[map[ipBlock:map[cidr:0.0.0.0/0 except:[100.64.0.0/15]]]] ports:[map[port:9443 protocol:TCP]]]" {
-		t.Errorf("ingress %v: want the webhook's port from outside Kapsule's Pod network only", ingress)
+	if len(ingress) != 2 || fmt.Sprint(ingress[0]) != "map[from:[map[ipBlock:map[cidr:0.0.0.0/0 except:[100.64.0.0/15]]]] ports:[map[port:9443 protocol:TCP]]]" ||
+		fmt.Sprint(ingress[1]) != "map[ports:[map[port:8081 protocol:TCP]]]" {
+		t.Errorf("ingress %v: want the webhook's port from outside Kapsule's Pod network only, and the probes' port", ingress)
 	}
 	if egress := fmt.Sprint(field(t, np, "spec", "egress")); egress != "[map[ports:[map[port:53 protocol:UDP] map[port:53 protocol:TCP]]] map[ports:[map[port:443 protocol:TCP] map[port:6443 protocol:TCP]]]]" {
 		t.Errorf("egress %s", egress)
 	}
 	own := one(t, render(t, []string{overrides.values}), "NetworkPolicy")
 	ingress = field(t, own, "spec", "ingress").([]any)
-	if len(ingress) != 2 || !strings.Contains(fmt.Sprint(ingress[0]), "10.1.0.0/16") || strings.Contains(fmt.Sprint(ingress[0]), "except") ||
-		!strings.Contains(fmt.Sprint(ingress[1]), "port:8444") || !strings.Contains(fmt.Sprint(ingress[1]), "monitoring") {
+	if len(ingress) != 3 || !strings.Contains(fmt.Sprint(ingress[0]), "10.1.0.0/16") || strings.Contains(fmt.Sprint(ingress[0]), "except") ||
+		!strings.Contains(fmt.Sprint(ingress[2]), "port:8444") || !strings.Contains(fmt.Sprint(ingress[2]), "monitoring") {
 		t.Errorf("the overrides' ingress %v: want webhookFrom on the webhook's port, metricsFrom on the metrics port", ingress)
 	}
 }

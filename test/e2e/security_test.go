@@ -80,7 +80,7 @@ func checkFence(t *testing.T) {
 	if err := cluster.kube.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 1 || len(list.Items[0].Spec.Ingress) != 1 || len(list.Items[0].Spec.Egress) != 2 {
+	if len(list.Items) != 1 || len(list.Items[0].Spec.Ingress) != 2 || len(list.Items[0].Spec.Egress) != 2 {
 		t.Fatalf("after the fence's upgrade, NetworkPolicies %+v: want the chart's", list.Items)
 	}
 }

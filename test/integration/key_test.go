@@ -10,45 +10,59 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 )
 
-// TestKeyRefusedNamesThePermission: the webhook's key is replaced in its
-// Secret by one of the same application without PrivateNetworksReadOnly,
-// then by one of another Project. The emulator refuses them as IAM does;
-// every replica's readiness and metric name what is missing, and an
-// admission with the second is denied naming IPAMFullAccess. A good key
-// put back makes them ready, with no restart.
+// TestKeyRefusedNamesThePermission: keys of the webhook's application are
+// put in its Secret that the emulator refuses as IAM does. One without
+// PrivateNetworksReadOnly, while the key in use is accepted, is kept out.
+// Once the key in use is revoked, it goes in all the same, and one of
+// another Project after it: every replica's metric names the set it
+// lacks, an admission is denied naming IPAMFullAccess, and the replicas,
+// which served, stay ready. A good key put back clears it all, with no
+// restart.
 func TestKeyRefusedNamesThePermission(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
 		starts := incarnations()
+		inUse := s.KeyInUse()
 		noNetworks := testenv.WebhookKey(100)
 		noNetworks.PermissionSets = []string{scaleway.IPAMFullAccess}
+		refusedBefore := refusedReads()
 		if err := s.SetKey(noNetworks); err != nil {
 			t.Fatal(err)
 		}
-		refusedOnEvery(t, scaleway.PrivateNetworksReadOnly)
+		fixtures.Eventually(t, 30*time.Second, poll, "every replica to probe the new key", func() bool {
+			return refusedReads() >= refusedBefore+len(s.Replicas)
+		})
+		for _, r := range s.Replicas {
+			if v, ok := r.Gauge("scw_lb_ipam_scaleway_key_info", "access_key", inUse.AccessKey); !ok || v != 1 || r.KeyRefused() {
+				t.Errorf("%s put a refused key in use while its own was accepted", r.Name)
+			}
+		}
+
+		s.Emu.RevokeKey(inUse.SecretKey)
+		err := s.Kube.Create(ctx, fixtures.PrivateService("payments", "revoked-key", map[string]string{request.AnnotationPool: "dc-link"}))
+		if err == nil || !strings.Contains(err.Error(), "unknown, revoked or expired") {
+			t.Errorf("an admission with the key in use revoked: %v", err)
+		}
+		refusedOnEvery(t, noNetworks.AccessKey, scaleway.PrivateNetworksReadOnly)
 
 		otherProject := testenv.WebhookKey(101)
 		otherProject.ProjectIDs = []string{"7c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"}
 		if err := s.SetKey(otherProject); err != nil {
 			t.Fatal(err)
 		}
-		refusedOnEvery(t, scaleway.IPAMFullAccess)
-		err := s.Kube.Create(ctx, fixtures.PrivateService("payments", "refused-key", map[string]string{request.AnnotationPool: "dc-link"}))
+		refusedOnEvery(t, otherProject.AccessKey, scaleway.IPAMFullAccess)
+		err = s.Kube.Create(ctx, fixtures.PrivateService("payments", "refused-key", map[string]string{request.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "lacks IPAMFullAccess") {
 			t.Errorf("an admission with a key of another Project: %v, want a denial naming IPAMFullAccess", err)
 		}
 
 		if _, err := s.RotateKey(time.Minute); err != nil {
 			t.Fatal(err)
-		}
-		for _, r := range s.Replicas {
-			if code, body := r.Readyz(); code != http.StatusOK {
-				t.Errorf("%s with a good key again: /readyz %d\n%s", r.Name, code, body)
-			}
 		}
 		svc := fixtures.PrivateService("payments", "key-back", map[string]string{request.AnnotationPool: "dc-link"})
 		if err := s.Kube.Create(ctx, svc); err != nil {
@@ -64,14 +78,24 @@ func TestKeyRefusedNamesThePermission(t *testing.T) {
 	})
 }
 
-// refusedOnEvery waits until every replica's /readyz fails on the check
-// that names set, and its metric names set.
-func refusedOnEvery(t *testing.T, set string) {
+// refusedReads counts the Private Network reads the emulator refused.
+func refusedReads() int {
+	n := 0
+	for _, r := range s.Emu.Requests() {
+		if r.Op == emulator.OpGetPrivateNetwork && r.Status == http.StatusForbidden {
+			n++
+		}
+	}
+	return n
+}
+
+// refusedOnEvery waits until every replica signs with access, its metric
+// says the key lacks set, and it stays ready: it served before.
+func refusedOnEvery(t *testing.T, access, set string) {
 	t.Helper()
-	fixtures.Eventually(t, 30*time.Second, poll, "every replica to report its key lacks "+set, func() bool {
+	fixtures.Eventually(t, 45*time.Second, poll, "every replica to sign with "+access+" and report it lacks "+set, func() bool {
 		for _, r := range s.Replicas {
-			code, body := r.Readyz()
-			if code != http.StatusInternalServerError || !strings.Contains(body, "[-]scaleway-key-has-"+set+" failed") {
+			if v, ok := r.Gauge("scw_lb_ipam_scaleway_key_info", "access_key", access); !ok || v != 1 {
 				return false
 			}
 			if v, ok := r.Gauge("scw_lb_ipam_scaleway_key_refused", "permission_set", set); !ok || v != 1 {
@@ -80,6 +104,11 @@ func refusedOnEvery(t *testing.T, set string) {
 		}
 		return true
 	})
+	for _, r := range s.Replicas {
+		if code, body := r.Readyz(); code != http.StatusOK {
+			t.Errorf("%s, which served, is made unready by its key: %d\n%s", r.Name, code, body)
+		}
+	}
 }
 
 // incarnations names each replica's current run.

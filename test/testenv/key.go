@@ -83,6 +83,9 @@ func (e *Env) RotateKey(timeout time.Duration) (KeyRotation, error) {
 	return rot, nil
 }
 
+// KeyInUse is the webhook's key RotateKey last put in use.
+func (e *Env) KeyInUse() emulator.Key { return WebhookKey(e.keys) }
+
 // SetKey puts k in IAM and in the replicas' Secret volume, and returns at
 // once: a key the API refuses is one a test watches being reported.
 func (e *Env) SetKey(k emulator.Key) error {
