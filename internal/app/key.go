@@ -150,6 +150,12 @@ func (r *keyReloader) tryMounted(ctx context.Context) bool {
 		probeKey(ctx, c, r.config())
 		err = cand.Err()
 	}
+	if err != nil {
+		// Kept out only for a key in use the API accepts now: one revoked
+		// meanwhile shows only at a call, which this replica may not
+		// have made.
+		probeKey(ctx, r.cloud, r.config())
+	}
 	if err != nil && r.key.Err() == nil {
 		if r.bad != pair {
 			r.log.Error(err, "the new API key in the Secret is refused; keeping the key in use, which the API accepts", "refusedAccessKey", access, "keyInUse", r.key.AccessKey())

@@ -46,9 +46,10 @@ type Key struct {
 	secret     string
 	generation int
 	refused    map[string]Refusal // by permission set; "" for the key itself
-	// accepted are what some call proved since the process started, with
-	// any key: a replica that served once stays ready (Unready).
-	accepted map[string]bool
+	// reached are the sets (and "" for the key itself) some call passed
+	// IAM with since the process started, with any key: a replica that
+	// served once stays ready (Unready).
+	reached map[string]bool
 }
 
 // NewKey checks the pair as the SDK would and returns it in use.
@@ -136,6 +137,7 @@ func (k *Key) answered(op string, gen, status int, errType string) {
 		return
 	}
 	k.accept("")
+	k.reached[set] = true
 	if proves(op) {
 		k.accept(set)
 	}
@@ -147,10 +149,10 @@ func proves(op string) bool { return op != "ListIPs" && op != "GetIP" }
 
 func (k *Key) accept(set string) {
 	delete(k.refused, set)
-	if k.accepted == nil {
-		k.accepted = map[string]bool{}
+	if k.reached == nil {
+		k.reached = map[string]bool{}
 	}
-	k.accepted[set] = true
+	k.reached[set] = true
 }
 
 // stale reports whether gen is older than the key in use.
@@ -197,17 +199,17 @@ func (k *Key) Refused(set string) error {
 	return nil
 }
 
-// Unready is Refused(set) for a process that never saw set accepted, with
-// any key: a new pod whose key is refused does not become ready, so that a
-// rollout stops before it replaces working pods; a pod that served keeps
-// answering (the webhook's denials say what is wrong) and reports the
-// refusal through Refused, the metric and the alert, rather than leave the
-// webhook's Service without endpoints.
+// Unready is Refused(set) for a process that never passed IAM with a call
+// of set, with any key: a new pod whose key may not read IPAM, say, does
+// not become ready, so that a rollout stops before it replaces working
+// pods; a pod that served keeps answering (the webhook's denials say what
+// is wrong) and reports the refusal through Refused, the metric and the
+// alert, rather than leave the webhook's Service without endpoints.
 func (k *Key) Unready(set string) error {
 	k.mu.Lock()
-	accepted := k.accepted[set]
+	reached := k.reached[set]
 	k.mu.Unlock()
-	if accepted {
+	if reached {
 		return nil
 	}
 	return k.Refused(set)

@@ -122,7 +122,8 @@ func TestKeyRotatesBetweenCalls(t *testing.T) {
 
 // TestKeyReadsDoNotProveWrites: a key that may read IPAM but not book is
 // refused IPAMFullAccess at its booking, and the reads that follow do not
-// clear it.
+// clear it; the process, which reads, stays ready. One whose key may not
+// read IPAM either is not ready.
 func TestKeyReadsDoNotProveWrites(t *testing.T) {
 	srv, c, key, pn := keyEnv(t)
 	ctx := context.Background()
@@ -136,8 +137,26 @@ func TestKeyReadsDoNotProveWrites(t *testing.T) {
 	if err := key.Refused(IPAMFullAccess); err == nil {
 		t.Error("a read cleared the refusal of IPAMFullAccess")
 	}
-	if err := key.Unready(IPAMFullAccess); err == nil {
-		t.Error("a process that never booked is ready with a key that may not")
+	if err := key.Unready(IPAMFullAccess); err != nil {
+		t.Errorf("a process that reads IPAM is made unready by a refused booking: %v", err)
+	}
+	// A key that may not even read IPAM, in a process that never could:
+	// not ready.
+	srv.AddKey(emulator.Key{AccessKey: oldAccess, SecretKey: oldSecret, ProjectIDs: []string{testProject}, PermissionSets: []string{PrivateNetworksReadOnly}})
+	fresh, err := NewKey(oldAccess, oldSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := New(ctx, Options{Region: "fr-par", Key: fresh, Backoff: wait.Backoff{Steps: 1},
+		ClientOptions: []scw.ClientOption{scw.WithAPIURL(srv.URL()), scw.WithDefaultProjectID(testProject)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.ListIPs(ctx, ListFilter{PrivateNetworkID: pn}); Classify(err) != KindPermissionDenied {
+		t.Fatalf("listing without IPAM rights: %v", err)
+	}
+	if err := fresh.Unready(IPAMFullAccess); err == nil {
+		t.Error("a process whose key never read IPAM is ready")
 	}
 }
 

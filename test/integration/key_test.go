@@ -18,8 +18,8 @@ import (
 // TestKeyRefusedNamesThePermission: keys of the webhook's application are
 // put in its Secret that the emulator refuses as IAM does. One without
 // PrivateNetworksReadOnly, while the key in use is accepted, is kept out.
-// Once the key in use is revoked, it goes in all the same, and one of
-// another Project after it: every replica's metric names the set it
+// With the key in use revoked, another such key goes in all the same, and
+// one of another Project after it: every replica's metric names the set it
 // lacks, an admission is denied naming IPAMFullAccess, and the replicas,
 // which served, stay ready. A good key put back clears it all, with no
 // restart.
@@ -43,19 +43,27 @@ func TestKeyRefusedNamesThePermission(t *testing.T) {
 			}
 		}
 
+		// The key in use revoked first, then another key without the set
+		// mounted: each replica finds its own key refused too (a replica
+		// that made no call since, by probing it) and puts the new one in.
 		s.Emu.RevokeKey(inUse.SecretKey)
 		err := s.Kube.Create(ctx, fixtures.PrivateService("payments", "revoked-key", map[string]string{request.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "unknown, revoked or expired") {
 			t.Errorf("an admission with the key in use revoked: %v", err)
 		}
-		refusedOnEvery(t, noNetworks.AccessKey, scaleway.PrivateNetworksReadOnly)
+		noNetworks = testenv.WebhookKey(102)
+		noNetworks.PermissionSets = []string{scaleway.IPAMFullAccess}
+		if err := s.SetKey(noNetworks); err != nil {
+			t.Fatal(err)
+		}
+		refusedOnEvery(t, noNetworks.AccessKey, scaleway.PrivateNetworksReadOnly, 30*time.Second)
 
 		otherProject := testenv.WebhookKey(101)
 		otherProject.ProjectIDs = []string{"7c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"}
 		if err := s.SetKey(otherProject); err != nil {
 			t.Fatal(err)
 		}
-		refusedOnEvery(t, otherProject.AccessKey, scaleway.IPAMFullAccess)
+		refusedOnEvery(t, otherProject.AccessKey, scaleway.IPAMFullAccess, 30*time.Second)
 		err = s.Kube.Create(ctx, fixtures.PrivateService("payments", "refused-key", map[string]string{request.AnnotationPool: "dc-link"}))
 		if err == nil || !strings.Contains(err.Error(), "lacks IPAMFullAccess") {
 			t.Errorf("an admission with a key of another Project: %v, want a denial naming IPAMFullAccess", err)
@@ -91,9 +99,9 @@ func refusedReads() int {
 
 // refusedOnEvery waits until every replica signs with access, its metric
 // says the key lacks set, and it stays ready: it served before.
-func refusedOnEvery(t *testing.T, access, set string) {
+func refusedOnEvery(t *testing.T, access, set string, within time.Duration) {
 	t.Helper()
-	fixtures.Eventually(t, 45*time.Second, poll, "every replica to sign with "+access+" and report it lacks "+set, func() bool {
+	fixtures.Eventually(t, within, poll, "every replica to sign with "+access+" and report it lacks "+set, func() bool {
 		for _, r := range s.Replicas {
 			if v, ok := r.Gauge("scw_lb_ipam_scaleway_key_info", "access_key", access); !ok || v != 1 {
 				return false
