@@ -164,10 +164,7 @@ func (r *keyReloader) tryMounted(ctx context.Context) bool {
 		return true
 	}
 	before := r.key.AccessKey()
-	if _, err := r.key.Set(access, secret); err != nil {
-		r.log.Error(err, "the mounted API key is malformed; keeping the key in use", "dir", r.dir)
-		return true
-	}
+	_, _ = r.key.Set(access, secret) // well formed: NewKey took it
 	r.bad = ""
 	r.log.Info("Scaleway API key changed: the calls from now on are signed with it", "accessKey", access, "previousAccessKey", before)
 	probeKey(ctx, r.cloud, r.config())
@@ -191,7 +188,7 @@ func (r *keyReloader) report() {
 func probeKey(ctx context.Context, cloud scaleway.Cloud, cfg *ipam.Config) {
 	ctx, cancel := context.WithTimeout(ctx, keyProbeTimeout)
 	defer cancel()
-	_, _ = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: cloud.ProjectID(), Tags: []string{keyProbeTag}})
+	_, _ = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: cloud.ProjectID(), Tags: []string{probeTag}})
 	var seen []string
 	for _, p := range cfg.Pools {
 		if !slices.Contains(seen, p.PrivateNetworkID) {
@@ -203,9 +200,6 @@ func probeKey(ctx context.Context, cloud scaleway.Cloud, cfg *ipam.Config) {
 
 // keyProbeTimeout bounds a probe while the API does not answer.
 const keyProbeTimeout = 30 * time.Second
-
-// keyProbeTag is a tag no IP carries: the probe's list is one empty page.
-const keyProbeTag = "scw-lb-ipam-key-probe"
 
 // setupKeyWithManager watches dir (when set) for a new key, and reports
 // the key's refusals as a metric and readiness checks.

@@ -86,7 +86,7 @@ func (p *preflight) credentials(ctx context.Context) {
 	// A list scoped to the Project: IAM answers for the key's rights there,
 	// not just anywhere (a key of another Project's application would pass
 	// an unscoped read). The tag matches nothing, so one page answers.
-	_, err = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: project, Tags: []string{preflightProbeTag}})
+	_, err = cloud.ListIPs(ctx, scaleway.ListFilter{ProjectID: project, Tags: []string{probeTag}})
 	switch kind := scaleway.Classify(err); {
 	case err == nil:
 	case kind == scaleway.KindUnauthenticated:
@@ -111,9 +111,10 @@ func (p *preflight) credentials(ctx context.Context) {
 	p.ok(checkCredentials, fmt.Sprintf("%s authenticates in region %s and may list IPAM in Project %s", who, region, project))
 }
 
-// preflightProbeTag is a tag no IP carries: the credentials' list is then
-// one empty page, whatever the Project holds.
-const preflightProbeTag = "scw-lb-ipam-preflight-probe"
+// probeTag is a tag no IP carries: a list by it is one empty page,
+// whatever the Project holds. Preflight's credentials check and the API
+// key's probe (keyReloader) list by it.
+const probeTag = "scw-lb-ipam-probe"
 
 // pnCache reads each Private Network once: the pool file's Resolve, the
 // cluster network's line and each pool's line all need it, and one run
