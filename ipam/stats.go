@@ -22,6 +22,9 @@ type PoolStats struct {
 	Free     uint64 `json:"free"`
 	// Known is false until the pool's subnet has been listed once.
 	Known bool `json:"-"`
+	// NetworkMissing: the last listing of the pool's subnet found no such
+	// Private Network.
+	NetworkMissing bool `json:"-"`
 	// Listed is when the pool's subnet was last listed: the age of its
 	// occupancy view and reservation index.
 	Listed time.Time `json:"-"`

@@ -1,6 +1,7 @@
 package servicecache
 
 import (
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -44,7 +45,10 @@ type Annotation struct{ Key, Value string }
 //     and the CCM that make a request;
 //   - the Events the sweeper records on a Service: Regarding;
 //   - the sweeper's convergence monitor: the CCM's annotations and the IPs
-//     of status.loadBalancer.ingress.
+//     of status.loadBalancer.ingress;
+//   - the view's writer of the Service's conditions: the digest of the
+//     conditions of scw-lb-ipam (Conditions), so that an unchanged one is
+//     not written again.
 //
 // A new reader that needs more must add it here, and to the test that
 // compares every reader's answers on a Service and on its Record.
@@ -67,10 +71,12 @@ type Record struct {
 	rare *rareFields
 	// Created is the creation time in Unix seconds: the apiserver's
 	// timestamps have no finer resolution, and uint32 lasts until 2106.
-	// Beside flags, the two fit in the word after rare: the Record stays
-	// in the 128 B size class.
 	Created uint32
-	flags   uint8
+	// Conditions is ConditionsDigest of the Service's status.conditions: 0
+	// when it carries none of scw-lb-ipam's. With it the Record is in the
+	// 144 B size class (128 B without).
+	Conditions uint32
+	flags      uint8
 }
 
 const (
@@ -116,7 +122,34 @@ func NewRecord(svc *corev1.Service) *Record {
 			r.Ingress = append(r.Ingress, in.IP)
 		}
 	}
+	r.Conditions = ConditionsDigest(svc.Status.Conditions)
 	return r
+}
+
+// ConditionsDigest is a digest of the conditions of scw-lb-ipam (their type
+// starts with scw-lb-ipam.io/) among conds: their type, status, reason and
+// message, in the order of their types. 0 when there are none. The writer
+// of the conditions compares the digest of those it would write with the
+// Record's: both are made by this one function.
+func ConditionsDigest(conds []metav1.Condition) uint32 {
+	var ours []metav1.Condition
+	for _, c := range conds {
+		if strings.HasPrefix(c.Type, annotationPrefix) {
+			ours = append(ours, c)
+		}
+	}
+	if len(ours) == 0 {
+		return 0
+	}
+	slices.SortFunc(ours, func(a, b metav1.Condition) int { return strings.Compare(a.Type, b.Type) })
+	h := fnv.New32a()
+	for _, c := range ours {
+		for _, f := range []string{c.Type, string(c.Status), c.Reason, c.Message} {
+			_, _ = h.Write([]byte(f))
+			_, _ = h.Write([]byte{0})
+		}
+	}
+	return max(h.Sum32(), 1)
 }
 
 // recordAnnotations are the entries of ann that kept keeps, sorted by key; nil

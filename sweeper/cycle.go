@@ -9,9 +9,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
 // cycle is what one Sweep keeps while it pages through the listing.
@@ -35,13 +37,22 @@ type cycle struct {
 	ledgerWrites int
 	// strandedIDs are the IDs this cycle found stranded (Report.Stranded).
 	strandedIDs map[string]bool
+	// rows are the IPReservations of the view (Options.View), nil without
+	// one.
+	rows []view.Reservation
 }
 
-// attachment is where a listed IP is and what holds it: all the monitor
-// reads of it, 32 bytes a live Service.
+// attachment is where a listed IP is, what holds it and whose ledger it
+// is: all the monitor and the Service's conditions read of it, 80 bytes a
+// live Service.
 type attachment struct {
 	address  netip.Addr
 	resource *scaleway.Resource
+	// pool and service are the ledger's; ours is false for an IP of
+	// another cluster (the tag filter is OR).
+	pool    string
+	service types.NamespacedName
+	ours    bool
 }
 
 // judge keeps the ledger of one listed IP current, and notes what the
@@ -49,12 +60,13 @@ type attachment struct {
 func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	s, rep := c.s, c.rep
 	id, referenced := c.view.key(ip.ID)
+	entry := ip.Entry
+	ours := entry.Owns(c.cfg.ClusterName)
 	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[id] = attachment{ip.Address, ip.Resource}
+		c.listed[id] = attachment{address: ip.Address, resource: ip.Resource, pool: entry.Pool, service: entry.Service, ours: ours}
 	}
-	entry := ip.Entry
-	if !entry.Owns(c.cfg.ClusterName) {
+	if !ours {
 		return // the tag filter is OR: foreign IPs may come back too
 	}
 	if !s.inScope(c.scope, ip) {
@@ -67,14 +79,25 @@ func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	rep.Scanned++
 	if referenced {
 		rep.Referenced++
-		s.referenced(ctx, ip, c.view.refs(c.cfg, ip.ID), rep, c)
+		refs := c.view.refs(c.cfg, ip.ID)
+		s.referenced(ctx, ip, refs, rep, c)
+		c.row(ip, liveEntry(entry, refs), view.StateLive)
 		return
 	}
 	rep.Orphaned++
 	c.orphansByPool[entry.Pool]++
-	if c.unreferenced(ctx, ip) {
+	due, e := c.unreferenced(ctx, ip)
+	if due {
 		c.releases = append(c.releases, ip)
 	}
+	state := view.StateRetained
+	switch {
+	case Stranded(ip.Resource, e.OrphanedSince, s.o.Clock.Now(), s.o.ConvergenceGrace):
+		state = view.StateStranded
+	case e.UID == "":
+		state = view.StatePending
+	}
+	c.row(ip, e, state)
 }
 
 // referenced clears orphaned-since, back-fills the uid and the namespace
@@ -161,8 +184,8 @@ func unchanged(ctx context.Context, o *Options, ip *ipam.Reservation, rep *Repor
 
 // unreferenced carries out the rules' verdict on an IP no live Service
 // references (ipam.Retention.Judge), and reports whether it is due for
-// release (see release).
-func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due bool) {
+// release (see release) and its ledger as the cycle leaves it.
+func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due bool, _ ipam.Entry) {
 	s, rep, e := c.s, c.rep, ip.Entry
 	log := s.o.Log.WithValues("ipamID", ip.ID, "address", ip.Address.String(), "pool", e.Pool, "service", e.Service.String())
 	if !e.OrphanedSince.IsZero() {
@@ -179,19 +202,21 @@ func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due boo
 		// release is due (retention > margin ≥ twice the admission
 		// deadline; the tag rounds this up, never down).
 		if !unchanged(ctx, &s.o, ip, rep) {
-			return false
+			return false, e
 		}
 		e = s.policy.Start(pool, e, s.o.Clock.Now())
 		if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 			rep.Errors++
 			log.Error(err, "tagging an unreferenced IP orphaned")
-			return false
+			return false, ip.Entry
 		}
 		rep.Tagged++
 		c.wake(e.ReleaseAt)
 		log.V(1).Info("no live Service references this IP; retention starts", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
 	case ipam.VerdictRewrite:
-		c.rewrite(ctx, ip, next, log)
+		if c.rewrite(ctx, ip, next, log) {
+			e = next
+		}
 	case ipam.VerdictRetain:
 		c.wake(e.ReleaseAt)
 	case ipam.VerdictAttached:
@@ -201,11 +226,11 @@ func (c *cycle) unreferenced(ctx context.Context, ip *ipam.Reservation) (due boo
 	case ipam.VerdictRelease:
 		if s.o.ReportOnly {
 			c.wouldRelease(ip)
-			return false
+			return false, e
 		}
-		return true
+		return true, e
 	}
-	return false
+	return false, e
 }
 
 // stranded reports a retained IP still attached to a Load Balancer past
@@ -237,19 +262,20 @@ func Stranded(resource *scaleway.Resource, orphanedSince, now time.Time, grace t
 // change (see ipam.Retention.Settle and Follow), with the namespace tag,
 // within the cycle's budget of such writes. Re-read first, as every
 // rewrite of the cycle.
-func (c *cycle) rewrite(ctx context.Context, ip *ipam.Reservation, e ipam.Entry, log logr.Logger) {
+func (c *cycle) rewrite(ctx context.Context, ip *ipam.Reservation, e ipam.Entry, log logr.Logger) (written bool) {
 	s, rep := c.s, c.rep
 	if !c.budget() || !unchanged(ctx, &s.o, ip, rep) {
-		return
+		return false
 	}
 	if _, err := s.o.Cloud.SetTags(ctx, ip.ID, e.Tags()); err != nil {
 		rep.Errors++
 		log.Error(err, "rewriting the release time of a retained IP")
-		return
+		return false
 	}
 	rep.Settled++
 	c.wake(e.ReleaseAt)
 	log.V(1).Info("the ledger of a retained IP rewritten", "releaseAt", e.ReleaseAt.Format(time.RFC3339))
+	return true
 }
 
 // budget reports whether the cycle may make one more write that only

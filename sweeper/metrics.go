@@ -28,7 +28,13 @@ type Metrics struct {
 	// stranded counts reservations no live Service references still
 	// attached to a Load Balancer past the convergence grace.
 	stranded prometheus.Gauge
+	// viewWrites counts the view's writes (Options.View), by what they
+	// wrote: an idle cycle adds none.
+	viewWrites *prometheus.CounterVec
 }
+
+// The values of scw_lb_ipam_view_writes_total's label what.
+var viewWriteKinds = []string{"object", "deletion", "service_conditions", "failed"}
 
 // NewMetrics creates and registers the sweeper metrics.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -67,12 +73,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.stranded = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "scw_lb_ipam_sweeper_stranded", Help: "Reservations no live Service references that stay attached to a Load Balancer past the convergence grace, at the last cycle: the CCM did not delete that Load Balancer (its Service is gone) or detach the IP; never released while attached.",
 	})
+	m.viewWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "scw_lb_ipam_view_writes_total", Help: "Writes of the view by the sweeper's leader, by what they wrote: object (an IPPool or IPReservation created or changed), deletion (one released or gone), service_conditions (a Service's Reserved and Applied conditions changed), failed (retried at the next cycle). An idle cycle writes nothing.",
+	}, []string{"what"})
 	// Every reason from the start, at 0: an alert on the series must not
 	// wait for a first cycle, and absent is not the same as none.
 	for _, r := range reasons {
 		m.notConverged.WithLabelValues(r)
 	}
-	reg.MustRegister(m.orphans, m.releases, m.early, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged, m.stranded)
+	for _, w := range viewWriteKinds {
+		m.viewWrites.WithLabelValues(w)
+	}
+	reg.MustRegister(m.orphans, m.releases, m.early, m.would, m.errors, m.cycle, m.unreserved, m.outOfScope, m.notConverged, m.stranded, m.viewWrites)
 	return m
 }
 
@@ -83,6 +95,9 @@ func (m *Metrics) observeCycle(d time.Duration, r Report) {
 		m.early.WithLabelValues(pool).Add(float64(n))
 	}
 	m.errors.Add(float64(r.Errors))
+	for i, n := range []int{r.View.Objects, r.View.Deleted, r.View.Services, r.View.Errors} {
+		m.viewWrites.WithLabelValues(viewWriteKinds[i]).Add(float64(n))
+	}
 }
 
 // setCycle exports what a completed cycle saw: the orphans by pool, the

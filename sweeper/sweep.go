@@ -18,6 +18,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
 // Report is what one cycle saw and did.
@@ -65,6 +66,8 @@ type Report struct {
 	// are not applied past the convergence grace (each reason once per
 	// Service); every reason is present.
 	NotConverged map[string]int
+	// View is what the cycle wrote of the view (Options.View).
+	View view.Writes
 }
 
 // liveRef is a live Service referencing an IP: what an Event on the
@@ -163,17 +166,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		return rep, ErrNotSynced
 	}
 	cfg := s.o.Config()
-	view, deleting, err := s.liveReferences(ctx, &rep)
+	live, deleting, err := s.liveReferences(ctx, &rep)
 	if err != nil {
 		rep.Errors++
 		return rep, err
 	}
-	claimed := s.collectClaims(ctx, view, deleting, &rep)
+	claimed := s.collectClaims(ctx, live, deleting, &rep)
 	// The live view is taken before the listing: an IP booked in between
 	// is at worst tagged orphaned for a cycle, never released, since any
 	// retention is longer than a cycle.
-	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: view, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
-		listed: make(map[string]attachment, len(view.byID)), strandedIDs: map[string]bool{}}
+	c := cycle{s: s, rep: &rep, cfg: cfg, start: start, view: live, scope: poolSubnets(cfg), orphansByPool: map[string]int{},
+		listed: make(map[string]attachment, len(live.byID)), strandedIDs: map[string]bool{}}
 	// Page by page: the cycle never holds the whole listing. Releases wait
 	// for its end, as they would shift the pages still to come.
 	err = scaleway.EachPage(ctx, s.o.Cloud, scaleway.ListFilter{Tags: []string{ipam.TagCluster + cfg.ClusterName}}, func(page []*scaleway.IP) error {
@@ -193,7 +196,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if rep.OutOfScope > 0 {
 		s.o.Log.Info("IPs tagged with this cluster's name lie outside every pool's subnet and are left alone: another cluster with the same clusterName, or the network of a removed pool (--release-removed-pools releases those)", "count", rep.OutOfScope, "clusterName", cfg.ClusterName)
 	}
-	s.monitor(ctx, view.services, c.listed, claimed, s.o.Clock.Now(), &rep)
+	s.monitor(ctx, live.services, c.listed, claimed, s.o.Clock.Now(), &rep)
+	if s.o.View != nil {
+		c.publish(ctx, claimed)
+	}
 	if s.o.Metrics != nil {
 		s.o.Metrics.setCycle(c.orphansByPool, rep)
 	}

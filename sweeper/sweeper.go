@@ -100,7 +100,10 @@ type Options struct {
 	// Events reads the IPNotApplied Events at the start of each leader
 	// term (the API reader: the manager's cache does not watch Events);
 	// nil starts each term with a fresh grace for every Service.
-	Events   client.Reader
+	Events client.Reader
+	// View shows each cycle's reservations and the Services' conditions
+	// in the apiserver (view.Mirror); nil shows nothing.
+	View     Publisher
 	Recorder EventRecorder
 	Metrics  *Metrics
 	Log      logr.Logger
@@ -200,6 +203,9 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	stopBackfills := s.startBackfills(ctx)
 	defer stopBackfills()
 	s.restore(ctx)
+	if s.o.View != nil {
+		s.o.View.Reset()
+	}
 	if !s.waitSynced(ctx) {
 		return nil
 	}

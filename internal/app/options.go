@@ -76,6 +76,9 @@ type Options struct {
 	Inventory inventory.Options
 	// Sweep is the sweeper: its cycle, retention and report flags.
 	Sweep sweeper.Options
+	// View: the sweeper's leader shows the reservations, the pools and
+	// the Services' conditions in the apiserver (--view).
+	View bool
 	// Leader is the sweeper's election: --leader-elect, its namespace and
 	// timings.
 	Leader sweeper.Election
@@ -141,6 +144,7 @@ func (o *Options) bindFlags(fs *flag.FlagSet) (excluded, tlsMode *string) {
 	fs.IntVar(&o.Sweep.MaxReleasesPerCycle, "max-releases-per-cycle", sweeper.DefaultMaxReleases, "most reservations one sweeper cycle releases")
 	fs.BoolVar(&o.Sweep.ReportOnly, "sweep-report-only", false, "log and count what the sweeper would release, release nothing")
 	fs.BoolVar(&o.Sweep.ReleaseRemovedPools, "release-removed-pools", false, "let the sweeper release reservations of pools no longer in the pool file")
+	fs.BoolVar(&o.View, "view", true, "show the reservations and pools as IPReservation and IPPool objects (scw-lb-ipam.io) and the Services' Reserved and Applied conditions; needs the chart's CustomResourceDefinitions")
 	fs.DurationVar(&o.Sweep.ConvergenceGrace, "convergence-grace", sweeper.DefaultConvergenceGrace, "how long a LoadBalancer Service's reserved IPs may take to show on its Load Balancer before the sweeper reports it (IPNotApplied Event, scw_lb_ipam_services_not_converged)")
 	tlsMode = fs.String("tls-mode", "self-managed", "who provides the serving certificate: self-managed (a Secret kept by scw-lb-ipam) or cert-manager (files mounted in --cert-dir)")
 	fs.StringVar(&o.Certs.SecretName, "tls-secret", "scw-lb-ipam-tls", "self-managed mode: the Secret holding the CA and serving certificate")

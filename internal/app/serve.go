@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 	"github.com/scw-lb-ipam/scw-lb-ipam/webhook"
 )
 
@@ -151,7 +153,13 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		return err
 	}
 	r.Handler = mutator
-	if _, err := sweeper.SetupWithManager(ctx, mgr, services, o.sweeperOptions(cloud, r.Allocator, leases, reg, log), o.election(reg, log)); err != nil {
+	sweep := o.sweeperOptions(cloud, r.Allocator, leases, reg, log)
+	if o.View {
+		if sweep.View, err = r.mirror(); err != nil {
+			return err
+		}
+	}
+	if _, err := sweeper.SetupWithManager(ctx, mgr, services, sweep, o.election(reg, log)); err != nil {
 		return err
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: r.data,
@@ -175,6 +183,27 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		return nil
 	})
 }
+
+// mirror is the view the sweeper's leader writes: the pools' counts from
+// the inventory, which the metrics and status read too. Its writes have a
+// client of their own: a leader's first cycle writes an object per
+// reservation, which the manager's client rate (shared with the webhook's
+// Events and the back-fill) would spread over minutes.
+func (r *Replica) mirror() (*view.Mirror, error) {
+	cfg := rest.CopyConfig(r.Manager.GetConfig())
+	cfg.QPS, cfg.Burst = viewQPS, 2*viewQPS
+	c, err := client.New(cfg, client.Options{Scheme: r.Manager.GetScheme(), Mapper: r.Manager.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("the view's client: %w", err)
+	}
+	return view.NewMirror(view.Options{Client: c, Reader: r.Manager.GetAPIReader(), Log: r.log.WithName("view"),
+		Pools: func() []view.Pool { return view.PoolsOf(r.Allocator.Config(), r.Inventory.Stats()) }}), nil
+}
+
+// viewQPS bounds the view's writes: 10,000 objects in under a minute, the
+// sweep interval, and the apiserver's priority and fairness queues them
+// below the webhook's own requests' level.
+const viewQPS = 200
 
 // Start serves Handler at WebhookPath and runs the manager until ctx ends
 // (then drains, see drainOnStop) or a component fails.

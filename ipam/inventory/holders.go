@@ -60,6 +60,17 @@ func heldIn(o *occupancy, p *ipam.Pool) []*ipam.Reservation {
 	return slices.Collect(maps.Values(holders))
 }
 
+// lastListing is the error of the last listing of the subnet, nil when it
+// succeeded or none ended yet.
+func (o *occupancy) lastListing() error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.listErr
+}
+
 // holdersIn copies the booked addresses of pool p from its subnet's view;
 // bookings still in flight are left out until they answer. listed is when
 // the subnet was last listed, zero before its first listing (a nil view).

@@ -15,9 +15,11 @@ func (v *Inventory) Stats() []ipam.PoolStats {
 	cfg := v.Config()
 	out := make([]ipam.PoolStats, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
-		holders, listed := v.subnets.existing(p).holdersIn(p)
+		o := v.subnets.existing(p)
+		holders, listed := o.holdersIn(p)
 		st := ipam.StatsOf(p, cfg.ClusterName, holders)
 		st.Listed, st.Known = listed, !listed.IsZero()
+		st.NetworkMissing = scaleway.Classify(o.lastListing()) == scaleway.KindNotFound
 		out = append(out, st)
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -22,6 +23,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
 // convergenceGrace is the webhook's --convergence-grace in the suite: a
@@ -189,6 +191,7 @@ func TestConvergenceMonitor(t *testing.T) {
 			if got := notConverged(t); !sameGauges(got, base) {
 				t.Fatalf("not-converged gauges %v, want %v", got, base)
 			}
+			hasCondition(t, 5*time.Second, "web", "converged", view.ConditionApplied, metav1.ConditionTrue, "Applied")
 			events[applied] = false
 			reportedOnce(t, events)
 		})
@@ -211,6 +214,8 @@ func TestConvergenceMonitor(t *testing.T) {
 			}
 			reported(t, svc, base, sweeper.ReasonGone, x, "released or deleted out of band")
 			events[svc] = true
+			hasCondition(t, 5*time.Second, "web", "released", view.ConditionReserved, metav1.ConditionFalse, "GoneFromIPAM")
+			hasCondition(t, 5*time.Second, "web", "released", view.ConditionApplied, metav1.ConditionFalse, "GoneFromIPAM")
 		})
 	}) {
 		return
@@ -272,6 +277,12 @@ func TestConvergenceMonitor(t *testing.T) {
 			}
 			reported(t, old, base, sweeper.ReasonNotAttached, oldX, "v0.36.0")
 			events[old] = true
+			// The condition says it at once, in the same words.
+			c := hasCondition(t, 5*time.Second, "web", "old-ccm", view.ConditionApplied, metav1.ConditionFalse, "NotAttached")
+			if !strings.Contains(c.Message, oldX) || !strings.Contains(c.Message, "v0.36.0") {
+				t.Fatalf("Applied's message names neither %s nor v0.36.0: %s", oldX, c.Message)
+			}
+			hasCondition(t, 5*time.Second, "web", "old-ccm", view.ConditionReserved, metav1.ConditionTrue, "Reserved")
 		})
 	}) {
 		return

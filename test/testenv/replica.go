@@ -124,6 +124,22 @@ func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
 	return 0, false
 }
 
+// Counter reads a counter of this replica with the given label pairs;
+// false when it does not export it.
+func (r *Replica) Counter(name string, labels ...string) (float64, bool) {
+	for _, f := range r.gather() {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // StartWebhook starts every replica that is not serving, and waits until
 // each listens and the caBundle is in place.
 func (e *Env) StartWebhook() error {

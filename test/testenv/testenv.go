@@ -17,12 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
 // Credentials of the emulator.
@@ -228,7 +231,9 @@ func (e *Env) installChart(ctx context.Context) error {
 	chart := filepath.Join(e.o.Root, "charts", "scw-lb-ipam")
 	args := []string{"template", release, chart, "--namespace", ReleaseNamespace,
 		"--values", filepath.Join(chart, "ci", "self-managed-values.yaml"),
-		"--show-only", "templates/mutatingwebhookconfiguration.yaml", "--show-only", "templates/service.yaml"}
+		"--show-only", "templates/mutatingwebhookconfiguration.yaml", "--show-only", "templates/service.yaml",
+		// The view's kinds, which the sweeper's leader writes.
+		"--show-only", "templates/crds.yaml"}
 	for _, s := range e.o.HelmSets {
 		args = append(args, "--set", s)
 	}
@@ -257,7 +262,22 @@ func (e *Env) installChart(ctx context.Context) error {
 		return err
 	}
 	e.service = net.JoinHostPort(svc.Spec.ClusterIP, "443")
-	return nil
+	return e.viewServed(ctx)
+}
+
+// viewServed waits until the apiserver serves the view's kinds, as the
+// chart's install does before the pods start.
+func (e *Env) viewServed(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, k := range []schema.GroupVersionKind{view.PoolKind, view.ReservationKind} {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(k.GroupVersion().WithKind(k.Kind + "List"))
+			if err := e.Kube.List(ctx, list); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // createNamespaces creates the release's namespace, and namespaces, those

@@ -1,0 +1,332 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
+)
+
+// DefaultWorkers is how many writes a Mirror has in flight: a leader's
+// first cycle at 10,000 reservations writes 10,000 objects, one at a time
+// a round trip each.
+const DefaultWorkers = 8
+
+// Options configures a Mirror.
+type Options struct {
+	// Client writes the objects and the Services' conditions (server-side
+	// apply, field manager ManagedBy).
+	Client client.Client
+	// Reader reads from the apiserver, not a cache: the objects at the
+	// start of a leader's term, a Service before its conditions change.
+	Reader client.Reader
+	// Pools are the pools' occupancy now (PoolsOf); nil shows no pool.
+	Pools   func() []Pool
+	Clock   clock.PassiveClock
+	Workers int
+	Log     logr.Logger
+}
+
+// Writes counts what one Publish wrote.
+type Writes struct {
+	Objects  int // IPPools and IPReservations created or changed
+	Deleted  int
+	Services int // Services whose conditions changed
+	Errors   int
+}
+
+// Total is every write.
+func (w Writes) Total() int { return w.Objects + w.Deleted + w.Services }
+
+// Mirror writes each Snapshot into the apiserver, and only what differs
+// from what it holds there.
+type Mirror struct {
+	o  Options
+	mu sync.Mutex
+	// known is the digest of the status of every object of the view the
+	// apiserver holds, by kind, namespace and name: read in full once a
+	// term (Reset), then kept by the writes.
+	known map[objectKey]uint64
+	// conditions are the pools' conditions as written, with their
+	// transition times.
+	conditions map[string][]metav1.Condition
+	listed     bool
+}
+
+type objectKey struct {
+	kind, namespace, name string
+}
+
+// NewMirror returns a Mirror with defaults filled in.
+func NewMirror(o Options) *Mirror {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	return &Mirror{o: o}
+}
+
+// Reset forgets what the apiserver holds: the next Publish reads it again.
+// Called at the start of each leader term, since another leader may have
+// written meanwhile.
+func (m *Mirror) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.listed = false
+}
+
+// ErrNoCRDs is returned while the view's CustomResourceDefinitions are
+// not installed.
+var ErrNoCRDs = errors.New("the CustomResourceDefinitions ippools.scw-lb-ipam.io and ipreservations.scw-lb-ipam.io are not installed: install or upgrade the chart, which installs them")
+
+// Publish writes snap: the reservations and pools that changed, the
+// deletion of those gone, and the Services' conditions that changed.
+func (m *Mirror) Publish(ctx context.Context, snap *Snapshot) (Writes, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var w Writes
+	if !m.listed {
+		if err := m.list(ctx); err != nil {
+			w.Errors++
+			return w, err
+		}
+		m.listed = true
+	}
+	desired := m.objects(snap)
+	var mu sync.Mutex
+	count := func(n *int) {
+		mu.Lock()
+		*n++
+		mu.Unlock()
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.o.Workers)
+	for k, o := range desired {
+		if o.obj == nil || m.known[k] == o.digest {
+			continue
+		}
+		g.Go(func() error {
+			if err := m.apply(gctx, o.obj); err != nil {
+				count(&w.Errors)
+				m.o.Log.V(1).Info("writing an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
+				return nil
+			}
+			mu.Lock()
+			m.known[k] = o.digest
+			w.Objects++
+			mu.Unlock()
+			return nil
+		})
+	}
+	for k := range m.known {
+		if _, ok := desired[k]; ok {
+			continue
+		}
+		g.Go(func() error {
+			if err := m.delete(gctx, k); err != nil {
+				count(&w.Errors)
+				m.o.Log.V(1).Info("deleting an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
+				return nil
+			}
+			mu.Lock()
+			delete(m.known, k)
+			w.Deleted++
+			mu.Unlock()
+			return nil
+		})
+	}
+	for _, sc := range snap.Services {
+		if servicecache.ConditionsDigest(sc.Conditions) == sc.Digest {
+			continue
+		}
+		g.Go(func() error {
+			wrote, err := m.conditionsOf(gctx, sc)
+			switch {
+			case err != nil:
+				count(&w.Errors)
+				m.o.Log.V(1).Info("writing the conditions of a Service; retried at the next cycle", "service", sc.Namespace+"/"+sc.Name, "error", err.Error())
+			case wrote:
+				count(&w.Services)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return w, nil
+}
+
+// desiredObject is an object of the view as it should be; obj is nil for
+// one to keep as it is (a pool not listed yet).
+type desiredObject struct {
+	obj    *unstructured.Unstructured
+	digest uint64
+}
+
+// objects are the objects snap and the pools make, by key.
+func (m *Mirror) objects(snap *Snapshot) map[objectKey]desiredObject {
+	out := make(map[objectKey]desiredObject, len(snap.Reservations))
+	for _, r := range snap.Reservations {
+		k := objectKey{ReservationKind.Kind, r.Namespace, r.ID}
+		out[k] = object(ReservationKind, k, &r.Status)
+	}
+	if m.o.Pools == nil {
+		return out
+	}
+	now := metav1.NewTime(m.o.Clock.Now().Truncate(time.Second))
+	for _, p := range m.o.Pools() {
+		k := objectKey{PoolKind.Kind, "", p.Name}
+		if !p.Known {
+			out[k] = desiredObject{}
+			continue
+		}
+		conds := m.conditions[p.Name]
+		for _, c := range p.Conditions() {
+			c.LastTransitionTime = now
+			meta.SetStatusCondition(&conds, c)
+		}
+		m.conditions[p.Name] = conds
+		st := p.Status
+		st.Conditions = conds
+		out[k] = object(PoolKind, k, &st)
+	}
+	return out
+}
+
+// object is the object of kind gvk at k showing status.
+func object(gvk schema.GroupVersionKind, k objectKey, status any) desiredObject {
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
+	if err != nil {
+		// Only plain fields: a failure is a bug of this package.
+		panic(fmt.Sprintf("view: %s %s: %v", gvk.Kind, k.name, err))
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(k.namespace)
+	u.SetName(k.name)
+	u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": ManagedBy})
+	return desiredObject{obj: u, digest: digest(st)}
+}
+
+// digest identifies a status as the apiserver returns it: written, then
+// read back, an object has the digest it was written with.
+func digest(status map[string]any) uint64 {
+	b, _ := json.Marshal(status) // keys sorted: one encoding per value
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// list reads every object of the view the apiserver holds, a page at a
+// time, with their digests and the pools' conditions.
+func (m *Mirror) list(ctx context.Context) error {
+	m.known, m.conditions = map[objectKey]uint64{}, map[string][]metav1.Condition{}
+	for _, gvk := range []schema.GroupVersionKind{PoolKind, ReservationKind} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		for {
+			err := m.o.Reader.List(ctx, list, client.Limit(500), client.Continue(list.GetContinue()))
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				return ErrNoCRDs
+			}
+			if err != nil {
+				return fmt.Errorf("listing the %ss of the view: %w", gvk.Kind, err)
+			}
+			for i := range list.Items {
+				m.learn(gvk, &list.Items[i])
+			}
+			if list.GetContinue() == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// learn notes one object the apiserver holds.
+func (m *Mirror) learn(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
+	st, _, _ := unstructured.NestedMap(u.Object, "status")
+	m.known[objectKey{gvk.Kind, u.GetNamespace(), u.GetName()}] = digest(st)
+	if gvk != PoolKind {
+		return
+	}
+	var ps PoolStatus
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(st, &ps) == nil {
+		m.conditions[u.GetName()] = ps.Conditions
+	}
+}
+
+func (m *Mirror) apply(ctx context.Context, u *unstructured.Unstructured) error {
+	err := m.o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ManagedBy), client.ForceOwnership)
+	if apierrors.IsNotFound(err) && u.GetNamespace() != "" {
+		// The namespace is gone with its Services: what the reservation
+		// counted in no longer exists, and it is released in time.
+		return nil
+	}
+	return err
+}
+
+func (m *Mirror) delete(ctx context.Context, k objectKey) error {
+	u := &unstructured.Unstructured{}
+	gvk := ReservationKind
+	if k.kind == PoolKind.Kind {
+		gvk = PoolKind
+	}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(k.namespace)
+	u.SetName(k.name)
+	return client.IgnoreNotFound(m.o.Client.Delete(ctx, u))
+}
+
+// conditionsOf writes the conditions of one Service, keeping the
+// transition time of each whose status does not change: it reads the
+// Service first (one read per change, never per cycle). The write names
+// the Service's UID, so that it never lands on a re-created namesake.
+func (m *Mirror) conditionsOf(ctx context.Context, sc ServiceConditions) (wrote bool, err error) {
+	var svc corev1.Service
+	if err := m.o.Reader.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}, &svc); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if string(svc.UID) != sc.UID || svc.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if servicecache.ConditionsDigest(svc.Status.Conditions) == servicecache.ConditionsDigest(sc.Conditions) {
+		return false, nil // the cache had not seen the last write yet
+	}
+	now := metav1.NewTime(m.o.Clock.Now().Truncate(time.Second))
+	status := corev1ac.ServiceStatus()
+	for _, c := range sc.Conditions {
+		since := now
+		if old := meta.FindStatusCondition(svc.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
+			since = old.LastTransitionTime
+		}
+		status.WithConditions(metav1ac.Condition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
+			WithMessage(c.Message).WithObservedGeneration(svc.Generation).WithLastTransitionTime(since))
+	}
+	ac := corev1ac.Service(sc.Name, sc.Namespace).WithUID(svc.UID).WithStatus(status)
+	if err := m.o.Client.Status().Apply(ctx, ac, client.FieldOwner(ManagedBy), client.ForceOwnership); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
