@@ -114,82 +114,98 @@ func (m *Mirror) Publish(ctx context.Context, snap *Snapshot) (Writes, error) {
 		}
 		m.listed = true
 	}
-	desired := m.objects(snap)
+	m.writeObjects(ctx, m.objects(snap), &w)
+	m.writeConditions(ctx, snap.Services, &w)
+	return w, nil
+}
+
+// writeObjects applies the desired objects that differ from what the
+// apiserver holds and deletes those it holds that are not desired.
+func (m *Mirror) writeObjects(ctx context.Context, desired map[objectKey]desiredObject, w *Writes) {
+	// What to write is decided before the writes start: they update known.
+	var applies, deletes []objectKey
+	for k, o := range desired {
+		if o.status != nil && m.known[k] != o.digest {
+			applies = append(applies, k)
+		}
+	}
+	for k := range m.known {
+		if _, ok := desired[k]; !ok {
+			deletes = append(deletes, k)
+		}
+	}
 	var mu sync.Mutex
-	count := func(n *int) {
+	done := func(k objectKey, err error, what string, ok func()) {
 		mu.Lock()
-		*n++
-		mu.Unlock()
+		defer mu.Unlock()
+		if err != nil {
+			w.Errors++
+			m.o.Log.V(1).Info(what+" an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
+			return
+		}
+		ok()
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(m.o.Workers)
-	for k, o := range desired {
-		if o.obj == nil || m.known[k] == o.digest {
-			continue
-		}
+	for _, k := range applies {
+		o := desired[k]
 		g.Go(func() error {
-			if err := m.apply(gctx, o.obj); err != nil {
-				count(&w.Errors)
-				m.o.Log.V(1).Info("writing an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
-				return nil
-			}
-			mu.Lock()
-			m.known[k] = o.digest
-			w.Objects++
-			mu.Unlock()
+			done(k, m.apply(gctx, object(k, o.status)), "writing", func() { m.known[k] = o.digest; w.Objects++ })
 			return nil
 		})
 	}
-	for k := range m.known {
-		if _, ok := desired[k]; ok {
-			continue
-		}
+	for _, k := range deletes {
 		g.Go(func() error {
-			if err := m.delete(gctx, k); err != nil {
-				count(&w.Errors)
-				m.o.Log.V(1).Info("deleting an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
-				return nil
-			}
-			mu.Lock()
-			delete(m.known, k)
-			w.Deleted++
-			mu.Unlock()
+			done(k, m.delete(gctx, k), "deleting", func() { delete(m.known, k); w.Deleted++ })
 			return nil
 		})
 	}
-	for _, sc := range snap.Services {
+	_ = g.Wait()
+}
+
+// writeConditions writes the conditions of each Service whose digest
+// differs from the one it carries.
+func (m *Mirror) writeConditions(ctx context.Context, services []ServiceConditions, w *Writes) {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.o.Workers)
+	for _, sc := range services {
 		if servicecache.ConditionsDigest(sc.Conditions) == sc.Digest {
 			continue
 		}
 		g.Go(func() error {
 			wrote, err := m.conditionsOf(gctx, sc)
+			mu.Lock()
+			defer mu.Unlock()
 			switch {
 			case err != nil:
-				count(&w.Errors)
+				w.Errors++
 				m.o.Log.V(1).Info("writing the conditions of a Service; retried at the next cycle", "service", sc.Namespace+"/"+sc.Name, "error", err.Error())
 			case wrote:
-				count(&w.Services)
+				w.Services++
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return w, nil
 }
 
-// desiredObject is an object of the view as it should be; obj is nil for
-// one to keep as it is (a pool not listed yet).
+// desiredObject is an object of the view as it should be: its status (a
+// *ReservationStatus or *PoolStatus), nil for one to keep as it is (a pool
+// not listed yet). The object itself is made only to be written: at
+// 10,000 reservations, made for every one each cycle, objects would weigh
+// on the leader's heap for nothing.
 type desiredObject struct {
-	obj    *unstructured.Unstructured
+	status any
 	digest uint64
 }
 
 // objects are the objects snap and the pools make, by key.
 func (m *Mirror) objects(snap *Snapshot) map[objectKey]desiredObject {
 	out := make(map[objectKey]desiredObject, len(snap.Reservations))
-	for _, r := range snap.Reservations {
-		k := objectKey{ReservationKind.Kind, r.Namespace, r.ID}
-		out[k] = object(ReservationKind, k, &r.Status)
+	for i := range snap.Reservations {
+		r := &snap.Reservations[i]
+		out[objectKey{ReservationKind.Kind, r.Namespace, r.ID}] = desiredObject{&r.Status, digest(&r.Status)}
 	}
 	if m.o.Pools == nil {
 		return out
@@ -209,30 +225,38 @@ func (m *Mirror) objects(snap *Snapshot) map[objectKey]desiredObject {
 		m.conditions[p.Name] = conds
 		st := p.Status
 		st.Conditions = conds
-		out[k] = object(PoolKind, k, &st)
+		out[k] = desiredObject{&st, digest(&st)}
 	}
 	return out
 }
 
-// object is the object of kind gvk at k showing status.
-func object(gvk schema.GroupVersionKind, k objectKey, status any) desiredObject {
+// object is the object at k showing status.
+func object(k objectKey, status any) *unstructured.Unstructured {
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
 	if err != nil {
 		// Only plain fields: a failure is a bug of this package.
-		panic(fmt.Sprintf("view: %s %s: %v", gvk.Kind, k.name, err))
+		panic(fmt.Sprintf("view: %s %s: %v", k.kind, k.name, err))
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
-	u.SetGroupVersionKind(gvk)
+	u.SetGroupVersionKind(k.gvk())
 	u.SetNamespace(k.namespace)
 	u.SetName(k.name)
 	u.SetLabels(map[string]string{"app.kubernetes.io/managed-by": ManagedBy})
-	return desiredObject{obj: u, digest: digest(st)}
+	return u
 }
 
-// digest identifies a status as the apiserver returns it: written, then
-// read back, an object has the digest it was written with.
-func digest(status map[string]any) uint64 {
-	b, _ := json.Marshal(status) // keys sorted: one encoding per value
+func (k objectKey) gvk() schema.GroupVersionKind {
+	if k.kind == PoolKind.Kind {
+		return PoolKind
+	}
+	return ReservationKind
+}
+
+// digest identifies a status (a *ReservationStatus or *PoolStatus) by its
+// JSON: written, then read back into its type, an object has the digest it
+// was written with (times are whole seconds both ways).
+func digest(status any) uint64 {
+	b, _ := json.Marshal(status)
 	h := fnv.New64a()
 	_, _ = h.Write(b)
 	return h.Sum64()
@@ -264,16 +288,22 @@ func (m *Mirror) list(ctx context.Context) error {
 	return nil
 }
 
-// learn notes one object the apiserver holds.
+// learn notes one object the apiserver holds. One whose status does not
+// read as its type is noted with digest 0: written again.
 func (m *Mirror) learn(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
+	k := objectKey{gvk.Kind, u.GetNamespace(), u.GetName()}
 	st, _, _ := unstructured.NestedMap(u.Object, "status")
-	m.known[objectKey{gvk.Kind, u.GetNamespace(), u.GetName()}] = digest(st)
-	if gvk != PoolKind {
+	var status any = &ReservationStatus{}
+	if gvk == PoolKind {
+		status = &PoolStatus{}
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(st, status); err != nil {
+		m.known[k] = 0
 		return
 	}
-	var ps PoolStatus
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(st, &ps) == nil {
-		m.conditions[u.GetName()] = ps.Conditions
+	m.known[k] = digest(status)
+	if ps, ok := status.(*PoolStatus); ok {
+		m.conditions[k.name] = ps.Conditions
 	}
 }
 
@@ -289,11 +319,7 @@ func (m *Mirror) apply(ctx context.Context, u *unstructured.Unstructured) error 
 
 func (m *Mirror) delete(ctx context.Context, k objectKey) error {
 	u := &unstructured.Unstructured{}
-	gvk := ReservationKind
-	if k.kind == PoolKind.Kind {
-		gvk = PoolKind
-	}
-	u.SetGroupVersionKind(gvk)
+	u.SetGroupVersionKind(k.gvk())
 	u.SetNamespace(k.namespace)
 	u.SetName(k.name)
 	return client.IgnoreNotFound(m.o.Client.Delete(ctx, u))

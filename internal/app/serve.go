@@ -153,13 +153,7 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		return err
 	}
 	r.Handler = mutator
-	sweep := o.sweeperOptions(cloud, r.Allocator, leases, reg, log)
-	if o.View {
-		if sweep.View, err = r.mirror(); err != nil {
-			return err
-		}
-	}
-	if _, err := sweeper.SetupWithManager(ctx, mgr, services, sweep, o.election(reg, log)); err != nil {
+	if err := r.setupSweeper(ctx, services, o.sweeperOptions(cloud, r.Allocator, leases, reg, log), reg); err != nil {
 		return err
 	}
 	if err := setupConfigReloadWithManager(mgr, reloadOptions{path: o.ConfigFile, every: o.ConfigPollEvery, loaded: r.data,
@@ -182,6 +176,19 @@ func (r *Replica) setup(ctx context.Context, cloud scaleway.Cloud, reg prometheu
 		}
 		return nil
 	})
+}
+
+// setupSweeper runs the sweeper, on the leader, with the view it writes
+// (--view).
+func (r *Replica) setupSweeper(ctx context.Context, services *servicecache.Informer, sweep sweeper.Options, reg prometheus.Registerer) error {
+	if r.o.View {
+		var err error
+		if sweep.View, err = r.mirror(); err != nil {
+			return err
+		}
+	}
+	_, err := sweeper.SetupWithManager(ctx, r.Manager, services, sweep, r.o.election(reg, r.log))
+	return err
 }
 
 // mirror is the view the sweeper's leader writes: the pools' counts from

@@ -33,7 +33,7 @@ var layers = []layer{
 	{"admission, release, TLS", []string{"webhook", "sweeper", "certs"}},
 	{"allocator", []string{"ipam/allocator"}},
 	{"inventory", []string{"ipam/inventory"}},
-	{"requests, claims", []string{"request", "ipam/claims"}},
+	{"requests, claims, view", []string{"request", "ipam/claims", "view"}},
 	{"Service cache", []string{"servicecache"}},
 	{"neighbours' words", []string{"neighbours"}},
 	{"CCM contract, rules", []string{"ccm", "ipam"}},

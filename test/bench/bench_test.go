@@ -89,6 +89,7 @@ func BenchmarkReport(b *testing.B) {
 		{"concurrent creates", r.burst},
 		{"sweeper cycles", r.sweeper},
 		{"free-address pick", r.pick},
+		{"view", r.viewRows},
 	} {
 		start := time.Now()
 		phase.run()

@@ -111,6 +111,8 @@ func TestInstall(t *testing.T) {
 	// Exactly one pod leads: a Lease has one holder, and it must be one
 	// of the release's pods.
 	t.Logf("the sweeper's leader: %s", leader(t, "", 30*time.Second))
+
+	checkView(t, client.ObjectKeyFromObject(svc), id, addr)
 }
 
 func ingressIPs(svc *corev1.Service) []string {

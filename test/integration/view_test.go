@@ -205,7 +205,7 @@ func counted(t *testing.T, pool string) {
 		}
 		var report struct {
 			Pools []struct {
-				Pool                                                string
+				Pool                                               string
 				Total, UsedByCluster, UsedByOthers, Retained, Free uint64
 			}
 		}
