@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam"
@@ -62,7 +63,7 @@ func (c *cycle) publish(ctx context.Context, claimed map[string]bool) {
 		s.o.Log.Error(err, "reading the Services for their conditions; the view waits for the next cycle")
 		return
 	}
-	conds := conditions(c.view.services, c.listed, claimed)
+	conds, unknown := conditions(c.view.services, c.listed, claimed)
 	released := make(map[string]bool, len(c.rep.Released))
 	for _, id := range c.rep.Released {
 		released[id] = true
@@ -73,12 +74,12 @@ func (c *cycle) publish(ctx context.Context, claimed map[string]bool) {
 			snap.Reservations = append(snap.Reservations, r)
 		}
 	}
-	judged := make(map[string]bool, len(conds))
+	judged := make(map[types.NamespacedName]bool, len(conds))
 	for _, sc := range conds {
-		judged[sc.Namespace+"/"+sc.Name] = true
+		judged[types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}] = true
 	}
 	for _, svc := range services {
-		if svc.Conditions != 0 && !svc.Deleting() && !judged[svc.Key().String()] {
+		if svc.Conditions != 0 && !svc.Deleting() && !judged[svc.Key()] && !unknown[svc.Key()] {
 			snap.Services = append(snap.Services, view.ServiceConditions{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID), Digest: svc.Conditions})
 		}
 	}
@@ -91,21 +92,29 @@ func (c *cycle) publish(ctx context.Context, claimed map[string]bool) {
 }
 
 // conditions are the Reserved and Applied conditions of every watched
-// Service, from the cycle's listing and what the monitor judges of it
-// (judge); a Service whose IDs cannot be told this cycle (the claims were
-// not read) keeps its conditions.
-func conditions(ws []watched, listed map[string]attachment, claimed map[string]bool) []view.ServiceConditions {
-	out := make([]view.ServiceConditions, 0, len(ws))
+// Service scw-lb-ipam admitted, from the cycle's listing and what the
+// monitor judges of it (judge); a Service whose IDs cannot be told this
+// cycle (the claims were not read) is in unknown, and keeps its
+// conditions.
+func conditions(ws []watched, listed map[string]attachment, claimed map[string]bool) (out []view.ServiceConditions, unknown map[types.NamespacedName]bool) {
+	out, unknown = make([]view.ServiceConditions, 0, len(ws)), map[types.NamespacedName]bool{}
 	for _, w := range ws {
 		t := TargetOf(w.svc)
+		if len(t.Addresses) == 0 && len(t.BringYourOwn) == 0 {
+			// Not admitted by scw-lb-ipam (IDs written by hand, a namespace
+			// not opted in): nothing of ours to say, and any condition of
+			// ours left from before is removed (publish).
+			continue
+		}
 		findings, known := judge(w.ids, t, listed, claimed)
 		if !known {
+			unknown[w.svc.Key()] = true
 			continue
 		}
 		out = append(out, view.ServiceConditions{Namespace: w.svc.Namespace, Name: w.svc.Name, UID: string(w.svc.UID), Digest: w.svc.Conditions,
 			Conditions: []metav1.Condition{reserved(w, t, listed, claimed), applied(t, findings, len(w.ids))}})
 	}
-	return out
+	return out, unknown
 }
 
 // reserved is the Reserved condition of a watched Service.

@@ -1,9 +1,11 @@
 package sweeper
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +15,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/ipam/scaleway"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
@@ -52,7 +55,7 @@ func TestServiceConditions(t *testing.T) {
 			"Reserved", "LoadBalancerPending", metav1.ConditionTrue, metav1.ConditionFalse, "not made"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := conditions([]watched{svc(c.ann)}, c.listed, map[string]bool{})
+			got, _ := conditions([]watched{svc(c.ann)}, c.listed, map[string]bool{})
 			if len(got) != 1 || len(got[0].Conditions) != 2 {
 				t.Fatalf("conditions %+v, want Reserved and Applied", got)
 			}
@@ -67,7 +70,7 @@ func TestServiceConditions(t *testing.T) {
 				t.Errorf("messages %q and %q do not say %q", r.Message, a.Message, c.message)
 			}
 			// Carried already: the digest matches, nothing to write.
-			again := conditions([]watched{svc(c.ann, got[0].Conditions...)}, c.listed, map[string]bool{})
+			again, _ := conditions([]watched{svc(c.ann, got[0].Conditions...)}, c.listed, map[string]bool{})
 			if again[0].Digest != servicecache.ConditionsDigest(again[0].Conditions) {
 				t.Error("the Service carries its conditions and the digests differ: every cycle would write them")
 			}
@@ -75,7 +78,77 @@ func TestServiceConditions(t *testing.T) {
 	}
 	// Claims not read: an ID missing from the listing cannot be told, and
 	// the Service keeps what it has.
-	if got := conditions([]watched{svc(ours)}, map[string]attachment{}, nil); len(got) != 0 {
-		t.Errorf("conditions %+v with the claims unread, want none", got)
+	if got, unknown := conditions([]watched{svc(ours)}, map[string]attachment{}, nil); len(got) != 0 || !unknown[key] {
+		t.Errorf("conditions %+v, unknown %v with the claims unread, want none and the Service kept", got, unknown)
+	}
+	// IDs written by hand, not admitted by scw-lb-ipam: nothing of ours
+	// to say (an ID missing from this cluster's listing is not gone).
+	if got, _ := conditions([]watched{svc(map[string]string{ccm.AnnotationPrivateIPIDs: id})}, map[string]attachment{}, map[string]bool{}); len(got) != 0 {
+		t.Errorf("conditions %+v on a Service scw-lb-ipam did not admit, want none", got)
+	}
+}
+
+// recorder is a Publisher that keeps the last snapshot.
+type recorder struct{ last *view.Snapshot }
+
+func (r *recorder) Reset() {}
+func (r *recorder) Publish(_ context.Context, snap *view.Snapshot) (view.Writes, error) {
+	r.last = snap
+	return view.Writes{}, nil
+}
+
+func (r *recorder) reservation(id string) (view.Reservation, bool) {
+	for _, res := range r.last.Reservations {
+		if res.ID == id {
+			return res, true
+		}
+	}
+	return view.Reservation{}, false
+}
+
+// TestCycleView: the cycle shows a reservation Live, then Retained with
+// its release time, then not at all once released; and removes the
+// conditions of a Service that no longer references IDs.
+func TestCycleView(t *testing.T) {
+	w := newWorld(t)
+	rec := &recorder{}
+	s := w.sweeper(func(o *Options) { o.View = rec })
+	r := w.book("dc-link", "payments", "api")
+	svc := w.Live("payments", "api", r.ID)
+	w.sweep(s)
+	res, ok := rec.reservation(r.ID)
+	if !ok || res.Namespace != "payments" || res.Status.State != view.StateLive || res.Status.Pool != "dc-link" || res.Status.Service != "api" || res.Status.ReleaseAt != nil {
+		t.Fatalf("a live reservation shows as %+v (found %v)", res, ok)
+	}
+	w.Remove(svc)
+	w.sweep(s)
+	res, _ = rec.reservation(r.ID)
+	if res.Status.State != view.StateRetained || res.Status.ReleaseAt == nil || !res.Status.ReleaseAt.Time.Equal(w.Entry(r.ID).ReleaseAt) {
+		t.Fatalf("a retained reservation shows as %+v, want Retained until %s", res, w.Entry(r.ID).ReleaseAt)
+	}
+	w.Clock.Step(25 * time.Hour)
+	w.sweep(s)
+	if _, ok := rec.reservation(r.ID); ok || w.Exists(r.ID) {
+		t.Fatalf("released (%v), still shown (%v)", !w.Exists(r.ID), ok)
+	}
+
+	// A Service that carries our conditions but no IDs any more.
+	plain := fixtures.Service("payments", "was-reserved", nil)
+	plain.Status.Conditions = []metav1.Condition{{Type: view.ConditionReserved, Status: metav1.ConditionTrue, Reason: "Reserved"}}
+	if err := w.Kube.Create(context.Background(), plain); err != nil {
+		t.Fatal(err)
+	}
+	w.sweep(s)
+	var found bool
+	for _, sc := range rec.last.Services {
+		if sc.Name == "was-reserved" {
+			found = true
+			if len(sc.Conditions) != 0 || sc.Digest == 0 {
+				t.Errorf("conditions to write %+v (digest %x), want none over the ones it carries", sc.Conditions, sc.Digest)
+			}
+		}
+	}
+	if !found {
+		t.Error("the conditions of a Service that references no IDs any more are not removed")
 	}
 }

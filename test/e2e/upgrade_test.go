@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
@@ -18,6 +20,7 @@ import (
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
 
 // The pools of the upgrade run: dc-link and general (on another network,
@@ -110,8 +113,18 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	// This version back-fills what its ledger holds: the namespace tag on
 	// every reservation, release-at and release-for on the retained one.
 	written := backFilled(t, in.emu, retained.ids, first)
+	// The upgrade installed the view's CRDs; the new leader shows every
+	// reservation.
+	viewShows(t, "upgrade", kept["by-pool"].ids, view.StateLive)
+	viewShows(t, "upgrade", retained.ids, view.StateRetained)
 
 	step("rollback", "rollback", release, "1")
+	// The previous version has no view: its CRDs go, with their objects.
+	eventually(t, time.Minute, "the rollback to remove the view's CRDs", func() bool {
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		return apierrors.IsNotFound(cluster.kube.Get(ctx, client.ObjectKey{Name: "ipreservations.scw-lb-ipam.io"}, crd))
+	})
 	// The previous version takes the reservation back and retains it
 	// again: orphaned-since anew, the release-at of the first retention
 	// kept with the tags it does not know.
@@ -134,6 +147,8 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	}
 
 	step("upgrade again", upgrade...)
+	viewShows(t, "upgrade again", kept["by-pool"].ids, view.StateLive)
+	viewShows(t, "upgrade again", retained.ids, view.StateRetained)
 	// The first retention's release-at is not this one's: the sweeper
 	// writes a whole retention from the second orphaned-since.
 	if at := backFilled(t, in.emu, retained.ids, second); !at.Equal(second.Add(3 * time.Minute)) {
@@ -145,6 +160,21 @@ func TestUpgradeFromPrevious(t *testing.T) {
 	if got := holding(t, "gone"); got != retained {
 		t.Fatalf("gone re-created after the second upgrade holds %v, want its retained %v", got, retained)
 	}
+}
+
+// viewShows waits until the IPReservation of IPAM ID id in optedIn shows
+// state, after step.
+func viewShows(t *testing.T, step, id, state string) {
+	t.Helper()
+	eventually(t, time.Minute, step+": IPReservation "+id+" "+state, func() bool {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(view.ReservationKind)
+		if cluster.kube.Get(context.Background(), client.ObjectKey{Namespace: optedIn, Name: id}, u) != nil {
+			return false
+		}
+		got, _, _ := unstructured.NestedString(u.Object, "status", "state")
+		return got == state
+	})
 }
 
 // holding is what Service name holds once admitted.
