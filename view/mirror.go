@@ -326,33 +326,40 @@ func (m *Mirror) delete(ctx context.Context, k objectKey) error {
 }
 
 // conditionsOf writes the conditions of one Service, keeping the
-// transition time of each whose status does not change: it reads the
-// Service first (one read per change, never per cycle). The write names
-// the Service's UID, so that it never lands on a re-created namesake.
+// transition time of each whose status does not change. A Service that
+// carries conditions of ours is read first for those times (one read per
+// change, never per cycle); one that carries none, as every Service at a
+// first install, is not read. The write names the Service's UID, so that
+// it never lands on a re-created namesake.
 func (m *Mirror) conditionsOf(ctx context.Context, sc ServiceConditions) (wrote bool, err error) {
-	var svc corev1.Service
-	if err := m.o.Reader.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}, &svc); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	if string(svc.UID) != sc.UID || svc.DeletionTimestamp != nil {
-		return false, nil
-	}
-	if servicecache.ConditionsDigest(svc.Status.Conditions) == servicecache.ConditionsDigest(sc.Conditions) {
-		return false, nil // the cache had not seen the last write yet
+	var current []metav1.Condition
+	if sc.Digest != 0 {
+		var svc corev1.Service
+		if err := m.o.Reader.Get(ctx, types.NamespacedName{Namespace: sc.Namespace, Name: sc.Name}, &svc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if string(svc.UID) != sc.UID || svc.DeletionTimestamp != nil {
+			return false, nil
+		}
+		if servicecache.ConditionsDigest(svc.Status.Conditions) == servicecache.ConditionsDigest(sc.Conditions) {
+			return false, nil // the cache had not seen the last write yet
+		}
+		current = svc.Status.Conditions
 	}
 	now := metav1.NewTime(m.o.Clock.Now().Truncate(time.Second))
 	status := corev1ac.ServiceStatus()
 	for _, c := range sc.Conditions {
 		since := now
-		if old := meta.FindStatusCondition(svc.Status.Conditions, c.Type); old != nil && old.Status == c.Status {
+		if old := meta.FindStatusCondition(current, c.Type); old != nil && old.Status == c.Status {
 			since = old.LastTransitionTime
 		}
 		status.WithConditions(metav1ac.Condition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
-			WithMessage(c.Message).WithObservedGeneration(svc.Generation).WithLastTransitionTime(since))
+			WithMessage(c.Message).WithLastTransitionTime(since))
 	}
-	ac := corev1ac.Service(sc.Name, sc.Namespace).WithUID(svc.UID).WithStatus(status)
-	if err := m.o.Client.Status().Apply(ctx, ac, client.FieldOwner(ManagedBy), client.ForceOwnership); err != nil {
-		return false, client.IgnoreNotFound(err)
+	ac := corev1ac.Service(sc.Name, sc.Namespace).WithUID(types.UID(sc.UID)).WithStatus(status)
+	err = m.o.Client.Status().Apply(ctx, ac, client.FieldOwner(ManagedBy), client.ForceOwnership)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil // gone, or re-created under its name: the next cycle judges the new one
 	}
-	return true, nil
+	return err == nil, err
 }

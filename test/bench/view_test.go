@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/testenv"
 	"github.com/scw-lb-ipam/scw-lb-ipam/view"
 )
@@ -56,7 +58,8 @@ func (r *report) viewRows() {
 	if err := os.WriteFile(filepath.Join(crds, "view.yaml"), out, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Bin: filepath.Join(root, "bin"), Dir: dir, CRDs: crds})
+	cp, err := testenv.StartControlPlane(testenv.ControlPlaneOptions{Bin: filepath.Join(root, "bin"), Dir: dir, CRDs: crds,
+		APIServerFlags: map[string]string{"service-cluster-ip-range": "10.96.0.0/16"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,6 +76,9 @@ func (r *report) viewRows() {
 			Status: view.ReservationStatus{Address: fmt.Sprintf("10.%d.%d.%d", 20+i>>16, i>>8&255, i&255), Pool: "dc-link", Service: fmt.Sprintf("svc-%d", i), State: view.StateLive,
 				AttachedTo: fmt.Sprintf("lb_server/%012d (svc-%d)", i, i)}}
 	}
+	created := time.Now()
+	snap.Services = viewServices(b, cp.Kube, snap.Reservations)
+	r.printf("View (a Mirror on a real kube-apiserver and etcd, client at 200 QPS; %d Services made for it in %s)\n", len(snap.Services), time.Since(created).Round(time.Second))
 	mirror := func() *view.Mirror {
 		// The client app.Replica.mirror builds.
 		cfg := rest.CopyConfig(cp.Config)
@@ -84,12 +90,16 @@ func (r *report) viewRows() {
 		return view.NewMirror(view.Options{Client: c, Reader: c, Log: logr.Discard()})
 	}
 
-	r.printf("View (IPReservation objects, a Mirror on a real kube-apiserver and etcd, client at 200 QPS)\n")
 	m := mirror()
 	w, d, heap := publishMeasured(b, m, snap)
-	r.printf("  first sync, %d reservations:   %d writes in %s (%.0f/s), heap +%.1f MB while writing\n", viewReservations, w.Total(), d.Round(time.Millisecond), float64(w.Total())/d.Seconds(), float64(heap)/1e6)
-	r.printf("  %s  first sync within one sweep interval (1m): %s; one write per object: %d\n",
-		r.check("the view's first sync at 10,000 reservations within one sweep interval (1m), one write per object", d < time.Minute && w.Objects == viewReservations, d.Round(time.Millisecond).String()), d.Round(time.Second), w.Objects)
+	r.printf("  first sync, %d reservations and their Services: %d IPReservations and %d Services' conditions written in %s (%.0f/s), heap +%.1f MB while writing\n",
+		viewReservations, w.Objects, w.Services, d.Round(time.Millisecond), float64(w.Total())/d.Seconds(), float64(heap)/1e6)
+	r.printf("  %s  first sync within one sweep interval (1m), one write per object: %s\n",
+		r.check("the view's first sync at 10,000 reservations within one sweep interval (1m), one write per object", d < time.Minute && w.Objects == viewReservations && w.Services == viewReservations, d.Round(time.Millisecond).String()), d.Round(time.Second))
+	// As the Service informer then shows them: carrying their conditions.
+	for i := range snap.Services {
+		snap.Services[i].Digest = servicecache.ConditionsDigest(snap.Services[i].Conditions)
+	}
 	w, d, _ = publishMeasured(b, m, snap)
 	r.printf("  %s  idle cycle: %d writes (%s)\n", r.check("writes per idle cycle: 0", w.Total() == 0, fmt.Sprint(w.Total())), w.Total(), d.Round(time.Millisecond))
 	snap.Reservations[7].Status.State = view.StateRetained
@@ -102,6 +112,33 @@ func (r *report) viewRows() {
 	w, d, _ = publishMeasured(b, next, snap)
 	r.printf("  %s  a new leader's first cycle over the same view: %d writes (%s: one paged list)\n\n",
 		r.check("a new leader's first cycle over an unchanged view writes nothing", w.Total() == 0, fmt.Sprint(w.Total())), w.Total(), d.Round(time.Millisecond))
+}
+
+// viewServices creates a Service per reservation, as a first install
+// finds them (no condition of ours yet), and returns the conditions the
+// leader would write on each.
+func viewServices(b *testing.B, kube client.Client, rs []view.Reservation) []view.ServiceConditions {
+	out := make([]view.ServiceConditions, len(rs))
+	g := errgroup.Group{}
+	g.SetLimit(16)
+	for i, res := range rs {
+		g.Go(func() error {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: res.Namespace, Name: res.Status.Service},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+			if err := kube.Create(context.Background(), svc); err != nil {
+				return err
+			}
+			out[i] = view.ServiceConditions{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID), Conditions: []metav1.Condition{
+				{Type: view.ConditionReserved, Status: metav1.ConditionTrue, Reason: "Reserved", Message: "IPAM IP " + res.ID + " (" + res.Status.Address + ") in pool dc-link"},
+				{Type: view.ConditionApplied, Status: metav1.ConditionTrue, Reason: "Applied", Message: "attached to Load Balancer " + res.Status.AttachedTo},
+			}}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("creating the Services: %v", err)
+	}
+	return out
 }
 
 // publishMeasured publishes snap with m, and reports what it wrote, how

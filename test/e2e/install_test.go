@@ -31,7 +31,8 @@ import (
 // says so; and exactly one pod leads the sweeper.
 func TestInstall(t *testing.T) {
 	ctx := context.Background()
-	in := install(t)
+	// A cycle every 5 s: the view (checkView) shows at the next one.
+	in := install(t, "sweeper.interval=5s")
 
 	pods := releasePods(t)
 	if len(pods) != 2 {

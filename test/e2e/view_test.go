@@ -29,7 +29,7 @@ import (
 // kubectl prints the columns docs/usage.md shows.
 func checkView(t *testing.T, svc types.NamespacedName, id, addr string) {
 	ctx := context.Background()
-	// The leader's next cycle (--sweep-interval, a minute) shows them.
+	// The leader's next cycle (--sweep-interval) shows them.
 	eventually(t, 2*time.Minute, "Reserved and Applied on "+svc.String(), func() bool {
 		var got corev1.Service
 		return cluster.kube.Get(ctx, svc, &got) == nil &&
