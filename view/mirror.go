@@ -32,6 +32,14 @@ import (
 // a round trip each.
 const DefaultWorkers = 8
 
+// QPS bounds the rate of the Mirror's client (its Burst is twice it): a
+// first install's 10,000 reservations are 20,000 writes (their objects and
+// their Services' conditions), within the 1-minute sweep interval at this
+// rate; the apiserver's priority and fairness queues them behind the
+// webhook's own requests. The manager's client, shared with the webhook's
+// Events and the back-fill, is held to far less.
+const QPS = 400
+
 // Options configures a Mirror.
 type Options struct {
 	// Client writes the objects and the Services' conditions (server-side

@@ -193,12 +193,10 @@ func (r *Replica) setupSweeper(ctx context.Context, services *servicecache.Infor
 
 // mirror is the view the sweeper's leader writes: the pools' counts from
 // the inventory, which the metrics and status read too. Its writes have a
-// client of their own: a leader's first cycle writes an object per
-// reservation, which the manager's client rate (shared with the webhook's
-// Events and the back-fill) would spread over minutes.
+// client of their own (view.QPS).
 func (r *Replica) mirror() (*view.Mirror, error) {
 	cfg := rest.CopyConfig(r.Manager.GetConfig())
-	cfg.QPS, cfg.Burst = viewQPS, 2*viewQPS
+	cfg.QPS, cfg.Burst = view.QPS, 2*view.QPS
 	c, err := client.New(cfg, client.Options{Scheme: r.Manager.GetScheme(), Mapper: r.Manager.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("the view's client: %w", err)
@@ -206,11 +204,6 @@ func (r *Replica) mirror() (*view.Mirror, error) {
 	return view.NewMirror(view.Options{Client: c, Reader: r.Manager.GetAPIReader(), Log: r.log.WithName("view"),
 		Pools: func() []view.Pool { return view.PoolsOf(r.Allocator.Config(), r.Inventory.Stats()) }}), nil
 }
-
-// viewQPS bounds the view's writes: 10,000 objects in under a minute, the
-// sweep interval, and the apiserver's priority and fairness queues them
-// below the webhook's own requests' level.
-const viewQPS = 200
 
 // Start serves Handler at WebhookPath and runs the manager until ctx ends
 // (then drains, see drainOnStop) or a component fails.

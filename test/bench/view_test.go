@@ -78,11 +78,11 @@ func (r *report) viewRows() {
 	}
 	created := time.Now()
 	snap.Services = viewServices(b, cp.Kube, snap.Reservations)
-	r.printf("View (a Mirror on a real kube-apiserver and etcd, client at 200 QPS; %d Services made for it in %s)\n", len(snap.Services), time.Since(created).Round(time.Second))
+	r.printf("View (a Mirror on a real kube-apiserver and etcd, client at %d QPS; %d Services made for it in %s)\n", view.QPS, len(snap.Services), time.Since(created).Round(time.Second))
 	mirror := func() *view.Mirror {
 		// The client app.Replica.mirror builds.
 		cfg := rest.CopyConfig(cp.Config)
-		cfg.QPS, cfg.Burst = 200, 400
+		cfg.QPS, cfg.Burst = view.QPS, 2*view.QPS
 		c, err := client.New(cfg, client.Options{Scheme: cp.Kube.Scheme()})
 		if err != nil {
 			b.Fatal(err)
