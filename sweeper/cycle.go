@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -43,16 +44,35 @@ type cycle struct {
 }
 
 // attachment is where a listed IP is, what holds it and whose ledger it
-// is: all the monitor and the Service's conditions read of it, 80 bytes a
-// live Service.
+// is: all the monitor and the Service's conditions read of it, 56 bytes a
+// live Service. It keeps no string of the listing's (a part of one would
+// keep its page alive): the pool is interned, the Service of the ledger
+// copied, and only where it may differ from the one referencing the IP.
 type attachment struct {
 	address  netip.Addr
 	resource *scaleway.Resource
-	// pool and service are the ledger's; ours is false for an IP of
-	// another cluster (the tag filter is OR).
-	pool    string
-	service types.NamespacedName
-	ours    bool
+	pool     unique.Handle[string]
+	// bookedFor is the Service the ledger names when it is not the one
+	// live Service that references the IP (another Service's, or an IP
+	// several reference); nil when it is.
+	bookedFor *types.NamespacedName
+	// ours is false for an IP of another cluster (the tag filter is OR).
+	ours bool
+}
+
+// attach is what the monitor keeps of a listed IP, its ledger e, that
+// live Services reference: only is true when one does, the ledger's.
+func attach(ip *ipam.Reservation, e ipam.Entry, ours, only bool) attachment {
+	a := attachment{address: ip.Address, resource: ip.Resource, pool: unique.Make(e.Pool), ours: ours}
+	if !only {
+		a.bookedFor = &types.NamespacedName{Namespace: strings.Clone(e.Service.Namespace), Name: strings.Clone(e.Service.Name)}
+	}
+	return a
+}
+
+// holds reports whether the ledger of a names svc.
+func (a attachment) holds(svc types.NamespacedName) bool {
+	return a.bookedFor == nil || *a.bookedFor == svc
 }
 
 // judge keeps the ledger of one listed IP current, and notes what the
@@ -64,7 +84,8 @@ func (c *cycle) judge(ctx context.Context, ip *ipam.Reservation) {
 	ours := entry.Owns(c.cfg.ClusterName)
 	if referenced {
 		// Every listed ID exists, in scope or not: the monitor reads them.
-		c.listed[id] = attachment{address: ip.Address, resource: ip.Resource, pool: entry.Pool, service: entry.Service, ours: ours}
+		idx := c.view.byID[ip.ID]
+		c.listed[id] = attach(ip, entry, ours, len(idx) == 1 && c.view.services[idx[0]].svc.Key() == entry.Service)
 	}
 	if !ours {
 		return // the tag filter is OR: foreign IPs may come back too

@@ -130,13 +130,13 @@ func reserved(w watched, t Target, listed map[string]attachment, claimed map[str
 		case !ok:
 			problems = append(problems, fmt.Sprintf("IPAM IP %s is not in IPAM: released or deleted out of band (see the Applied condition for the way back)", id))
 			c.Reason = "GoneFromIPAM"
-		case a.ours && a.service != key:
-			problems = append(problems, fmt.Sprintf("IPAM IP %s (%s) is booked for %s, not this Service: remove it from %s", id, a.address, a.service, ccm.AnnotationPrivateIPIDs))
+		case a.ours && !a.holds(key):
+			problems = append(problems, fmt.Sprintf("IPAM IP %s (%s) is booked for %s, not this Service: remove it from %s", id, a.address, a.bookedFor, ccm.AnnotationPrivateIPIDs))
 			c.Reason = "BookedForAnother"
 		case !a.ours:
 			held = append(held, fmt.Sprintf("IPAM IP %s (%s), not booked by scw-lb-ipam", id, a.address))
 		default:
-			held = append(held, fmt.Sprintf("IPAM IP %s (%s) in pool %s", id, a.address, a.pool))
+			held = append(held, fmt.Sprintf("IPAM IP %s (%s) in pool %s", id, a.address, a.pool.Value()))
 		}
 	}
 	if len(problems) > 0 {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unique"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,15 +44,15 @@ func TestServiceConditions(t *testing.T) {
 		reservedOK, appliedWant metav1.ConditionStatus
 		message                 string
 	}{
-		{"applied", ours, map[string]attachment{id: {address: addr, resource: onLB, pool: "dc-link", service: key, ours: true}},
+		{"applied", ours, map[string]attachment{id: {address: addr, resource: onLB, pool: unique.Make("dc-link"), ours: true}},
 			"Reserved", "Applied", metav1.ConditionTrue, metav1.ConditionTrue, "IPAM IP " + id + " (172.16.35.7) in pool dc-link"},
-		{"not attached: a CCM older than v0.36.0", ours, map[string]attachment{id: {address: addr, pool: "dc-link", service: key, ours: true}},
+		{"not attached: a CCM older than v0.36.0", ours, map[string]attachment{id: {address: addr, pool: unique.Make("dc-link"), ours: true}},
 			"Reserved", "NotAttached", metav1.ConditionTrue, metav1.ConditionFalse, "v0.36.0"},
 		{"gone from IPAM", ours, map[string]attachment{},
 			"GoneFromIPAM", "GoneFromIPAM", metav1.ConditionFalse, metav1.ConditionFalse, "released or deleted out of band"},
-		{"booked for another Service", ours, map[string]attachment{id: {address: addr, resource: onLB, pool: "dc-link", service: types.NamespacedName{Namespace: "web", Name: "other"}, ours: true}},
+		{"booked for another Service", ours, map[string]attachment{id: {address: addr, resource: onLB, pool: unique.Make("dc-link"), bookedFor: &types.NamespacedName{Namespace: "web", Name: "other"}, ours: true}},
 			"BookedForAnother", "Applied", metav1.ConditionFalse, metav1.ConditionTrue, "booked for web/other"},
-		{"no Load Balancer yet", map[string]string{ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: addr.String()}, map[string]attachment{id: {address: addr, pool: "dc-link", service: key, ours: true}},
+		{"no Load Balancer yet", map[string]string{ccm.AnnotationPrivateIPIDs: id, request.AnnotationAddresses: addr.String()}, map[string]attachment{id: {address: addr, pool: unique.Make("dc-link"), ours: true}},
 			"Reserved", "LoadBalancerPending", metav1.ConditionTrue, metav1.ConditionFalse, "not made"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
