@@ -5,8 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"unique"
 	"time"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
