@@ -111,33 +111,31 @@ func (r *Replica) gather() []*dto.MetricFamily {
 // Gauge reads a gauge of this replica with the given label pairs
 // ("pool", "dc-link"); false when it does not export it.
 func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
-	for _, f := range r.gather() {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
+	m, ok := r.metric(name, labels)
+	return m.GetGauge().GetValue(), ok
 }
 
 // Counter reads a counter of this replica with the given label pairs;
 // false when it does not export it.
 func (r *Replica) Counter(name string, labels ...string) (float64, bool) {
+	m, ok := r.metric(name, labels)
+	return m.GetCounter().GetValue(), ok
+}
+
+// metric is the series of this replica's metric name with the given label
+// pairs; nil, false when it does not export it.
+func (r *Replica) metric(name string, labels []string) (*dto.Metric, bool) {
 	for _, f := range r.gather() {
 		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			if hasLabels(m, labels) {
-				return m.GetCounter().GetValue(), true
+				return m, true
 			}
 		}
 	}
-	return 0, false
+	return nil, false
 }
 
 // StartWebhook starts every replica that is not serving, and waits until
