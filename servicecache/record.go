@@ -126,15 +126,23 @@ func NewRecord(svc *corev1.Service) *Record {
 	return r
 }
 
-// ConditionsDigest is a digest of the conditions of scw-lb-ipam (their type
-// starts with scw-lb-ipam.io/) among conds: their type, status, reason and
-// message, in the order of their types. 0 when there are none. The writer
-// of the conditions compares the digest of those it would write with the
-// Record's: both are made by this one function.
+// The conditions scw-lb-ipam writes on a Service (the view's).
+const (
+	ConditionReserved = annotationPrefix + "Reserved"
+	ConditionApplied  = annotationPrefix + "Applied"
+)
+
+// ConditionsDigest is a digest of the conditions of scw-lb-ipam
+// (ConditionReserved, ConditionApplied) among conds: their type, status,
+// reason and message, in the order of their types. 0 when there are none.
+// The writer of the conditions compares the digest of those it would write
+// with the Record's: both are made by this one function. Another condition
+// of the same prefix, someone else's, is not in it: the writer could never
+// remove it, and would try at every cycle.
 func ConditionsDigest(conds []metav1.Condition) uint32 {
 	var ours []metav1.Condition
 	for _, c := range conds {
-		if strings.HasPrefix(c.Type, annotationPrefix) {
+		if c.Type == ConditionReserved || c.Type == ConditionApplied {
 			ours = append(ours, c)
 		}
 	}

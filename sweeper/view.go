@@ -85,9 +85,12 @@ func (c *cycle) publish(ctx context.Context, claimed map[string]bool) {
 	}
 	w, err := s.o.View.Publish(ctx, snap)
 	c.rep.View = w
-	if err != nil {
+	switch {
+	case err != nil:
 		c.rep.Errors++
 		s.o.Log.Error(err, "writing the view of the reservations; the ledger is unaffected")
+	case w.Errors > 0:
+		s.o.Log.Info("writing the view of the reservations: some writes failed, retried at the next cycle; the ledger is unaffected", "failed", w.Errors, "first", w.Failed.Error())
 	}
 }
 

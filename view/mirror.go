@@ -35,10 +35,13 @@ const DefaultWorkers = 8
 // QPS bounds the rate of the Mirror's client (its Burst is twice it): a
 // first install's 10,000 reservations are 20,000 writes (their objects and
 // their Services' conditions), within the 1-minute sweep interval at this
-// rate; the apiserver's priority and fairness queues them behind the
-// webhook's own requests. The manager's client, shared with the webhook's
-// Events and the back-fill, is held to far less.
+// rate, and no faster, so that a first sync does not crowd the apiserver.
 const QPS = 400
+
+// DefaultResync is how often a Mirror reads the view back from the
+// apiserver: what someone else removed (an object deleted, the CRDs
+// re-installed, a namespace re-created) is written again within it.
+const DefaultResync = 10 * time.Minute
 
 // Options configures a Mirror.
 type Options struct {
@@ -52,7 +55,9 @@ type Options struct {
 	Pools   func() []Pool
 	Clock   clock.PassiveClock
 	Workers int
-	Log     logr.Logger
+	// Resync is how often the view is read back (DefaultResync).
+	Resync time.Duration
+	Log    logr.Logger
 }
 
 // Writes counts what one Publish wrote.
@@ -61,6 +66,16 @@ type Writes struct {
 	Deleted  int
 	Services int // Services whose conditions changed
 	Errors   int
+	// Failed is the first failure, for the log: every one is retried.
+	Failed error
+}
+
+// fail counts a failed write, keeping the first.
+func (w *Writes) fail(err error) {
+	w.Errors++
+	if w.Failed == nil {
+		w.Failed = err
+	}
 }
 
 // Total is every write.
@@ -78,7 +93,8 @@ type Mirror struct {
 	// conditions are the pools' conditions as written, with their
 	// transition times.
 	conditions map[string][]metav1.Condition
-	listed     bool
+	// listed is when known was read, zero to read it at the next Publish.
+	listed time.Time
 }
 
 type objectKey struct {
@@ -93,6 +109,9 @@ func NewMirror(o Options) *Mirror {
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
 	}
+	if o.Resync <= 0 {
+		o.Resync = DefaultResync
+	}
 	return &Mirror{o: o}
 }
 
@@ -102,7 +121,7 @@ func NewMirror(o Options) *Mirror {
 func (m *Mirror) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.listed = false
+	m.listed = time.Time{}
 }
 
 // ErrNoCRDs is returned while the view's CustomResourceDefinitions are
@@ -115,12 +134,14 @@ func (m *Mirror) Publish(ctx context.Context, snap *Snapshot) (Writes, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var w Writes
-	if !m.listed {
+	if m.listed.IsZero() || m.o.Clock.Since(m.listed) >= m.o.Resync {
+		now := m.o.Clock.Now()
 		if err := m.list(ctx); err != nil {
+			m.listed = time.Time{}
 			w.Errors++
 			return w, err
 		}
-		m.listed = true
+		m.listed = now
 	}
 	m.writeObjects(ctx, m.objects(snap), &w)
 	m.writeConditions(ctx, snap.Services, &w)
@@ -147,8 +168,7 @@ func (m *Mirror) writeObjects(ctx context.Context, desired map[objectKey]desired
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
-			w.Errors++
-			m.o.Log.V(1).Info(what+" an object of the view; retried at the next cycle", "kind", k.kind, "namespace", k.namespace, "name", k.name, "error", err.Error())
+			w.fail(fmt.Errorf("%s %s %s/%s: %w", what, k.kind, k.namespace, k.name, err))
 			return
 		}
 		ok()
@@ -158,7 +178,13 @@ func (m *Mirror) writeObjects(ctx context.Context, desired map[objectKey]desired
 	for _, k := range applies {
 		o := desired[k]
 		g.Go(func() error {
-			done(k, m.apply(gctx, object(k, o.status)), "writing", func() { m.known[k] = o.digest; w.Objects++ })
+			written, err := m.apply(gctx, object(k, o.status))
+			done(k, err, "writing", func() {
+				m.known[k] = o.digest
+				if written {
+					w.Objects++
+				}
+			})
 			return nil
 		})
 	}
@@ -187,8 +213,7 @@ func (m *Mirror) writeConditions(ctx context.Context, services []ServiceConditio
 			defer mu.Unlock()
 			switch {
 			case err != nil:
-				w.Errors++
-				m.o.Log.V(1).Info("writing the conditions of a Service; retried at the next cycle", "service", sc.Namespace+"/"+sc.Name, "error", err.Error())
+				w.fail(fmt.Errorf("writing the conditions of Service %s/%s: %w", sc.Namespace, sc.Name, err))
 			case wrote:
 				w.Services++
 			}
@@ -315,14 +340,15 @@ func (m *Mirror) learn(gvk schema.GroupVersionKind, u *unstructured.Unstructured
 	}
 }
 
-func (m *Mirror) apply(ctx context.Context, u *unstructured.Unstructured) error {
-	err := m.o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ManagedBy), client.ForceOwnership)
-	if apierrors.IsNotFound(err) && u.GetNamespace() != "" {
-		// The namespace is gone with its Services: what the reservation
-		// counted in no longer exists, and it is released in time.
-		return nil
+// apply writes u; written is false when its namespace is gone or being
+// deleted (with its Services): the reservation is released in time, and
+// a namespace re-created meanwhile gets it at the next resync.
+func (m *Mirror) apply(ctx context.Context, u *unstructured.Unstructured) (written bool, err error) {
+	err = m.o.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(ManagedBy), client.ForceOwnership)
+	if u.GetNamespace() != "" && (apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)) {
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 func (m *Mirror) delete(ctx context.Context, k objectKey) error {
@@ -366,8 +392,10 @@ func (m *Mirror) conditionsOf(ctx context.Context, sc ServiceConditions) (wrote 
 	}
 	ac := corev1ac.Service(sc.Name, sc.Namespace).WithUID(types.UID(sc.UID)).WithStatus(status)
 	err = m.o.Client.Status().Apply(ctx, ac, client.FieldOwner(ManagedBy), client.ForceOwnership)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return false, nil // gone, or re-created under its name: the next cycle judges the new one
+	if apierrors.IsNotFound(err) {
+		return false, nil // gone: nothing to say of it
 	}
+	// A namesake re-created since the cache's Record has another UID: the
+	// write is refused (counted failed), and the next cycle judges it.
 	return err == nil, err
 }

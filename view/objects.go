@@ -3,6 +3,8 @@ package view
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/scw-lb-ipam/scw-lb-ipam/servicecache"
 )
 
 // The API of the view: group scw-lb-ipam.io, version v1alpha1. The chart's
@@ -19,16 +21,17 @@ var (
 	ReservationKind = schema.GroupVersionKind{Group: Group, Version: Version, Kind: "IPReservation"}
 )
 
-// The conditions of scw-lb-ipam on a Service (servicecache.ConditionsDigest
-// knows them by the prefix scw-lb-ipam.io/).
+// The conditions of scw-lb-ipam on a Service, named where the Service
+// cache digests them (servicecache.ConditionsDigest).
 const (
-	// ConditionReserved: every IPAM ID the Service references exists, and
-	// the ledger of each of ours names this Service.
-	ConditionReserved = "scw-lb-ipam.io/Reserved"
+	// ConditionReserved: every IPAM ID the Service references is known:
+	// ours exist and their ledger names this Service, others are named as
+	// booked elsewhere.
+	ConditionReserved = servicecache.ConditionReserved
 	// ConditionApplied: the CCM attached every one of them to the
 	// Service's Load Balancer and, where it lists private addresses there,
 	// lists them in status.loadBalancer.ingress.
-	ConditionApplied = "scw-lb-ipam.io/Applied"
+	ConditionApplied = servicecache.ConditionApplied
 )
 
 // The conditions of an IPPool.

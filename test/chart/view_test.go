@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,5 +79,21 @@ func TestViewReadOnly(t *testing.T) {
 	}
 	if err := as("system:serviceaccount:kube-system:namespace-controller").Delete(ctx, reservation("")); err != nil {
 		t.Fatalf("the namespace controller deleting an IPReservation: %v", err)
+	}
+
+	// In a namespace being deleted, whoever deletes (a namespace
+	// controller running under another name) gets through. No controller
+	// runs here: the namespace stays Terminating.
+	leaving := reservation("172.16.35.9")
+	leaving.SetNamespace("view-leaving")
+	ensureNamespace(t, "view-leaving", nil)
+	if err := writer.Create(ctx, leaving); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "view-leaving"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Delete(ctx, leaving); err != nil {
+		t.Fatalf("deleting an IPReservation of a namespace being deleted: %v", err)
 	}
 }
