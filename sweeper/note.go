@@ -43,8 +43,26 @@ func causeOf(fs []finding) string {
 func note(t Target, fs []finding, late time.Duration) string {
 	header := fmt.Sprintf("%d reserved IP(s) of this Service not applied after %s:", len(fs), late.Round(time.Second))
 	dns := dnsLine(t, fs)
-	lb := t.LoadBalancerID
+	// Many IPs: the lines name them all, the runbook the fixes, and the
+	// holders' names go first.
+	const runbook = "\nFixes: the runbook ScwLbIpamServicesNotConverged in docs/alerts.md."
+	for _, o := range []struct {
+		names bool
+		fix   string
+	}{{true, fixLines(t, fs)}, {true, runbook}, {false, runbook}} {
+		out := header + noteLines(fs, o.names) + dns + o.fix
+		if len(out) <= noteLengthLimit {
+			return out
+		}
+	}
+	return truncateNote(header+noteLines(fs, false)+dns+runbook, noteLengthLimit)
+}
+
+// fixLines are the fixes of the findings' reasons, a line each ("\n[reason]
+// …"): the note's and the Applied condition's.
+func fixLines(t Target, fs []finding) string {
 	var fix strings.Builder
+	lb := t.LoadBalancerID
 	for _, r := range reasonsOf(fs) {
 		fmt.Fprintf(&fix, "\n[%s] ", r)
 		switch r {
@@ -58,19 +76,7 @@ func note(t Target, fs []finding, late time.Duration) string {
 			fix.WriteString("on the Load Balancer, not yet in status.loadBalancer.ingress: the CCM has not finished syncing; see `kubectl describe service`.")
 		}
 	}
-	// Many IPs: the lines name them all, the runbook the fixes, and the
-	// holders' names go first.
-	const runbook = "\nFixes: the runbook ScwLbIpamServicesNotConverged in docs/alerts.md."
-	for _, o := range []struct {
-		names bool
-		fix   string
-	}{{true, fix.String()}, {true, runbook}, {false, runbook}} {
-		out := header + noteLines(fs, o.names) + dns + o.fix
-		if len(out) <= noteLengthLimit {
-			return out
-		}
-	}
-	return truncateNote(header+noteLines(fs, false)+dns+runbook, noteLengthLimit)
+	return fix.String()
 }
 
 // dnsLine says, when external-dns publishes the Service's name at its

@@ -167,7 +167,7 @@ func applied(t Target, findings []finding, ids int) metav1.Condition {
 	switch {
 	case len(findings) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, conditionReasons[findings[0].reason]
-		c.Message = strings.TrimPrefix(strings.ReplaceAll(noteLines(findings, true), "\n", "; "), "; ") + "." + fixes(t, findings)
+		c.Message = strings.TrimPrefix(strings.ReplaceAll(noteLines(findings, true), "\n", "; "), "; ") + "." + strings.ReplaceAll(fixLines(t, findings), "\n", " ")
 	case t.LoadBalancerID == "":
 		c.Status, c.Reason = metav1.ConditionFalse, "LoadBalancerPending"
 		c.Message = "the CCM has not made this Service's Load Balancer yet"
@@ -181,14 +181,4 @@ func applied(t Target, findings []finding, ids int) metav1.Condition {
 		}
 	}
 	return c
-}
-
-// fixes are the fixes of the findings' reasons, as the Event's note gives
-// them.
-func fixes(t Target, fs []finding) string {
-	n := note(t, fs, 0)
-	if i := strings.Index(n, "\n["); i >= 0 {
-		return " " + strings.ReplaceAll(n[i+1:], "\n", " ")
-	}
-	return ""
 }
