@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,14 +16,18 @@ import (
 
 // apiserver holds the view's objects as the apiserver would, and counts
 // the writes: only what a Mirror calls is implemented (the embedded nil
-// Client panics on anything else).
+// Client panics on anything else). Its methods lock mu: a Mirror writes
+// from several workers at once, as it does to a real apiserver.
 type apiserver struct {
 	client.Client
+	mu      sync.Mutex
 	objects map[objectKey]map[string]any
 	writes  int
 }
 
 func (a *apiserver) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	ul := list.(*unstructured.UnstructuredList)
 	kind := strings.TrimSuffix(ul.GetKind(), "List")
 	for k, st := range a.objects {
@@ -45,6 +50,8 @@ func (a *apiserver) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ .
 		GetName() string
 	})
 	st, _, _ := unstructured.NestedMap(u.UnstructuredContent(), "status")
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.objects[objectKey{u.GetKind(), u.GetNamespace(), u.GetName()}] = runtime.DeepCopyJSON(st)
 	a.writes++
 	return nil
@@ -52,6 +59,8 @@ func (a *apiserver) Apply(_ context.Context, obj runtime.ApplyConfiguration, _ .
 
 func (a *apiserver) Delete(_ context.Context, obj client.Object, _ ...client.DeleteOption) error {
 	u := obj.(*unstructured.Unstructured)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	delete(a.objects, objectKey{u.GetKind(), u.GetNamespace(), u.GetName()})
 	a.writes++
 	return nil
