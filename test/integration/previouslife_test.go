@@ -2,74 +2,120 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
 	corev1 "k8s.io/api/core/v1"
+	"github.com/scaleway/scaleway-sdk-go/scw"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
+	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
 )
 
-// TestPreviousLifesLoadBalancerIDLeaks is what the chaos run's leak was,
-// on the real CCM: a Service whose scw-loadbalancer-id names the Load
-// Balancer of the previous Service of its name. The CCM writes that ID
-// itself when a copy of the previous Service without the ID (one a replace
-// had stripped of it) is looked up by name after the delete and re-create:
-// annotateAndPatch patches by name, with no UID precondition, and the new
-// Service gets it. The chaos run did so from a new leader's first pass over
-// its Services, late; this test writes the same patch itself, then lets
-// the CCM go on. From then on the CCM syncs the previous Load Balancer, not
-// the Service's own, and the delete finds a Load
-// Balancer not named for this Service ("was renamed, not removing"),
-// removes the finalizer and leaves the Service's own Load Balancer, with
-// its reserved IP attached, for ever (in the chaos run, a move to another
-// pool in between got no detach either). The webhook keeps the ID a replace
-// drops (TestReplaceKeepsTheCCMsLoadBalancerID), which takes the first
-// step away.
-func TestPreviousLifesLoadBalancerIDLeaks(t *testing.T) {
+// TestStaleCopyLeaksALoadBalancer is what the chaos run's leak was, driven
+// on the real CCM. A Service created while the CCM is down (its leader
+// being replaced) has no finalizer yet, so a delete removes it at once, and
+// the user creates it again. The CCM, whose Services watch is behind the
+// apiserver (here held at the gate), syncs the copy it listed of the first
+// one: its writes go by name with no UID precondition (the
+// cloud-provider's finalizer and status patches, the CCM's
+// annotateAndPatch), so the second Service gets the finalizer, the status
+// and the ID of a Load Balancer named for the first. Had that CCM gone on,
+// its next sync of the name would have deleted that Load Balancer (the
+// service controller remembers the UID it synced); it is killed first, as
+// the chaos run killed the CCM's leader. The next CCM reads the ID, adopts
+// that Load Balancer, and at the Service's deletion finds it not named for
+// the Service ("was renamed, not removing"), lets the finalizer go and
+// leaves it, with the reserved IP attached, for ever. Nothing of ours
+// writes in that chain; the product reports the IP stranded
+// (scw_lb_ipam_sweeper_stranded) and docs/troubleshooting.md says how to
+// clean up.
+func TestStaleCopyLeaksALoadBalancer(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
-		const ns, name = "payments", "previous-life"
-		lbOf := func() string {
-			_, id, _ := strings.Cut(get(t, ns, name).Annotations[ccm.AnnotationLoadBalancerID], "/")
-			return id
-		}
-		// The two lives in two pools: the second books its own IP, not the
-		// first's, which the previous Load Balancer holds while it is
-		// deleted. Public Load Balancers, as the chaos run's are.
+		const ns, name = "payments", "stale-copy"
+		path := "/api/v1/namespaces/" + ns + "/services/" + name
+		s.CCM.Stop()
+		t.Cleanup(func() {
+			s.CCM.Gate.Before(nil)
+			if len(s.CCM.Processes()) == 0 {
+				if err := s.CCM.Start(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		// Public, as the chaos run's Load Balancers are.
 		if err := s.Kube.Create(ctx, fixtures.Service(ns, name, map[string]string{request.AnnotationPool: "general"})); err != nil {
 			t.Fatal(err)
 		}
-		attachedTo(t, ns, name, get(t, ns, name).Annotations[ccm.AnnotationPrivateIPIDs])
-		previous := lbOf()
-		// Real Scaleway answers to_delete for about 30 s after DeleteLB.
-		release, err := s.Emu.HoldLBDeletion(previous)
-		if err != nil {
+		first := get(t, ns, name).UID
+		var once sync.Once
+		swapped := make(chan error, 1)
+		s.CCM.Gate.Before(func(w http.ResponseWriter, r *http.Request) bool {
+			switch {
+			case r.URL.Path == "/api/v1/services" && r.URL.Query().Get("sendInitialEvents") == "true":
+				// A streaming list is refused, as by an apiserver that does not
+				// serve one: the CCM lists, then watches.
+				http.Error(w, "streaming lists are not served here", http.StatusBadRequest)
+				return true
+			case r.URL.Path == "/api/v1/services" && r.URL.Query().Get("watch") == "true":
+				// The watch after the list: held until the CCM is gone.
+				<-r.Context().Done()
+				return true
+			case r.Method == http.MethodPatch && strings.TrimSuffix(r.URL.Path, "/status") == path:
+				// The CCM's first write (the cloud-provider's finalizer
+				// patch, through the status subresource).
+				once.Do(func() { swapped <- replace(ctx, ns, name, first) })
+			}
+			return false
+		})
+		if err := s.CCM.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer release()
-		del(t, get(t, ns, name))
+		select {
+		case err := <-swapped:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the CCM wrote nothing to " + ns + "/" + name + " in 60 s")
+		}
+		// The stale sync's last write: the status, on the second Service.
+		fixtures.Eventually(t, 30*time.Second, poll, "the stale sync's status on "+ns+"/"+name, func() bool {
+			svc := get(t, ns, name)
+			return svc.UID != first && len(svc.Status.LoadBalancer.Ingress) > 0
+		})
+		s.CCM.Stop()
+		s.CCM.Gate.Before(nil)
+		if err := s.CCM.Start(); err != nil {
+			t.Fatal(err)
+		}
 
-		if err := s.Kube.Create(ctx, fixtures.Service(ns, name, map[string]string{request.AnnotationPool: "dc-link"})); err != nil {
-			t.Fatal(err)
+		svc := get(t, ns, name)
+		x := svc.Annotations[ccm.AnnotationPrivateIPIDs]
+		// The stale sync's writes: the second Service names the Load
+		// Balancer made for the first, its reservation attached to it.
+		var lb *lbapi.LB
+		fixtures.Eventually(t, 60*time.Second, poll, x+" attached to the Load Balancer named for "+string(first), func() bool {
+			lb = loadBalancerOf(t, get(t, ns, name))
+			ip, ok := s.Emu.IP(x)
+			return lb != nil && ok && ip.Resource != nil && ip.Resource.ID == lb.ID
+		})
+		if !strings.HasSuffix(lb.Name, string(first)) {
+			t.Fatalf("want the Load Balancer of %s/%s named for the previous Service %s, got %q", ns, name, first, lb.Name)
 		}
-		x := get(t, ns, name).Annotations[ccm.AnnotationPrivateIPIDs]
-		attachedTo(t, ns, name, x)
-		own := lbOf()
-		// The stale copy's patch: the previous Load Balancer's ID, by name.
-		if err := s.Kube.Patch(ctx, get(t, ns, name), client.RawPatch(types.MergePatchType,
-			[]byte(`{"metadata":{"annotations":{"`+ccm.AnnotationLoadBalancerID+`":"fr-par-1/`+previous+`"}}}`))); err != nil {
-			t.Fatal(err)
-		}
-		since := len(s.Emu.LBAudit(own))
-		time.Sleep(3 * time.Second) // the CCM's sync of the patched Service
 		if err := s.Kube.Delete(ctx, get(t, ns, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -79,21 +125,35 @@ func TestPreviousLifesLoadBalancerIDLeaks(t *testing.T) {
 		if lines := s.CCM.Lines("load balancer for service " + ns + "/" + name + " was renamed, not removing"); len(lines) == 0 {
 			t.Errorf("the CCM did not log why it let %s/%s go", ns, name)
 		}
-		if after := s.Emu.LBAudit(own)[since:]; len(after) > 0 {
-			t.Errorf("the CCM changed the Service's own Load Balancer after the patch: %+v", after)
+		for _, a := range s.Emu.LBAudit(lb.ID) {
+			if a.Op == emulator.OpDeleteLB {
+				t.Fatalf("the CCM deleted the Load Balancer %s at %s: no leak", lb.ID, a.Time)
+			}
 		}
 		ip, ok := s.Emu.IP(x)
-		if !ok || ip.Resource == nil || ip.Resource.ID != own {
-			t.Fatalf("want %s still attached to the leaked Load Balancer %s, got %+v", x, own, ip)
+		if !ok || ip.Resource == nil || ip.Resource.ID != lb.ID {
+			t.Fatalf("want %s still attached to the leaked Load Balancer %s, got %+v", x, lb.ID, ip)
+		}
+		if !localrun.Poll(30*time.Second, poll, func() bool {
+			v, _ := leader(t).Gauge("scw_lb_ipam_sweeper_stranded")
+			return v >= 1
+		}) {
+			ip, ok := s.Emu.IP(x)
+			var trail []emulator.AuditEvent
+			for _, a := range s.Emu.Audit() {
+				if strings.Contains(fmt.Sprintf("%+v", a), x) || strings.Contains(fmt.Sprintf("%+v", a), lb.ID) {
+					trail = append(trail, a)
+				}
+			}
+			t.Fatalf("the leader did not report %s stranded in 30 s: listed %v, tags %v, resource %+v; audit %+v", x, ok, ip.Tags, ip.Resource, trail)
 		}
 		// Clean up as an operator would (docs/troubleshooting.md): delete
 		// the leaked Load Balancer; the sweeper releases the IP later.
-		release()
 		console, err := s.Console()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := lbapi.NewZonedAPI(console).DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{LBID: own}); err != nil {
+		if err := lbapi.NewZonedAPI(console).DeleteLB(&lbapi.ZonedAPIDeleteLBRequest{LBID: lb.ID}); err != nil {
 			t.Fatal(err)
 		}
 		fixtures.Eventually(t, 60*time.Second, poll, x+" detached", func() bool {
@@ -101,4 +161,42 @@ func TestPreviousLifesLoadBalancerIDLeaks(t *testing.T) {
 			return !ok || ip.Resource == nil
 		})
 	})
+}
+
+// replace deletes Service ns/name of UID uid, which carries no finalizer,
+// and creates it again.
+func replace(ctx context.Context, ns, name string, uid types.UID) error {
+	if err := s.Kube.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.Preconditions{UID: &uid}); err != nil {
+		return err
+	}
+	if !localrun.Poll(10*time.Second, poll, func() bool {
+		return apierrors.IsNotFound(s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{}))
+	}) {
+		var left corev1.Service
+		_ = s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &left)
+		return fmt.Errorf("%s/%s still there 10 s after its delete: finalizers %v", ns, name, left.Finalizers)
+	}
+	if err := s.Kube.Create(ctx, fixtures.Service(ns, name, map[string]string{request.AnnotationPool: "general"})); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadBalancerOf is the Load Balancer svc's scw-loadbalancer-id names, nil
+// when it names none or one that is gone.
+func loadBalancerOf(t *testing.T, svc *corev1.Service) *lbapi.LB {
+	t.Helper()
+	zone, id, ok := strings.Cut(svc.Annotations[ccm.AnnotationLoadBalancerID], "/")
+	if !ok {
+		return nil
+	}
+	console, err := s.Console()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := lbapi.NewZonedAPI(console).GetLB(&lbapi.ZonedAPIGetLBRequest{Zone: scw.Zone(zone), LBID: id})
+	if err != nil {
+		return nil
+	}
+	return lb
 }

@@ -31,7 +31,9 @@ var ccmLease = ccmprocess.LeaderElection{LeaseDuration: 8 * time.Second, RenewDe
 // CCM is the cluster's Scaleway CCM: its running processes, or the v0.35
 // fake that RunOld runs in their place.
 type CCM struct {
-	env        *Env
+	env *Env
+	// Gate is where the CCM's processes reach the apiserver.
+	Gate       *Gate
 	mu         sync.Mutex
 	kubeconfig []byte
 	procs      []*ccmprocess.Process
@@ -55,11 +57,16 @@ func (c *CCM) start() error {
 		if err := ccmprocess.Grant(ctx, e.Kube); err != nil {
 			return err
 		}
-		kubeconfig, err := e.Kubeconfig(ccmprocess.User, ccmprocess.Groups...)
+		cfg, err := e.UserConfig(ccmprocess.User, ccmprocess.Groups...)
 		if err != nil {
 			return err
 		}
-		c.kubeconfig = kubeconfig
+		if c.Gate, err = newGate(cfg); err != nil {
+			return err
+		}
+		if c.kubeconfig, err = c.Gate.kubeconfig(); err != nil {
+			return err
+		}
 	}
 	if !c.nodes {
 		if err := ccmprocess.BookAndRegisterNodes(ctx, e.Kube, e.Emu, e.PNs["nodes"].ID, Nodes); err != nil {
@@ -138,6 +145,14 @@ func (c *CCM) stop() {
 		c.stopOld = nil
 	}
 }
+
+// Stop stops the CCM's processes, as a cluster whose CCM is down: Services
+// are admitted and no Load Balancer is made for them until Start.
+func (c *CCM) Stop() { c.stop() }
+
+// Start starts the CCM's processes again after Stop: they remember nothing
+// and sync every Service.
+func (c *CCM) Start() error { return c.start() }
 
 // Processes are the running CCM processes (none while RunOld's fake runs).
 func (c *CCM) Processes() []*ccmprocess.Process {

@@ -117,6 +117,16 @@ func (cp *ControlPlane) Kubeconfig(user string, groups ...string) ([]byte, error
 	return u.KubeConfig()
 }
 
+// UserConfig is the client config of a new user of the control plane in
+// groups.
+func (cp *ControlPlane) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
+}
+
 // Stop stops kube-apiserver and etcd (SIGTERM, then SIGKILL after
 // controlPlaneStopTimeout), then the egress proxy.
 func (cp *ControlPlane) Stop() error {

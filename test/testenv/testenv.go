@@ -330,6 +330,7 @@ func Verbose() bool {
 // removes temp files.
 func (e *Env) Stop() {
 	e.CCM.stop()
+	e.CCM.Gate.close()
 	e.StopWebhook()
 	if err := e.ControlPlane.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: stopping the control plane:", err)
