@@ -10,8 +10,8 @@ import (
 	"time"
 
 	lbapi "github.com/scaleway/scaleway-sdk-go/api/lb/v1"
-	corev1 "k8s.io/api/core/v1"
 	"github.com/scaleway/scaleway-sdk-go/scw"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
