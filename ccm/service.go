@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
@@ -85,6 +86,16 @@ func withoutCCMFields(s *corev1.Service) *corev1.Service {
 // Empty while the CCM has not made the Load Balancer.
 func LoadBalancerID(svc *corev1.Service) string {
 	return ParseLoadBalancerID(svc.Annotations[AnnotationLoadBalancerID])
+}
+
+// NamedFor reports whether a Load Balancer named name is the one the CCM
+// made for the Service of UID uid: it names each SCW_CCM_PREFIX and the
+// Service's UID (GetLoadBalancerName), and deletes with a Service only the
+// Load Balancer so named (deleteLoadBalancer: "was renamed, not
+// removing"). The prefix is the CCM's configuration, not ours: the UID
+// ends the name either way.
+func NamedFor(name string, uid types.UID) bool {
+	return uid != "" && strings.HasSuffix(name, string(uid))
 }
 
 // ParseLoadBalancerID is the ID in a value of AnnotationLoadBalancerID.

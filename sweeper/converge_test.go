@@ -81,7 +81,7 @@ func (w *world) serve(svc *corev1.Service, lb string, attach bool) {
 	for _, id := range ccm.ReferencedIDs(svc) {
 		ip, _ := w.Srv.IP(id)
 		if attach {
-			if err := w.Srv.Attach(id, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + svc.Name}); err != nil {
+			if err := w.Srv.Attach(id, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: lb, Name: "k8s-" + string(svc.UID)}); err != nil {
 				w.T.Fatal(err)
 			}
 			ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip.Address.IP.String()})
@@ -759,4 +759,47 @@ func TestGoneConfirmedByOneReadPastTheGrace(t *testing.T) {
 		t.Fatalf("an IP that exists and is applied reported: %v", got)
 	}
 	wantGauge(t, s, nil)
+}
+
+// A Service whose reservation is attached to its own Load Balancer named
+// for another UID (the CCM synced a copy of an earlier Service of its
+// name, or an ID was restored) is warned: the CCM will leave that Load
+// Balancer, and the address attached, at the Service's deletion. Its own
+// Load Balancer, or one it manages itself, is not.
+func TestLoadBalancerNotNamedForServiceWarned(t *testing.T) {
+	w := newWorld(t)
+	s, ev := w.monitored()
+	r := w.book("dc-link", "payments", "api")
+	svc := w.admitted("api", r)
+	w.serve(svc, "lb-1", true)
+	w.cycles(s, 2)
+	warned := func() int {
+		n := 0
+		for _, e := range ev.list {
+			if strings.Contains(e, EventReasonLoadBalancerNotNamedForService) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := warned(); n != 0 {
+		t.Fatalf("warned about its own Load Balancer: %v", ev.list)
+	}
+	// The Load Balancer the ID names was made for the Service's previous life.
+	if err := w.Srv.Detach(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Srv.Attach(r.ID, emulator.Resource{Type: scaleway.ResourceLoadBalancer, ID: "lb-1", Name: "k8s-uid-payments-api-previous"}); err != nil {
+		t.Fatal(err)
+	}
+	w.cycles(s, 1)
+	if n := warned(); n != 1 || !strings.Contains(ev.list[len(ev.list)-1], "Warning LoadBalancerNotNamedForService payments/api: IPAM IP "+r.ID) ||
+		!strings.Contains(ev.list[len(ev.list)-1], "the CCM will not delete it with this Service") {
+		t.Fatalf("want one warning naming %s, got %v", r.ID, ev.list)
+	}
+	w.edit(svc, func(s *corev1.Service) { s.Annotations[ccm.AnnotationExternallyManaged] = "true" })
+	w.cycles(s, 1)
+	if n := warned(); n != 1 {
+		t.Fatalf("warned about an externally managed Load Balancer: %v", ev.list)
+	}
 }

@@ -136,6 +136,9 @@ func (s *Sweeper) referenced(ctx context.Context, ip *ipam.Reservation, refs []l
 				"IPAM IP %s (%s) is referenced by %d Services (%s); each Service needs its own IP, remove it from all but one", ip.ID, ip.Address, len(refs), keys(refs))
 		}
 	}
+	for _, r := range notNamedFor(ip.Resource, refs) {
+		s.event(r.object(), corev1.EventTypeWarning, EventReasonLoadBalancerNotNamedForService, notNamedForNote, ip.ID, ip.Address, ip.Resource.ID, ip.Resource.Name, r.uid)
+	}
 	next := liveEntry(e, refs)
 	// The namespace tag is back-filled by any write (Tags writes it).
 	ledgerOnly := e.OrphanedSince.IsZero() && next.UID == e.UID

@@ -80,10 +80,15 @@ type liveRef struct {
 	// (request.JudgedNamespace): its ledger's namespace tag. Empty where
 	// only the Event's reference is needed.
 	judged string
+	// loadBalancerID is the Service's Load Balancer (ccm.LoadBalancerID);
+	// externallyManaged, its user names it (ccm.ExternallyManaged).
+	loadBalancerID    string
+	externallyManaged bool
 }
 
 func refOf(svc *servicecache.Record) liveRef {
-	return liveRef{key: svc.Key(), uid: svc.UID, resourceVersion: svc.ResourceVersion}
+	return liveRef{key: svc.Key(), uid: svc.UID, resourceVersion: svc.ResourceVersion,
+		loadBalancerID: svc.LoadBalancerID(), externallyManaged: ccm.ExternallyManaged(svc.Annotation)}
 }
 
 // judgedRef is refOf with the namespace svc is judged by under cfg.

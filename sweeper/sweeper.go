@@ -36,6 +36,14 @@ const (
 // same IPAM ID: a misconfiguration the sweeper reports and never resolves.
 const EventReasonIPSharedByServices = "IPSharedByServices"
 
+// EventReasonLoadBalancerNotNamedForService is recorded on a Service whose
+// reservation is attached to a Load Balancer the CCM did not make for it
+// (ccm.NamedFor): a restored ID, an adoption, or a copy of an earlier
+// Service of its name that the CCM synced late. The CCM will not delete
+// that Load Balancer with the Service, and the reservation stays attached
+// to it, stranded.
+const EventReasonLoadBalancerNotNamedForService = "LoadBalancerNotNamedForService"
+
 // EventReasonIPNotReserved is recorded once on a LoadBalancer Service that
 // asks for a reserved IP but carries none (let through while the webhook
 // was down under failurePolicy Ignore, or created before its namespace

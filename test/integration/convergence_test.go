@@ -75,13 +75,19 @@ func waitSweeps(t *testing.T, n uint64) *testenv.Replica {
 // ipNotApplied are the IPNotApplied Events on the Service of that UID.
 func ipNotApplied(t *testing.T, svc *corev1.Service) []eventsv1.Event {
 	t.Helper()
+	return eventsOf(t, svc, sweeper.EventReasonIPNotApplied)
+}
+
+// eventsOf are the Events of reason on the Service of that UID.
+func eventsOf(t *testing.T, svc *corev1.Service, reason string) []eventsv1.Event {
+	t.Helper()
 	var list eventsv1.EventList
 	if err := s.Kube.List(context.Background(), &list, client.InNamespace(svc.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	var out []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Reason == sweeper.EventReasonIPNotApplied && e.Regarding.UID == svc.UID {
+		if e.Reason == reason && e.Regarding.UID == svc.UID {
 			out = append(out, e)
 		}
 	}

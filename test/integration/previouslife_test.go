@@ -19,6 +19,7 @@ import (
 
 	"github.com/scw-lb-ipam/scw-lb-ipam/ccm"
 	"github.com/scw-lb-ipam/scw-lb-ipam/request"
+	"github.com/scw-lb-ipam/scw-lb-ipam/sweeper"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/emulator"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/fixtures"
 	"github.com/scw-lb-ipam/scw-lb-ipam/test/localrun"
@@ -39,9 +40,10 @@ import (
 // that Load Balancer, and at the Service's deletion finds it not named for
 // the Service ("was renamed, not removing"), lets the finalizer go and
 // leaves it, with the reserved IP attached, for ever. Nothing of ours
-// writes in that chain; the product reports the IP stranded
-// (scw_lb_ipam_sweeper_stranded) and docs/troubleshooting.md says how to
-// clean up.
+// writes in that chain. The product warns the Service while it lives
+// (sweeper.EventReasonLoadBalancerNotNamedForService), reports the IP
+// stranded once it is gone (scw_lb_ipam_sweeper_stranded), and
+// docs/troubleshooting.md says how to clean up.
 func TestStaleCopyLeaksALoadBalancer(t *testing.T) {
 	scenario(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -116,6 +118,11 @@ func TestStaleCopyLeaksALoadBalancer(t *testing.T) {
 		if !strings.HasSuffix(lb.Name, string(first)) {
 			t.Fatalf("want the Load Balancer of %s/%s named for the previous Service %s, got %q", ns, name, first, lb.Name)
 		}
+		// The product warns before the deletion: the Service's reservation
+		// is attached to a Load Balancer the CCM did not make for it.
+		fixtures.Eventually(t, 15*time.Second, poll, "the "+sweeper.EventReasonLoadBalancerNotNamedForService+" Event of "+ns+"/"+name, func() bool {
+			return len(eventsOf(t, get(t, ns, name), sweeper.EventReasonLoadBalancerNotNamedForService)) > 0
+		})
 		if err := s.Kube.Delete(ctx, get(t, ns, name)); err != nil {
 			t.Fatal(err)
 		}
