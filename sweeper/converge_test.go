@@ -131,11 +131,14 @@ func wantGauge(t *testing.T, s *Sweeper, want map[string]float64) {
 	}
 }
 
-func notApplied(ev *events) []string {
+func notApplied(ev *events) []string { return ev.of(EventReasonIPNotApplied) }
+
+// of are the Events of reason.
+func (e *events) of(reason string) []string {
 	var out []string
-	for _, e := range ev.list {
-		if strings.Contains(e, EventReasonIPNotApplied) {
-			out = append(out, e)
+	for _, line := range e.list {
+		if strings.Contains(line, " "+reason+" ") {
+			out = append(out, line)
 		}
 	}
 	return out
@@ -773,17 +776,8 @@ func TestLoadBalancerNotNamedForServiceWarned(t *testing.T) {
 	svc := w.admitted("api", r)
 	w.serve(svc, "lb-1", true)
 	w.cycles(s, 2)
-	warned := func() int {
-		n := 0
-		for _, e := range ev.list {
-			if strings.Contains(e, EventReasonLoadBalancerNotNamedForService) {
-				n++
-			}
-		}
-		return n
-	}
-	if n := warned(); n != 0 {
-		t.Fatalf("warned about its own Load Balancer: %v", ev.list)
+	if got := ev.of(EventReasonLoadBalancerNotNamedForService); len(got) != 0 {
+		t.Fatalf("warned about its own Load Balancer: %v", got)
 	}
 	// The Load Balancer the ID names was made for the Service's previous life.
 	if err := w.Srv.Detach(r.ID); err != nil {
@@ -793,13 +787,14 @@ func TestLoadBalancerNotNamedForServiceWarned(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.cycles(s, 1)
-	if n := warned(); n != 1 || !strings.Contains(ev.list[len(ev.list)-1], "Warning LoadBalancerNotNamedForService payments/api: IPAM IP "+r.ID) ||
-		!strings.Contains(ev.list[len(ev.list)-1], "the CCM will not delete it with this Service") {
+	got := ev.of(EventReasonLoadBalancerNotNamedForService)
+	if len(got) != 1 || !strings.Contains(got[0], "Warning LoadBalancerNotNamedForService payments/api: IPAM IP "+r.ID) ||
+		!strings.Contains(got[0], "the CCM will not delete it with this Service") {
 		t.Fatalf("want one warning naming %s, got %v", r.ID, ev.list)
 	}
 	w.edit(svc, func(s *corev1.Service) { s.Annotations[ccm.AnnotationExternallyManaged] = "true" })
 	w.cycles(s, 1)
-	if n := warned(); n != 1 {
-		t.Fatalf("warned about an externally managed Load Balancer: %v", ev.list)
+	if got := ev.of(EventReasonLoadBalancerNotNamedForService); len(got) != 1 {
+		t.Fatalf("warned about an externally managed Load Balancer: %v", got)
 	}
 }
