@@ -92,8 +92,10 @@ func LoadBalancerID(svc *corev1.Service) string {
 // made for the Service of UID uid: it names each SCW_CCM_PREFIX and the
 // Service's UID (GetLoadBalancerName), and deletes with a Service only the
 // Load Balancer so named (deleteLoadBalancer: "was renamed, not
-// removing"). The prefix is the CCM's configuration, not ours: the UID
-// ends the name either way.
+// removing"). The prefix is the CCM's configuration, not ours, so only
+// the UID at the end is compared: a Load Balancer named with another
+// prefix (an SCW_CCM_PREFIX changed since) passes here while the CCM
+// would not delete it.
 func NamedFor(name string, uid types.UID) bool {
 	return uid != "" && strings.HasSuffix(name, string(uid))
 }

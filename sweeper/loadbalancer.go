@@ -11,7 +11,7 @@ import (
 // the IPAM ID, its address, the Load Balancer's ID and name, the Service's
 // UID.
 const notNamedForNote = "IPAM IP %s (%s) is attached to Load Balancer %s (%s), which the CCM did not make for this Service (it names them after the Service's UID %s): " +
-	"the CCM will not delete it with this Service, and the address stays attached to it, never released. " +
+	"the CCM will not delete it with this Service, and the address stays attached to it, not released until that Load Balancer is deleted. " +
 	"Unless the Service adopted it on purpose, see \"A Service given another Service's Load Balancer\" in docs/troubleshooting.md"
 
 // notNamedFor are the Services among refs whose own Load Balancer (the one
@@ -27,7 +27,7 @@ func notNamedFor(lb *scaleway.Resource, refs []liveRef) []liveRef {
 	}
 	var out []liveRef
 	for _, r := range refs {
-		if !r.externallyManaged && strings.EqualFold(lb.ID, r.loadBalancerID) && !ccm.NamedFor(lb.Name, r.uid) {
+		if r.uid != "" && r.loadBalancerID != "" && !r.externallyManaged && strings.EqualFold(lb.ID, r.loadBalancerID) && !ccm.NamedFor(lb.Name, r.uid) {
 			out = append(out, r)
 		}
 	}

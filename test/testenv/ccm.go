@@ -61,12 +61,16 @@ func (c *CCM) start() error {
 		if err != nil {
 			return err
 		}
-		if c.Gate, err = newGate(cfg); err != nil {
+		gate, err := newGate(cfg)
+		if err != nil {
 			return err
 		}
-		if c.kubeconfig, err = c.Gate.kubeconfig(); err != nil {
+		kubeconfig, err := gate.kubeconfig()
+		if err != nil {
+			gate.close()
 			return err
 		}
+		c.Gate, c.kubeconfig = gate, kubeconfig
 	}
 	if !c.nodes {
 		if err := ccmprocess.BookAndRegisterNodes(ctx, e.Kube, e.Emu, e.PNs["nodes"].ID, Nodes); err != nil {

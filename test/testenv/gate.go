@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -19,8 +20,9 @@ import (
 // CCM meets only under load: a write the CCM computed from a copy read
 // before a delete and re-create of its name, say.
 type Gate struct {
-	srv *http.Server
-	ln  net.Listener
+	srv       *http.Server
+	ln        net.Listener
+	transport http.RoundTripper
 
 	mu     sync.Mutex
 	before func(http.ResponseWriter, *http.Request) (answered bool)
@@ -40,7 +42,7 @@ func newGate(cfg *rest.Config) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{ln: ln}
+	g := &Gate{ln: ln, transport: transport}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -48,6 +50,12 @@ func newGate(cfg *rest.Config) (*Gate, error) {
 		Transport: transport,
 		// Watches stream: each event goes on as it comes.
 		FlushInterval: -1,
+		// A client that went away (a CCM stopped mid-watch) is no error.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+			}
+		},
 	}
 	g.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
@@ -87,4 +95,5 @@ func (g *Gate) close() {
 		return
 	}
 	_ = g.srv.Close()
+	utilnet.CloseIdleConnectionsFor(g.transport)
 }
