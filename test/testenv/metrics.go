@@ -168,3 +168,22 @@ func hasLabels(m *dto.Metric, pairs []string) bool {
 	}
 	return true
 }
+
+// Gauges are every series of gauge name of this replica, by their labels
+// ("pool=dc-link,state=free").
+func (r *Replica) Gauges(name string) map[string]float64 {
+	out := map[string]float64{}
+	for _, f := range r.gather() {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			out[strings.Join(labels, ",")] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,25 +113,6 @@ func (r *Replica) gather() []*dto.MetricFamily {
 func (r *Replica) Gauge(name string, labels ...string) (float64, bool) {
 	m, ok := r.metric(name, labels)
 	return m.GetGauge().GetValue(), ok
-}
-
-// Gauges are every series of gauge name of this replica, by their labels
-// ("pool=dc-link,state=free").
-func (r *Replica) Gauges(name string) map[string]float64 {
-	out := map[string]float64{}
-	for _, f := range r.gather() {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			out[strings.Join(labels, ",")] = m.GetGauge().GetValue()
-		}
-	}
-	return out
 }
 
 // Counter reads a counter of this replica with the given label pairs;
