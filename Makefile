@@ -11,10 +11,15 @@ PKGS  := ./...
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
-SUITES := ./test/integration ./test/clients ./test/dns ./test/gateway ./test/chart ./test/playground ./test/chaos
+# The neighbours' suites (external-dns with BIND, Envoy Gateway) need the
+# tools make test builds last (see test).
+CONTROL_PLANE_SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
+NEIGHBOUR_SUITES     := ./test/dns ./test/gateway
+SUITES               := $(CONTROL_PLANE_SUITES) $(NEIGHBOUR_SUITES)
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|dns|gateway|chart|playground|chaos|bench|e2e)$$')
 
-.PHONY: all build test unit unit-full race suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify
+.PHONY: all build test unit unit-full race suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify \
+  test-control-plane test-e2e test-e2e-tools test-neighbour-tools
 
 all: build
 
@@ -61,7 +66,41 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)' -arches '$(IMAGE_ARCHES)'
 
-test: lint verify tools crds image unit-full suites e2e ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+# make test: lint and verify first (they fail within minutes), then two
+# lines at once. The first builds the control plane's tools, the image and
+# the unit tests, runs the suites on a real control plane, then make e2e.
+# Those suites leave the CPU about 90% idle (2 cores, vmstat), so the second
+# line builds beside them, at nice 19, what only later steps need: the
+# node's tools and the previous version for make e2e, then external-dns and
+# Envoy Gateway, whose suites run last. Cold on 2 cores that takes about
+# 20 min of compile off the critical path; warm, every build is a version
+# check. A line that fails fails make test once the other has finished.
+test: lint verify ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
+	@$(MAKE) --no-print-directory -j2 test-e2e test-neighbour-tools
+	@$(call run_suites,$(NEIGHBOUR_SUITES))
+
+# $(call in_order,TARGETS): make each of TARGETS, one after the other, in a
+# make running two jobs (a sub-make's -j1 there resets the jobserver, with a
+# warning).
+define in_order
+for t in $(1); do $(MAKE) --no-print-directory "$$t" || exit 1; done
+endef
+
+test-control-plane:
+	@$(call in_order,$(CONTROL_PLANE_TOOLS) crds image unit-full)
+	@$(call run_suites,$(CONTROL_PLANE_SUITES))
+
+test-e2e: test-control-plane test-e2e-tools
+	@$(run_e2e)
+
+# The second line's output is kept apart and printed whole when it ends.
+test-e2e-tools test-neighbour-tools: log = $(BIN)/.$@.log
+test-e2e-tools:
+	@mkdir -p $(BIN); ( nice -n 19 sh -c '$(call in_order,e2e-packages $(E2E_TOOLS) previous)' ) > $(log) 2>&1; \
+	  rc=$$?; cat $(log); exit $$rc
+
+test-neighbour-tools: test-e2e-tools
+	@( nice -n 19 sh -c '$(call in_order,$(NEIGHBOUR_TOOLS))' ) > $(log) 2>&1; rc=$$?; cat $(log); exit $$rc
 
 # ---- generate and verify: one source for the pool file, the metrics, the ---
 # denial reasons and the chart's values (internal/docs reads the Go types,
@@ -101,9 +140,13 @@ endef
 
 # The suites print one line per scenario (-v); passing tests' chatter is
 # filtered.
+define run_suites
+set -o pipefail; $(own_tmp) \
+  CHAOS_LOGS_DIR=$(BIN)/chaos-logs $(GO) test -p 1 -count=1 -timeout 30m -v $(1) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+endef
+
 suites: tools crds image ## The suites on a real kube-apiserver, etcd and helm; the chart's runs the image's binary.
-	@set -o pipefail; $(own_tmp) \
-	  CHAOS_LOGS_DIR=$(BIN)/chaos-logs $(GO) test -p 1 -count=1 -timeout 30m -v $(SUITES) 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+	@$(call run_suites,$(SUITES))
 
 # The full chaos run; make test runs a short one (200 operations, seed 1).
 CHAOS_OPS     ?= 1500
@@ -123,10 +166,14 @@ chaos: tools ## Faults and concurrency on a real control plane, then the eight i
 # that it leaves nothing on the host.
 E2E_PACKAGES := containerd runc containernetworking-plugins iptables jq
 
+define run_e2e
+set -o pipefail; $(own_tmp) \
+  $(GO) test -count=1 -timeout 30m -v ./test/e2e 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+endef
+
 e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the Debian packages it needs).
 	@$(MAKE) --no-print-directory -j1 $(E2E_TOOLS) previous
-	@set -o pipefail; $(own_tmp) \
-	  $(GO) test -count=1 -timeout 30m -v ./test/e2e 2>&1 | grep -vE '^(=== (RUN|PAUSE|CONT)|\s*--- PASS)'
+	@$(run_e2e)
 
 # previous: the chart and the image of the version the e2e suite upgrades
 # from and rolls back to, built from that commit's tree (scw-image -dir,
@@ -207,7 +254,9 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
 # most of kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
-TOOLS     := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager bin/external-dns bin/envoy-gateway bin/named
+CONTROL_PLANE_TOOLS := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager
+NEIGHBOUR_TOOLS     := bin/external-dns bin/envoy-gateway bin/named
+TOOLS               := $(CONTROL_PLANE_TOOLS) $(NEIGHBOUR_TOOLS)
 
 .PHONY: tools FORCE
 
