@@ -81,26 +81,29 @@ test: lint verify ## Every test: unit, emulator fidelity, chart, real control pl
 
 # $(call in_order,TARGETS): make each of TARGETS, one after the other, in a
 # make running two jobs (a sub-make's -j1 there resets the jobserver, with a
-# warning).
+# warning). The lines that call it start with + : make passes the jobserver
+# only to lines it knows recurse.
 define in_order
 for t in $(1); do $(MAKE) --no-print-directory "$$t" || exit 1; done
 endef
 
 test-control-plane:
-	@$(call in_order,$(CONTROL_PLANE_TOOLS) crds image unit-full)
+	+@$(call in_order,$(CONTROL_PLANE_TOOLS) crds image unit-full)
 	@$(call run_suites,$(CONTROL_PLANE_SUITES))
 
 test-e2e: test-control-plane test-e2e-tools
 	@$(run_e2e)
 
 # The second line's output is kept apart and printed whole when it ends.
+# The node's tools come last: they share kube-apiserver's packages, which
+# the first line is compiling meanwhile.
 test-e2e-tools test-neighbour-tools: log = $(BIN)/.$@.log
 test-e2e-tools:
-	@mkdir -p $(BIN); ( nice -n 19 sh -c '$(call in_order,e2e-packages $(E2E_TOOLS) previous)' ) > $(log) 2>&1; \
+	+@mkdir -p $(BIN); ( nice -n 19 sh -c '$(call in_order,e2e-packages bin/registry bin/cosign previous bin/kubelet bin/kube-controller-manager bin/kube-scheduler)' ) > $(log) 2>&1; \
 	  rc=$$?; cat $(log); exit $$rc
 
 test-neighbour-tools: test-e2e-tools
-	@( nice -n 19 sh -c '$(call in_order,$(NEIGHBOUR_TOOLS))' ) > $(log) 2>&1; rc=$$?; cat $(log); exit $$rc
+	+@( nice -n 19 sh -c '$(call in_order,$(NEIGHBOUR_TOOLS))' ) > $(log) 2>&1; rc=$$?; cat $(log); exit $$rc
 
 # ---- generate and verify: one source for the pool file, the metrics, the ---
 # denial reasons and the chart's values (internal/docs reads the Go types,
@@ -180,7 +183,10 @@ e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the
 # amd64) into bin/previous/ (src/ the tree, image/ the image). Until a
 # release is tagged, the commit that landed shares and handover, whose ledger
 # has neither release-at (as a release time) nor the namespace tag. A
-# shallow clone fetches it.
+# shallow clone fetches it. The tree is unpacked and removed under a
+# dot-prefixed name, which ./... skips: until its go.mod is written (or
+# after it is removed), a tree under bin/previous would be packages of this
+# module to the go list and go vet that make test runs beside it.
 PREVIOUS_COMMIT := 783cd0d16d5f5d823affbddca7220d3748689d99
 
 previous: ## Build the previous version's chart and image into bin/previous (make e2e does it).
@@ -189,11 +195,13 @@ previous: ## Build the previous version's chart and image into bin/previous (mak
 	  echo "bin/previous is up to date ($(PREVIOUS_COMMIT))"; exit 0; fi; \
 	git cat-file -e '$(PREVIOUS_COMMIT)^{commit}' 2>/dev/null || git fetch -q --depth 1 origin '$(PREVIOUS_COMMIT)'; \
 	echo "building bin/previous ($(PREVIOUS_COMMIT))…"; \
-	rm -rf "$$dir" && mkdir -p "$$dir/src" && git archive '$(PREVIOUS_COMMIT)' | tar -x -C "$$dir/src" && \
-	$(GO) run ./cmd/scw-image build -dir "$$dir/src" -out "$$dir/image" -arches amd64 \
-	  -version "$$(sed -n 's/^appVersion: *//p' "$$dir/src/charts/scw-lb-ipam/Chart.yaml" | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' \
+	tmp='$(BIN)/.previous.tmp'; old='$(BIN)/.previous.old'; rm -rf "$$tmp" "$$old"; \
+	if [ -e "$$dir" ]; then mv "$$dir" "$$old" && rm -rf "$$old"; fi; \
+	mkdir -p "$$tmp/src" && git archive '$(PREVIOUS_COMMIT)' | tar -x -C "$$tmp/src" && \
+	$(GO) run ./cmd/scw-image build -dir "$$tmp/src" -out "$$tmp/image" -arches amd64 \
+	  -version "$$(sed -n 's/^appVersion: *//p' "$$tmp/src/charts/scw-lb-ipam/Chart.yaml" | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' \
 	  -source-date-epoch "$$(git log -1 --format=%ct '$(PREVIOUS_COMMIT)')" -repository '$(IMAGE_REPOSITORY)' >/dev/null && \
-	echo '$(PREVIOUS_COMMIT)' > "$$dir/.commit"
+	echo '$(PREVIOUS_COMMIT)' > "$$tmp/.commit" && mv "$$tmp" "$$dir"
 
 e2e-packages:
 	@missing=$$(for p in $(E2E_PACKAGES); do \
@@ -250,9 +258,10 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # committed go.sum files (no checksum-database lookup). A binary is rebuilt
 # only when it is missing or its stamp bin/.NAME.version differs: the pinned
 # version plus a hash of go.mod's requirements and replaces (not its comments)
-# and of the ldflags. The builds run one at a time, niced: kube-apiserver takes
-# 5-6 min on a cold build cache (2 cores), kubectl then about 1.5 min (it shares
-# most of kube-apiserver's packages), etcd and helm 1-2 min each.
+# and of the ldflags. The builds of one line run one at a time, niced (make
+# test runs two lines, see test): kube-apiserver takes 5-6 min on a cold
+# build cache (2 cores), kubectl then about 1.5 min (it shares most of
+# kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
 CONTROL_PLANE_TOOLS := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager
 NEIGHBOUR_TOOLS     := bin/external-dns bin/envoy-gateway bin/named
@@ -298,7 +307,8 @@ bin/kubectl: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kubectl,$(KUBE_VERSION_LDFLAGS))
 
 # The node of make e2e: the same Kubernetes release as the apiserver. Built
-# one at a time after kube-apiserver (whose packages they share): cold on 2
+# one at a time after kube-apiserver (whose packages they share; make test
+# builds them last in its second line): cold on 2
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
 # bin/registry is CNCF Distribution's, which serves the chart and the image
