@@ -8,6 +8,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,25 +46,40 @@ func TestDeniedAfterMutationIsReclaimed(t *testing.T) {
 			}
 			defer s.Kube.Delete(ctx, o)
 		}
-		svc := fixtures.PrivateService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
-		var leaked string
-		// The policy takes a moment to be loaded by the apiserver.
-		fixtures.Eventually(t, 20*time.Second, poll, "the policy to deny after our mutation", func() bool {
-			err := s.Kube.Create(ctx, svc.DeepCopy())
+		// The policy takes a moment to be loaded by the apiserver: probe
+		// it with a ClusterIP Service of the same name, which neither the
+		// webhook nor the CCM acts on. A LoadBalancer Service admitted
+		// before the policy loads gets a Load Balancer, and the real CCM,
+		// given it deleted and created again at once, can keep the second
+		// one's finalizer for good (a 409 on the attach, then "no private
+		// network ip" on each cleanup): the CCM's behaviour, not this
+		// test's subject.
+		probe := fixtures.Service("payments", "leaky", nil)
+		probe.Spec.Type = corev1.ServiceTypeClusterIP
+		fixtures.Eventually(t, 20*time.Second, poll, "the policy to deny a Service named leaky", func() bool {
+			err := s.Kube.Create(ctx, probe.DeepCopy())
 			if err == nil {
-				del(t, svc)
+				del(t, probe)
 				return false
 			}
 			if !strings.Contains(err.Error(), "no leaky Services") {
 				t.Fatalf("unexpected error: %v", err)
 			}
-			for _, ip := range s.Emu.IPs() {
-				if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Service.String() == "payments/leaky" {
-					leaked = ip.ID
-				}
-			}
-			return leaked != ""
+			return true
 		})
+		svc := fixtures.PrivateService("payments", "leaky", map[string]string{request.AnnotationPool: "general"})
+		if err := s.Kube.Create(ctx, svc); err == nil || !strings.Contains(err.Error(), "no leaky Services") {
+			t.Fatalf("creating payments/leaky: got %v, want the policy's denial after our mutation", err)
+		}
+		var leaked string
+		for _, ip := range s.Emu.IPs() {
+			if e, ok := ipam.ParseEntry(ip.Tags); ok && e.Service.String() == "payments/leaky" {
+				leaked = ip.ID
+			}
+		}
+		if leaked == "" {
+			t.Fatal("the denied payments/leaky has no booking: the webhook did not reserve before the policy denied")
+		}
 		// Booked, Service absent: the sweeper reclaims it after the pending grace.
 		fixtures.Eventually(t, pendingGrace+15*time.Second, poll, "the sweeper to reclaim the leaked IP", func() bool {
 			_, ok := s.Emu.IP(leaked)
