@@ -72,9 +72,11 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 # Those suites leave the CPU about 90% idle (2 cores, vmstat), so the second
 # line builds beside them, at nice 19, what only later steps need: the
 # node's tools and the previous version for make e2e, then external-dns and
-# Envoy Gateway, whose suites run last. Cold on 2 cores that takes about
-# 20 min of compile off the critical path; warm, every build is a version
-# check. A line that fails fails make test once the other has finished.
+# Envoy Gateway, whose suites run last. Cold on 2 cores the first line
+# reached the suites with the node's tools and the previous version built
+# (11 min that ran alone after the suites before), its own steps 1.3-1.5x
+# slower beside the second; warm, every build is a version check. A line
+# that fails fails make test once the other has finished.
 test: lint verify ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
 	@$(MAKE) --no-print-directory -j2 test-e2e test-neighbour-tools
 	@$(call run_suites,$(NEIGHBOUR_SUITES))
