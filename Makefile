@@ -12,14 +12,14 @@ export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
 # The neighbours' suites (external-dns with BIND, Envoy Gateway) need the
-# tools make test builds last (see test).
+# tools make test builds last in its second line (see test).
 CONTROL_PLANE_SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
 NEIGHBOUR_SUITES     := ./test/dns ./test/gateway
 SUITES               := $(CONTROL_PLANE_SUITES) $(NEIGHBOUR_SUITES)
 UNIT   := $(shell $(GO) list ./... 2>/dev/null | grep -vE '/test/(integration|clients|dns|gateway|chart|playground|chaos|bench|e2e)$$')
 
 .PHONY: all build test unit unit-full race suites lint bench run clean crds fuzz chaos image e2e e2e-packages previous help generate verify \
-  test-control-plane test-e2e test-e2e-tools test-neighbour-tools
+  test-build test-control-plane test-e2e test-e2e-tools test-neighbour-tools test-neighbours
 
 all: build
 
@@ -66,46 +66,55 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 	$(GO) run ./cmd/scw-image build -out $(BIN)/image -version '$(VERSION)' -revision '$(REVISION)' \
 	  -source-date-epoch '$(SOURCE_DATE_EPOCH)' -repository '$(IMAGE_REPOSITORY)' -tarball-arch '$(IMAGE_TAR_ARCH)' -arches '$(IMAGE_ARCHES)'
 
-# make test: lint and verify first (they fail within minutes), then two
-# lines at once. The first builds the control plane's tools, the image and
-# the unit tests, runs the suites on a real control plane, then make e2e.
-# Those suites leave the CPU about 90% idle (2 cores, vmstat), so the second
-# line builds beside them, at nice 19, what only later steps need: the
-# node's tools and the previous version for make e2e, then external-dns and
-# Envoy Gateway, whose suites run last. Cold on 2 cores the first line
-# reached the suites with the node's tools and the previous version built
-# (11 min that ran alone after the suites before), its own steps 1.3-1.5x
-# slower beside the second; warm, every build is a version check. A line
-# that fails fails make test once the other has finished.
+# make test: lint and verify first (they fail within minutes), then the
+# control plane's tools, the CRDs, the image and the unit tests, alone on the
+# CPU (test-build). Then up to three jobs at once: the control plane's
+# suites; the tools only later steps need, built at nice 19 on the CPU the
+# suites leave idle (2 cores, vmstat: about 90%), the node's and the previous
+# version first, then external-dns and Envoy Gateway; and, as each set is
+# built, e2e and the neighbours' suites, which leave the CPU mostly idle too
+# (e2e 46-94%). No two share a port, a network or mount namespace, or a
+# TMPDIR. Two compiles at once cost more than one after the other: cold on
+# 2 cores, the second line beside the first slowed it by 12.5 min while
+# doing 8.5 min of its own work. A job that fails fails make test once the
+# others have finished.
 test: lint verify ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
-	@$(MAKE) --no-print-directory -j2 test-e2e test-neighbour-tools
-	@$(call run_suites,$(NEIGHBOUR_SUITES))
+	@$(MAKE) --no-print-directory -j3 test-control-plane test-e2e test-neighbours
 
 # $(call in_order,TARGETS): make each of TARGETS, one after the other, in a
-# make running two jobs (a sub-make's -j1 there resets the jobserver, with a
-# warning). The lines that call it start with + : make passes the jobserver
-# only to lines it knows recurse.
+# make running several jobs (a sub-make's -j1 there resets the jobserver,
+# with a warning). The lines that call it start with + : make passes the
+# jobserver only to lines it knows recurse.
 define in_order
 for t in $(1); do $(MAKE) --no-print-directory "$$t" || exit 1; done
 endef
 
-test-control-plane:
+# $(call logged,COMMAND): COMMAND's output kept in bin/.<target>.log and
+# printed whole when it ends, so that jobs running at once do not
+# interleave their lines.
+define logged
+mkdir -p $(BIN); ( $(1) ) > $(BIN)/.$@.log 2>&1; rc=$$?; cat $(BIN)/.$@.log; exit $$rc
+endef
+
+test-build:
 	+@$(call in_order,$(CONTROL_PLANE_TOOLS) crds image unit-full)
+
+test-e2e-tools: test-build
+	+@$(call logged,nice -n 19 sh -c '$(call in_order,e2e-packages bin/registry bin/cosign previous bin/kubelet bin/kube-controller-manager bin/kube-scheduler)')
+
+# The neighbours' tools come last: their suites, which follow them, are the
+# shortest.
+test-neighbour-tools: test-e2e-tools
+	+@$(call logged,nice -n 19 sh -c '$(call in_order,$(NEIGHBOUR_TOOLS))')
+
+test-control-plane: test-build
 	@$(call run_suites,$(CONTROL_PLANE_SUITES))
 
-test-e2e: test-control-plane test-e2e-tools
-	@$(run_e2e)
+test-e2e: test-build test-e2e-tools
+	@$(call logged,$(run_e2e))
 
-# The second line's output is kept apart and printed whole when it ends.
-# The node's tools come last: they share kube-apiserver's packages, which
-# the first line is compiling meanwhile.
-test-e2e-tools test-neighbour-tools: log = $(BIN)/.$@.log
-test-e2e-tools:
-	+@mkdir -p $(BIN); ( nice -n 19 sh -c '$(call in_order,e2e-packages bin/registry bin/cosign previous bin/kubelet bin/kube-controller-manager bin/kube-scheduler)' ) > $(log) 2>&1; \
-	  rc=$$?; cat $(log); exit $$rc
-
-test-neighbour-tools: test-e2e-tools
-	+@( nice -n 19 sh -c '$(call in_order,$(NEIGHBOUR_TOOLS))' ) > $(log) 2>&1; rc=$$?; cat $(log); exit $$rc
+test-neighbours: test-build test-neighbour-tools
+	@$(call logged,$(call run_suites,$(NEIGHBOUR_SUITES)))
 
 # ---- generate and verify: one source for the pool file, the metrics, the ---
 # denial reasons and the chart's values (internal/docs reads the Go types,
@@ -310,7 +319,7 @@ bin/kubectl: FORCE
 
 # The node of make e2e: the same Kubernetes release as the apiserver. Built
 # one at a time after kube-apiserver (whose packages they share; make test
-# builds them last in its second line): cold on 2
+# builds them in its second line, see test): cold on 2
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
 # bin/registry is CNCF Distribution's, which serves the chart and the image
