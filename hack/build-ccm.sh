@@ -41,5 +41,5 @@ fi
 echo "building $out ($module $describe) from $src…"
 mkdir -p "$(dirname "$out")" && rm -f "$stamp_file" "$out.tmp"
 (cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
-  nice -n 10 "$go" build -trimpath -ldflags="$ldflags" -o "$out.tmp" ./cmd/scaleway-cloud-controller-manager)
+  nice -n 10 "$go" build -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" -o "$out.tmp" ./cmd/scaleway-cloud-controller-manager)
 mv -f "$out.tmp" "$out" && echo "$stamp" > "$stamp_file"
