@@ -10,14 +10,15 @@ PKGS  := ./...
 # dependency graph; the race detector, which needs cgo, is make race's.
 # DWARF is for debuggers only (stack traces, pprof and the race detector read
 # the pclntab): without it a cold compile of the webhook's graph took 240 s
-# instead of 301 (user 341 s instead of 431). A debugger needs GOFLAGS=
-# on the command line of make.
+# instead of 301 (user 341 s instead of 431). A GOFLAGS of the environment
+# comes last, so its -gcflags or -ldflags win; make GOFLAGS= (on make's
+# command line) builds as go does, for a debugger.
 NO_DWARF := -gcflags=all=-dwarf=false
 export CGO_ENABLED := 0
-export GOFLAGS := $(strip $(GOFLAGS) -trimpath $(NO_DWARF) -ldflags=-w)
+export GOFLAGS := $(strip -trimpath $(NO_DWARF) -ldflags=-w $(GOFLAGS))
 # Suites on a real kube-apiserver and etcd; everything else is unit-level.
 # The neighbours' suites (external-dns with BIND, Envoy Gateway) need the
-# tools make test builds last in its second line (see test).
+# tools make test builds last (see test).
 CONTROL_PLANE_SUITES := ./test/integration ./test/clients ./test/chart ./test/playground ./test/chaos
 NEIGHBOUR_SUITES     := ./test/dns ./test/gateway
 SUITES               := $(CONTROL_PLANE_SUITES) $(NEIGHBOUR_SUITES)
@@ -79,9 +80,10 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 # version first, then external-dns and Envoy Gateway; and, as each set is
 # built, e2e and the neighbours' suites, which leave the CPU mostly idle too
 # (e2e 46-94%). No two share a port, a network or mount namespace, or a
-# TMPDIR. Two compiles at once cost more than one after the other: cold on
-# 2 cores, the second line beside the first slowed it by 12.5 min while
-# doing 8.5 min of its own work. A job that fails fails make test once the
+# TMPDIR; the suites pick their ports on loopback as they start. Two
+# compiles at once cost more than one after the other: cold on 2 cores, a
+# niced build beside the control plane's slowed it by 12.5 min while doing
+# 8.5 min of its own work. A job that fails fails make test once the
 # others have finished.
 test: lint verify ## Every test: unit, emulator fidelity, chart, real control plane, the chart on a real kubelet.
 	@$(MAKE) --no-print-directory -j3 test-control-plane test-e2e test-neighbours
@@ -96,9 +98,10 @@ endef
 
 # $(call logged,COMMAND): COMMAND's output kept in bin/.<target>.log and
 # printed whole when it ends, so that jobs running at once do not
-# interleave their lines.
+# interleave their lines (ci.yml prints the logs of a run cut short).
 define logged
-mkdir -p $(BIN); ( $(1) ) > $(BIN)/.$@.log 2>&1; rc=$$?; cat $(BIN)/.$@.log; exit $$rc
+mkdir -p $(BIN); echo "$@: started; its output follows when it ends (bin/.$@.log)"; \
+( $(1) ) > $(BIN)/.$@.log 2>&1; rc=$$?; cat $(BIN)/.$@.log; exit $$rc
 endef
 
 test-build:
@@ -274,8 +277,8 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # committed go.sum files (no checksum-database lookup). A binary is rebuilt
 # only when it is missing or its stamp bin/.NAME.version differs: the pinned
 # version plus a hash of go.mod's requirements and replaces (not its comments)
-# and of the ldflags. The builds of one line run one at a time, niced (make
-# test runs two lines, see test): kube-apiserver takes 5-6 min on a cold
+# and of the ldflags. The builds run one at a time, niced (make test builds
+# the rest beside its suites, see test): kube-apiserver takes 5-6 min on a cold
 # build cache (2 cores), kubectl then about 1.5 min (it shares most of
 # kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
@@ -324,7 +327,7 @@ bin/kubectl: FORCE
 
 # The node of make e2e: the same Kubernetes release as the apiserver. Built
 # one at a time after kube-apiserver (whose packages they share; make test
-# builds them in its second line, see test): cold on 2
+# builds them beside its suites, see test): cold on 2
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
 # bin/registry is CNCF Distribution's, which serves the chart and the image
