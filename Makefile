@@ -79,8 +79,8 @@ image: ## The OCI image (IMAGE_ARCHES: linux/amd64; the release adds arm64), doc
 # suites leave idle (2 cores, vmstat: about 90%), the node's and the previous
 # version first, then external-dns and Envoy Gateway; and, as each set is
 # built, e2e and the neighbours' suites, which leave the CPU mostly idle too
-# (e2e 46-94%). No two share a port, a network or mount namespace, or a
-# TMPDIR; the suites pick their ports on loopback as they start. Two
+# (e2e 46-94%). No two share a network or mount namespace or a TMPDIR;
+# each takes the loopback ports the kernel gives it as it starts. Two
 # compiles at once cost more than one after the other: cold on 2 cores, a
 # niced build beside the control plane's slowed it by 12.5 min while doing
 # 8.5 min of its own work. A job that fails fails make test once the
