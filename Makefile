@@ -199,10 +199,14 @@ e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the
 
 # previous: the chart and the image of the version the e2e suite upgrades
 # from and rolls back to, built from that commit's tree (scw-image -dir,
-# amd64) into bin/previous/ (src/ the tree, image/ the image). Until a
+# amd64) into bin/previous/ (src/ the tree, image/ the image, .commit the
+# commit and a hash of the go.mod and go.sum it was built with). Until a
 # release is tagged, the commit that landed shares and handover, whose ledger
 # has neither release-at (as a release time) nor the namespace tag. A
-# shallow clone fetches it. The tree is unpacked and removed under a
+# shallow clone fetches it. Its code and chart are that commit's; its
+# dependencies are this commit's go.mod and go.sum, so that they compile
+# once for both versions (what the upgrade run tests is the ledger, which
+# is the code's). The tree is unpacked and removed under a
 # dot-prefixed name, which ./... skips: until its go.mod is written (or
 # after it is removed), a tree under bin/previous would be packages of this
 # module to the go list and go vet that make test runs beside it.
@@ -210,17 +214,19 @@ PREVIOUS_COMMIT := 783cd0d16d5f5d823affbddca7220d3748689d99
 
 previous: ## Build the previous version's chart and image into bin/previous (make e2e does it).
 	@set -e; dir='$(BIN)/previous'; \
-	if [ "$$(cat "$$dir/.commit" 2>/dev/null)" = '$(PREVIOUS_COMMIT)' ] && [ -f "$$dir/image/index.digest" ]; then \
+	stamp="$(PREVIOUS_COMMIT) $$(cat go.mod go.sum | sha256sum | cut -c1-16)"; \
+	if [ "$$(cat "$$dir/.commit" 2>/dev/null)" = "$$stamp" ] && [ -f "$$dir/image/index.digest" ]; then \
 	  echo "bin/previous is up to date ($(PREVIOUS_COMMIT))"; exit 0; fi; \
 	git cat-file -e '$(PREVIOUS_COMMIT)^{commit}' 2>/dev/null || git fetch -q --depth 1 origin '$(PREVIOUS_COMMIT)'; \
 	echo "building bin/previous ($(PREVIOUS_COMMIT))…"; \
 	tmp='$(BIN)/.previous.tmp'; old='$(BIN)/.previous.old'; rm -rf "$$tmp" "$$old"; \
 	if [ -e "$$dir" ]; then mv "$$dir" "$$old" && rm -rf "$$old"; fi; \
 	mkdir -p "$$tmp/src" && git archive '$(PREVIOUS_COMMIT)' | tar -x -C "$$tmp/src" && \
+	cp go.mod go.sum "$$tmp/src/" && \
 	$(GO) run ./cmd/scw-image build -dir "$$tmp/src" -out "$$tmp/image" -arches amd64 \
 	  -version "$$(sed -n 's/^appVersion: *//p' "$$tmp/src/charts/scw-lb-ipam/Chart.yaml" | tr -d '\"')" -revision '$(PREVIOUS_COMMIT)' \
 	  -source-date-epoch "$$(git log -1 --format=%ct '$(PREVIOUS_COMMIT)')" -repository '$(IMAGE_REPOSITORY)' >/dev/null && \
-	echo '$(PREVIOUS_COMMIT)' > "$$tmp/.commit" && mv "$$tmp" "$$dir"
+	echo "$$stamp" > "$$tmp/.commit" && mv "$$tmp" "$$dir"
 
 e2e-packages:
 	@missing=$$(for p in $(E2E_PACKAGES); do \
@@ -273,7 +279,9 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 
 # ---- tools: the control plane the integration tests run -------------------
 # bin/kube-apiserver, bin/kubectl and bin/etcd are built from the versions
-# pinned in test/tools/go.mod, bin/helm from test/tools/helm/go.mod, with the
+# pinned in test/tools/go.mod, bin/helm from test/tools/helm/go.mod, the
+# programs that run beside the webhook (the CCM, external-dns, Envoy Gateway,
+# the registry and cosign) from test/tools/neighbours/go.mod, with the
 # committed go.sum files (no checksum-database lookup). A binary is rebuilt
 # only when it is missing or its stamp bin/.NAME.version differs: the pinned
 # version plus a hash of go.mod's requirements and replaces (not its comments)
@@ -282,6 +290,7 @@ bin/crds/.stamp: test/crds/go.mod test/crds/go.sum
 # build cache (2 cores), kubectl then about 1.5 min (it shares most of
 # kube-apiserver's packages), etcd and helm 1-2 min each.
 TOOLS_DIR := $(CURDIR)/test/tools
+NEIGHBOURS_DIR := $(TOOLS_DIR)/neighbours
 CONTROL_PLANE_TOOLS := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scaleway-cloud-controller-manager
 NEIGHBOUR_TOOLS     := bin/external-dns bin/envoy-gateway bin/named
 TOOLS               := $(CONTROL_PLANE_TOOLS) $(NEIGHBOUR_TOOLS)
@@ -331,9 +340,9 @@ bin/kubectl: FORCE
 # cores, kubelet takes about 2 min, kube-controller-manager 1, kube-scheduler
 # under half a minute. Not in TOOLS: make test's suites do not need them.
 # bin/registry is CNCF Distribution's, which serves the chart and the image
-# over OCI as the release workflow publishes them (about 1.5 min cold);
-# bin/cosign is Sigstore's, which signs and verifies them there (about
-# 3.5 min cold).
+# over OCI as the release workflow publishes them; bin/cosign is
+# Sigstore's, which signs and verifies them there. Both come from the
+# neighbours' module, after the CCM, whose packages they share.
 E2E_TOOLS := bin/kubelet bin/kube-controller-manager bin/kube-scheduler bin/registry bin/cosign
 
 bin/kubelet: FORCE
@@ -346,10 +355,10 @@ bin/kube-scheduler: FORCE
 	@$(call tool_build,$(TOOLS_DIR),k8s.io/kubernetes,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_VERSION_LDFLAGS))
 
 bin/registry: FORCE
-	@$(call tool_build,$(TOOLS_DIR)/registry,github.com/distribution/distribution/v3,github.com/distribution/distribution/v3/cmd/registry,-X github.com/distribution/distribution/v3/version.version=$$v)
+	@$(call tool_build,$(NEIGHBOURS_DIR),github.com/distribution/distribution/v3,github.com/distribution/distribution/v3/cmd/registry,-X github.com/distribution/distribution/v3/version.version=$$v)
 
 bin/cosign: FORCE
-	@$(call tool_build,$(TOOLS_DIR)/cosign,github.com/sigstore/cosign/v3,github.com/sigstore/cosign/v3/cmd/cosign,-X sigs.k8s.io/release-utils/version.gitVersion=$$v)
+	@$(call tool_build,$(NEIGHBOURS_DIR),github.com/sigstore/cosign/v3,github.com/sigstore/cosign/v3/cmd/cosign,-X sigs.k8s.io/release-utils/version.gitVersion=$$v)
 
 bin/etcd: FORCE
 	@$(call tool_build,$(TOOLS_DIR),go.etcd.io/etcd/server/v3,go.etcd.io/etcd/server/v3,)
@@ -358,20 +367,20 @@ bin/helm: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/helm,helm.sh/helm/v4,helm.sh/helm/v4/cmd/helm,-X helm.sh/helm/v4/internal/version.version=$$v -X helm.sh/helm/v4/internal/version.gitTreeState=clean)
 
 # external-dns, whose target annotation scw-lb-ipam writes: v0.22.0 from the
-# module proxy (v0.23 needs Go 1.27), pinned in its own module with the two
-# replaces its go.mod explains, its version stamped as its own Makefile does.
-# It links every DNS provider's SDK: cold on 2 cores, niced, about 4 min.
+# module proxy (v0.23 needs Go 1.27), with the two replaces the neighbours'
+# go.mod explains, its version stamped as its own Makefile does. It links
+# every DNS provider's SDK.
 bin/external-dns: FORCE
-	@$(call tool_build,$(TOOLS_DIR)/external-dns,sigs.k8s.io/external-dns,sigs.k8s.io/external-dns,-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$$v)
+	@$(call tool_build,$(NEIGHBOURS_DIR),sigs.k8s.io/external-dns,sigs.k8s.io/external-dns,-X sigs.k8s.io/external-dns/pkg/apis/externaldns.Version=$$v)
 
 # Envoy Gateway's controller, which the Gateway scenario (test/gateway) runs
-# out of cluster: v1.9.1 from the module proxy, pinned in its own module. Its
-# CRDs (Gateway API and Envoy Gateway's own) are copied from that module into
+# out of cluster: v1.9.1 from the module proxy. Its CRDs (Gateway API and
+# Envoy Gateway's own) are copied from that module into
 # bin/envoy-gateway-crds/ on every run (a copy, no build). Its version stamped
-# as its own Makefile does. Cold on 2 cores, niced: 7 min on a busy machine.
+# as its own Makefile does.
 bin/envoy-gateway: FORCE
-	@$(call tool_build,$(TOOLS_DIR)/envoy-gateway,github.com/envoyproxy/gateway,github.com/envoyproxy/gateway/cmd/envoy-gateway,-X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$$v)
-	@cd '$(TOOLS_DIR)/envoy-gateway' && \
+	@$(call tool_build,$(NEIGHBOURS_DIR),github.com/envoyproxy/gateway,github.com/envoyproxy/gateway/cmd/envoy-gateway,-X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$$v)
+	@cd '$(NEIGHBOURS_DIR)' && \
 	  dir=$$(GOWORK=off GOFLAGS=-mod=readonly $(GO) mod download -json github.com/envoyproxy/gateway | sed -n 's/.*"Dir": "\(.*\)",/\1/p') && \
 	  [ -d "$$dir/charts/gateway-helm/charts/crds/crds" ] && \
 	  rm -rf '$(BIN)/envoy-gateway-crds' && mkdir -p '$(BIN)/envoy-gateway-crds' && \
@@ -391,24 +400,24 @@ bin/staticcheck: FORCE
 	@$(call tool_build,$(TOOLS_DIR)/staticcheck,honnef.co/go/tools,honnef.co/go/tools/cmd/staticcheck,)
 
 # The real Scaleway cloud-controller-manager, which the test worlds run
-# beside the webhook. It is not on the Go module proxy, so it never enters
-# this module's go.mod: it is built like kube-apiserver, from its own source
-# and its own go.sum, at the one commit test/tools/ccm.version pins. The
-# source is ../shared/scaleway-ccm when that folder holds the pinned commit
-# (its PROVENANCE.md names it); it is read-only there, so the build writes
-# nothing into it (-mod=readonly, no VCS stamping, the binary elsewhere).
-# Without the folder, the repository is cloned into bin/.ccm-src at the
-# pinned commit, as on a machine with internet and nothing else. The stamp
-# is the commit plus a hash of its go.mod and the ldflags. Cold on 2 cores,
-# niced: 5 min of CPU, 7 min on a busy machine; it shares no compiled
-# package with kube-apiserver (its own k8s.io versions).
+# beside the webhook, built from its own source at the one commit
+# test/tools/ccm.version pins. It is not on the Go module proxy: the
+# neighbours' module replaces it by bin/.ccm-src, a link to
+# ../shared/scaleway-ccm when that folder holds the pinned commit (its
+# PROVENANCE.md names it), else to a clone of the repository at that commit
+# in bin/.ccm-clones, as on a machine with internet and nothing else. The
+# source is read-only: the build writes nothing into it (-mod=readonly, no
+# VCS stamping, the binary elsewhere). The stamp is the commit plus a hash
+# of both go.mod files and the ldflags. It is the first of the neighbours'
+# module built; it shares no compiled package with kube-apiserver (its
+# k8s.io versions are the CCM's).
 CCM_VERSION_FILE := $(TOOLS_DIR)/ccm.version
 CCM_REPO         := https://github.com/scaleway/scaleway-cloud-controller-manager
 CCM_MODULE       := github.com/scaleway/scaleway-cloud-controller-manager
 CCM_SHARED       := $(abspath $(CURDIR)/../shared/scaleway-ccm)
 
 bin/scaleway-cloud-controller-manager: FORCE
-	@GO='$(GO)' hack/build-ccm.sh '$(abspath $@)' '$(CCM_VERSION_FILE)' '$(CCM_REPO)' '$(CCM_MODULE)' '$(CCM_SHARED)' '$(BIN)/.ccm-src'
+	@GO='$(GO)' hack/build-ccm.sh '$(abspath $@)' '$(CCM_VERSION_FILE)' '$(CCM_REPO)' '$(CCM_MODULE)' '$(CCM_SHARED)' '$(BIN)/.ccm-clones' '$(BIN)/.ccm-src' '$(NEIGHBOURS_DIR)'
 
 # named (BIND 9.18), the datacenter's DNS server in test/dns: Debian's (or
 # Ubuntu's) bind9 and bind9-libs, and the libraries they depend on that are

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the Scaleway cloud-controller-manager at the commit pinned in
-# VERSION_FILE into OUT, from ../shared/scaleway-ccm when it is there (its
-# PROVENANCE.md must name the commit), else from a shallow clone of REPO
-# into CACHE. A stamp beside OUT (the module, the commit, and a hash of its
-# go.mod and link flags) skips the build when nothing changed.
+# VERSION_FILE into OUT, from the module MODULE_DIR (test/tools/neighbours),
+# which replaces the CCM's module by LINK. LINK is made to point at
+# ../shared/scaleway-ccm when it is there (its PROVENANCE.md must name the
+# commit), else at a shallow clone of REPO into CLONES/<commit>. A stamp
+# beside OUT (the module, the commit, and a hash of both go.mod files and the
+# link flags) skips the build when nothing changed.
 #
-# usage: hack/build-ccm.sh OUT VERSION_FILE REPO MODULE SHARED CACHE
+# usage: hack/build-ccm.sh OUT VERSION_FILE REPO MODULE SHARED CLONES LINK MODULE_DIR
 # GO names the go command (go by default).
 set -euo pipefail
-out=$1 version_file=$2 repo=$3 module=$4 shared=$5 cache=$6
+out=$1 version_file=$2 repo=$3 module=$4 shared=$5 clones=$6 link=$7 module_dir=$8
 go=${GO:-go}
 
 read -r commit describe < <(grep -v '^#' "$version_file" | grep -v '^[[:space:]]*$')
@@ -18,7 +20,7 @@ if [ -d "$shared" ]; then
   grep -q "$commit" "$src/PROVENANCE.md" || {
     echo "$src is not the pinned commit $commit (see its PROVENANCE.md and $version_file)" >&2; exit 1; }
 else
-  src=$cache/$commit
+  src=$clones/$commit
   if [ ! -f "$src/go.mod" ]; then
     echo "cloning $repo at $commit…"
     rm -rf "$src.tmp" && mkdir -p "$src.tmp"
@@ -31,8 +33,10 @@ else
     fi
   fi
 fi
+mkdir -p "$(dirname "$link")" && ln -sfn "$(cd "$src" && pwd)" "$link"
+
 ldflags="-s -w -X $module/scaleway.version=$describe -X $module/scaleway.gitCommit=$commit"
-stamp="$module $commit $( { cd "$src" && GOWORK=off GOFLAGS=-mod=readonly "$go" mod edit -json && echo "$ldflags"; } | sha256sum | cut -c1-16)"
+stamp="$module $commit $( { for d in "$src" "$module_dir"; do (cd "$d" && GOWORK=off GOFLAGS=-mod=readonly "$go" mod edit -json); done; echo "$ldflags"; } | sha256sum | cut -c1-16)"
 stamp_file=$(dirname "$out")/.$(basename "$out").version
 if [ -x "$out" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
   echo "$out is up to date ($module $describe)"
@@ -40,6 +44,6 @@ if [ -x "$out" ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ]; then
 fi
 echo "building $out ($module $describe) from $src…"
 mkdir -p "$(dirname "$out")" && rm -f "$stamp_file" "$out.tmp"
-(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
-  nice -n 10 "$go" build -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" -o "$out.tmp" ./cmd/scaleway-cloud-controller-manager)
+(cd "$module_dir" && GOWORK=off CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false' \
+  nice -n 10 "$go" build -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" -o "$out.tmp" "$module/cmd/scaleway-cloud-controller-manager")
 mv -f "$out.tmp" "$out" && echo "$stamp" > "$stamp_file"
