@@ -206,7 +206,8 @@ e2e: tools image e2e-packages ## The chart on a real kubelet (root; installs the
 # shallow clone fetches it. Its code and chart are that commit's; its
 # dependencies are this commit's go.mod and go.sum, so that they compile
 # once for both versions (what the upgrade run tests is the ledger, which
-# is the code's). The tree is unpacked and removed under a
+# is the code's); were this go.mod to drop a module that code imports, the
+# build fails, naming the package. The tree is unpacked and removed under a
 # dot-prefixed name, which ./... skips: until its go.mod is written (or
 # after it is removed), a tree under bin/previous would be packages of this
 # module to the go list and go vet that make test runs beside it.
@@ -295,7 +296,7 @@ CONTROL_PLANE_TOOLS := bin/kube-apiserver bin/kubectl bin/etcd bin/helm bin/scal
 NEIGHBOUR_TOOLS     := bin/external-dns bin/envoy-gateway bin/named
 TOOLS               := $(CONTROL_PLANE_TOOLS) $(NEIGHBOUR_TOOLS)
 
-.PHONY: tools FORCE
+.PHONY: tools ccm-source FORCE
 
 tools: ## Build the pinned kube-apiserver, kubectl, etcd, helm, the Scaleway CCM, external-dns, Envoy Gateway and BIND's named into bin/.
 	@$(MAKE) --no-print-directory -j1 $(TOOLS)
@@ -408,9 +409,10 @@ bin/staticcheck: FORCE
 # in bin/.ccm-clones, as on a machine with internet and nothing else. The
 # source is read-only: the build writes nothing into it (-mod=readonly, no
 # VCS stamping, the binary elsewhere). The stamp is the commit plus a hash
-# of both go.mod files and the ldflags. It is the first of the neighbours'
-# module built; it shares no compiled package with kube-apiserver (its
-# k8s.io versions are the CCM's).
+# of both go.mod files and the ldflags. The module selects the Kubernetes
+# libraries the CCM pins (hack/ccm-source.sh checks it before each build).
+# It is the first of the neighbours' module built; it shares no compiled
+# package with kube-apiserver.
 CCM_VERSION_FILE := $(TOOLS_DIR)/ccm.version
 CCM_REPO         := https://github.com/scaleway/scaleway-cloud-controller-manager
 CCM_MODULE       := github.com/scaleway/scaleway-cloud-controller-manager
@@ -418,6 +420,11 @@ CCM_SHARED       := $(abspath $(CURDIR)/../shared/scaleway-ccm)
 
 bin/scaleway-cloud-controller-manager: FORCE
 	@GO='$(GO)' hack/build-ccm.sh '$(abspath $@)' '$(CCM_VERSION_FILE)' '$(CCM_REPO)' '$(CCM_MODULE)' '$(CCM_SHARED)' '$(BIN)/.ccm-clones' '$(BIN)/.ccm-src' '$(NEIGHBOURS_DIR)'
+
+# The link alone, and the check that the neighbours' module builds the CCM
+# with the Kubernetes libraries it pins: what go mod tidy there needs.
+ccm-source:
+	@GO='$(GO)' hack/ccm-source.sh '$(BIN)/.ccm-src' '$(CCM_VERSION_FILE)' '$(CCM_REPO)' '$(CCM_SHARED)' '$(BIN)/.ccm-clones' '$(NEIGHBOURS_DIR)'
 
 # named (BIND 9.18), the datacenter's DNS server in test/dns: Debian's (or
 # Ubuntu's) bind9 and bind9-libs, and the libraries they depend on that are

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Scaleway cloud-controller-manager at the commit pinned in
 # VERSION_FILE into OUT, from the module MODULE_DIR (test/tools/neighbours),
-# which replaces the CCM's module by LINK. LINK is made to point at
-# ../shared/scaleway-ccm when it is there (its PROVENANCE.md must name the
-# commit), else at a shallow clone of REPO into CLONES/<commit>. A stamp
-# beside OUT (the module, the commit, and a hash of both go.mod files and the
-# link flags) skips the build when nothing changed.
+# which replaces the CCM's module by LINK: hack/ccm-source.sh points LINK at
+# the source (SHARED, or a clone of REPO in CLONES). A stamp beside OUT (the
+# module, the commit, and a hash of both go.mod files and the link flags)
+# skips the build when nothing changed.
 #
 # usage: hack/build-ccm.sh OUT VERSION_FILE REPO MODULE SHARED CLONES LINK MODULE_DIR
 # GO names the go command (go by default).
@@ -13,27 +12,9 @@ set -euo pipefail
 out=$1 version_file=$2 repo=$3 module=$4 shared=$5 clones=$6 link=$7 module_dir=$8
 go=${GO:-go}
 
+"$(dirname "$0")/ccm-source.sh" "$link" "$version_file" "$repo" "$shared" "$clones" "$module_dir"
 read -r commit describe < <(grep -v '^#' "$version_file" | grep -v '^[[:space:]]*$')
-[[ "$commit" =~ ^[0-9a-f]{40}$ ]] || { echo "$version_file: no full commit hash" >&2; exit 1; }
-if [ -d "$shared" ]; then
-  src=$shared
-  grep -q "$commit" "$src/PROVENANCE.md" || {
-    echo "$src is not the pinned commit $commit (see its PROVENANCE.md and $version_file)" >&2; exit 1; }
-else
-  src=$clones/$commit
-  if [ ! -f "$src/go.mod" ]; then
-    echo "cloning $repo at $commit…"
-    rm -rf "$src.tmp" && mkdir -p "$src.tmp"
-    if ! { git -C "$src.tmp" init -q &&
-      git -C "$src.tmp" fetch -q --depth 1 "$repo" "$commit" &&
-      git -C "$src.tmp" -c advice.detachedHead=false checkout -q FETCH_HEAD &&
-      [ "$(git -C "$src.tmp" rev-parse HEAD)" = "$commit" ] &&
-      mv "$src.tmp" "$src"; }; then
-      echo "cloning $repo at $commit failed" >&2; rm -rf "$src.tmp"; exit 1
-    fi
-  fi
-fi
-mkdir -p "$(dirname "$link")" && ln -sfn "$(cd "$src" && pwd)" "$link"
+src=$(readlink "$link")
 
 ldflags="-s -w -X $module/scaleway.version=$describe -X $module/scaleway.gitCommit=$commit"
 stamp="$module $commit $( { for d in "$src" "$module_dir"; do (cd "$d" && GOWORK=off GOFLAGS=-mod=readonly "$go" mod edit -json); done; echo "$ldflags"; } | sha256sum | cut -c1-16)"

@@ -5,5 +5,6 @@
 // is not a test (size_test.go: functions, files; methods_test.go: a type's
 // method set, promoted methods included), and
 // that the CI workflow caches every tool the Makefile builds and runs the
-// root suites (ci_test.go). It has no code of its own and imports nothing.
+// root suites (ci_test.go), and that helm's module shares the main module's
+// versions (modules_test.go). It has no code of its own and imports nothing.
 package archtest

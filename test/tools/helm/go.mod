@@ -1,7 +1,11 @@
 // Pins the helm CLI that `make tools` builds into bin/helm. Its own module,
 // apart from ../go.mod, because Helm needs k8s.io v0.37 while kube-apiserver
-// there is pinned to v1.36. To move: change the version, then run here
+// there is pinned to v1.36. The modules it shares with the main module are
+// at the same versions in both (TestHelmSharesTheModuleVersions), so that
+// its build reuses the packages make test compiled for the main module.
+// To move: change the version, run here
 //   go mod tidy
+// then go get, here or in the main module, each version that test names.
 module github.com/scw-lb-ipam/scw-lb-ipam/test/tools/helm
 
 go 1.26.0

@@ -2,24 +2,28 @@
 // the webhook: the Scaleway cloud-controller-manager, external-dns (the
 // target annotation scw-lb-ipam writes), Envoy Gateway's controller (the
 // Gateway scenario), and CNCF Distribution's registry and Sigstore's cosign
-// (the release path make e2e walks). `make tools` builds each into bin/.
+// (the release path make e2e walks), each built into bin/ (make tools; the
+// registry and cosign by make e2e).
 //
 // One module, apart from the main go.mod: they share much of their graph
 // (client-go, controller-runtime, grpc, OpenTelemetry), which compiles
-// once for the five instead of once each; cold on 2 cores, that is a third
-// of the source make test compiles for them. The selected versions are the
-// highest any of them asks for (Kubernetes v0.36.3, the CCM's).
+// once for the five instead of once each: 193 MB of Go source instead of
+// 318. The selected versions are the highest any of them asks for; the
+// Kubernetes libraries are the CCM's (v0.36.3), which hack/ccm-source.sh
+// checks before each build of the CCM. Every stamp hashes this file, so a
+// change here rebuilds the five.
 //
 // The CCM is not on the Go module proxy: it is replaced by its source,
-// bin/.ccm-src, a link hack/build-ccm.sh makes to ../shared/scaleway-ccm or
-// to a clone at the commit test/tools/ccm.version pins.
+// bin/.ccm-src, a link to ../shared/scaleway-ccm or to a clone at the
+// commit test/tools/ccm.version pins (make ccm-source makes it).
 //
 // Two more replaces: the proxy refuses the versions external-dns v0.22.0
 // pins of github.com/openshift/api (this is the one v0.21.0 pins) and of
 // github.com/exoscale/egoscale/v3. external-dns v0.23 needs Go 1.27.
 //
-// To move one: change its version (or ccm.version), make
-// bin/scaleway-cloud-controller-manager (the link), then run here
+// To move one: change its version (or ccm.version), run make ccm-source in
+// the repository's root (the link; it fails, naming them, while the
+// Kubernetes libraries differ from the CCM's), then here
 //   go mod tidy
 module github.com/scw-lb-ipam/scw-lb-ipam/test/tools/neighbours
 

@@ -1,8 +1,8 @@
 //go:build tools
 
-// Package neighbours records the programs `make tools` builds from this
-// module, so that go.mod and go.sum keep their dependencies. Nothing
-// imports it.
+// Package neighbours records the programs built from this module (make
+// tools, make e2e), so that go.mod and go.sum keep their dependencies.
+// Nothing imports it.
 package neighbours
 
 import (
